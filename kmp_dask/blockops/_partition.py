@@ -1,0 +1,83 @@
+"""The state one row partition keeps on the worker that holds it.
+
+A :class:`Partition` is plain NumPy: the rows ``X`` (and labels ``y``) of one contiguous,
+chunk-aligned run of the data set, plus a dictionary ``state`` in which each algorithm keeps
+what it caches between passes (residuals, basis columns, masks). Operations on partitions are
+module-level functions ``op(partition, msg) -> result`` (see :mod:`kmp_dask.blockops._kmp`), so
+the same code runs in-process (the test oracle, numpy input) and inside a dask worker.
+
+Design rule (DESIGN.md §5): everything in ``state`` must be rebuildable from the data and a
+message the driver can produce from its own small state, so a partition lost with its worker is
+rebuilt instead of replayed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Partition", "PartitionSpec", "split_mask", "fetch_rows"]
+
+
+@dataclass
+class PartitionSpec:
+    """Where a partition's rows come from: a picklable reader and a global row range."""
+
+    index: int
+    start: int
+    stop: int
+    reader: object  # has .read_range(start, stop) -> (X, y)
+
+    def load(self) -> "Partition":
+        X, y = self.reader.read_range(self.start, self.stop)
+        return Partition(self.index, self.start, self.stop, np.asarray(X), None if y is None else np.asarray(y))
+
+
+@dataclass
+class Partition:
+    """Rows ``[start, stop)`` of the data set and the algorithm state kept with them."""
+
+    index: int
+    start: int
+    stop: int
+    X: np.ndarray
+    y: np.ndarray | None
+    state: dict = field(default_factory=dict)
+
+    @property
+    def n_rows(self) -> int:
+        return self.stop - self.start
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """A vectorised 64-bit mixing function (splitmix64 finaliser) on uint64 arrays."""
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def split_mask(global_index: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Return True for the rows that belong to the validation split.
+
+    Membership is a pure function of (global row index, seed), so the driver and every
+    partition agree without the driver ever holding an O(N) index array, and the split is the
+    same whatever the chunking.
+    """
+    idx = np.asarray(global_index, dtype=np.uint64)
+    if fraction <= 0:
+        return np.zeros(idx.shape, dtype=bool)
+    h = _splitmix64(idx ^ _splitmix64(np.full(idx.shape, seed, dtype=np.uint64)))
+    u = (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+    return u < fraction
+
+
+def fetch_rows(part: Partition, global_idx) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``part.X`` whose global indices are in ``global_idx`` (those this partition owns)."""
+    if global_idx is None:
+        return np.empty(0, dtype=np.int64), part.X[:0]
+    g = np.asarray(global_idx, dtype=np.int64)
+    own = g[(g >= part.start) & (g < part.stop)]
+    return own, part.X[own - part.start]

@@ -1,0 +1,277 @@
+"""Kernel matching pursuit estimators: :class:`KMPRegressor` and :class:`KMPClassifier`."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets, unique_labels
+from sklearn.utils.validation import check_is_fitted, check_random_state
+
+from ..blockops import kmp_stats, predict_block
+from ..greedy import FIT_MODES, kernel_matching_pursuit, n_candidates_for
+from ..kernels import Kernel, get_kernel
+from ..parallel import make_engine, map_rows_predict, resolve_client
+from ._inputs import fit_input, is_dask_array, is_store_like, predict_input
+from ._progress import progress_callback
+
+__all__ = ["KMPRegressor", "KMPClassifier"]
+
+
+def _check_params(est):
+    """Validate constructor parameters (in ``fit``, scikit-learn style); raise naming the fix."""
+    def bad(name, want):
+        raise ValueError(f"{name} must be {want}; got {getattr(est, name)!r}")
+
+    if not isinstance(est.n_basis, numbers.Integral) or est.n_basis < 1:
+        bad("n_basis", "a positive int")
+    if est.fit_mode not in FIT_MODES:
+        bad("fit_mode", f"one of {FIT_MODES}")
+    c = est.candidates
+    if not (c in ("all", "auto") or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
+        bad("candidates", "'all', 'auto' or a positive int (the active-set size s)")
+    if not (isinstance(est.ridge, numbers.Real) and est.ridge >= 0):
+        bad("ridge", "a float >= 0")
+    if est.tol is not None and not (isinstance(est.tol, numbers.Real) and 0 <= est.tol < 1):
+        bad("tol", "None or a float in [0, 1)")
+    if not (isinstance(est.validation_fraction, numbers.Real) and 0 <= est.validation_fraction < 1):
+        bad("validation_fraction", "a float in [0, 1)")
+    if est.n_iter_no_change is not None:
+        if not isinstance(est.n_iter_no_change, numbers.Integral) or est.n_iter_no_change < 1:
+            bad("n_iter_no_change", "None or a positive int")
+        if est.validation_fraction == 0:
+            raise ValueError("n_iter_no_change needs a validation split: set validation_fraction > 0 (e.g. 0.1)")
+    if est.chunk_rows is not None and (not isinstance(est.chunk_rows, numbers.Integral) or est.chunk_rows < 1):
+        bad("chunk_rows", "None or a positive int")
+
+
+class _BaseKMP(BaseEstimator):
+    """Shared parameters, fit and prediction of the KMP estimators."""
+
+    def __init__(
+        self,
+        *,
+        kernel="rbf",
+        gamma=None,
+        degree=3,
+        coef0=1.0,
+        kernel_params=None,
+        n_basis=100,
+        fit_mode="backfit",
+        candidates="auto",
+        eps=0.05,
+        q=0.95,
+        tol=None,
+        ridge=1e-10,
+        fit_intercept=True,
+        validation_fraction=0.0,
+        n_iter_no_change=None,
+        random_state=None,
+        client=None,
+        chunk_rows=None,
+        verbose=0,
+    ):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.n_basis = n_basis
+        self.fit_mode = fit_mode
+        self.candidates = candidates
+        self.eps = eps
+        self.q = q
+        self.tol = tol
+        self.ridge = ridge
+        self.fit_intercept = fit_intercept
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.random_state = random_state
+        self.client = client
+        self.chunk_rows = chunk_rows
+        self.verbose = verbose
+
+    _is_classifier = False
+
+    def _resolve_kernel(self, n_features) -> Kernel:
+        if isinstance(self.kernel, Kernel):
+            return self.kernel
+        return get_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
+                          kernel_params=self.kernel_params, n_features=n_features)
+
+    def _n_candidates(self):
+        if self.candidates == "auto":
+            return n_candidates_for(self.eps, self.q)
+        return self.candidates
+
+    def _fit(self, X, y):
+        _check_params(self)
+        rs = check_random_state(self.random_state)
+        seed = int(rs.randint(0, 2**31 - 1))
+        in_memory = not (is_store_like(X) or is_dask_array(X))
+        self._input_classes = None
+        with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=self._is_classifier) as store:
+            self.kernel_ = self._resolve_kernel(store.n_features)
+            with resolve_client(self.client, in_memory=in_memory) as client:
+                engine = make_engine(client, store)
+                try:
+                    targets = self._targets(engine, store)
+                    cb, bar = progress_callback(self.verbose, self.n_basis)
+                    result = kernel_matching_pursuit(
+                        engine, kernel=self.kernel_, n_rows=store.n_rows, n_features=store.n_features,
+                        dtype=store.dtype, targets=targets, n_basis=int(self.n_basis),
+                        fit_mode=self.fit_mode, candidates=self._n_candidates(),
+                        random_state=np.random.default_rng(seed), ridge=float(self.ridge), tol=self.tol,
+                        fit_intercept=self.fit_intercept, validation_fraction=float(self.validation_fraction),
+                        n_iter_no_change=self.n_iter_no_change, split_seed=seed, callback=cb,
+                    )
+                    if bar is not None:
+                        bar.close()
+                finally:
+                    engine.close()
+        self.basis_indices_ = result.basis_indices
+        self.basis_vectors_ = result.basis_vectors
+        self.dual_coef_ = result.coef
+        self.intercept_ = result.intercept
+        self.n_basis_ = len(result.basis_indices)
+        self.stop_reason_ = result.stop_reason.value
+        self.history_ = result.history
+        self.n_iter_ = len(result.history)
+        return self
+
+    def _decision(self, X):
+        check_is_fitted(self, "dual_coef_")
+        kind, Xv = predict_input(self, X)
+        basis = self.basis_vectors_.astype(Xv.dtype, copy=False)
+        if kind == "dask":
+            return map_rows_predict(Xv, basis, self.dual_coef_, self.intercept_, self.kernel_)
+        return predict_block(Xv, basis, self.dual_coef_, self.intercept_, self.kernel_)
+
+
+class KMPRegressor(RegressorMixin, _BaseKMP):
+    """Kernel matching pursuit regression (squared loss), exact or stochastic.
+
+    Selects ``n_basis`` kernel functions ``k(·, x_j)`` centred on training rows, one per
+    iteration, and fits their coefficients by least squares (``fit_mode="backfit"``). With
+    ``candidates="auto"`` each iteration scores ``s = ⌈log eps / log q⌉`` random rows (59 for
+    the defaults): stochastic KMP (Popovici et al.). Data may be numpy arrays, dask arrays or
+    a :mod:`kmp_dask.store` store; store/dask input is fitted on dask workers.
+
+    Parameters
+    ----------
+    kernel : str or Kernel, default="rbf"
+        "rbf", "laplacian", "polynomial", "linear", "sigmoid", or a :class:`~kmp_dask.kernels.Kernel`.
+    gamma, degree, coef0 : kernel parameters as in scikit-learn (gamma=None → 1/n_features).
+    kernel_params : dict, optional
+        Extra kernel parameters.
+    n_basis : int, default=100
+        Maximum number of basis functions.
+    fit_mode : {"basic", "backfit", "prefit"}, default="backfit"
+    candidates : "all", "auto" or int, default="auto"
+        Candidates scored per iteration: every training row (exact KMP), ⌈log eps/log q⌉, or s.
+    eps, q : float, default=0.05, 0.95
+        Probabilistic-search parameters of ``candidates="auto"``.
+    tol : float or None
+        Stop when the relative training residual norm falls to ``tol``.
+    ridge : float, default=1e-10
+        Tikhonov term per training row on the basis Gram (λ = ridge · n_train), for stability.
+    fit_intercept : bool, default=True
+        Fit a constant (centres the targets).
+    validation_fraction : float, default=0.0
+        Fraction of rows held out (chosen by a hash of the row index) for early stopping.
+    n_iter_no_change : int or None
+        Stop when the validation score has not improved for that many iterations; the model
+        keeps the basis size with the best validation score.
+    random_state : int, RandomState or None
+    client : None, "sync", "embedded", address or distributed.Client
+        Where to fit (see :func:`kmp_dask.parallel.resolve_client`).
+    chunk_rows : int or None
+        Rows per partition for in-memory / dask input (stores keep their own chunking).
+    verbose : int
+        ≥1 shows a progress bar with the residual norm and validation score.
+
+    Attributes
+    ----------
+    basis_indices_ : ndarray (n_basis_,)
+    basis_vectors_ : ndarray (n_basis_, n_features)
+    dual_coef_ : ndarray (n_basis_, n_outputs)
+    intercept_ : ndarray (n_outputs,)
+    n_basis_ : int
+    stop_reason_ : str
+    history_ : list of dict
+        Per iteration: index, score, best/median candidate score, residual norm, validation
+        score (−MSE), seconds.
+    kernel_ : Kernel
+    """
+
+    def fit(self, X, y=None):
+        """Fit on numpy/dask ``X, y`` or on a store (``y=None``)."""
+        self._fit(X, y)
+        self._y_1d = None
+        return self
+
+    def _targets(self, engine, store):
+        ys = store.y_shape
+        self._single_output = len(ys) == 1
+        return {"kind": "regression"}
+
+    def predict(self, X):
+        """Predicted targets; numpy in → numpy out, dask/store in → lazy dask array out."""
+        F = self._decision(X)
+        return F[:, 0] if self._single_output else F
+
+
+class KMPClassifier(ClassifierMixin, _BaseKMP):
+    """Kernel matching pursuit classification (squared loss on ±1 one-vs-rest targets).
+
+    Binary problems fit one output; multi-class problems fit one output per class on one shared
+    basis chosen by the coupled criterion (scores summed over outputs). Parameters and fitted
+    attributes are those of :class:`KMPRegressor`, plus ``classes_``; the validation score used
+    for early stopping is accuracy.
+    """
+
+    _is_classifier = True
+
+    def fit(self, X, y=None):
+        """Fit on numpy/dask ``X, y`` or on a store (``y=None``)."""
+        if y is not None and not is_dask_array(y):
+            check_classification_targets(np.asarray(y))
+        return self._fit(X, y)
+
+    def _targets(self, engine, store):
+        names = store.attrs.get("classes")
+        if self._input_classes is not None:  # numpy input, encoded by fit_input
+            self.classes_ = self._input_classes
+            codes = np.arange(len(self.classes_))
+        elif names is not None:  # a store whose y holds codes into attrs["classes"]
+            self.classes_ = np.asarray(names)
+            codes = np.arange(len(names))
+        else:
+            parts = engine.run(kmp_stats, {"unique_labels": True})
+            codes = unique_labels(*[p["labels"] for p in parts])
+            self.classes_ = codes
+        if len(codes) < 2:
+            raise ValueError(
+                f"KMPClassifier needs at least 2 classes in y; got {len(codes)} ({list(self.classes_)})"
+            )
+        self._codes = codes
+        return {"kind": "ovr", "classes": codes}
+
+    def decision_function(self, X):
+        """Decision values: (n,) for binary problems, (n, n_classes) otherwise."""
+        F = self._decision(X)
+        return F[:, 0] if F.shape[1] == 1 else F
+
+    def predict(self, X):
+        """Predicted class labels (lazy dask array for dask/store input)."""
+        F = self._decision(X)
+        if F.shape[1] == 1:
+            pos = F[:, 0] > 0
+            if is_dask_array(pos):
+                return pos.map_blocks(lambda p: self.classes_[p.astype(int)], dtype=self.classes_.dtype)
+            return self.classes_[pos.astype(int)]
+        arg = F.argmax(axis=1)
+        if is_dask_array(arg):
+            return arg.map_blocks(lambda a: self.classes_[a], dtype=self.classes_.dtype)
+        return self.classes_[arg]

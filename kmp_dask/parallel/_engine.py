@@ -1,0 +1,173 @@
+"""Engines: where partitions live and how one pass over them runs.
+
+An engine owns a list of row partitions (:class:`~kmp_dask.blockops.Partition`) and offers one
+operation, ``run(op, msg) -> list`` — apply ``op(partition, msg)`` on every partition and return
+the results *in partition order*. Drivers (``kmp_dask.greedy``) sum them in that order, so a fit
+is bit-for-bit reproducible whatever the number of workers (DESIGN.md §5).
+
+Two implementations:
+
+* :class:`InProcessEngine` — partitions in this process; used for numpy input without a cluster
+  and as the reference in tests.
+* :class:`ActorEngine` — one :class:`PartitionHolder` dask Actor per worker, each holding a
+  contiguous run of partitions, resident for the whole fit. A pass is one actor call per worker
+  (small message in, small reductions out): ECOSYSTEM.md §3.3 measured 36 ms/iteration for this
+  pattern against 122–160 ms for ``client.map`` over futures and 223 ms for rebuilt dask.array
+  graphs (numpy alone: 29 ms), which is why the engine uses actors.
+
+Failure model: actor state dies with its worker. When a call fails because a holder's worker is
+gone, the engine starts new holders for the lost partitions on live workers, brings them to the
+driver's current state with the messages the driver's ``restorer`` returns (the partition state
+is a pure function of data + driver state), and re-runs the call on them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+__all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder"]
+
+logger = logging.getLogger(__name__)
+
+
+class InProcessEngine:
+    """All partitions in the calling process; ``run`` is a loop."""
+
+    def __init__(self, specs):
+        self.partitions = [spec.load() for spec in specs]
+        self.restorer = None
+        self.n_calls = 0
+
+    @property
+    def n_partitions(self) -> int:
+        return len(self.partitions)
+
+    def run(self, op, msg) -> list:
+        self.n_calls += 1
+        return [op(p, msg) for p in self.partitions]
+
+    def close(self) -> None:
+        self.partitions = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class PartitionHolder:
+    """Dask Actor holding a run of partitions on one worker (loaded on the worker itself)."""
+
+    def __init__(self, specs):
+        self.partitions = {spec.index: spec.load() for spec in specs}
+
+    def run(self, op, msg):
+        return [(i, op(p, msg)) for i, p in sorted(self.partitions.items())]
+
+    def run_many(self, calls):
+        """Run ``[(op, msg), ...]`` in order (used to restore state); returns the last results."""
+        out = None
+        for op, msg in calls:
+            out = self.run(op, msg)
+        return out
+
+    def nbytes(self) -> int:
+        total = 0
+        for p in self.partitions.values():
+            total += p.X.nbytes
+            total += sum(getattr(v, "nbytes", 0) for v in p.state.values())
+        return total
+
+
+def _assign(specs, workers):
+    """Contiguous runs of partitions, as even as possible, one run per worker."""
+    n, w = len(specs), len(workers)
+    groups = [[] for _ in range(w)]
+    for k, spec in enumerate(specs):
+        groups[k * w // n].append(spec)
+    return [(addr, g) for addr, g in zip(workers, groups) if g]
+
+
+class ActorEngine:
+    """Partitions resident on dask workers, one :class:`PartitionHolder` actor per worker.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    specs : list of PartitionSpec
+        Picklable descriptions of the partitions (reader + row range); workers load the rows.
+    max_restarts : int
+        How many times a lost worker's partitions are rebuilt before the fit gives up.
+    """
+
+    def __init__(self, client, specs, *, max_restarts: int = 3):
+        self.client = client
+        self.specs = list(specs)
+        self.restorer = None
+        self.max_restarts = max_restarts
+        self.n_restarts = 0
+        self.n_calls = 0
+        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        if not workers:
+            raise RuntimeError("the dask cluster has no workers; start some or pass client='sync'")
+        self._holders = [self._start(addr, group) for addr, group in _assign(self.specs, workers)]
+
+    @property
+    def n_partitions(self) -> int:
+        return len(self.specs)
+
+    def _start(self, addr, group):
+        fut = self.client.submit(PartitionHolder, group, actor=True, workers=[addr], allow_other_workers=True, pure=False)
+        return {"addr": addr, "specs": group, "actor": fut.result(), "future": fut}
+
+    def run(self, op, msg) -> list:
+        self.n_calls += 1
+        calls = [(h, h["actor"].run(op, msg)) for h in self._holders]
+        results = {}
+        for h, call in calls:
+            try:
+                results.update(call.result())
+            except Exception as exc:  # the worker (and the actor state) is gone
+                if not self._worker_lost(h):
+                    raise
+                results.update(self._repair(h, op, msg, exc))
+        return [results[s.index] for s in self.specs]
+
+    def _worker_lost(self, holder) -> bool:
+        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        return holder["addr"] not in workers or holder["future"].status != "finished"
+
+    def _repair(self, holder, op, msg, exc):
+        if self.n_restarts >= self.max_restarts or self.restorer is None:
+            raise RuntimeError(
+                f"worker {holder['addr']} holding partitions "
+                f"{[s.index for s in holder['specs']]} was lost and cannot be rebuilt "
+                f"(restarts so far: {self.n_restarts})"
+            ) from exc
+        self.n_restarts += 1
+        logger.warning("worker %s lost (%s); rebuilding %d partitions", holder["addr"], exc, len(holder["specs"]))
+        deadline = time.monotonic() + 60
+        while True:
+            live = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+            if live:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("no live dask workers left to rebuild lost partitions") from exc
+            time.sleep(0.5)
+        new = self._start(live[self.n_restarts % len(live)], holder["specs"])
+        self._holders[self._holders.index(holder)] = new
+        calls = list(self.restorer()) + [(op, msg)]
+        return dict(new["actor"].run_many(calls).result())
+
+    def close(self) -> None:
+        for h in self._holders:
+            h["future"].release()
+        self._holders = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,30 @@
+"""Building an engine for a store: partitions = storage chunks, placed on workers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..blockops import PartitionSpec
+from ._engine import ActorEngine, InProcessEngine
+
+__all__ = ["partition_specs", "make_engine"]
+
+
+def partition_specs(store) -> list[PartitionSpec]:
+    """One partition per storage chunk of ``store``.
+
+    The partition is the unit of every reduction, and partitions are summed in order on the
+    driver; tying it to the storage chunking (not to the number of workers) is what makes a fit
+    bit-for-bit identical on 1 or many workers.
+    """
+    bounds = np.concatenate([[0], np.cumsum(store.row_chunks)]).astype(int)
+    reader = store.reader()
+    return [PartitionSpec(i, int(a), int(b), reader) for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+
+
+def make_engine(client, store):
+    """In-process engine when ``client`` is None, else one actor per dask worker."""
+    specs = partition_specs(store)
+    if client is None:
+        return InProcessEngine(specs)
+    return ActorEngine(client, specs)
