@@ -205,11 +205,14 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
     kernel_ : Kernel
     """
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
     def fit(self, X, y=None):
         """Fit on numpy/dask ``X, y`` or on a store (``y=None``)."""
-        self._fit(X, y)
-        self._y_1d = None
-        return self
+        return self._fit(X, y)
 
     def _targets(self, engine, store):
         ys = store.y_shape
@@ -253,7 +256,8 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
             self.classes_ = codes
         if len(codes) < 2:
             raise ValueError(
-                f"KMPClassifier needs at least 2 classes in y; got {len(codes)} ({list(self.classes_)})"
+                f"KMPClassifier needs at least 2 classes in y; got {len(codes)} class ({list(self.classes_)}). "
+                "Check the labels, or use KMPRegressor for a continuous target."
             )
         self._codes = codes
         return {"kind": "ovr", "classes": codes}

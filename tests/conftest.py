@@ -1,0 +1,105 @@
+"""Shared fixtures: real dask clusters of three kinds (ECOSYSTEM.md §3.6).
+
+* ``thread_client`` — in-process LocalCluster (threads): fastest, no pickling.
+* ``process_client`` — LocalCluster of 2 single-threaded worker processes (spawned), the
+  laptop default; session-scoped because it takes ~1–2 s to start.
+* ``cli_cluster`` — a real ``dask scheduler`` + two ``dask worker`` subprocesses on 127.0.0.1
+  (the commands a user types), yielding the scheduler-file path; module-scoped, used by the
+  end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(scope="session")
+def thread_cluster():
+    from distributed import LocalCluster
+
+    with LocalCluster(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def thread_client(thread_cluster):
+    from distributed import Client
+
+    with Client(thread_cluster, set_as_default=False) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def process_cluster():
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        processes=True, n_workers=2, threads_per_worker=1, host="127.0.0.1",
+        dashboard_address=None, memory_limit="3GiB",
+    ) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def process_client(process_cluster):
+    from distributed import Client
+
+    with Client(process_cluster, set_as_default=False) as client:
+        client.wait_for_workers(2, timeout=60)
+        yield client
+
+
+def _dask_cli():
+    exe = shutil.which("dask", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    return [exe] if exe else [sys.executable, "-m", "dask"]
+
+
+@pytest.fixture(scope="module")
+def cli_cluster(tmp_path_factory):
+    """``dask scheduler`` + ``dask worker --nworkers 2`` on loopback; yields the scheduler file."""
+    from distributed import Client
+
+    tmp = tmp_path_factory.mktemp("cli-cluster")
+    sched_file = tmp / "scheduler.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    logs = [open(tmp / "scheduler.log", "w"), open(tmp / "worker.log", "w")]
+    sched = subprocess.Popen(
+        _dask_cli() + ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                       "--scheduler-file", str(sched_file), "--idle-timeout", "600"],
+        stdout=logs[0], stderr=subprocess.STDOUT, env=env,
+    )
+    deadline = time.monotonic() + 60
+    while not sched_file.exists():
+        if time.monotonic() > deadline or sched.poll() is not None:
+            sched.kill()
+            pytest.fail(f"dask scheduler did not start: {(tmp / 'scheduler.log').read_text()}")
+        time.sleep(0.1)
+    worker = subprocess.Popen(
+        _dask_cli() + ["worker", "--scheduler-file", str(sched_file), "--host", "127.0.0.1",
+                       "--nworkers", "2", "--nthreads", "1", "--memory-limit", "3GiB",
+                       "--no-dashboard", "--death-timeout", "60", "--name", "w"],
+        stdout=logs[1], stderr=subprocess.STDOUT, env=env,
+    )
+    try:
+        with Client(scheduler_file=str(sched_file), timeout="30s") as c:
+            c.wait_for_workers(2, timeout=60)
+        yield str(sched_file)
+    finally:
+        for proc in (worker, sched):
+            proc.terminate()
+        for proc in (worker, sched):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for f in logs:
+            f.close()

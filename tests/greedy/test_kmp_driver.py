@@ -1,0 +1,178 @@
+"""The KMP driver against independent references: scikit-learn OMP, a dense numpy KMP, least squares."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.linear_model import orthogonal_mp
+from sklearn.metrics.pairwise import rbf_kernel
+
+from kmp_dask.blockops import split_mask
+from kmp_dask.exceptions import PrematureStopWarning
+from kmp_dask.greedy import dense_kmp, kernel_matching_pursuit, n_candidates_for
+from kmp_dask.kernels import get_kernel
+from kmp_dask.parallel import make_engine
+from kmp_dask.store import InMemoryStore
+
+GAMMA = 0.5
+
+
+def _data(n=400, d=3, m=1, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    Y = np.stack([np.sin(X[:, 0] + k) + 0.3 * X[:, 1] * k for k in range(m)], axis=1)
+    Y += 0.1 * rng.normal(size=Y.shape)
+    return X, Y[:, 0] if m == 1 else Y
+
+
+def _fit(X, y, *, chunk_rows=97, client=None, **kw):
+    kw = {"n_basis": 20, "fit_mode": "backfit", "candidates": "all", "ridge": 0.0,
+          "fit_intercept": False, **kw}
+    engine = make_engine(client, InMemoryStore(X, y, chunk_rows=chunk_rows))
+    try:
+        return kernel_matching_pursuit(
+            engine, kernel=get_kernel("rbf", gamma=GAMMA), n_rows=len(X), n_features=X.shape[1],
+            dtype=X.dtype, targets={"kind": "regression"}, **kw)
+    finally:
+        engine.close()
+
+
+def test_s_formula():
+    assert n_candidates_for(0.05, 0.95) == 59
+    assert n_candidates_for(0.01, 0.98) == 228
+
+
+def test_backfit_matches_sklearn_orthogonal_mp():
+    X, y = _data()
+    K = rbf_kernel(X, X, gamma=GAMMA)
+    norms = np.linalg.norm(K, axis=0)
+    coef_omp = orthogonal_mp(K / norms, y, n_nonzero_coefs=15)
+    res = _fit(X, y, n_basis=15)
+    assert set(res.basis_indices.tolist()) == set(np.flatnonzero(coef_omp).tolist())
+    fitted_ours = K[:, res.basis_indices] @ res.coef[:, 0]
+    np.testing.assert_allclose(fitted_ours, (K / norms) @ coef_omp, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("mode", ["basic", "backfit", "prefit"])
+@pytest.mark.parametrize("m", [1, 3])
+def test_matches_dense_reference_line_by_line(mode, m):
+    X, Y = _data(m=m, seed=1)
+    res = _fit(X, Y, fit_mode=mode)
+    idx, coef, norms = dense_kmp(rbf_kernel(X, X, gamma=GAMMA), Y, n_basis=20, fit_mode=mode)
+    assert res.basis_indices.tolist() == idx
+    np.testing.assert_allclose(res.coef, coef, rtol=1e-8, atol=1e-12 * np.abs(coef).max())
+    np.testing.assert_allclose([h["residual_norm"] for h in res.history], norms, rtol=1e-8)
+
+
+def test_dense_reference_with_ridge_and_random_candidates():
+    X, y = _data(seed=2)
+    res = _fit(X, y, candidates=25, random_state=np.random.default_rng(5), ridge=1e-4, fit_mode="prefit")
+    # replay the same candidate sets through the dense oracle
+    rng = np.random.default_rng(5)
+    from kmp_dask.greedy import RandomCandidates
+
+    sampler = RandomCandidates(len(X), 25, 0.0, 0, len(X))
+    sets, excluded = [sampler.draw(rng, set())], set()
+    for g in res.basis_indices[:-1]:
+        excluded.add(int(g))
+        sets.append(sampler.draw(rng, excluded))
+    idx, coef, _ = dense_kmp(rbf_kernel(X, X, gamma=GAMMA), y, n_basis=20, fit_mode="prefit",
+                             ridge=1e-4 * len(X), candidate_sets=sets)
+    assert res.basis_indices.tolist() == idx
+    np.testing.assert_allclose(res.coef[:, 0], coef[:, 0], rtol=1e-8)
+
+
+def test_full_basis_reaches_least_squares():
+    X, y = _data(n=60, seed=3)
+    res = _fit(X, y, n_basis=60, chunk_rows=13)
+    K = rbf_kernel(X, X, gamma=GAMMA)
+    fitted = K[:, res.basis_indices] @ res.coef[:, 0]
+    lstsq = K @ np.linalg.lstsq(K, y, rcond=None)[0]
+    np.testing.assert_allclose(fitted, lstsq, atol=1e-6)
+    assert res.stop_reason.value in ("n_basis", "converged")
+
+
+@pytest.mark.parametrize("mode", ["backfit", "prefit"])
+def test_residual_norm_never_increases(mode):
+    X, y = _data(seed=4)
+    res = _fit(X, y, n_basis=40, fit_mode=mode, candidates=30, random_state=np.random.default_rng(0))
+    norms = np.array([h["residual_norm"] for h in res.history])
+    assert np.all(np.diff(norms) <= 1e-12 * norms[0])
+
+
+@pytest.mark.parametrize("chunk_rows", [400, 134, 61])
+def test_chunking_invariance(chunk_rows):
+    """One, three and ragged partitions: same basis, coefficients equal to rounding."""
+    X, y = _data(seed=5)
+    ref = _fit(X, y, chunk_rows=400, candidates=59, random_state=np.random.default_rng(3))
+    res = _fit(X, y, chunk_rows=chunk_rows, candidates=59, random_state=np.random.default_rng(3))
+    assert res.basis_indices.tolist() == ref.basis_indices.tolist()
+    np.testing.assert_allclose(res.coef, ref.coef, rtol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("mode", ["backfit", "prefit"])
+def test_duplicates_never_give_nan(dtype, mode):
+    X, y = _data(n=200, seed=6)
+    X = np.vstack([X, X[:100]]).astype(dtype)  # 100 exact duplicate rows
+    y = np.concatenate([y, y[:100]])
+    res = _fit(X, y, n_basis=150, fit_mode=mode, candidates="all")
+    assert np.all(np.isfinite(res.coef))
+    assert len(set(map(tuple, res.basis_vectors))) == len(res.basis_vectors)
+    assert res.stop_reason.value in ("linear_dependence", "converged", "n_basis")
+
+
+class _NoisyScores:
+    """Engine wrapper that makes every candidate look correlated with the residual.
+
+    Emulates the rounding noise that lets a numerically dependent column win the scoring, so
+    the driver's breakdown path (skip, warn, stop) is exercised deterministically.
+    """
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def __setattr__(self, name, value):
+        if name == "restorer":
+            self.engine.restorer = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def run(self, op, msg):
+        out = self.engine.run(op, msg)
+        if "corr" in out[0] and np.ndim(out[0]["corr"]) == 2:
+            for r in out:
+                r["corr"] = np.ones_like(r["corr"])
+        return out
+
+
+def test_dependent_candidates_are_skipped_then_stop_with_named_reason():
+    X = np.ones((30, 2))
+    y = np.arange(30.0)
+    engine = _NoisyScores(make_engine(None, InMemoryStore(X, y, chunk_rows=7)))
+    with pytest.warns(PrematureStopWarning) as record:
+        res = kernel_matching_pursuit(
+            engine, kernel=get_kernel("rbf", gamma=GAMMA), n_rows=30, n_features=2, dtype=X.dtype,
+            targets={"kind": "regression"}, n_basis=5, candidates="all", ridge=0.0)
+    messages = [str(w.message) for w in record]
+    assert any("dependent on the current basis" in m for m in messages)
+    assert any("stopped after 1 basis functions" in m for m in messages)
+    assert res.stop_reason.value == "linear_dependence"
+    assert len(res.basis_indices) == 1
+    assert np.all(np.isfinite(res.coef))
+
+
+def test_early_stopping_keeps_best_validation_size():
+    X, y = _data(n=600, seed=7)
+    res = _fit(X, y, n_basis=80, candidates=40, random_state=np.random.default_rng(1),
+               validation_fraction=0.3, n_iter_no_change=5, split_seed=11, fit_intercept=True)
+    val = [h["val_score"] for h in res.history]
+    assert res.stop_reason.value in ("early_stopping", "n_basis")
+    assert len(res.basis_indices) == len(res.history)
+    # validation rows never become basis rows
+    assert not split_mask(res.basis_indices, 0.3, 11).any()
+    assert res.n_val > 100 and res.n_train + res.n_val == 600
+    assert np.argmax(val) == len(val) - 1 or res.stop_reason.value == "early_stopping"
