@@ -271,11 +271,13 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         """Predicted class labels (lazy dask array for dask/store input)."""
         F = self._decision(X)
         if F.shape[1] == 1:
-            pos = F[:, 0] > 0
-            if is_dask_array(pos):
-                return pos.map_blocks(lambda p: self.classes_[p.astype(int)], dtype=self.classes_.dtype)
-            return self.classes_[pos.astype(int)]
-        arg = F.argmax(axis=1)
-        if is_dask_array(arg):
-            return arg.map_blocks(lambda a: self.classes_[a], dtype=self.classes_.dtype)
-        return self.classes_[arg]
+            code = F[:, 0] > 0
+        else:
+            code = F.argmax(axis=1)
+        if is_dask_array(code):  # module-level function + classes array: nothing unpicklable captured
+            return code.map_blocks(_take, self.classes_, dtype=self.classes_.dtype)
+        return _take(code, self.classes_)
+
+
+def _take(code, classes):
+    return classes[np.asarray(code).astype(np.intp)]

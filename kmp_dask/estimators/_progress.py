@@ -1,23 +1,54 @@
-"""Per-iteration progress for long fits (tqdm, notebook-aware through ``tqdm.auto``)."""
+"""Per-iteration progress for long fits.
+
+``verbose=0``: silent. ``verbose=1`` (or True): a tqdm bar (notebook-aware through
+``tqdm.auto``) with the residual norm and validation score as postfix. ``verbose=k ≥ 2``: one
+plain line on stderr every ``k`` iterations — for logs, batch jobs and CI, where bars are noise.
+"""
 
 from __future__ import annotations
+
+import sys
+import time
 
 __all__ = ["progress_callback"]
 
 
+def _fmt(record):
+    parts = [f"basis {record['iteration'] + 1}"]
+    if record.get("residual_norm") is not None:
+        parts.append(f"residual {record['residual_norm']:.4g}")
+    if record.get("val_score") is not None:
+        parts.append(f"validation {record['val_score']:.4g}")
+    return parts
+
+
 def progress_callback(verbose, total):
-    """Return ``(callback, bar)``: a tqdm bar updated once per pursuit iteration, or no-ops."""
+    """Return ``(callback, closer)``: what to call after each iteration and at the end."""
     if not verbose:
         return None, None
-    from tqdm.auto import tqdm
+    if verbose is True or verbose == 1:
+        from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, desc="kmp", unit="basis", leave=True)
+        bar = tqdm(total=total, desc="kmp", unit="basis", leave=True)
+
+        def callback(record):
+            post = dict(p.split(" ", 1) for p in _fmt(record)[1:])
+            bar.set_postfix(post, refresh=False)
+            bar.update(1)
+
+        return callback, bar
+
+    every = int(verbose)
+    t0 = time.perf_counter()
 
     def callback(record):
-        post = {"resid": f"{record['residual_norm']:.4g}"} if record.get("residual_norm") is not None else {}
-        if record.get("val_score") is not None:
-            post["val"] = f"{record['val_score']:.4g}"
-        bar.set_postfix(post, refresh=False)
-        bar.update(1)
+        n = record["iteration"] + 1
+        if n % every == 0 or n == total:
+            line = ", ".join(_fmt(record) + [f"{time.perf_counter() - t0:.1f} s"])
+            print(f"[kmp] {line}", file=sys.stderr, flush=True)
 
-    return callback, bar
+    class _Closer:
+        def close(self):
+            pass
+
+    return callback, _Closer()
