@@ -213,7 +213,7 @@ def test_store_from_libsvm_matches_sklearn(tmp_path, rng):
     X = rng.normal(size=(357, 12)) * (rng.random((357, 12)) < 0.3)
     y = rng.integers(0, 4, size=357)
     path = tmp_path / "d.svm"
-    dump_svmlight_file(X, y, path, zero_based=False)
+    dump_svmlight_file(X, y, str(path), zero_based=False)
     store = store_from_libsvm(tmp_path / "s.zarr", path, chunk_rows=50)
     X_ref, y_ref = load_svmlight_file(str(path), zero_based=False)
     Xs, ys = store.read_range(0, store.n_rows)
@@ -266,7 +266,7 @@ def test_existing_target_needs_overwrite(tmp_path, xy):
     X, y = xy
     target = tmp_path / "a.zarr"
     create_store(target, X, y, chunk_rows=100)
-    with pytest.raises(StoreExistsError, match=r"a.zarr' ; pass overwrite=True|pass overwrite=True"):
+    with pytest.raises(StoreExistsError, match=r"already exists at '.*a\.zarr'; pass overwrite=True"):
         create_store(target, X[:10] + 1, chunk_rows=5)
     np.testing.assert_array_equal(open_store(target).read_range(0, 1003)[0], X)
 
@@ -308,7 +308,6 @@ def test_open_store_foreign_group(tmp_path):
 
 def test_open_store_missing_array(tmp_path, xy):
     create_store(tmp_path / "a.zarr", *xy)
-    zarr.storage.LocalStore(str(tmp_path / "a.zarr"))
     group = zarr.open_group(str(tmp_path / "a.zarr"), mode="r+")
     del group["X"]
     with pytest.raises(StoreSchemaError, match=r"store at '.*a.zarr' has no array 'X'"):

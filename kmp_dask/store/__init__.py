@@ -1,0 +1,38 @@
+"""Row-chunked dataset stores: a narrow protocol, a zarr implementation and an in-memory twin.
+
+See docs/store.md for the on-disk layout, the attribute schema and the
+atomicity and one-writer-per-chunk rules.
+"""
+from ._base import DataStore, RowReader, default_chunk_rows, row_partitions
+from ._ingest import (
+    as_store,
+    create_store,
+    open_store,
+    store_from_blocks,
+    store_from_csv,
+    store_from_dask,
+    store_from_libsvm,
+)
+from ._memory import InMemoryStore, MemoryRowReader
+from ._schema import SCHEMA_VERSION, RunningStats
+from ._zarr import ZarrRowReader, ZarrStore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "DataStore",
+    "InMemoryStore",
+    "MemoryRowReader",
+    "RowReader",
+    "RunningStats",
+    "ZarrRowReader",
+    "ZarrStore",
+    "as_store",
+    "create_store",
+    "default_chunk_rows",
+    "open_store",
+    "row_partitions",
+    "store_from_blocks",
+    "store_from_csv",
+    "store_from_dask",
+    "store_from_libsvm",
+]

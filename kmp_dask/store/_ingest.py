@@ -1,0 +1,614 @@
+"""Build zarr stores from NumPy, dask, CSV, LIBSVM or a block function; open stores.
+
+Every ingest writes into a temporary sibling of the target and renames it into
+place only when complete (see :func:`~kmp_dask.store._zarr.atomic_target`).
+Per-feature mean and std are accumulated in the same single pass as the write.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import DataValidationError
+from ._base import DataStore, default_chunk_rows
+from ._schema import (
+    RunningStats,
+    check_feature_names,
+    json_safe_classes,
+    make_attrs,
+    make_provenance,
+)
+from ._validation import (
+    as_numpy_X,
+    as_numpy_y,
+    check_dask_X,
+    check_dask_y,
+    check_numeric,
+    first_nonfinite,
+    raise_nonfinite,
+    resolve_dtype,
+)
+from ._zarr import ZarrSink, ZarrStore, atomic_target
+
+__all__ = [
+    "as_store",
+    "create_store",
+    "open_store",
+    "store_from_blocks",
+    "store_from_csv",
+    "store_from_dask",
+    "store_from_libsvm",
+]
+
+Block = tuple[np.ndarray, "np.ndarray | None"]
+
+
+@dataclass(frozen=True)
+class _Meta:
+    """Everything fixed before the first write: layout and descriptive attributes."""
+
+    n_features: int
+    dtype: np.dtype
+    chunk_rows: int
+    y_trailing: tuple | None
+    y_dtype: np.dtype | None
+    feature_names: list[str]
+    classes: list | None
+    provenance: dict
+
+    def attrs(self, stats: RunningStats) -> dict:
+        """Schema attributes once all rows are written."""
+        return make_attrs(n_rows=stats.n, feature_names=self.feature_names, classes=self.classes,
+                          stats=stats, provenance=self.provenance)
+
+
+def _make_meta(X: np.ndarray, y: np.ndarray | None, *, n_rows: int, chunk_rows, dtype,
+               feature_names, classes, provenance, source: str) -> _Meta:
+    """Settle dtype, chunking and attributes from a representative block."""
+    out_dtype = resolve_dtype(dtype, X.dtype)
+    if chunk_rows is None:
+        chunk_rows = default_chunk_rows(n_rows, X.shape[1], out_dtype.itemsize)
+    if int(chunk_rows) < 1:
+        raise ValueError(f"chunk_rows must be a positive int; got {chunk_rows}.")
+    return _Meta(
+        n_features=X.shape[1],
+        dtype=out_dtype,
+        chunk_rows=int(chunk_rows),
+        y_trailing=None if y is None else tuple(y.shape[1:]),
+        y_dtype=None if y is None else y.dtype,
+        feature_names=check_feature_names(feature_names, X.shape[1]),
+        classes=json_safe_classes(classes),
+        provenance=make_provenance(provenance, source),
+    )
+
+
+def _prepare_block(X: np.ndarray, y: np.ndarray | None, start: int, meta: _Meta) -> Block:
+    """Check one block (width, finiteness with global row numbers) and cast it."""
+    if X.shape[1] != meta.n_features:
+        raise DataValidationError(
+            f"rows starting at {start} have {X.shape[1]} features; expected {meta.n_features}."
+        )
+    found = first_nonfinite("X", X, start) or first_nonfinite("y", y, start)
+    if found:
+        raise_nonfinite(found)
+    y = None if y is None else y.astype(meta.y_dtype, copy=False)
+    return X.astype(meta.dtype, copy=False), y
+
+
+def _rebatch(blocks: Iterable[Block], chunk_rows: int) -> Iterator[Block]:
+    """Re-cut a stream of row blocks into blocks of exactly ``chunk_rows`` rows (last shorter)."""
+    xs, ys, held = [], [], 0
+    for X, y in blocks:
+        xs.append(X)
+        ys.append(y)
+        held += X.shape[0]
+        while held >= chunk_rows:
+            Xa, ya = _concat(xs, ys)
+            yield Xa[:chunk_rows], None if ya is None else ya[:chunk_rows]
+            xs, ys = [Xa[chunk_rows:]], [None if ya is None else ya[chunk_rows:]]
+            held -= chunk_rows
+    if held:
+        yield _concat(xs, ys)
+
+
+def _concat(xs: list, ys: list) -> Block:
+    X = xs[0] if len(xs) == 1 else np.concatenate(xs)
+    if ys[0] is None:
+        return X, None
+    return X, (ys[0] if len(ys) == 1 else np.concatenate(ys))
+
+
+def _write_stream(target, blocks: Iterable[Block], *, n_rows_hint: int, overwrite: bool,
+                  storage_options, **meta_kw) -> ZarrStore:
+    """Serial single-writer ingest of a block stream; memory is bounded by one chunk."""
+    it = iter(blocks)
+    first = next(it, None)
+    if first is None or first[0].shape[0] == 0:
+        raise DataValidationError("no rows to store: the input is empty.")
+    meta = _make_meta(*first, n_rows=n_rows_hint, **meta_kw)
+    with atomic_target(target, overwrite=overwrite, storage_options=storage_options) as tmp:
+        _write_batches(tmp, _rebatch(_chain(first, it), meta.chunk_rows), meta)
+    return ZarrStore(target, storage_options=storage_options)
+
+
+def _chain(first: Block, rest: Iterator[Block]) -> Iterator[Block]:
+    yield first
+    yield from rest
+
+
+def _write_batches(tmp, batches: Iterator[Block], meta: _Meta) -> RunningStats:
+    """Create the arrays lazily (chunk_rows clamped to a lone short block) and write."""
+    stats, start, sink = RunningStats.empty(meta.n_features), 0, None
+    for X, y in batches:
+        if sink is None:
+            meta = _clamp_chunks(meta, X.shape[0])
+            sink = ZarrSink(tmp, n_rows=0, n_features=meta.n_features, dtype=meta.dtype,
+                            chunk_rows=meta.chunk_rows, y_trailing=meta.y_trailing,
+                            y_dtype=meta.y_dtype)
+        X, y = _prepare_block(X, y, start, meta)
+        sink.write(start, X, y)
+        stats = stats.merge(RunningStats.of_block(X))
+        start += X.shape[0]
+    sink.finish(meta.attrs(stats))
+    return stats
+
+
+def _clamp_chunks(meta: _Meta, first_rows: int) -> _Meta:
+    """A first batch shorter than chunk_rows is the whole data: never chunk beyond N."""
+    if first_rows >= meta.chunk_rows:
+        return meta
+    return _Meta(**{**meta.__dict__, "chunk_rows": first_rows})
+
+
+def _row_ranges(n_rows: int, chunk_rows: int) -> list[tuple[int, int]]:
+    return [(a, min(a + chunk_rows, n_rows)) for a in range(0, n_rows, chunk_rows)]
+
+
+def create_store(target, X, y=None, *, chunk_rows=None, overwrite=False, feature_names=None,
+                 classes=None, provenance=None, dtype=None, storage_options=None) -> ZarrStore:
+    """Write NumPy data to a new zarr store, atomically.
+
+    Parameters
+    ----------
+    target : str or os.PathLike
+        Local path or fsspec URL (``memory://``, ``file://``, ...) of the store.
+    X : array-like of shape (n_samples, n_features)
+        Numeric features, finite. Stored as float32 if float32, else float64.
+    y : array-like of shape (n_samples,) or (n_samples, m), optional
+        Numeric, finite targets (encode labels first and pass ``classes``).
+    chunk_rows : int, optional
+        Rows per storage chunk; default about 16 MiB per chunk of ``X``.
+    overwrite : bool, default=False
+        Replace an existing store (only after the new one is complete).
+    feature_names : sequence of str, optional
+        One name per column; default ``x0, x1, ...``.
+    classes : sequence, optional
+        Class labels that the integer codes in ``y`` refer to.
+    provenance : dict, optional
+        Extra provenance entries (merged over source, created, version).
+    dtype : {"float32", "float64"}, optional
+        Storage dtype of ``X``.
+    storage_options : dict, optional
+        fsspec options for URL targets.
+
+    Returns
+    -------
+    ZarrStore
+
+    Raises
+    ------
+    DataValidationError
+        Bad shape, dtype, length, empty or non-finite data.
+    StoreExistsError
+        ``target`` exists and ``overwrite`` is False.
+    """
+    X = as_numpy_X(X)
+    y = as_numpy_y(y, X.shape[0])
+    chunk_rows = chunk_rows or default_chunk_rows(*X.shape, resolve_dtype(dtype, X.dtype).itemsize)
+    blocks = ((X[a:b], None if y is None else y[a:b]) for a, b in _row_ranges(len(X), chunk_rows))
+    return _write_stream(target, blocks, n_rows_hint=X.shape[0], overwrite=overwrite,
+                         storage_options=storage_options, chunk_rows=chunk_rows, dtype=dtype,
+                         feature_names=feature_names, classes=classes, provenance=provenance,
+                         source="numpy")
+
+
+@dataclass(frozen=True)
+class _BlockResult:
+    """What each parallel write task sends back: partial statistics or the first bad value."""
+
+    stats: RunningStats
+    bad: tuple | None
+
+
+def _store_block(writer, start: int, X: np.ndarray, y: np.ndarray | None, dtype,
+                 y_dtype) -> _BlockResult:
+    """Task body: check and write one whole chunk, return its partial statistics."""
+    bad = first_nonfinite("X", X, start) or first_nonfinite("y", y, start)
+    if bad:
+        return _BlockResult(RunningStats.empty(X.shape[1]), bad)
+    X = X.astype(dtype, copy=False)
+    writer(start, X, None if y is None else y.astype(y_dtype, copy=False))
+    return _BlockResult(RunningStats.of_block(X), None)
+
+
+def _generate_block(block_fn: Callable, start: int, stop: int, writer, dtype,
+                    y_dtype) -> _BlockResult:
+    """Task body for :func:`store_from_blocks`: make rows ``[start, stop)`` and write them."""
+    X, y = block_fn(start, stop)
+    return _store_block(writer, start, np.asarray(X), None if y is None else np.asarray(y),
+                        dtype, y_dtype)
+
+
+def _reduce_results(results: Iterable[_BlockResult], n_features: int) -> RunningStats:
+    """Merge partial statistics in row order, raising for the earliest non-finite value."""
+    results = list(results)
+    bad = [r.bad for r in results if r.bad]
+    if bad:
+        raise_nonfinite(min(bad, key=lambda b: (b[1], b[0])))
+    return functools.reduce(RunningStats.merge, (r.stats for r in results),
+                            RunningStats.empty(n_features))
+
+
+def _parallel_ingest(target, tasks_for, meta: _Meta, n_rows: int, *, overwrite, storage_options,
+                     compute: Callable) -> ZarrStore:
+    """Pre-size the arrays, run one write task per whole chunk, then write attributes."""
+    with atomic_target(target, overwrite=overwrite, storage_options=storage_options) as tmp:
+        sink = ZarrSink(tmp, n_rows=n_rows, n_features=meta.n_features, dtype=meta.dtype,
+                        chunk_rows=meta.chunk_rows, y_trailing=meta.y_trailing,
+                        y_dtype=meta.y_dtype)
+        results = compute(tasks_for(sink.block_writer()))
+        sink.finish(meta.attrs(_reduce_results(results, meta.n_features)))
+    return ZarrStore(target, storage_options=storage_options)
+
+
+def store_from_dask(target, X, y=None, *, chunk_rows=None, overwrite=False, feature_names=None,
+                    classes=None, provenance=None, dtype=None, storage_options=None) -> ZarrStore:
+    """Write dask arrays to a new zarr store in one dask pass, atomically.
+
+    ``X`` is rechunked to storage chunks ``(chunk_rows, n_features)``; the zarr
+    arrays are created first and each task writes exactly one whole chunk and
+    returns that chunk's partial mean/variance, so store and statistics are one
+    graph and one ``compute``. Under a distributed client, use a local path
+    (zarr cannot receive distributed writes into ``memory://``).
+
+    Parameters
+    ----------
+    target, chunk_rows, overwrite, feature_names, classes, provenance, dtype, storage_options
+        As for :func:`create_store`.
+    X : dask.array.Array of shape (n_samples, n_features)
+        Known chunk sizes; one chunk along features.
+    y : dask.array.Array or ndarray, optional
+        Targets with ``n_samples`` rows.
+
+    Returns
+    -------
+    ZarrStore
+    """
+    import dask
+    import dask.array as da
+
+    check_dask_X(X)
+    n_rows = int(X.shape[0])
+    if y is not None:
+        y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
+        check_dask_y(y, n_rows)
+    probe_y = None if y is None else np.empty((0, *y.shape[1:]), y.dtype)
+    meta = _make_meta(np.empty((0, X.shape[1]), X.dtype), probe_y, n_rows=n_rows,
+                      chunk_rows=chunk_rows, dtype=dtype, feature_names=feature_names,
+                      classes=classes, provenance=provenance, source="dask")
+    meta = _clamp_chunks(meta, n_rows)
+    Xb = X.rechunk((meta.chunk_rows, -1)).to_delayed().ravel()
+    yb = [None] * len(Xb) if y is None else y.rechunk((meta.chunk_rows,) + (-1,) * (y.ndim - 1)
+                                                      ).to_delayed().ravel()
+    starts = range(0, n_rows, meta.chunk_rows)
+    task = dask.delayed(_store_block, pure=False)
+
+    def tasks_for(writer):
+        return [task(writer, s, xb, yv, meta.dtype, meta.y_dtype) for s, xb, yv in zip(starts, Xb, yb)]
+
+    return _parallel_ingest(target, tasks_for, meta, n_rows, overwrite=overwrite,
+                            storage_options=storage_options, compute=lambda t: dask.compute(*t))
+
+
+def store_from_blocks(target, n_rows: int, block_fn: Callable[[int, int], Block], *,
+                      chunk_rows=None, overwrite=False, feature_names=None, classes=None,
+                      provenance=None, dtype=None, storage_options=None, client=None) -> ZarrStore:
+    """Write a store whose rows ``[start, stop)`` are produced by ``block_fn(start, stop)``.
+
+    Without ``client`` the chunks are produced and written one after another
+    (memory bounded by one chunk). With a ``distributed.Client`` one task per
+    whole chunk generates and writes it; the target must then be a local path.
+
+    Parameters
+    ----------
+    target, chunk_rows, overwrite, feature_names, classes, provenance, dtype, storage_options
+        As for :func:`create_store`.
+    n_rows : int
+        Total number of rows.
+    block_fn : callable
+        ``block_fn(start, stop) -> (X_rows, y_rows or None)``; picklable when
+        ``client`` is given.
+    client : distributed.Client, optional
+        Write chunks in parallel on the cluster.
+
+    Returns
+    -------
+    ZarrStore
+    """
+    if int(n_rows) < 1:
+        raise DataValidationError(f"n_rows must be >= 1; got {n_rows}.")
+    meta_kw = dict(chunk_rows=chunk_rows, dtype=dtype, feature_names=feature_names,
+                   classes=classes, provenance=provenance, storage_options=storage_options)
+    if chunk_rows is None:
+        X0, _ = block_fn(0, 1)
+        meta_kw["chunk_rows"] = default_chunk_rows(int(n_rows), np.shape(X0)[1],
+                                                   resolve_dtype(dtype, np.asarray(X0).dtype).itemsize)
+    if client is None:
+        blocks = (block_fn(a, b) for a, b in _row_ranges(int(n_rows), meta_kw["chunk_rows"]))
+        return _write_stream(target, blocks, n_rows_hint=int(n_rows), overwrite=overwrite,
+                             source="block function", **meta_kw)
+    return _client_ingest(target, int(n_rows), block_fn, client, overwrite, meta_kw)
+
+
+def _client_ingest(target, n_rows, block_fn, client, overwrite, meta_kw) -> ZarrStore:
+    """Parallel :func:`store_from_blocks`: one generate-and-write task per chunk."""
+    from ._zarr import Location
+
+    storage_options = meta_kw.pop("storage_options")
+    if not Location.parse(target, storage_options).is_local:
+        raise ValueError(f"parallel writes with client= need a local path target; got {target!r}.")
+    X0, y0 = block_fn(0, min(n_rows, 1))
+    meta = _clamp_chunks(_make_meta(np.asarray(X0), None if y0 is None else np.asarray(y0),
+                                    n_rows=n_rows, source="block function", **meta_kw), n_rows)
+    ranges = _row_ranges(n_rows, meta.chunk_rows)
+
+    def tasks_for(writer):
+        return [client.submit(_generate_block, block_fn, a, b, writer, meta.dtype, meta.y_dtype,
+                              pure=False) for a, b in ranges]
+
+    return _parallel_ingest(target, tasks_for, meta, n_rows, overwrite=overwrite,
+                            storage_options=storage_options, compute=client.gather)
+
+
+def _resolve_label(columns: list, label_column) -> Any:
+    """Column label of the target column (None for no target)."""
+    if label_column is None:
+        return None
+    if isinstance(label_column, (int, np.integer)) and not isinstance(label_column, bool):
+        if not -len(columns) <= label_column < len(columns):
+            raise ValueError(f"label_column={label_column} is out of range for {len(columns)} columns.")
+        return columns[label_column]
+    if label_column not in columns:
+        raise ValueError(f"label_column={label_column!r} is not a column; columns are {columns}.")
+    return label_column
+
+
+def _csv_classes(path, label, read_kw: dict) -> list:
+    """Extra pass over the label column only: sorted, stripped text labels."""
+    import pandas as pd
+
+    labels: set = set()
+    with pd.read_csv(path, usecols=[label], dtype={label: str}, chunksize=100_000,
+                     **read_kw) as parts:
+        for part in parts:
+            labels.update(part[label].str.strip())
+    return sorted(labels)
+
+
+def _csv_blocks(path, label, classes, chunk_rows: int, read_kw: dict) -> Iterator[Block]:
+    """Stream ``(X, y)`` blocks of ``chunk_rows`` rows from a CSV file."""
+    import pandas as pd
+
+    codes = None if classes is None else {c: i for i, c in enumerate(classes)}
+    with pd.read_csv(path, chunksize=chunk_rows, **read_kw) as frames:
+        for df in frames:
+            yield _csv_frame_block(df, label, codes, path)
+
+
+def _csv_frame_block(df, label, codes: dict | None, path) -> Block:
+    """``(X, y)`` of one CSV chunk, refusing non-numeric feature columns."""
+    import pandas as pd
+
+    feats = df if label is None else df.drop(columns=[label])
+    bad = [str(c) for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
+    if bad:
+        raise DataValidationError(
+            f"column(s) {bad} of {os.fspath(path)!r} are not numeric; encode them "
+            "(e.g. pandas.get_dummies) before ingest, or drop them."
+        )
+    return feats.to_numpy(), None if label is None else _encode_labels(df[label], codes)
+
+
+def _encode_labels(col, codes: dict | None) -> np.ndarray:
+    """Numeric labels as they are; string labels mapped to class codes (int32)."""
+    if codes is None:
+        y = col.to_numpy()
+        check_numeric("y", y.dtype, "The label column must be numeric or consistently text.")
+        return y
+    return col.astype(str).str.strip().map(codes).to_numpy(dtype=np.int32)
+
+
+def store_from_csv(target, path, *, label_column=-1, delimiter=",", header="infer",
+                   chunk_rows=None, overwrite=False, feature_names=None, provenance=None,
+                   dtype=None, storage_options=None) -> ZarrStore:
+    """Stream a CSV file into a new store; memory is bounded by one chunk.
+
+    Parameters
+    ----------
+    target, chunk_rows, overwrite, provenance, dtype, storage_options
+        As for :func:`create_store`.
+    path : str or os.PathLike
+        CSV file.
+    label_column : int, str or None, default=-1
+        Position or name of the target column; None for unsupervised data.
+        Non-numeric labels are stripped and encoded as integer codes into
+        the sorted ``classes`` attribute (one extra pass over that column).
+    delimiter : str, default=","
+    header : "infer", int or None, default="infer"
+        As for :func:`pandas.read_csv`.
+    feature_names : sequence of str, optional
+        Default: the header names (or ``x0, x1, ...`` without a header).
+
+    Returns
+    -------
+    ZarrStore
+    """
+    import pandas as pd
+
+    read_kw = dict(sep=delimiter, header=header)
+    probe = pd.read_csv(path, nrows=2, **read_kw)
+    columns = list(probe.columns)
+    label = _resolve_label(columns, label_column)
+    feat_cols = [c for c in columns if c != label]
+    if feature_names is None and header is not None:
+        feature_names = [str(c) for c in feat_cols]
+    text_labels = label is not None and not pd.api.types.is_numeric_dtype(probe[label])
+    classes = _csv_classes(path, label, read_kw) if text_labels else None
+    itemsize = resolve_dtype(dtype, np.dtype(np.float64)).itemsize
+    chunk_rows = chunk_rows or default_chunk_rows(2**31, max(1, len(feat_cols)), itemsize)
+    blocks = _csv_blocks(path, label, classes, chunk_rows, read_kw)
+    prov = {"path": os.fspath(path), "label_column": str(label), **(provenance or {})}
+    return _write_stream(target, blocks, n_rows_hint=2**31, overwrite=overwrite,
+                         storage_options=storage_options, chunk_rows=chunk_rows, dtype=dtype,
+                         feature_names=feature_names, classes=classes, provenance=prov,
+                         source="csv")
+
+
+def _libsvm_records(path) -> Iterator[tuple[int, str]]:
+    """``(line_number, data)`` for each non-empty, non-comment line of a LIBSVM file."""
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            data = line.split("#", 1)[0].strip()
+            if data:
+                yield lineno, data
+
+
+def _parse_libsvm_line(lineno: int, data: str) -> tuple[float, list[int], list[float]]:
+    """Label, 1-based feature indices and values of one line (``qid:`` entries ignored)."""
+    label, *pairs = data.split()
+    idx, vals = [], []
+    try:
+        y = float(label)
+        for pair in pairs:
+            key, value = pair.split(":", 1)
+            if key == "qid":
+                continue
+            idx.append(int(key))
+            vals.append(float(value))
+    except ValueError as exc:
+        raise DataValidationError(f"cannot parse LIBSVM line {lineno}: {data[:80]!r} ({exc}).") from exc
+    if idx and min(idx) < 1:
+        raise DataValidationError(
+            f"LIBSVM line {lineno} has feature index {min(idx)}; indices are 1-based."
+        )
+    return y, idx, vals
+
+
+def _libsvm_scan(path) -> tuple[int, int, bool]:
+    """First pass: number of rows, largest feature index, whether all labels are integers."""
+    n_rows, max_idx, integral = 0, 0, True
+    for lineno, data in _libsvm_records(path):
+        y, idx, _ = _parse_libsvm_line(lineno, data)
+        n_rows += 1
+        max_idx = max([max_idx, *idx])
+        integral = integral and float(y).is_integer()
+    return n_rows, max_idx, integral
+
+
+def _libsvm_blocks(path, n_features: int, chunk_rows: int, y_dtype) -> Iterator[Block]:
+    """Second pass: dense ``(X, y)`` blocks of ``chunk_rows`` rows."""
+    records = _libsvm_records(path)
+    while True:
+        batch = [_parse_libsvm_line(n, d) for n, d in _take(records, chunk_rows)]
+        if not batch:
+            return
+        X = np.zeros((len(batch), n_features))
+        for i, (_, idx, vals) in enumerate(batch):
+            X[i, np.asarray(idx, dtype=np.int64) - 1] = vals
+        yield X, np.array([b[0] for b in batch], dtype=y_dtype)
+
+
+def _take(it: Iterator, n: int) -> list:
+    return [item for _, item in zip(range(n), it)]
+
+
+def store_from_libsvm(target, path, *, n_features=None, chunk_rows=None, overwrite=False,
+                      feature_names=None, provenance=None, dtype=None,
+                      storage_options=None) -> ZarrStore:
+    """Stream a LIBSVM/svmlight text file into a new store (two passes over the file).
+
+    The first pass finds the number of rows, the number of features (largest
+    1-based index, unless ``n_features`` is given) and whether every label is
+    an integer (then ``y`` is int64, else float64); the second writes dense
+    chunks. Memory is bounded by one chunk.
+
+    Parameters
+    ----------
+    target, chunk_rows, overwrite, feature_names, provenance, dtype, storage_options
+        As for :func:`create_store`.
+    path : str or os.PathLike
+        LIBSVM file (``label idx:value idx:value ...``, 1-based indices).
+    n_features : int, optional
+        Number of columns; must be at least the largest index in the file.
+
+    Returns
+    -------
+    ZarrStore
+    """
+    n_rows, max_idx, integral = _libsvm_scan(path)
+    if n_rows == 0:
+        raise DataValidationError(f"no rows to store: {os.fspath(path)!r} has no data lines.")
+    if n_features is None:
+        n_features = max_idx
+    elif max_idx > n_features:
+        raise DataValidationError(
+            f"n_features={n_features} but {os.fspath(path)!r} uses feature index {max_idx}; "
+            f"pass n_features >= {max_idx} or None."
+        )
+    if n_features < 1:
+        raise DataValidationError(f"{os.fspath(path)!r} has no features (X would have 0 columns).")
+    itemsize = resolve_dtype(dtype, np.dtype(np.float64)).itemsize
+    chunk_rows = chunk_rows or default_chunk_rows(n_rows, n_features, itemsize)
+    y_dtype = np.int64 if integral else np.float64
+    prov = {"path": os.fspath(path), **(provenance or {})}
+    return _write_stream(target, _libsvm_blocks(path, n_features, chunk_rows, y_dtype),
+                         n_rows_hint=n_rows, overwrite=overwrite, storage_options=storage_options,
+                         chunk_rows=chunk_rows, dtype=dtype, feature_names=feature_names,
+                         classes=None, provenance=prov, source="libsvm")
+
+
+def open_store(target, *, storage_options=None) -> ZarrStore:
+    """Open an existing store, checking its schema.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing exists at ``target``.
+    StoreSchemaError
+        The location is not a kmp_dask store; the message names what is missing.
+    """
+    return ZarrStore(target, storage_options=storage_options)
+
+
+def as_store(obj, *, storage_options=None) -> DataStore:
+    """Return ``obj`` if it is a :class:`DataStore`, else open the path or URL it names.
+
+    Raises
+    ------
+    TypeError
+        ``obj`` is neither a store nor a path/URL (e.g. a NumPy array).
+    """
+    if isinstance(obj, (str, os.PathLike)):
+        return open_store(obj, storage_options=storage_options)
+    if isinstance(obj, DataStore):
+        return obj
+    raise TypeError(
+        f"expected a DataStore, a path or a URL; got {type(obj).__name__}. "
+        "Wrap in-memory arrays with InMemoryStore(X, y)."
+    )
+

@@ -1,0 +1,142 @@
+"""Input validation for ingest: shapes, dtypes, finiteness, dask chunking.
+
+Every message names the argument, what was received and how to fix it.
+Checks on dask arrays use metadata only and never compute.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import DataValidationError
+
+_NUMERIC_KINDS = "biuf"
+
+
+def resolve_dtype(dtype: Any, source_dtype: np.dtype) -> np.dtype:
+    """Storage dtype of ``X``: the requested one, else float32 kept, anything else float64."""
+    if dtype is not None:
+        out = np.dtype(dtype)
+        if out not in (np.float32, np.float64):
+            raise DataValidationError(
+                f"dtype must be float32 or float64; got {out}. Pass dtype='float32' or 'float64'."
+            )
+        return out
+    return np.dtype(np.float32) if source_dtype == np.float32 else np.dtype(np.float64)
+
+
+def check_numeric(name: str, dtype: np.dtype, hint: str) -> None:
+    """Refuse non-numeric (object, string, complex, datetime) dtypes."""
+    if np.dtype(dtype).kind not in _NUMERIC_KINDS:
+        raise DataValidationError(f"{name} must be numeric; got dtype {dtype}. {hint}")
+
+
+def check_X_meta(shape: tuple, dtype: np.dtype) -> None:
+    """Check that ``X`` is 2-D, non-empty and numeric (metadata only)."""
+    if len(shape) != 2:
+        fix = "Reshape with X.reshape(-1, 1) for a single feature or X.reshape(1, -1) for a single sample."
+        raise DataValidationError(
+            f"X must be 2-D with shape (n_samples, n_features); got shape {tuple(shape)}. {fix}"
+        )
+    if shape[0] == 0 or shape[1] == 0:
+        raise DataValidationError(
+            f"X is empty: got shape {tuple(shape)}; a store needs at least 1 row and 1 feature."
+        )
+    check_numeric(
+        "X", dtype, "Encode categorical columns first, e.g. with pandas.get_dummies, "
+        "and convert with X.astype('float64')."
+    )
+
+
+def check_y_meta(shape: tuple, dtype: np.dtype, n_rows: int) -> None:
+    """Check that ``y`` has one entry per row of ``X`` and is numeric (metadata only)."""
+    if len(shape) not in (1, 2):
+        raise DataValidationError(
+            f"y must have shape (n_samples,) or (n_samples, n_targets); got shape {tuple(shape)}."
+        )
+    if shape[0] != n_rows:
+        raise DataValidationError(
+            f"y has {shape[0]} rows but X has {n_rows}; pass one target per row of X."
+        )
+    check_numeric(
+        "y", dtype, "Encode labels first, e.g. classes, y = np.unique(y, return_inverse=True), "
+        "and pass classes=classes."
+    )
+
+
+def as_numpy_X(X: Any) -> np.ndarray:
+    """Convert ``X`` to a validated 2-D numeric ndarray (no copy when possible)."""
+    arr = np.asarray(X)
+    check_X_meta(arr.shape, arr.dtype)
+    return arr
+
+
+def as_numpy_y(y: Any, n_rows: int) -> np.ndarray | None:
+    """Convert ``y`` to a validated ndarray with ``n_rows`` rows, or pass None through."""
+    if y is None:
+        return None
+    arr = np.asarray(y)
+    check_y_meta(arr.shape, arr.dtype, n_rows)
+    return arr
+
+
+def first_nonfinite(name: str, block: np.ndarray | None, offset: int) -> tuple | None:
+    """``(name, global_row, column, value)`` of the first NaN/inf in a block, else None."""
+    if block is None or block.dtype.kind != "f":
+        return None
+    bad = ~np.isfinite(block)
+    if not bad.any():
+        return None
+    pos = np.argwhere(bad.reshape(block.shape[0], -1))[0]
+    value = block.reshape(block.shape[0], -1)[pos[0], pos[1]]
+    return name, int(pos[0]) + offset, int(pos[1]), float(value)
+
+
+def raise_nonfinite(found: tuple) -> None:
+    """Raise the error for a result of :func:`first_nonfinite`."""
+    name, row, col, value = found
+    raise DataValidationError(
+        f"{name} contains a non-finite value ({value}) at row {row}, column {col}; "
+        "remove or impute NaN/inf values before ingest."
+    )
+
+
+def check_dask_X(X: Any) -> None:
+    """Metadata checks specific to dask ``X``: known chunk sizes, one chunk along features."""
+    if any(np.isnan(c) for c in X.chunks[0]) or np.isnan(X.shape[0]):
+        raise DataValidationError(
+            "X has unknown chunk sizes along rows; call X.compute_chunk_sizes() first."
+        )
+    check_X_meta(X.shape, X.dtype)
+    if len(X.chunks[1]) != 1:
+        raise DataValidationError(
+            f"X has {len(X.chunks[1])} chunks along axis 1; use X.rechunk({{1: -1}}) so that "
+            "every chunk holds all features."
+        )
+
+
+def check_dask_y(y: Any, n_rows: int) -> None:
+    """Metadata checks for dask ``y``."""
+    if any(np.isnan(c) for c in y.chunks[0]):
+        raise DataValidationError(
+            "y has unknown chunk sizes along rows; call y.compute_chunk_sizes() first."
+        )
+    check_y_meta(y.shape, y.dtype, n_rows)
+
+
+def check_append_shapes(n_features: int, has_y: bool, y_trailing, X: np.ndarray, y) -> None:
+    """Check that appended rows match the store's width and target layout."""
+    if X.shape[1] != n_features:
+        raise DataValidationError(
+            f"X has {X.shape[1]} features but the store has {n_features}; append rows "
+            "with the same columns."
+        )
+    if has_y and y is None:
+        raise DataValidationError("the store has targets y; pass y with the appended rows.")
+    if not has_y and y is not None:
+        raise DataValidationError("the store has no targets; append X only (y=None).")
+    if y is not None and tuple(y.shape[1:]) != tuple(y_trailing):
+        raise DataValidationError(
+            f"y has shape {y.shape} but the store's y rows have shape {tuple(y_trailing)}."
+        )

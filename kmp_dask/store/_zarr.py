@@ -1,0 +1,423 @@
+"""ZarrStore: the DataStore protocol over a zarr v3 group (the only module importing zarr).
+
+Layout (docs/store.md): arrays ``X`` (n_rows, n_features) with chunks
+``(r, n_features)`` and optional ``y`` with the same row chunks; schema in the
+group attributes. No consolidated metadata is written: arrays are always
+opened directly, so their metadata cannot go stale after an append.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+import numpy as np
+import zarr
+
+from ..exceptions import StoreExistsError, StoreSchemaError
+from ._base import check_range, dask_row_chunk, gather_rows, regular_chunks
+from ._schema import RunningStats, check_attrs
+from ._validation import (
+    as_numpy_X,
+    as_numpy_y,
+    check_append_shapes,
+    first_nonfinite,
+    raise_nonfinite,
+)
+
+__all__ = ["Location", "ZarrRowReader", "ZarrSink", "ZarrStore", "atomic_target"]
+
+
+def default_compressors() -> tuple:
+    """Blosc/zstd level 3 with bit-shuffle: the default codec for ``X`` and ``y``."""
+    return (zarr.codecs.BloscCodec(cname="zstd", clevel=3, shuffle="bitshuffle"),)
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a store lives: a local path or an fsspec URL plus its storage options."""
+
+    url: str
+    storage_options: dict = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, target: str | os.PathLike, storage_options: dict | None = None) -> Location:
+        """Normalise a path, ``file://`` URL or other fsspec URL."""
+        text = os.fspath(target)
+        if not isinstance(text, str):
+            raise TypeError(f"target must be a str path/URL or os.PathLike; got {type(target).__name__}.")
+        if "://" in text and not text.startswith("file://"):
+            return cls(text.rstrip("/"), dict(storage_options or {}))
+        local = text[len("file://"):] if text.startswith("file://") else text
+        return cls(os.path.abspath(os.path.expanduser(local)), dict(storage_options or {}))
+
+    @property
+    def is_local(self) -> bool:
+        """True for paths on the local file system."""
+        return "://" not in self.url
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """The fsspec file system holding the store."""
+        return fsspec.core.url_to_fs(self.url, **self.storage_options)[0]
+
+    @property
+    def path(self) -> str:
+        """Path of the store inside :attr:`fs`."""
+        return fsspec.core.url_to_fs(self.url, **self.storage_options)[1]
+
+    def exists(self) -> bool:
+        """Whether anything exists at this location."""
+        return os.path.exists(self.url) if self.is_local else self.fs.exists(self.path)
+
+    def sibling(self, suffix: str) -> Location:
+        """A location next to this one whose name ends with ``suffix``."""
+        return Location(self.url + suffix, self.storage_options)
+
+    def remove(self) -> None:
+        """Delete the location recursively if it exists."""
+        if self.exists():
+            self.fs.rm(self.path, recursive=True)
+
+    def rename_to(self, other: Location) -> None:
+        """Move this location to ``other`` (atomic ``os.replace`` for local paths)."""
+        if self.is_local:
+            os.replace(self.url, other.url)
+        else:
+            self.fs.mv(self.path, other.path, recursive=True)
+
+    def zarr_store(self, read_only: bool) -> Any:
+        """A zarr ``LocalStore`` or ``FsspecStore`` for this location."""
+        if self.is_local:
+            return zarr.storage.LocalStore(self.url, read_only=read_only)
+        return zarr.storage.FsspecStore.from_url(
+            self.url, storage_options=self.storage_options or None, read_only=read_only
+        )
+
+
+@contextmanager
+def atomic_target(
+    target: str | os.PathLike, *, overwrite: bool, storage_options: dict | None = None
+) -> Iterator[Location]:
+    """Yield a temporary sibling location that replaces ``target`` on success.
+
+    On any exception the temporary location is removed and ``target`` is left
+    as it was. With ``overwrite=True`` an existing target is moved aside, the
+    new store moved in, and only then the old one deleted.
+    """
+    final = Location.parse(target, storage_options)
+    if final.exists() and not overwrite:
+        raise StoreExistsError(
+            f"a store already exists at {final.url!r}; pass overwrite=True to replace it."
+        )
+    tmp = final.sibling(f".tmp-{uuid.uuid4().hex}")
+    try:
+        yield tmp
+        _swap_in(tmp, final)
+    except BaseException:
+        tmp.remove()
+        raise
+
+
+def _swap_in(tmp: Location, final: Location) -> None:
+    """Move ``tmp`` to ``final``, replacing (and finally deleting) any old store."""
+    if not final.exists():
+        tmp.rename_to(final)
+        return
+    old = final.sibling(f".old-{uuid.uuid4().hex}")
+    final.rename_to(old)
+    try:
+        tmp.rename_to(final)
+    except BaseException:
+        old.rename_to(final)
+        raise
+    old.remove()
+
+
+@dataclass(frozen=True)
+class BlockWriter:
+    """Picklable writer of whole-chunk row blocks into existing arrays (parallel-safe)."""
+
+    X: Any
+    y: Any
+    chunk_rows: int
+
+    def __call__(self, start: int, X: np.ndarray, y: np.ndarray | None) -> None:
+        """Write rows ``[start, start + len(X))``; ``start`` must be chunk-aligned."""
+        if start % self.chunk_rows:
+            raise ValueError(
+                f"parallel block writes must start on a chunk boundary (multiple of "
+                f"{self.chunk_rows}); got start={start}."
+            )
+        stop = start + X.shape[0]
+        self.X[start:stop] = X
+        if self.y is not None:
+            self.y[start:stop] = y
+
+
+class ZarrSink:
+    """Create the arrays of a new store and write row blocks into them.
+
+    Parameters
+    ----------
+    location : Location
+        Where to create the group (normally a temporary sibling).
+    n_rows, n_features : int
+        Initial shape of ``X``; rows grow automatically in :meth:`write`.
+    dtype : numpy dtype
+        dtype of ``X``.
+    chunk_rows : int
+        Rows per storage chunk.
+    y_trailing : tuple or None
+        Shape of one row of ``y`` (``()`` or ``(m,)``), or None without targets.
+    y_dtype : numpy dtype, optional
+        dtype of ``y``.
+    """
+
+    def __init__(self, location, *, n_rows, n_features, dtype, chunk_rows, y_trailing=None,
+                 y_dtype=None):
+        self.chunk_rows = int(chunk_rows)
+        self._group = zarr.open_group(store=location.zarr_store(read_only=False), mode="w")
+        self._X = self._create("X", (n_rows, n_features), dtype)
+        self._y = None if y_trailing is None else self._create("y", (n_rows, *y_trailing), y_dtype)
+
+    def _create(self, name: str, shape: tuple, dtype: Any) -> Any:
+        chunks = (self.chunk_rows, *shape[1:])
+        return self._group.create_array(
+            name, shape=shape, chunks=chunks, dtype=dtype, compressors=default_compressors()
+        )
+
+    def write(self, start: int, X: np.ndarray, y: np.ndarray | None) -> None:
+        """Write rows ``[start, start + len(X))`` from this (single) writer, growing arrays."""
+        stop = start + X.shape[0]
+        if stop > self._X.shape[0]:
+            self._X.resize((stop, self._X.shape[1]))
+            if self._y is not None:
+                self._y.resize((stop, *self._y.shape[1:]))
+        self._X[start:stop] = X
+        if self._y is not None:
+            self._y[start:stop] = y
+
+    def block_writer(self) -> BlockWriter:
+        """A picklable writer for tasks that each own whole chunks."""
+        return BlockWriter(self._X, self._y, self.chunk_rows)
+
+    def finish(self, attrs: dict) -> None:
+        """Write the group attributes (last step before the rename)."""
+        self._group.update_attributes(attrs)
+
+
+class ZarrRowReader:
+    """Picklable reader that opens ``X``/``y`` directly (not via consolidated metadata).
+
+    Only the location and chunk layout are pickled; arrays are reopened lazily
+    in the receiving process.
+    """
+
+    def __init__(self, location: Location, row_chunks: tuple[int, ...], has_y: bool):
+        self.location = location
+        self.row_chunks = tuple(row_chunks)
+        self.has_y = has_y
+        self._arrays = None
+
+    def __getstate__(self) -> dict:
+        return {"location": self.location, "row_chunks": self.row_chunks, "has_y": self.has_y}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["location"], state["row_chunks"], state["has_y"])
+
+    def _open(self) -> tuple[Any, Any]:
+        if self._arrays is None:
+            store = self.location.zarr_store(read_only=True)
+            X = zarr.open_array(store=store, path="X", mode="r")
+            y = zarr.open_array(store=store, path="y", mode="r") if self.has_y else None
+            self._arrays = (X, y)
+        return self._arrays
+
+    def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Return ``(X[start:stop], y[start:stop] or None)``."""
+        start, stop = check_range(start, stop, sum(self.row_chunks))
+        X, y = self._open()
+        return X[start:stop], (None if y is None else y[start:stop])
+
+    def read_rows(self, idx: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Return the rows ``idx`` (any order, repeats allowed), one read per touched chunk."""
+        return gather_rows(self.read_range, idx, self.row_chunks)
+
+
+class ZarrStore:
+    """A :class:`~kmp_dask.store.DataStore` backed by a zarr v3 group.
+
+    Parameters
+    ----------
+    target : str or os.PathLike
+        Local path or fsspec URL (``file://``, ``memory://``, ...).
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing exists at ``target``.
+    StoreSchemaError
+        The group is not a kmp_dask store; the message names what is missing.
+    """
+
+    def __init__(self, target: str | os.PathLike, *, storage_options: dict | None = None):
+        self._loc = Location.parse(target, storage_options)
+        if not self._loc.exists():
+            raise FileNotFoundError(f"no store at {self._loc.url!r}.")
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """(Re)open the group and arrays and check the schema."""
+        where = self._loc.url
+        try:
+            group = zarr.open_group(store=self._loc.zarr_store(read_only=True), mode="r",
+                                    use_consolidated=False)
+        except Exception as exc:
+            raise StoreSchemaError(f"store at {where!r} is not a readable zarr group: {exc}") from exc
+        self._attrs = dict(group.attrs)
+        check_attrs(self._attrs, where)
+        arrays = set(group.array_keys())
+        if "X" not in arrays:
+            raise StoreSchemaError(f"store at {where!r} has no array 'X'.")
+        self._X = group["X"]
+        self._y = group["y"] if "y" in arrays else None
+        _check_layout(self._X, self._y, self._attrs, where)
+
+    def __repr__(self) -> str:
+        return f"ZarrStore({self.url!r}, n_rows={self.n_rows}, n_features={self.n_features})"
+
+    @property
+    def url(self) -> str:
+        """Normalised location (absolute local path or URL)."""
+        return self._loc.url
+
+    @property
+    def location(self) -> Location:
+        """Location and storage options of the store."""
+        return self._loc
+
+    @property
+    def n_rows(self) -> int:
+        """Number of rows."""
+        return int(self._X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        """Number of columns of ``X``."""
+        return int(self._X.shape[1])
+
+    @property
+    def dtype(self) -> np.dtype:
+        """dtype of ``X``."""
+        return np.dtype(self._X.dtype)
+
+    @property
+    def chunk_rows(self) -> int:
+        """Rows per storage chunk."""
+        return int(self._X.chunks[0])
+
+    @property
+    def row_chunks(self) -> tuple[int, ...]:
+        """Storage chunk sizes along rows."""
+        return regular_chunks(self.n_rows, self.chunk_rows)
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """A copy of the group attributes."""
+        return dict(self._attrs)
+
+    @property
+    def has_y(self) -> bool:
+        """Whether targets are present."""
+        return self._y is not None
+
+    @property
+    def y_shape(self) -> tuple[int, ...] | None:
+        """Shape of ``y`` or None."""
+        return None if self._y is None else tuple(self._y.shape)
+
+    def to_dask(self, name: str = "X", chunks: int | None = None):
+        """``X`` or ``y`` as a dask array; ``chunks`` rows must be a multiple of chunk_rows."""
+        import dask.array as da
+
+        arr = {"X": self._X, "y": self._y}.get(name)
+        if arr is None:
+            raise KeyError(f"store has no array {name!r}; available: "
+                           f"{['X'] + (['y'] if self.has_y else [])}.")
+        rows = dask_row_chunk(chunks, self.chunk_rows)
+        return da.from_zarr(arr, chunks=(rows, *arr.shape[1:]))
+
+    def reader(self) -> ZarrRowReader:
+        """A picklable reader for worker processes (``memory://`` works in-process only)."""
+        return ZarrRowReader(self._loc, self.row_chunks, self.has_y)
+
+    def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Return ``(X[start:stop], y[start:stop] or None)``."""
+        start, stop = check_range(start, stop, self.n_rows)
+        return self._X[start:stop], (None if self._y is None else self._y[start:stop])
+
+    def read_rows(self, idx: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Return the rows ``idx`` (any order, repeats allowed), one read per touched chunk."""
+        return gather_rows(self.read_range, idx, self.row_chunks)
+
+    def append(self, X, y=None) -> None:
+        """Append rows from this single writer and update ``n_rows``, ``mean``, ``std``.
+
+        The arrays are resized, then one region write fills the partially-filled
+        last chunk and the new chunks. Do not append from two processes at once.
+        """
+        X = as_numpy_X(X)
+        y = as_numpy_y(y, X.shape[0])
+        y_trailing = () if self._y is None else self._y.shape[1:]
+        check_append_shapes(self.n_features, self.has_y, y_trailing, X, y)
+        found = first_nonfinite("X", X, self.n_rows) or first_nonfinite("y", y, self.n_rows)
+        if found:
+            raise_nonfinite(found)
+        X = X.astype(self.dtype, copy=False)
+        stats = RunningStats.from_attrs(self.n_rows, self._attrs["mean"], self._attrs["std"])
+        stats = stats.merge(RunningStats.of_block(X))
+        self._write_appended(X, y)
+        group = zarr.open_group(store=self._loc.zarr_store(read_only=False), mode="r+",
+                                use_consolidated=False)
+        group.update_attributes({"n_rows": int(stats.n), "mean": [float(v) for v in stats.mean],
+                                 "std": [float(v) for v in stats.std]})
+        self._refresh()
+
+    def _write_appended(self, X: np.ndarray, y: np.ndarray | None) -> None:
+        store = self._loc.zarr_store(read_only=False)
+        start, stop = self.n_rows, self.n_rows + X.shape[0]
+        Xa = zarr.open_array(store=store, path="X", mode="r+")
+        Xa.resize((stop, self.n_features))
+        Xa[start:stop] = X
+        if y is not None:
+            ya = zarr.open_array(store=store, path="y", mode="r+")
+            ya.resize((stop, *ya.shape[1:]))
+            ya[start:stop] = y.astype(ya.dtype, copy=False)
+
+
+def _check_layout(X: Any, y: Any, attrs: dict, where: str) -> None:
+    """Check shapes, row-only chunking and ``n_rows`` consistency."""
+    if X.ndim != 2:
+        raise StoreSchemaError(f"array 'X' at {where!r} must be 2-D; it has shape {X.shape}.")
+    if X.chunks[1] != X.shape[1]:
+        raise StoreSchemaError(
+            f"array 'X' at {where!r} is chunked along features (chunks {X.chunks}); "
+            "kmp_dask stores chunk by rows only. Re-ingest the data."
+        )
+    if y is not None and (y.shape[0] != X.shape[0] or y.chunks[0] != X.chunks[0]):
+        raise StoreSchemaError(
+            f"array 'y' at {where!r} must have X's rows and row chunks; got shape "
+            f"{y.shape}, chunks {y.chunks} for X shape {X.shape}, chunks {X.chunks}."
+        )
+    if int(attrs["n_rows"]) != X.shape[0]:
+        raise StoreSchemaError(
+            f"store at {where!r} says n_rows={attrs['n_rows']} but 'X' has {X.shape[0]} rows "
+            "(interrupted append?)."
+        )
