@@ -120,7 +120,13 @@ class ActorEngine:
 
     def _start(self, addr, group):
         fut = self.client.submit(PartitionHolder, group, actor=True, workers=[addr], allow_other_workers=True, pure=False)
-        return {"addr": addr, "specs": group, "actor": fut.result(), "future": fut}
+        actor = fut.result()
+        # distributed's Actor proxy binds to the *default* client (get_client()); a client made
+        # with set_as_default=False (tests, notebooks with several clients) would leave it
+        # unbound, so bind it to ours explicitly.
+        if actor._client is None:
+            actor._client, actor._future = self.client, fut
+        return {"addr": addr, "specs": group, "actor": actor, "future": fut}
 
     def run(self, op, msg) -> list:
         self.n_calls += 1

@@ -1,0 +1,158 @@
+"""KMP estimators end to end: inputs (numpy, dask, stores), clusters, determinism, errors."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris
+from sklearn.linear_model import orthogonal_mp
+from sklearn.metrics.pairwise import rbf_kernel
+
+from kmp_dask import KMPClassifier, KMPRegressor
+from kmp_dask.datasets import load_keel
+from kmp_dask.store import create_store
+
+
+def _reg_data(n=1500, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 / 2 + 0.05 * rng.normal(size=n)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def banana_store(tmp_path_factory):
+    ds = load_keel("banana")
+    X = (ds.X - ds.X.mean(0)) / ds.X.std(0)
+    path = tmp_path_factory.mktemp("stores") / "banana.zarr"
+    return create_store(path, X, ds.y, classes=ds.classes, chunk_rows=1000), X, ds
+
+
+def test_regressor_exact_matches_sklearn_omp_through_estimator():
+    X, y = _reg_data(n=300)
+    est = KMPRegressor(n_basis=12, candidates="all", gamma=0.3, ridge=0.0, fit_intercept=False, client="sync").fit(X, y)
+    K = rbf_kernel(X, X, gamma=0.3)
+    norms = np.linalg.norm(K, axis=0)
+    coef = orthogonal_mp(K / norms, y, n_nonzero_coefs=12)
+    assert sorted(est.basis_indices_.tolist()) == np.flatnonzero(coef).tolist()
+    np.testing.assert_allclose(est.predict(X), (K / norms) @ coef, rtol=1e-7, atol=1e-9)
+
+
+def test_regressor_learns_and_history_is_complete():
+    X, y = _reg_data()
+    est = KMPRegressor(n_basis=100, gamma=0.5, random_state=0, client="sync").fit(X, y)
+    assert est.score(X, y) > 0.95
+    assert est.n_basis_ == 100 == len(est.history_)
+    assert est.dual_coef_.shape == (100, 1) and est.basis_vectors_.shape == (100, 4)
+    np.testing.assert_array_equal(est.basis_vectors_, X[est.basis_indices_])
+    h = est.history_[-1]
+    for key in ("index", "score", "best_score", "median_score", "residual_norm", "seconds"):
+        assert h[key] is not None
+    assert all(59 - r["iteration"] <= r["n_candidates"] <= 59 for r in est.history_)
+
+
+def test_multi_target_regression_shares_basis():
+    X, y = _reg_data()
+    Y = np.stack([y, np.cos(X[:, 2])], axis=1)
+    est = KMPRegressor(n_basis=100, gamma=0.5, random_state=0, client="sync").fit(X, Y)
+    assert est.predict(X).shape == (len(X), 2)
+    assert est.dual_coef_.shape == (100, 2)
+    assert est.score(X, Y) > 0.9
+
+
+def test_multiclass_string_labels_iris():
+    X, y = load_iris(return_X_y=True)
+    labels = np.array(["setosa", "versicolor", "virginica"])[y]
+    clf = KMPClassifier(n_basis=20, candidates="all", client="sync").fit(X, labels)
+    assert list(clf.classes_) == ["setosa", "versicolor", "virginica"]
+    assert clf.decision_function(X).shape == (150, 3)
+    assert clf.score(X, labels) > 0.95
+
+
+def test_early_stopping_on_classifier():
+    X, y = _reg_data(n=3000)
+    labels = (y > np.median(y)).astype(int)
+    clf = KMPClassifier(n_basis=300, gamma=0.5, random_state=0, validation_fraction=0.2,
+                        n_iter_no_change=8, client="sync").fit(X, labels)
+    assert clf.stop_reason_ == "early_stopping"
+    assert clf.n_basis_ < 300
+    assert all(0 <= h["val_score"] <= 1 for h in clf.history_)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"n_basis": 0}, "n_basis must be a positive int"),
+        ({"fit_mode": "greedy"}, "fit_mode must be one of"),
+        ({"candidates": "some"}, "candidates must be"),
+        ({"n_iter_no_change": 5}, "validation_fraction > 0"),
+        ({"ridge": -1.0}, "ridge must be"),
+        ({"kernel": "gaussian"}, "gaussian"),
+    ],
+)
+def test_bad_parameters_are_named(params, match):
+    X, y = _reg_data(n=50)
+    with pytest.raises(ValueError, match=match):
+        KMPRegressor(client="sync", **params).fit(X, y)
+
+
+def test_store_with_y_argument_is_refused(banana_store):
+    store, X, ds = banana_store
+    with pytest.raises(ValueError, match="y is read from the store"):
+        KMPClassifier(client="sync").fit(store, ds.y)
+
+
+def test_predict_numpy_dask_and_store_agree(banana_store):
+    store, X, ds = banana_store
+    clf = KMPClassifier(n_basis=30, random_state=0, client="sync").fit(store)
+    assert list(clf.classes_) == list(ds.classes)
+    p_np = clf.predict(X)
+    p_dask = clf.predict(da.from_array(X, chunks=700))
+    p_store = clf.predict(store)
+    assert isinstance(p_dask, da.Array) and isinstance(p_store, da.Array)
+    np.testing.assert_array_equal(p_np, p_dask.compute())
+    np.testing.assert_array_equal(p_np, p_store.compute())
+    assert np.mean(p_np == np.asarray(ds.classes)[ds.y]) > 0.85
+
+
+def test_same_model_on_one_worker_and_on_two_worker_processes(banana_store, process_client):
+    """Same seed, same chunking: bit for bit, in-process vs 2 actor workers."""
+    store, X, ds = banana_store
+    kw = dict(n_basis=25, random_state=3, validation_fraction=0.1, fit_mode="prefit")
+    one = KMPClassifier(client="sync", **kw).fit(store)
+    two = KMPClassifier(client=process_client, **kw).fit(store)
+    np.testing.assert_array_equal(one.basis_indices_, two.basis_indices_)
+    assert one.dual_coef_.tobytes() == two.dual_coef_.tobytes()
+    assert one.intercept_.tobytes() == two.intercept_.tobytes()
+
+
+def test_dask_array_input_on_process_cluster(process_client):
+    X, y = _reg_data(n=4000)
+    Xd, yd = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
+    est = KMPRegressor(n_basis=30, gamma=0.5, random_state=1, client=process_client).fit(Xd, yd)
+    ref = KMPRegressor(n_basis=30, gamma=0.5, random_state=1, client="sync", chunk_rows=1000).fit(X, y)
+    np.testing.assert_array_equal(est.basis_indices_, ref.basis_indices_)
+    np.testing.assert_allclose(est.dual_coef_, ref.dual_coef_, rtol=1e-12)
+    out = est.predict(Xd)
+    assert isinstance(out, da.Array)
+    np.testing.assert_allclose(out.compute(), ref.predict(X), rtol=1e-10)
+
+
+def test_end_to_end_on_dask_scheduler_and_worker_processes(cli_cluster, tmp_path):
+    """Real `dask scheduler` + `dask worker` subprocesses: ingest, fit from the store, predict."""
+    from distributed import Client
+
+    from kmp_dask.datasets import make_classification_store
+
+    store = make_classification_store(tmp_path / "synth.zarr", 20_000, n_features=10, n_classes=3,
+                                      chunk_rows=2500, random_state=0, dtype="float64")
+    with Client(scheduler_file=cli_cluster, set_as_default=False) as client:
+        clf = KMPClassifier(n_basis=40, random_state=0, client=client).fit(store)
+        F = client.compute(clf.decision_function(store)).result()
+    _, y = store.read_range(0, store.n_rows)
+    acc = np.mean(np.asarray(clf.classes_)[F.argmax(axis=1)] == np.asarray(clf.classes_)[y])
+    assert F.shape == (20_000, 3)
+    assert acc > 0.6  # 3 classes: chance is ~1/3
+    ref = KMPClassifier(n_basis=40, random_state=0, client="sync").fit(store)
+    np.testing.assert_array_equal(clf.basis_indices_, ref.basis_indices_)
