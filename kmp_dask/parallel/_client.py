@@ -36,7 +36,7 @@ def embedded_cluster(n_workers: int | None = None):
         threads_per_worker=1,
         processes=True,
         host="127.0.0.1",
-        dashboard_address=None,
+        dashboard_address=":0",
     ) as cluster, Client(cluster) as client:
         yield client
 

@@ -18,8 +18,22 @@ def partition_specs(store) -> list[PartitionSpec]:
     bit-for-bit identical on 1 or many workers.
     """
     bounds = np.concatenate([[0], np.cumsum(store.row_chunks)]).astype(int)
+    ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    if store.url is None:  # in-memory data: ship each worker only its own rows
+        return [PartitionSpec(i, a, b, _SliceReader(a, *store.read_range(a, b))) for i, (a, b) in enumerate(ranges)]
     reader = store.reader()
-    return [PartitionSpec(i, int(a), int(b), reader) for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    return [PartitionSpec(i, a, b, reader) for i, (a, b) in enumerate(ranges)]
+
+
+class _SliceReader:
+    """Rows ``[offset, offset + len(X))`` of an in-memory data set (picklable, carries only them)."""
+
+    def __init__(self, offset, X, y):
+        self.offset, self.X, self.y = offset, X, y
+
+    def read_range(self, start, stop):
+        a, b = start - self.offset, stop - self.offset
+        return self.X[a:b], None if self.y is None else self.y[a:b]
 
 
 def make_engine(client, store):

@@ -53,7 +53,7 @@ def test_lost_worker_is_rebuilt_and_model_unchanged(tmp_path):
     with InProcessEngine(partition_specs(store)) as eng:
         ref = _pursuit(eng, X)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster, set_as_default=False) as client:
+                      dashboard_address=":0") as cluster, Client(cluster, set_as_default=False) as client:
         pids = client.run(os.getpid)
         eng = ActorEngine(client, partition_specs(store))
         victim = eng._holders[0]["addr"]
