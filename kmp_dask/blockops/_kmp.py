@@ -92,7 +92,10 @@ def kmp_init(part: Partition, msg: dict) -> dict:
     st = part.state
     st.clear()
     st["kernel"] = msg["kernel"]
-    st["Xtr"], st["Xva"] = X[~val], X[val]
+    if val.any():
+        st["Xtr"], st["Xva"] = X[~val], X[val]
+    else:  # no validation rows: views, not copies (the partition's largest array)
+        st["Xtr"], st["Xva"] = X, X[:0]
     st["sq_tr"], st["sq_va"] = sqnorm(st["Xtr"]), sqnorm(st["Xva"])
     offset = np.asarray(msg["offset"], dtype=np.float64)
     Y = target_matrix(part.y, msg["targets"]) - offset
@@ -130,7 +133,8 @@ def _set_coef(st: dict, coef: np.ndarray) -> None:
     if n == 0:
         st["R"] = st["Ytr"].copy()
     else:
-        st["R"] = st["Ytr"] - st["Btr"][:, :n] @ coef
+        # the product in the basis-cache dtype: a float32 cache is never upcast (an N x n copy)
+        st["R"] = st["Ytr"] - st["Btr"][:, :n] @ coef.astype(st["Btr"].dtype, copy=False)
 
 
 def _validation(st: dict, msg_val: dict) -> dict:
