@@ -1,4 +1,4 @@
-"""Evaluate a kernel expansion ``f(x) = Σ_j k(x, z_j) coef_j + intercept`` on one block of rows."""
+"""Evaluate a kernel expansion ``f(x) = Σ_j k_j(x, z_j) coef_j + intercept`` on one block of rows."""
 
 from __future__ import annotations
 
@@ -7,17 +7,26 @@ import numpy as np
 __all__ = ["predict_block"]
 
 
-def predict_block(X_block, basis, coef, intercept, kernel, *, block_rows: int = 8192):
-    """Decision values (rows, m) for ``X_block``; computed in row blocks to bound memory."""
+def predict_block(X_block, basis, coef, intercept, kernel, basis_kernels=None, *, block_rows: int = 8192):
+    """Decision values (rows, m) for ``X_block``, in row blocks to bound memory.
+
+    ``kernel`` is one kernel, or the dictionary's list of kernels with ``basis_kernels`` giving
+    each basis element's index into it (mixed dictionaries).
+    """
     X_block = np.asarray(X_block)
     coef = np.asarray(coef, dtype=np.float64)
     out = np.empty((X_block.shape[0], coef.shape[1]))
+    out[:] = intercept
     if len(basis) == 0:
-        out[:] = intercept
         return out
     basis = np.asarray(basis, dtype=X_block.dtype)
-    for a in range(0, X_block.shape[0], block_rows):
-        K = kernel(X_block[a : a + block_rows], basis)
-        out[a : a + block_rows] = K @ coef
-    out += intercept
+    kernels = list(kernel) if isinstance(kernel, (list, tuple)) else [kernel]
+    groups = np.zeros(len(basis), dtype=int) if basis_kernels is None else np.asarray(basis_kernels)
+    for q, k in enumerate(kernels):
+        sel = np.flatnonzero(groups == q)
+        if len(sel) == 0:
+            continue
+        Zq, Cq = basis[sel], coef[sel]
+        for a in range(0, X_block.shape[0], block_rows):
+            out[a : a + block_rows] += k(X_block[a : a + block_rows], Zq) @ Cq
     return out

@@ -6,17 +6,23 @@ coefficients); results are small reductions that the driver sums in partition or
 
 State kept in ``part.state`` (all rebuildable from data + driver state, see :func:`kmp_restore`):
 
+``kernels``       the dictionary's kernels (a candidate is a (row, kernel) pair)
+``loss``          None for the squared loss (exact least-squares path), else a
+                  :class:`~kmp_dask.losses.Loss`
 ``Xtr, Xva``      training / validation rows of the partition (the split is a hash of the
                   global row index, :func:`~kmp_dask.blockops._partition.split_mask`)
 ``sq_tr, sq_va``  their squared row norms (cached for the RBF kernel)
-``Ytr, Yva``      targets minus the intercept offset, float64, shape (rows, m)
-``Btr, Bva``      cached basis columns ``k(X, z_j)``, capacity grown by doubling
+``Ytr, Yva``      targets, float64 (rows, m); minus the intercept offset for the squared loss
+``Btr, Bva``      cached basis columns ``k(X, z_j)`` (a column of ones for the bias atom),
+                  capacity grown by doubling
 ``n``             number of accepted basis columns
-``R``             training residual ``Ytr - Btr[:, :n] @ coef`` (float64)
+``F``             training function values ``Btr[:, :n] @ coef`` (other losses)
+``R``             the pursuit's residual: ``Ytr − F`` (squared) or ``−∂L/∂f`` at F (other losses)
 ``pending``       the last committed column pair, appended when the driver accepts it
 
-Residual and score, per DESIGN.md §2: for candidate columns ``d_k = k(Xtr, z_k)`` the pass
-returns ``d_kᵀR`` (s, m), ``‖d_k‖²`` (s,) and, for pre-fitting, ``d_kᵀB`` (s, n).
+Residual and score, per DESIGN.md §2: for candidate columns ``d_k`` the pass returns ``d_kᵀR``
+(s·K, m), ``‖d_k‖²`` (s·K,) and, for pre-fitting, ``d_kᵀB`` (s·K, n); candidates are ordered
+kernel-major (all s rows for kernel 0, then for kernel 1, ...).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ __all__ = [
     "kmp_init",
     "kmp_step",
     "kmp_commit",
+    "kmp_linesearch",
+    "kmp_refit_stats",
     "kmp_restore",
     "kernel_block",
 ]
@@ -86,30 +94,34 @@ def kmp_stats(part: Partition, msg: dict) -> dict:
 
 
 def kmp_init(part: Partition, msg: dict) -> dict:
-    """Split the partition, build targets minus ``msg['offset']`` and empty basis caches."""
+    """Split the partition, build targets and empty basis caches; fetch the first candidates."""
     val = _val_mask(part, msg)
     X = part.X
     st = part.state
     st.clear()
-    st["kernel"] = msg["kernel"]
+    st["kernels"] = list(msg["kernels"])
+    st["loss"] = msg.get("loss")
     if val.any():
         st["Xtr"], st["Xva"] = X[~val], X[val]
     else:  # no validation rows: views, not copies (the partition's largest array)
         st["Xtr"], st["Xva"] = X, X[:0]
     st["sq_tr"], st["sq_va"] = sqnorm(st["Xtr"]), sqnorm(st["Xva"])
-    offset = np.asarray(msg["offset"], dtype=np.float64)
-    Y = target_matrix(part.y, msg["targets"]) - offset
+    Y = target_matrix(part.y, msg["targets"])
+    if st["loss"] is not None:
+        Y = st["loss"].targets(Y)
+    Y = Y - np.asarray(msg["offset"], dtype=np.float64)
     st["Ytr"], st["Yva"] = Y[~val], Y[val]
     st["labels_va"] = np.asarray(part.y).reshape(-1)[val] if msg["targets"]["kind"] == "ovr" else None
     cap = int(msg.get("capacity", 16))
     st["Btr"] = np.empty((len(st["Xtr"]), cap), dtype=X.dtype)
     st["Bva"] = np.empty((len(st["Xva"]), cap), dtype=X.dtype)
     st["n"] = 0
-    st["coef"] = np.zeros((0, Y.shape[1]))
-    st["R"] = st["Ytr"].copy()
     st["pending"] = None
-    rows = fetch_rows(part, msg.get("fetch"))
-    return {"fetched": rows, "rss": np.einsum("ij,ij->j", st["R"], st["R"])}
+    _set_coef(st, np.zeros((0, Y.shape[1])))
+    out = {"fetched": fetch_rows(part, msg.get("fetch")), "rss": np.einsum("ij,ij->j", st["R"], st["R"])}
+    if st["loss"] is not None:
+        out["loss"] = st["loss"].value(st["Ytr"], st["F"]).sum(axis=0)
+    return out
 
 
 def _append_column(st: dict, col_tr: np.ndarray, col_va: np.ndarray) -> None:
@@ -126,22 +138,28 @@ def _append_column(st: dict, col_tr: np.ndarray, col_va: np.ndarray) -> None:
 
 
 def _set_coef(st: dict, coef: np.ndarray) -> None:
-    """Residual ``R = Ytr - B coef`` recomputed from the targets (no drift, O(rows·n·m))."""
-    n = st["n"]
-    coef = np.asarray(coef, dtype=np.float64).reshape(n, -1)
+    """Recompute the residual from the targets and ``coef`` (no drift, O(rows·n·m))."""
+    n, m = st["n"], st["Ytr"].shape[1]
+    coef = np.asarray(coef, dtype=np.float64).reshape(n, m)
     st["coef"] = coef
-    if n == 0:
-        st["R"] = st["Ytr"].copy()
-    else:
+    B = st["Btr"][:, :n]
+    if st["loss"] is None:
         # the product in the basis-cache dtype: a float32 cache is never upcast (an N x n copy)
-        st["R"] = st["Ytr"] - st["Btr"][:, :n] @ coef.astype(st["Btr"].dtype, copy=False)
+        st["R"] = st["Ytr"] - B @ coef.astype(B.dtype, copy=False) if n else st["Ytr"].copy()
+        return
+    st["F"] = (B @ coef).astype(np.float64, copy=False) if n else np.zeros_like(st["Ytr"])
+    st["R"] = -st["loss"].gradient(st["Ytr"], st["F"])
 
 
 def _validation(st: dict, msg_val: dict) -> dict:
     n = st["n"]
     Fva = st["Bva"][:, :n] @ st["coef"] if n else np.zeros_like(st["Yva"])
-    Rva = st["Yva"] - Fva
-    out = {"val_n": len(Rva), "val_sse": float(np.einsum("ij,ij->", Rva, Rva))}
+    out = {"val_n": len(Fva)}
+    if st["loss"] is None:
+        Rva = st["Yva"] - Fva
+        out["val_sse"] = float(np.einsum("ij,ij->", Rva, Rva))
+    else:
+        out["val_loss"] = float(st["loss"].value(st["Yva"], Fva).sum())
     if msg_val.get("metric") == "accuracy" and st["labels_va"] is not None:
         F = Fva + np.asarray(msg_val["intercept"], dtype=np.float64)
         classes = np.asarray(msg_val["classes"])
@@ -153,19 +171,23 @@ def _validation(st: dict, msg_val: dict) -> dict:
 def _score_candidates(st: dict, Z, Z_sq, want_cross: bool) -> dict:
     """Row-blocked pass over the training rows: ``d_kᵀR``, ``‖d_k‖²`` and optionally ``d_kᵀB``."""
     Xtr, R, n = st["Xtr"], st["R"], st["n"]
+    kernels = st["kernels"]
     s, m = len(Z), R.shape[1]
-    corr = np.zeros((s, m))
-    sqn = np.zeros(s)
-    cross = np.zeros((s, n)) if want_cross else None
+    S = s * len(kernels)
+    corr = np.zeros((S, m))
+    sqn = np.zeros(S)
+    cross = np.zeros((S, n)) if want_cross else None
     rows = max(1, BLOCK_ELEMENTS // max(s, 1))
     Rc = R.astype(Xtr.dtype, copy=False)
     for a in range(0, len(Xtr), rows):
         b = min(a + rows, len(Xtr))
-        K = kernel_block(st["kernel"], Xtr[a:b], st["sq_tr"][a:b], Z, Z_sq)
-        corr += K.T @ Rc[a:b]
-        sqn += np.einsum("ij,ij->j", K, K)
-        if want_cross and n:
-            cross += K.T @ st["Btr"][a:b, :n]
+        for q, kernel in enumerate(kernels):
+            K = kernel_block(kernel, Xtr[a:b], st["sq_tr"][a:b], Z, Z_sq)
+            sl = slice(q * s, (q + 1) * s)
+            corr[sl] += K.T @ Rc[a:b]
+            sqn[sl] += np.einsum("ij,ij->j", K, K)
+            if want_cross and n:
+                cross[sl] += K.T @ st["Btr"][a:b, :n]
     return {"corr": corr, "sqn": sqn, "cross": cross}
 
 
@@ -175,6 +197,8 @@ def kmp_step(part: Partition, msg: dict) -> dict:
     Message keys: ``accept`` (bool), ``coef`` ((n, m) or None to keep), ``cand`` (s, d) candidate
     rows or None, ``cand_sq`` their squared norms, ``want_cross`` (bool), ``fetch`` (global
     indices whose rows to return), ``val`` (dict or None: validation metric request).
+    Results: ``rss`` (m,) = ‖R‖² per output, plus for other losses ``loss`` (m,) training loss
+    and ``rsum`` (m,) = Σ R (the bias atom's correlation), plus the candidate reductions.
     """
     st = part.state
     if msg.get("accept"):
@@ -184,7 +208,9 @@ def kmp_step(part: Partition, msg: dict) -> dict:
     if msg.get("coef") is not None:
         _set_coef(st, msg["coef"])
     R = st["R"]
-    out = {"rss": np.einsum("ij,ij->j", R, R)}
+    out = {"rss": np.einsum("ij,ij->j", R, R), "rsum": R.sum(axis=0)}
+    if st["loss"] is not None:
+        out["loss"] = st["loss"].value(st["Ytr"], st["F"]).sum(axis=0)
     if msg.get("cand") is not None:
         out.update(_score_candidates(st, msg["cand"], msg.get("cand_sq"), msg.get("want_cross", False)))
     if msg.get("val") is not None:
@@ -195,42 +221,104 @@ def kmp_step(part: Partition, msg: dict) -> dict:
 
 
 def kmp_commit(part: Partition, msg: dict) -> dict:
-    """Compute the column of the chosen row ``z`` and the products the driver's Cholesky needs.
+    """Compute the chosen column and the products the driver needs; keep it pending.
 
-    The column is kept as ``pending`` until the next :func:`kmp_step` accepts it. Returns (float64)
-    ``cross = Bᵀd`` (n,), ``sqn = ‖d‖²``, ``corr = dᵀR`` (m,) and ``ytd = dᵀY`` (m,).
+    ``msg``: ``z`` (d,) and ``kernel`` (index into the dictionary's kernels), or ``bias=True``
+    for the constant atom. The column waits as ``pending`` until the next :func:`kmp_step`
+    accepts it. Returns (float64) ``cross = Bᵀd`` (n,), ``sqn = ‖d‖²``, ``corr = dᵀR`` (m,),
+    ``ytd = dᵀY`` (m,) and, for other losses, the Newton statistics of the line search at step 0
+    (``grad = Σ d ∂L/∂f``, ``hess = Σ d² ∂²L/∂f²``, ``loss``).
     """
     st = part.state
-    z = np.asarray(msg["z"]).reshape(1, -1)
-    z_sq = sqnorm(z)
-    col_tr = kernel_block(st["kernel"], st["Xtr"], st["sq_tr"], z, z_sq)[:, 0]
-    col_va = kernel_block(st["kernel"], st["Xva"], st["sq_va"], z, z_sq)[:, 0]
+    if msg.get("bias"):
+        col_tr = np.ones(len(st["Xtr"]), dtype=st["Btr"].dtype)
+        col_va = np.ones(len(st["Xva"]), dtype=st["Bva"].dtype)
+    else:
+        kernel = st["kernels"][int(msg.get("kernel", 0))]
+        z = np.asarray(msg["z"]).reshape(1, -1)
+        z_sq = sqnorm(z)
+        col_tr = kernel_block(kernel, st["Xtr"], st["sq_tr"], z, z_sq)[:, 0]
+        col_va = kernel_block(kernel, st["Xva"], st["sq_va"], z, z_sq)[:, 0]
     st["pending"] = (col_tr, col_va)
     d = col_tr.astype(np.float64)
     n = st["n"]
-    return {
+    out = {
         "cross": st["Btr"][:, :n].T.astype(np.float64) @ d if n else np.zeros(0),
         "sqn": float(d @ d),
         "corr": st["R"].T @ d,
         "ytd": st["Ytr"].T @ d,
     }
+    if st["loss"] is not None:
+        out.update(_line_stats(st, d, np.zeros((1, st["R"].shape[1]))))
+    return out
+
+
+def _line_stats(st: dict, d: np.ndarray, alphas: np.ndarray) -> dict:
+    """Loss, directional gradient and curvature along ``d`` at each trial step (k, m)."""
+    loss, Y, F = st["loss"], st["Ytr"], st["F"]
+    k, m = alphas.shape
+    out = {"loss": np.zeros((k, m)), "grad": np.zeros((k, m)), "hess": np.zeros((k, m))}
+    d2 = d * d
+    for i in range(k):
+        Fi = F + d[:, None] * alphas[i][None, :]
+        out["loss"][i] = loss.value(Y, Fi).sum(axis=0)
+        out["grad"][i] = d @ loss.gradient(Y, Fi)
+        out["hess"][i] = d2 @ loss.hessian(Y, Fi)
+    return out
+
+
+def kmp_linesearch(part: Partition, msg: dict) -> dict:
+    """Line-search statistics along the pending column at trial steps ``msg['alphas']`` (k, m)."""
+    st = part.state
+    d = st["pending"][0].astype(np.float64)
+    return _line_stats(st, d, np.atleast_2d(np.asarray(msg["alphas"], dtype=np.float64)))
+
+
+def kmp_refit_stats(part: Partition, msg: dict) -> dict:
+    """Newton refit of all coefficients (other losses): losses at trial coefficients, stats.
+
+    ``msg``: ``coefs`` list of (n, m) coefficient matrices whose training loss to return
+    (``loss`` (k, m)); ``stats`` index into ``coefs`` (or None) at which to also return the
+    gradient ``Bᵀ∂L/∂f`` (n, m) and the per-output curvature ``Bᵀ diag(h) B`` (m, n, n).
+    With ``accept`` the pending column joins the basis first (its coefficient 0 until the next
+    :func:`kmp_step` sets new coefficients).
+    """
+    st = part.state
+    if msg.get("accept"):
+        _append_column(st, *st.pop("pending"))
+        st["pending"] = None
+        st["coef"] = np.vstack([st["coef"], np.zeros((1, st["coef"].shape[1]))])
+    n, loss, Y = st["n"], st["loss"], st["Ytr"]
+    B = st["Btr"][:, :n].astype(np.float64)
+    coefs = [np.asarray(c, dtype=np.float64).reshape(n, Y.shape[1]) for c in msg["coefs"]]
+    out = {"loss": np.zeros((len(coefs), Y.shape[1]))}
+    for i, c in enumerate(coefs):
+        F = B @ c
+        out["loss"][i] = loss.value(Y, F).sum(axis=0)
+        if msg.get("stats") == i:
+            out["grad"] = B.T @ loss.gradient(Y, F)
+            H = loss.hessian(Y, F)
+            out["hess"] = np.stack([(B * H[:, [j]]).T @ B for j in range(Y.shape[1])])
+    return out
 
 
 def kmp_restore(part: Partition, msg: dict) -> dict:
     """Rebuild a partition's KMP state from the driver's state (after a lost worker).
 
-    ``msg`` is the :func:`kmp_init` message plus ``basis`` (n, d) rows and ``coef`` (n, m).
+    ``msg`` is the :func:`kmp_init` message plus ``basis`` — a list of ``(z, kernel)`` pairs,
+    ``z=None`` for the bias atom — ``coef`` (n, m) and ``pending`` (one such pair or None).
     """
     kmp_init(part, {**msg, "fetch": None})
     st = part.state
     # Column by column, exactly as kmp_commit computes them, so a rebuilt partition is bit for
     # bit the partition that was lost.
-    for z in np.asarray(msg["basis"]):
-        kmp_commit(part, {"z": z})
+    for z, q in msg["basis"]:
+        kmp_commit(part, {"z": z, "kernel": q, "bias": z is None})
         _append_column(st, *st.pop("pending"))
         st["pending"] = None
     if st["n"]:
         _set_coef(st, msg["coef"])
-    if msg.get("pending_z") is not None:
-        kmp_commit(part, {"z": msg["pending_z"]})
+    if msg.get("pending") is not None:
+        z, q = msg["pending"]
+        kmp_commit(part, {"z": z, "kernel": q, "bias": z is None})
     return {"n": st["n"]}

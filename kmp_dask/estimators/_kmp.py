@@ -6,12 +6,14 @@ import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils._available_if import available_if
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..blockops import kmp_stats, predict_block
 from ..greedy import FIT_MODES, kernel_matching_pursuit, n_candidates_for
 from ..kernels import Kernel, get_kernel
+from ..losses import get_loss
 from ..parallel import make_engine, map_rows_predict, resolve_client
 from ._inputs import fit_input, is_dask_array, is_store_like, predict_input
 from ._progress import progress_callback
@@ -44,6 +46,15 @@ def _check_params(est):
             raise ValueError("n_iter_no_change needs a validation split: set validation_fraction > 0 (e.g. 0.1)")
     if est.chunk_rows is not None and (not isinstance(est.chunk_rows, numbers.Integral) or est.chunk_rows < 1):
         bad("chunk_rows", "None or a positive int")
+    if est.refit_every is not None and (not isinstance(est.refit_every, numbers.Integral) or est.refit_every < 1):
+        bad("refit_every", "None or a positive int")
+    if est.loss not in ("squared", None) and est.fit_mode == "prefit" and not (
+        hasattr(est.loss, "name") and est.loss.name == "squared"
+    ):
+        raise ValueError(
+            f"fit_mode='prefit' is defined for the squared loss only; got loss={est.loss!r}. "
+            "Use fit_mode='backfit' (Newton refits) or 'basic'."
+        )
 
 
 class _BaseKMP(BaseEstimator):
@@ -71,6 +82,9 @@ class _BaseKMP(BaseEstimator):
         client=None,
         chunk_rows=None,
         verbose=0,
+        loss="squared",
+        loss_params=None,
+        refit_every=1,
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -91,14 +105,27 @@ class _BaseKMP(BaseEstimator):
         self.client = client
         self.chunk_rows = chunk_rows
         self.verbose = verbose
+        self.loss = loss
+        self.loss_params = loss_params
+        self.refit_every = refit_every
 
     _is_classifier = False
 
-    def _resolve_kernel(self, n_features) -> Kernel:
-        if isinstance(self.kernel, Kernel):
-            return self.kernel
-        return get_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
-                          kernel_params=self.kernel_params, n_features=n_features)
+    def _resolve_kernels(self, n_features) -> list[Kernel]:
+        """The dictionary's kernels: ``kernel`` may be one kernel or a list, ``gamma`` a list."""
+        items = self.kernel if isinstance(self.kernel, (list, tuple)) else [self.kernel]
+        gammas = self.gamma if isinstance(self.gamma, (list, tuple)) else [self.gamma]
+        if not items:
+            raise ValueError("kernel must be a kernel name, a Kernel, or a non-empty list of them; got []")
+        out = []
+        for item in items:
+            if isinstance(item, Kernel):
+                out.append(item)
+                continue
+            for g in gammas:
+                out.append(get_kernel(item, gamma=g, degree=self.degree, coef0=self.coef0,
+                                      kernel_params=self.kernel_params, n_features=n_features))
+        return list(dict.fromkeys(out))  # drop exact duplicates, keep order
 
     def _n_candidates(self):
         if self.candidates == "auto":
@@ -112,25 +139,30 @@ class _BaseKMP(BaseEstimator):
         in_memory = not (is_store_like(X) or is_dask_array(X))
         self._input_classes = None
         with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=self._is_classifier) as store:
-            self.kernel_ = self._resolve_kernel(store.n_features)
+            self.kernels_ = self._resolve_kernels(store.n_features)
+            self.kernel_ = self.kernels_[0]
+            self.loss_ = get_loss(self.loss, kind="classification" if self._is_classifier else "regression",
+                                  params=self.loss_params)
             with resolve_client(self.client, in_memory=in_memory) as client:
                 engine = make_engine(client, store)
                 try:
                     targets = self._targets(engine, store)
                     cb, bar = progress_callback(self.verbose, self.n_basis)
                     result = kernel_matching_pursuit(
-                        engine, kernel=self.kernel_, n_rows=store.n_rows, n_features=store.n_features,
+                        engine, kernel=self.kernels_, n_rows=store.n_rows, n_features=store.n_features,
                         dtype=store.dtype, targets=targets, n_basis=int(self.n_basis),
                         fit_mode=self.fit_mode, candidates=self._n_candidates(),
                         random_state=np.random.default_rng(seed), ridge=float(self.ridge), tol=self.tol,
                         fit_intercept=self.fit_intercept, validation_fraction=float(self.validation_fraction),
                         n_iter_no_change=self.n_iter_no_change, split_seed=seed, callback=cb,
+                        loss=self.loss_, refit_every=self.refit_every,
                     )
                     if bar is not None:
                         bar.close()
                 finally:
                     engine.close()
         self.basis_indices_ = result.basis_indices
+        self.basis_kernels_ = result.basis_kernels
         self.basis_vectors_ = result.basis_vectors
         self.dual_coef_ = result.coef
         self.intercept_ = result.intercept
@@ -145,8 +177,8 @@ class _BaseKMP(BaseEstimator):
         kind, Xv = predict_input(self, X)
         basis = self.basis_vectors_.astype(Xv.dtype, copy=False)
         if kind == "dask":
-            return map_rows_predict(Xv, basis, self.dual_coef_, self.intercept_, self.kernel_)
-        return predict_block(Xv, basis, self.dual_coef_, self.intercept_, self.kernel_)
+            return map_rows_predict(Xv, basis, self.dual_coef_, self.intercept_, self.kernels_, self.basis_kernels_)
+        return predict_block(Xv, basis, self.dual_coef_, self.intercept_, self.kernels_, self.basis_kernels_)
 
 
 class KMPRegressor(RegressorMixin, _BaseKMP):
@@ -160,9 +192,11 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
 
     Parameters
     ----------
-    kernel : str or Kernel, default="rbf"
-        "rbf", "laplacian", "polynomial", "linear", "sigmoid", or a :class:`~kmp_dask.kernels.Kernel`.
+    kernel : str, Kernel or list of them, default="rbf"
+        "rbf", "laplacian", "polynomial", "linear", "sigmoid", a :class:`~kmp_dask.kernels.Kernel`,
+        or a list: a mixed dictionary in which a candidate is a (row, kernel) pair.
     gamma, degree, coef0 : kernel parameters as in scikit-learn (gamma=None → 1/n_features).
+        ``gamma`` may be a list: one kernel per value (e.g. RBF of three widths).
     kernel_params : dict, optional
         Extra kernel parameters.
     n_basis : int, default=100
@@ -189,7 +223,18 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
     chunk_rows : int or None
         Rows per partition for in-memory / dask input (stores keep their own chunking).
     verbose : int
-        ≥1 shows a progress bar with the residual norm and validation score.
+        1 shows a progress bar with the residual norm and validation score; k ≥ 2 prints a line
+        every k iterations instead.
+    loss : str or Loss, default="squared"
+        "squared" (exact least squares); classifiers also "tanh" (KMP-tanh, targets ±0.65),
+        "logistic" (gives ``predict_proba``), "exponential", "squared_hinge"; regressors "huber".
+        Other losses than squared fit by gradient descent in function space with a Newton line
+        search (see :mod:`kmp_dask.losses`).
+    loss_params : dict, optional
+        e.g. ``{"target": 0.65}`` for tanh, ``{"delta": 1.0}`` for huber.
+    refit_every : int or None, default=1
+        Other losses with ``fit_mode="backfit"``: a Newton refit of all coefficients every that
+        many iterations (and a converged one at the end); ``fit_mode="basic"`` never refits.
 
     Attributes
     ----------
@@ -203,6 +248,11 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
         Per iteration: index, score, best/median candidate score, residual norm, validation
         score (−MSE), seconds.
     kernel_ : Kernel
+        The first (or only) kernel of the dictionary.
+    kernels_ : list of Kernel
+    basis_kernels_ : ndarray (n_basis_,)
+        Index into ``kernels_`` of each basis element.
+    loss_ : Loss
     """
 
     def __sklearn_tags__(self):
@@ -262,6 +312,17 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         self._codes = codes
         return {"kind": "ovr", "classes": codes}
 
+    def _is_logistic(self):
+        return getattr(self.loss, "name", self.loss) == "logistic"
+
+    @available_if(_is_logistic)
+    def predict_proba(self, X):
+        """Class probabilities from the logistic loss: σ(f) per one-vs-rest output, normalised."""
+        F = self._decision(X)
+        if is_dask_array(F):
+            return F.map_blocks(_proba, dtype=np.float64, chunks=(F.chunks[0], (len(self.classes_),)))
+        return _proba(F)
+
     def decision_function(self, X):
         """Decision values: (n,) for binary problems, (n, n_classes) otherwise."""
         F = self._decision(X)
@@ -277,6 +338,13 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         if is_dask_array(code):  # module-level function + classes array: nothing unpicklable captured
             return code.map_blocks(_take, self.classes_, dtype=self.classes_.dtype)
         return _take(code, self.classes_)
+
+
+def _proba(F):
+    P = 1.0 / (1.0 + np.exp(-np.clip(F, -50, 50)))
+    if P.shape[1] == 1:
+        return np.hstack([1.0 - P, P])
+    return P / P.sum(axis=1, keepdims=True)
 
 
 def _take(code, classes):

@@ -37,6 +37,8 @@ class PursuitResult:
         One record per iteration (see :func:`kernel_matching_pursuit`).
     n_train, n_val : int
         Rows used for fitting and for validation.
+    basis_kernels : ndarray of shape (n,)
+        Index of each basis element's kernel in the dictionary.
     """
 
     basis_indices: np.ndarray
@@ -47,3 +49,4 @@ class PursuitResult:
     history: list = field(default_factory=list)
     n_train: int = 0
     n_val: int = 0
+    basis_kernels: np.ndarray | None = None

@@ -9,7 +9,7 @@ from ..blockops import predict_block
 __all__ = ["map_rows_predict"]
 
 
-def map_rows_predict(X, basis, coef, intercept, kernel):
+def map_rows_predict(X, basis, coef, intercept, kernel, basis_kernels=None):
     """Lazy (N, m) dask array of decision values ``K(X, basis) @ coef + intercept``."""
     import dask.array as da
 
@@ -23,6 +23,7 @@ def map_rows_predict(X, basis, coef, intercept, kernel):
         coef,
         intercept,
         kernel,
+        basis_kernels,
         dtype=np.float64,
         chunks=(X.chunks[0], (m,)),
         meta=np.empty((0, m)),
