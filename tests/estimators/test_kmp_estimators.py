@@ -160,3 +160,13 @@ def test_end_to_end_on_dask_scheduler_and_worker_processes(cli_cluster, tmp_path
     np.testing.assert_array_equal(store.read_range(0, 20_000)[0], local.read_range(0, 20_000)[0])
     ref = KMPClassifier(n_basis=40, random_state=0, client="sync").fit(local)
     np.testing.assert_array_equal(clf.basis_indices_, ref.basis_indices_)
+
+
+def test_dask_string_labels_are_encoded():
+    X, y = _reg_data(n=800)
+    labels = np.where(y > 0, "pos", "neg")
+    clf = KMPClassifier(n_basis=15, random_state=0, client="sync").fit(
+        da.from_array(X, chunks=200), da.from_array(labels, chunks=200))
+    assert list(clf.classes_) == ["neg", "pos"]
+    ref = KMPClassifier(n_basis=15, random_state=0, client="sync", chunk_rows=200).fit(X, labels)
+    np.testing.assert_array_equal(clf.predict(X), ref.predict(X))
