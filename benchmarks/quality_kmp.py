@@ -5,12 +5,12 @@ For each task (KEEL banana, twonorm, letter A–M vs N–Z, letter 26 classes, s
 
 * seeded 70/30 stratified train/test split; features standardised (scaler fit on the training
   split); a stratified 80/20 split of the training part ("tune" / "val") for model selection;
-* SVC (RBF): C and gamma chosen on the validation split, refit on the whole training split;
-  test error, number of support vectors, fit time;
+* SVC (RBF): C and gamma chosen on the validation split (grids grow while the optimum is on an
+  edge), refit on the whole training split; test error, number of support vectors, fit time;
 * basis-size grid [10, 25, 50, 100, ...] up to n_max = max(k*, 200), where k* = ⌊#SV/5⌋
   (the SVC's support vectors divided by five) is always a grid point;
 * KMP (KMPClassifier, fit_mode="backfit", client="sync"): one gamma per task chosen on the
-  validation split (SKMP s=59, seed 0, validation error at k*); then, on the whole training
+  validation split (SKMP s=59, seed 0, mean validation error over sizes in [k*/4, k*]); then, on the whole training
   split, SKMP with s=59 and s=228 for several seeds, and exact KMP (candidates="all") where its
   N_train² kernel values per iteration are affordable;
 * Nyström + ridge (sklearn Nystroem with k centres + RidgeClassifier): one gamma per task
@@ -292,15 +292,54 @@ def check_prefix_vs_separate_fit(d, gamma, k_small, k_big, seed=0, s=59):
 # --------------------------------------------------------------------------------------------
 # SVC and Nyström
 # --------------------------------------------------------------------------------------------
-def tune_svc(d, gammas, c_grid):
-    rows = []
+def _extend(values, best, max_steps, done):
+    """Next grid value beyond the edge ``best`` sits on (factor of the neighbouring ratio), or None."""
+    v = sorted(values)
+    if len(v) < 2 or done >= max_steps:
+        return None
+    if best == v[-1]:
+        return v[-1] * (v[-1] / v[-2])
+    if best == v[0]:
+        return v[0] / (v[1] / v[0])
+    return None
+
+
+def tune_svc(d, gammas, c_grid, max_ext=2):
+    """Grid search on the validation split; the grid grows (≤ max_ext steps per edge and
+    parameter) while the best C or gamma lies on its edge."""
+    rows, gammas, cs = [], list(gammas), list(c_grid)
+
+    def fit(C, g):
+        t0 = time.perf_counter()
+        m = SVC(C=C, gamma=g).fit(d["X_tune"], d["y_tune"])
+        rows.append({"C": C, "gamma": g, "val_error": float(1 - m.score(d["X_val"], d["y_val"])),
+                     "n_support": int(m.n_support_.sum()), "fit_seconds": time.perf_counter() - t0})
+
     for g in gammas:
-        for C in c_grid:
-            t0 = time.perf_counter()
-            m = SVC(C=C, gamma=g).fit(d["X_tune"], d["y_tune"])
-            rows.append({"C": C, "gamma": g, "val_error": float(1 - m.score(d["X_val"], d["y_val"])),
-                         "n_support": int(m.n_support_.sum()), "fit_seconds": time.perf_counter() - t0})
-    best = min(rows, key=lambda r: (r["val_error"], r["n_support"]))
+        for C in cs:
+            fit(C, g)
+    key = lambda r: (r["val_error"], r["n_support"])  # noqa: E731
+    ext = {"gamma": 0, "C": 0}
+    extended = []
+    while True:
+        best = min(rows, key=key)
+        new_g = _extend(gammas, best["gamma"], max_ext, ext["gamma"])
+        new_c = _extend(cs, best["C"], max_ext, ext["C"])
+        if new_g is None and new_c is None:
+            break
+        if new_g is not None:
+            ext["gamma"] += 1
+            gammas.append(new_g)
+            extended.append(("gamma", new_g))
+            for C in cs:
+                fit(C, new_g)
+        if new_c is not None:
+            ext["C"] += 1
+            cs.append(new_c)
+            extended.append(("C", new_c))
+            for g in gammas:
+                fit(new_c, g)
+    best = min(rows, key=key)
     t0 = time.perf_counter()
     m = SVC(C=best["C"], gamma=best["gamma"]).fit(d["X_train"], d["y_train"])
     fit_s = time.perf_counter() - t0
@@ -308,8 +347,35 @@ def tune_svc(d, gammas, c_grid):
         "C": best["C"], "gamma": best["gamma"], "val_error": best["val_error"],
         "test_error": float(1 - m.score(d["X_test"], d["y_test"])),
         "n_support": int(m.n_support_.sum()), "fit_seconds": fit_s,
-        "selection": "min validation error, ties → fewer support vectors", "grid": rows,
+        "selection": "min validation error, ties → fewer support vectors; grid extended by factor steps "
+                     f"(≤{max_ext} per edge) while the best C or gamma was on its edge",
+        "grid_extended": extended,
+        "best_at_grid_edge": bool(best["gamma"] in (min(gammas), max(gammas)) or best["C"] in (min(cs), max(cs))),
+        "grid": rows,
     }
+
+
+def _window(grid, k_star):
+    """Grid sizes used for gamma selection: between k*/4 and k*."""
+    return [i for i, k in enumerate(grid) if k_star / 4 <= k <= k_star]
+
+
+def tune_gamma(evaluate, gammas, max_ext):
+    """Pick gamma by ``evaluate(g) -> (score, record)`` (lower is better), extending an edge optimum."""
+    gammas = sorted(gammas)
+    table = {g: evaluate(g) for g in gammas}
+    extended, n_ext = [], 0
+    while True:
+        best = min(gammas, key=lambda g: table[g][0])
+        new = _extend(gammas, best, max_ext, n_ext)
+        if new is None:
+            break
+        n_ext += 1
+        extended.append(new)
+        gammas = sorted(gammas + [new])
+        table[new] = evaluate(new)
+    best = min(gammas, key=lambda g: table[g][0])
+    return best, table, extended, bool(len(gammas) > 1 and best in (gammas[0], gammas[-1]))
 
 
 def ridge_path_errors(Ftr, ytr, Fva, yva, classes, alphas):
@@ -328,27 +394,34 @@ def ridge_path_errors(Ftr, ytr, Fva, yva, classes, alphas):
     return errs
 
 
-def tune_nystroem(d, gammas, grid, k_star, alphas, classes):
-    table = {}
-    for g in gammas:
+def tune_nystroem(d, gammas, grid, k_star, alphas, classes, max_ext=2):
+    win = _window(grid, k_star)
+
+    def evaluate(g):
         per_k = []
         for k in grid:
             ny = Nystroem(kernel="rbf", gamma=g, n_components=k, random_state=0).fit(d["X_tune"])
             errs = ridge_path_errors(ny.transform(d["X_tune"]), d["y_tune"], ny.transform(d["X_val"]),
                                      d["y_val"], classes, alphas)
             j = int(np.argmin(errs))
-            per_k.append({"k": k, "alpha": alphas[j], "val_error": errs[j]})
-        table[g] = per_k
+            per_k.append({"k": k, "alpha": alphas[j], "val_error": errs[j],
+                          "alpha_at_grid_edge": bool(j in (0, len(alphas) - 1))})
+        score = float(np.mean([per_k[i]["val_error"] for i in win]))
+        log(f"  tune Nyström gamma={g:.4g} mean val err over window={score:.4f}")
+        return score, per_k
+
+    best_g, table, extended, edge = tune_gamma(evaluate, gammas, max_ext)
     ks = list(grid).index(k_star)
-    best_g = min(gammas, key=lambda g: (table[g][ks]["val_error"], np.mean([r["val_error"] for r in table[g]])))
     # one direct check of the closed-form ridge path against sklearn's RidgeClassifier
-    r = table[best_g][ks]
+    r = table[best_g][1][ks]
     ny = Nystroem(kernel="rbf", gamma=best_g, n_components=k_star, random_state=0).fit(d["X_tune"])
     Ft, Fv = ny.transform(d["X_tune"]), ny.transform(d["X_val"])
     sk = RidgeClassifier(alpha=r["alpha"]).fit(Ft, d["y_tune"])
     sk_err = float(1 - sk.score(Fv, d["y_val"]))
-    return best_g, table, {"k": k_star, "alpha": r["alpha"], "closed_form_val_error": r["val_error"],
-                           "sklearn_val_error": sk_err}
+    check = {"k": k_star, "alpha": r["alpha"], "closed_form_val_error": r["val_error"], "sklearn_val_error": sk_err}
+    tuning = {"window_sizes": [grid[i] for i in win], "extended": extended, "at_grid_edge": edge,
+              "table": {f"{g:.6g}": {"mean_val_error_window": v[0], "per_k": v[1]} for g, v in sorted(table.items())}}
+    return best_g, [x["alpha"] for x in table[best_g][1]], tuning, check
 
 
 def nystroem_run(d, gamma, grid, alphas_by_k, seed):
@@ -414,22 +487,28 @@ def run_task(task, cfg, n_seeds, reductions, checks, do_separate_check):
 
     # 3. KMP gamma on validation (SKMP s=59, seed 0, fitted up to k*)
     if caps.get("kmp_gamma_around_svc") and not cfg["quick"]:
-        kgammas = [svc["gamma"] * f for f in (0.5, 1.0, 2.0)]
+        kgammas, kmax_ext = [svc["gamma"] * f for f in (0.5, 1.0, 2.0)], 1
     else:
-        kgammas = gammas
+        kgammas, kmax_ext = gammas, 2
     tune_grid = [k for k in grid if k <= k_star]
-    ktab = []
-    for g in kgammas:
+    win = _window(tune_grid, k_star)
+
+    def kmp_eval(g):
         r, _, _ = kmp_run(d, g, tune_grid, S_VALUES[0], 0, on="val", check=False)
-        ktab.append({"gamma": g, "val_error": r["val_error"], "fit_seconds": r["fit_seconds"],
-                     "n_basis_fitted": r["n_basis_fitted"], "stop_reason": r["stop_reason"]})
-        log(f"{task}: tune KMP gamma={g:.4g} val err@k*={r['val_error'][-1]:.4f} ({r['fit_seconds']:.1f}s)")
-    best = min(ktab, key=lambda r: (r["val_error"][-1], float(np.mean(r["val_error"]))))
-    g_kmp = best["gamma"]
+        score = float(np.mean([r["val_error"][i] for i in win]))
+        log(f"{task}: tune KMP gamma={g:.4g} mean val err over window={score:.4f} "
+            f"(@k*={r['val_error'][-1]:.4f}; n={r['n_basis_fitted']}, {r['stop_reason']}, {r['fit_seconds']:.1f}s)")
+        return score, {"val_error": r["val_error"], "fit_seconds": r["fit_seconds"],
+                       "n_basis_fitted": r["n_basis_fitted"], "stop_reason": r["stop_reason"]}
+
+    g_kmp, ktab, kext, kedge = tune_gamma(kmp_eval, kgammas, kmax_ext)
     info["kmp_gamma"] = {
-        "gamma": g_kmp, "criterion": "validation error of SKMP (s=59, seed 0) at k*, ties → mean over sizes ≤ k*",
-        "tune_grid": tune_grid, "grid": ktab,
-        "at_grid_edge": bool(len(kgammas) > 1 and g_kmp in (min(kgammas), max(kgammas))),
+        "gamma": g_kmp,
+        "criterion": "mean validation error of SKMP (s=59, seed 0; fit on the tune part) over the grid "
+                     "sizes in [k*/4, k*]",
+        "tune_grid": tune_grid, "window_sizes": [tune_grid[i] for i in win],
+        "table": {f"{g:.6g}": {"mean_val_error_window": v[0], **v[1]} for g, v in sorted(ktab.items())},
+        "extended": kext, "at_grid_edge": kedge,
     }
 
     # 4. SKMP (several seeds) and exact KMP on the training split
@@ -466,14 +545,14 @@ def run_task(task, cfg, n_seeds, reductions, checks, do_separate_check):
 
     # 5. Nyström + ridge
     alphas = list(cfg["alpha_grid"])
-    g_ny, ntab, rcheck = tune_nystroem(d, gammas, grid, k_star, alphas, classes)
-    alphas_by_k = [r["alpha"] for r in ntab[g_ny]]
+    g_ny, alphas_by_k, ntuning, rcheck = tune_nystroem(d, gammas, grid, k_star, alphas, classes)
     checks.setdefault("ridge_closed_form_vs_sklearn", []).append({"task": task, **rcheck})
     ny_runs = [nystroem_run(d, g_ny, grid, alphas_by_k, seed) for seed in seeds]
     info["nystroem"] = {
         "gamma": g_ny, "alpha_by_k": alphas_by_k,
-        "criterion": "gamma: validation error at k* (alpha tuned per size, seed 0); alpha: per basis size",
-        "tuning": {f"{g:.6g}": v for g, v in ntab.items()},
+        "criterion": "gamma: mean validation error over the grid sizes in [k*/4, k*] (alpha tuned per "
+                     "size, centres seed 0, fit on the tune part); alpha: per basis size",
+        "tuning": ntuning,
         "runs": ny_runs, "median_test_error": median_over_seeds(ny_runs),
         "median_fit_seconds": median_over_seeds(ny_runs, "fit_seconds"),
     }

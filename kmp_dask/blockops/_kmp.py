@@ -284,7 +284,7 @@ def kmp_refit_stats(part: Partition, msg: dict) -> dict:
     :func:`kmp_step` sets new coefficients).
     """
     st = part.state
-    if msg.get("accept"):
+    if msg.get("accept") and st.get("pending") is not None:  # idempotent: a rebuilt partition has it
         _append_column(st, *st.pop("pending"))
         st["pending"] = None
         st["coef"] = np.vstack([st["coef"], np.zeros((1, st["coef"].shape[1]))])

@@ -6,10 +6,12 @@ import os
 import signal
 
 import numpy as np
+import pytest
 
 from kmp_dask.blockops import kmp_stats
 from kmp_dask.greedy import kernel_matching_pursuit
 from kmp_dask.kernels import get_kernel
+from kmp_dask.losses import LogisticLoss
 from kmp_dask.parallel import ActorEngine, InProcessEngine, partition_specs
 from kmp_dask.store import InMemoryStore, create_store
 
@@ -20,11 +22,11 @@ def _data(n=6000, d=4, seed=0):
     return X, np.sin(2 * X[:, 0]) + 0.05 * rng.normal(size=n)
 
 
-def _pursuit(engine, X, callback=None):
+def _pursuit(engine, X, callback=None, **kw):
+    kw = {"targets": {"kind": "regression"}, **kw}
     return kernel_matching_pursuit(
         engine, kernel=get_kernel("rbf", gamma=0.5), n_rows=len(X), n_features=X.shape[1], dtype=X.dtype,
-        targets={"kind": "regression"}, n_basis=20, candidates=59, random_state=np.random.default_rng(2),
-        ridge=1e-10, callback=callback)
+        n_basis=20, candidates=59, random_state=np.random.default_rng(2), ridge=1e-10, callback=callback, **kw)
 
 
 def test_partitions_follow_storage_chunks():
@@ -44,14 +46,20 @@ def test_actor_engine_returns_results_in_partition_order(process_client):
     assert [r["y_sum"].tobytes() for r in res] == [r["y_sum"].tobytes() for r in expected]
 
 
-def test_lost_worker_is_rebuilt_and_model_unchanged(tmp_path):
+LOGISTIC = {"loss": LogisticLoss(), "targets": {"kind": "ovr", "classes": [0, 1]}, "refit_every": 3}
+
+
+@pytest.mark.parametrize("kw", [{}, LOGISTIC], ids=["squared", "logistic-backfit"])
+def test_lost_worker_is_rebuilt_and_model_unchanged(tmp_path, kw):
     """SIGKILL a worker mid-fit: its partitions are rebuilt from the driver's state."""
     from distributed import Client, LocalCluster
 
     X, y = _data()
+    if kw:
+        y = (y > 0).astype(int)
     store = create_store(tmp_path / "d.zarr", X, y, chunk_rows=1000)
     with InProcessEngine(partition_specs(store)) as eng:
-        ref = _pursuit(eng, X)
+        ref = _pursuit(eng, X, **kw)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=":0") as cluster, Client(cluster, set_as_default=False) as client:
         pids = client.run(os.getpid)
@@ -62,8 +70,9 @@ def test_lost_worker_is_rebuilt_and_model_unchanged(tmp_path):
             if rec["iteration"] == 6:
                 os.kill(pids[victim], signal.SIGKILL)
 
-        res = _pursuit(eng, X, callback=kill)
+        res = _pursuit(eng, X, callback=kill, **kw)
         assert eng.n_restarts >= 1
         eng.close()
     np.testing.assert_array_equal(res.basis_indices, ref.basis_indices)
     assert res.coef.tobytes() == ref.coef.tobytes()
+    assert res.intercept.tobytes() == ref.intercept.tobytes()
