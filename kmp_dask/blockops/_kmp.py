@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels import rbf_multi
 from ._partition import Partition, fetch_rows, split_mask
 
 __all__ = [
@@ -179,10 +180,16 @@ def _score_candidates(st: dict, Z, Z_sq, want_cross: bool) -> dict:
     cross = np.zeros((S, n)) if want_cross else None
     rows = max(1, BLOCK_ELEMENTS // max(s, 1))
     Rc = R.astype(Xtr.dtype, copy=False)
+    rbf_group = [q for q, k in enumerate(kernels) if getattr(k, "name", None) == "rbf"]
+    shared = len(rbf_group) > 1  # several RBF widths: one GEMM + one distance pass for all
     for a in range(0, len(Xtr), rows):
         b = min(a + rows, len(Xtr))
+        blocks = {}
+        if shared:
+            gammas = [kernels[q].get("gamma") for q in rbf_group]
+            blocks = dict(zip(rbf_group, rbf_multi(Xtr[a:b], Z, gammas, X_sqnorm=st["sq_tr"][a:b], Y_sqnorm=Z_sq)))
         for q, kernel in enumerate(kernels):
-            K = kernel_block(kernel, Xtr[a:b], st["sq_tr"][a:b], Z, Z_sq)
+            K = blocks.pop(q) if q in blocks else kernel_block(kernel, Xtr[a:b], st["sq_tr"][a:b], Z, Z_sq)
             sl = slice(q * s, (q + 1) * s)
             corr[sl] += K.T @ Rc[a:b]
             sqn[sl] += np.einsum("ij,ij->j", K, K)

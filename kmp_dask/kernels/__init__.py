@@ -9,7 +9,7 @@ from ._base import Kernel, get_kernel
 from ._laplacian import laplacian
 from ._linear import linear
 from ._polynomial import polynomial, sigmoid
-from ._rbf import rbf
+from ._rbf import rbf, rbf_multi
 from ._registry import KERNELS, KernelSpec, register_kernel
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "linear",
     "polynomial",
     "rbf",
+    "rbf_multi",
     "register_kernel",
     "sigmoid",
 ]

@@ -288,3 +288,15 @@ def test_property_rbf_in_unit_interval(shape, dtype):
     K = rbf(X, Y, gamma=0.7)
     assert np.all((K >= 0) & (K <= 1))
     assert np.all(K[np.arange(n), np.arange(n)] == 1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rbf_multi_is_bit_identical_to_rbf(dtype):
+    from kmp_dask.kernels import rbf_multi
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 7)).astype(dtype)
+    Y = np.vstack([X[:5], rng.normal(size=(40, 7))]).astype(dtype)
+    gammas = [0.05, 0.7, 3.0]
+    for K, g in zip(rbf_multi(X, Y, gammas), gammas):
+        assert K.tobytes() == rbf(X, Y, gamma=g).tobytes()
