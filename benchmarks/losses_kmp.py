@@ -31,7 +31,7 @@ Wilcoxon signed-rank p-value. PNG: box plots of the test errors per dataset.
 
 Usage::
 
-    python benchmarks/losses_kmp.py            # full run (~7 min on one core)
+    python benchmarks/losses_kmp.py            # full run (~12 min on one core)
     python benchmarks/losses_kmp.py --quick    # smoke test (~1 min): 2 seeds, k in {10, 25}
 """
 
@@ -48,6 +48,8 @@ def _parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="smoke test: 2 seeds, k in {10, 25}, small gamma grid")
     p.add_argument("--seeds", type=int, default=None, help="number of seeds (default 10; quick 2)")
     p.add_argument("--no-clean", action="store_true", help="skip the clean-label reference fits")
+    p.add_argument("--no-sensitivity", action="store_true",
+                   help="skip the gamma-sensitivity fits (noisy labels at gamma/4)")
     p.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads (default 1)")
     p.add_argument("--out", default=None, help="output JSON (default benchmarks/results/losses_kmp.json; "
                                                "--quick: $TMPDIR/kmp_dask_benchmarks/losses_kmp_quick.json)")
@@ -91,6 +93,7 @@ CANDIDATES = 59  # stochastic KMP, (eps, q) = (0.05, 0.95)
 FIT_MODE = "backfit"
 REFIT_EVERY = 1
 RIDGE = 1e-10
+SENSITIVITY_FACTOR = 0.25  # noisy labels again at gamma* x this (a 4x wider RBF)
 
 FULL = {"seeds": 10, "sizes": (25, 50, 100), "gamma_factors": tuple(2.0 ** e for e in range(-4, 7))}
 QUICK = {"seeds": 2, "sizes": (10, 25), "gamma_factors": (0.25, 1.0, 4.0, 16.0)}
@@ -260,11 +263,13 @@ COLORS = {"squared": "tab:blue", "tanh": "tab:red", "logistic": "tab:green"}
 def plot(result, path):
     import matplotlib
     matplotlib.use("Agg")
+    import matplotlib.patches  # noqa: F401
     import matplotlib.pyplot as plt
 
-    labels = [c for c in ("noisy", "clean") if any(c in result["datasets"][d]["errors"] for d in result["datasets"])]
+    labels = [c for c in ("noisy", "clean", "noisy_wide") if any(c in result["datasets"][d]["errors"]
+                                                                for d in result["datasets"])]
     dsets = list(result["datasets"])
-    fig, axes = plt.subplots(len(dsets), len(labels), figsize=(6.0 * len(labels), 3.8 * len(dsets)), squeeze=False)
+    fig, axes = plt.subplots(len(dsets), len(labels), figsize=(5.4 * len(labels), 3.9 * len(dsets)), squeeze=False)
     for i, name in enumerate(dsets):
         R = result["datasets"][name]
         sizes = R["sizes"]
@@ -282,18 +287,21 @@ def plot(result, path):
                 for b in bp["boxes"]:
                     b.set_facecolor(COLORS[loss])
                     b.set_alpha(0.6)
-                ax.plot([], [], color=COLORS[loss], lw=6, alpha=0.6, label=loss)
             ax.set_xticks(range(len(sizes)))
             ax.set_xticklabels([str(k) for k in sizes])
             ax.set_xlabel("kernel atoms k")
             ax.set_ylabel("test error (%)")
             n = len(R["seeds"])
-            title = (f"{name}: {int(NOISE * 100)}% flipped training labels" if cond == "noisy"
-                     else f"{name}: clean training labels (reference)")
-            ax.set_title(f"{title}\nγ={R['gamma']:.4g}, {n} seeds, clean test labels", fontsize=10)
+            g = R["conditions"][cond]["gamma"]
+            title = {"noisy": f"{name}: {int(NOISE * 100)}% flipped training labels, γ*={g:.3g}",
+                     "clean": f"{name}: clean training labels (reference), γ*={g:.3g}",
+                     "noisy_wide": f"{name}: {int(NOISE * 100)}% flipped, wider γ=γ*/4={g:.3g} (sensitivity)"}[cond]
+            ax.set_title(f"{title}\n{n} seeds, clean test labels", fontsize=10)
             ax.grid(axis="y", alpha=0.3)
-            ax.legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
+    handles = [matplotlib.patches.Patch(facecolor=COLORS[loss], alpha=0.6, edgecolor="black", label=loss)
+               for loss in LOSSES]
+    fig.legend(handles=handles, loc="lower center", ncol=len(LOSSES), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -310,7 +318,7 @@ def _jsonable(o):
     return o
 
 
-def run_dataset(name, cfg, seeds, do_clean):
+def run_dataset(name, cfg, seeds, do_clean, do_sensitivity):
     t_ds = time.perf_counter()
     X, y, classes = load(name)
     n_features = X.shape[1]
@@ -322,20 +330,26 @@ def run_dataset(name, cfg, seeds, do_clean):
     log(f"{name}: gamma={gamma:.4g} (= {gamma * n_features:.4g}/d; edge={gsel['at_grid_edge']}) "
         f"val errors {[round(r['mean_val_error_noisy'], 4) for r in gsel['grid']]}")
 
-    conds = ("noisy", "clean") if do_clean else ("noisy",)
+    # condition -> (training labels, gamma)
+    conds = {"noisy": ("noisy", gamma)}
+    if do_clean:
+        conds["clean"] = ("clean", gamma)
+    if do_sensitivity:
+        conds["noisy_wide"] = ("noisy", gamma * SENSITIVITY_FACTOR)
     errors = {c: {loss: {str(k): [] for k in cfg["sizes"]} for loss in LOSSES} for c in conds}
     fits = []
     for seed in seeds:
         Xtr, Xte, ytr, yte = split(X, y, seed)
         ytr_noisy, flipped = flip_labels(ytr, NOISE, seed)
-        for cond in conds:
-            ylab = ytr_noisy if cond == "noisy" else ytr
+        for cond, (which, g) in conds.items():
+            ylab = ytr_noisy if which == "noisy" else ytr
             for loss in LOSSES:
                 for k in cfg["sizes"]:
-                    est, info = fit_k(loss, gamma, k, seed, Xtr, ylab)
+                    est, info = fit_k(loss, g, k, seed, Xtr, ylab)
                     err = float(np.mean(est.predict(Xte) != yte))
                     errors[cond][loss][str(k)].append(err)
-                    fits.append({"seed": seed, "labels": cond, "loss": loss, "k": k, "test_error": err,
+                    fits.append({"seed": seed, "condition": cond, "labels": which, "gamma": g, "loss": loss, "k": k,
+                                 "test_error": err,
                                  "train_error_vs_given_labels": float(np.mean(est.predict(Xtr) != ylab)),
                                  **info})
         log(f"{name} seed {seed}: noisy k={cfg['sizes'][-1]}: "
@@ -357,6 +371,7 @@ def run_dataset(name, cfg, seeds, do_clean):
         "keel_name": name, "n_samples": int(len(y)), "n_features": int(n_features), "classes": classes,
         "n_train": int(round(len(y) * (1 - TEST_SIZE))), "n_flipped_train_labels": int(round(NOISE * round(len(y) * (1 - TEST_SIZE)))),
         "seeds": list(seeds), "sizes": list(cfg["sizes"]), "gamma": gamma, "gamma_selection": gsel,
+        "conditions": {c: {"training_labels": which, "gamma": g} for c, (which, g) in conds.items()},
         "errors": errors, "summary": summary, "paired": comparisons, "fit_seconds_by_loss": timing,
         "all_fits_have_k_kernel_atoms": atoms_ok,
         "n_fits_with_bias_atom": {loss: int(sum(1 for f in fits if f["loss"] == loss and f["bias_atom_iteration"] is not None))
@@ -366,30 +381,52 @@ def run_dataset(name, cfg, seeds, do_clean):
     }
 
 
+def _verdict(R, cond):
+    per_k = {}
+    n = len(R["seeds"])
+    for k in R["sizes"]:
+        s = R["summary"][cond]
+        row = {"lowest_median_error_loss": min(LOSSES, key=lambda L: s[L][str(k)]["median"])}
+        for other in ("tanh", "logistic"):
+            c = R["paired"][cond][f"{other}_minus_squared"][str(k)]
+            p = c["wilcoxon_p_two_sided"]
+            row[other] = {
+                "beats_squared_on_seeds": f"{c['wins']}/{n} (ties {c['ties']})",
+                "mean_diff_vs_squared": c["mean_diff"], "median_diff_vs_squared": c["median_diff"],
+                "wilcoxon_p": p,
+                "better_than_squared": bool(c["mean_diff"] < 0 and c["wins"] > c["losses"]),
+                "significantly_better_p05": bool(c["mean_diff"] < 0 and p is not None and p < 0.05),
+                "significantly_worse_p05": bool(c["mean_diff"] > 0 and p is not None and p < 0.05),
+            }
+        per_k[str(k)] = row
+    return {
+        "per_k": per_k,
+        "tanh_better_than_squared_at_all_k": all(v["tanh"]["better_than_squared"] for v in per_k.values()),
+        "tanh_better_than_squared_at_any_k": any(v["tanh"]["better_than_squared"] for v in per_k.values()),
+        "tanh_significantly_better_at_any_k": any(v["tanh"]["significantly_better_p05"] for v in per_k.values()),
+        "tanh_significantly_worse_at_any_k": any(v["tanh"]["significantly_worse_p05"] for v in per_k.values()),
+        "logistic_significantly_worse_at_any_k": any(v["logistic"]["significantly_worse_p05"] for v in per_k.values()),
+    }
+
+
 def verdicts(result):
-    """Plain statements from the paired comparisons (noisy labels)."""
+    """Plain statements from the paired comparisons, per dataset and condition (primary: noisy)."""
     out = {}
     for name, R in result["datasets"].items():
-        per_k = {}
-        for k in R["sizes"]:
-            c = R["paired"]["noisy"]["tanh_minus_squared"][str(k)]
-            cl = R["paired"]["noisy"]["logistic_minus_squared"][str(k)]
-            s = R["summary"]["noisy"]
-            best = min(LOSSES, key=lambda L: s[L][str(k)]["median"])
-            per_k[str(k)] = {
-                "tanh_beats_squared_seeds": f"{c['wins']}/{len(R['seeds'])} (ties {c['ties']})",
-                "tanh_minus_squared_mean_diff": c["mean_diff"], "tanh_wilcoxon_p": c["wilcoxon_p_two_sided"],
-                "logistic_beats_squared_seeds": f"{cl['wins']}/{len(R['seeds'])} (ties {cl['ties']})",
-                "logistic_minus_squared_mean_diff": cl["mean_diff"], "logistic_wilcoxon_p": cl["wilcoxon_p_two_sided"],
-                "lowest_median_error_loss": best,
-                "tanh_better_than_squared": bool(c["mean_diff"] < 0 and c["wins"] > c["losses"]),
-                "tanh_significantly_better_p05": bool(c["mean_diff"] < 0 and (c["wilcoxon_p_two_sided"] or 1) < 0.05),
-            }
-        out[name] = {
-            "per_k": per_k,
-            "tanh_better_than_squared_at_all_k": all(v["tanh_better_than_squared"] for v in per_k.values()),
-            "tanh_better_than_squared_at_any_k": any(v["tanh_better_than_squared"] for v in per_k.values()),
-        }
+        out[name] = {cond: _verdict(R, cond) for cond in R["paired"]}
+    lines = []
+    for name, V in out.items():
+        v = V["noisy"]
+        ks = list(v["per_k"])
+        tw = ", ".join(f"k={k}: {v['per_k'][k]['tanh']['beats_squared_on_seeds']} "
+                       f"({100 * v['per_k'][k]['tanh']['mean_diff_vs_squared']:+.2f} pts)" for k in ks)
+        lines.append(f"{name} (20% noise, gamma*): tanh beats squared on {tw}")
+        if "noisy_wide" in V:
+            w = V["noisy_wide"]
+            tw = ", ".join(f"k={k}: {w['per_k'][k]['tanh']['beats_squared_on_seeds']} "
+                           f"({100 * w['per_k'][k]['tanh']['mean_diff_vs_squared']:+.2f} pts)" for k in ks)
+            lines.append(f"{name} (20% noise, gamma*/4): tanh beats squared on {tw}")
+    out["statements"] = lines
     return out
 
 
@@ -398,6 +435,7 @@ def main(args):
     n_seeds = args.seeds or cfg["seeds"]
     seeds = list(range(n_seeds))
     do_clean = not args.no_clean
+    do_sensitivity = not args.no_sensitivity
     if args.out:
         out = Path(args.out)
     elif args.quick:  # smoke tests do not touch the committed results
@@ -424,14 +462,18 @@ def main(args):
             "equal_size": ("k kernel atoms for every loss: squared n_basis=k (intercept by centring); tanh/logistic "
                            "n_basis=k+1 (the bias atom counts towards n_basis), refitted with n_basis=k if the bias "
                            "atom was not selected"),
-            "clean_reference": do_clean, "quick": bool(args.quick),
+            "clean_reference": do_clean,
+            "gamma_sensitivity": (f"noisy labels again at gamma* x {SENSITIVITY_FACTOR} (condition 'noisy_wide'): the "
+                                  "validation curve of the squared loss is flat over a wide gamma range, so the "
+                                  "loss comparison is repeated at a 4x wider kernel" if do_sensitivity else None),
+            "quick": bool(args.quick),
         },
         "reductions": ([{"what": "quick mode", "seeds": n_seeds, "sizes": list(cfg["sizes"]),
                          "gamma_factors": list(cfg["gamma_factors"])}] if args.quick else []),
         "datasets": {},
     }
     for name in DATASETS:
-        result["datasets"][name] = run_dataset(name, cfg, seeds, do_clean)
+        result["datasets"][name] = run_dataset(name, cfg, seeds, do_clean, do_sensitivity)
     result["verdicts"] = verdicts(result)
     result["total_seconds"] = time.perf_counter() - t0
     if not args.no_plots:
@@ -447,10 +489,8 @@ def main(args):
                 log(f"{name} {cond} k={k}: " + "  ".join(
                     f"{L} {100 * s[L][str(k)]['mean']:.2f}±{100 * s[L][str(k)]['std']:.2f} (med {100 * s[L][str(k)]['median']:.2f})"
                     for L in LOSSES))
-        for k, v in result["verdicts"][name]["per_k"].items():
-            log(f"{name} k={k}: tanh beats squared on {v['tanh_beats_squared_seeds']} seeds "
-                f"(mean diff {100 * v['tanh_minus_squared_mean_diff']:+.2f} pts, p={v['tanh_wilcoxon_p']}); "
-                f"logistic {v['logistic_beats_squared_seeds']} ({100 * v['logistic_minus_squared_mean_diff']:+.2f} pts)")
+    for line in result["verdicts"]["statements"]:
+        log(line)
 
 
 if __name__ == "__main__":
