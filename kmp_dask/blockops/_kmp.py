@@ -227,6 +227,16 @@ def kmp_step(part: Partition, msg: dict) -> dict:
     return out
 
 
+def _cross64(B: np.ndarray, d: np.ndarray, block_rows: int = 1 << 15) -> np.ndarray:
+    """``Bᵀd`` accumulated in float64 without an N × n float64 copy of a float32 cache."""
+    if B.dtype == np.float64:
+        return B.T @ d
+    out = np.zeros(B.shape[1])
+    for a in range(0, B.shape[0], block_rows):
+        out += B[a : a + block_rows].T.astype(np.float64) @ d[a : a + block_rows]
+    return out
+
+
 def kmp_commit(part: Partition, msg: dict) -> dict:
     """Compute the chosen column and the products the driver needs; keep it pending.
 
@@ -250,7 +260,7 @@ def kmp_commit(part: Partition, msg: dict) -> dict:
     d = col_tr.astype(np.float64)
     n = st["n"]
     out = {
-        "cross": st["Btr"][:, :n].T.astype(np.float64) @ d if n else np.zeros(0),
+        "cross": _cross64(st["Btr"][:, :n], d),
         "sqn": float(d @ d),
         "corr": st["R"].T @ d,
         "ytd": st["Ytr"].T @ d,
@@ -296,7 +306,7 @@ def kmp_refit_stats(part: Partition, msg: dict) -> dict:
         st["pending"] = None
         st["coef"] = np.vstack([st["coef"], np.zeros((1, st["coef"].shape[1]))])
     n, loss, Y = st["n"], st["loss"], st["Ytr"]
-    B = st["Btr"][:, :n].astype(np.float64)
+    B = st["Btr"][:, :n].astype(np.float64, copy=False)
     coefs = [np.asarray(c, dtype=np.float64).reshape(n, Y.shape[1]) for c in msg["coefs"]]
     out = {"loss": np.zeros((len(coefs), Y.shape[1]))}
     for i, c in enumerate(coefs):
