@@ -23,7 +23,8 @@ and *twonorm*:
   an atom that counts towards ``n_basis``, so they are fitted with n_basis = k + 1 and, if the
   bias atom was not selected (k + 1 kernel atoms), refitted with n_basis = k. Every fit records
   its number of kernel atoms (``n_basis_``) and whether it has the bias atom;
-* the same fits on the clean training labels, for reference.
+* the same fits on the clean training labels, for reference, and (sensitivity) the noisy-label
+  fits again at γ*/4, a 4x wider kernel.
 
 Reported per (dataset, loss, k): mean ± std and median test error (clean test labels), and
 paired comparisons against the squared loss: per-seed differences, wins/ties/losses, the
@@ -32,7 +33,7 @@ Wilcoxon signed-rank p-value. PNG: box plots of the test errors per dataset.
 Usage::
 
     python benchmarks/losses_kmp.py            # full run (~12 min on one core)
-    python benchmarks/losses_kmp.py --quick    # smoke test (~1 min): 2 seeds, k in {10, 25}
+    python benchmarks/losses_kmp.py --quick    # smoke test (~20 s): 2 seeds, k in {10, 25}
 """
 
 from __future__ import annotations

@@ -36,8 +36,11 @@ evaluates 4 trial steps at once on the cached column (O(rows·m) each, no kernel
 training loss never increases). ``backfit`` adds a damped Newton refit of all coefficients every
 ``refit_every`` iterations and at the end (one pass per Newton step, returning ``Bᵀg`` and
 ``BᵀHB``). With ``fit_intercept`` the constant function is an atom of the dictionary, scored
-each iteration by ``(Σg)²/N`` and selected like any other; for the squared loss it is realised
-as centring (the same model: the constant is then in every refit).
+each iteration by ``(Σg)²/N`` and selected like any other. For the squared loss the constant is
+in the model from the start: in ``basic`` mode by centring the targets (which is what selecting
+the constant first and freezing it gives), in ``backfit``/``prefit`` as a column of ones that is
+refitted with every atom (exact least squares with an intercept; its ridge term is negligible
+at the default ``ridge``). It is not counted in ``n_basis`` there.
 
 Multi-output targets share one basis: scores are summed over outputs (coupled selection).
 Rows already in the basis are never selected again. A dictionary may hold several kernels; a
@@ -255,9 +258,10 @@ def kernel_matching_pursuit(
     if n_train == 0:
         raise ValueError("no training rows: validation_fraction leaves nothing to fit")
     m = len(stats[0]["y_sum"])
-    centre = fit_intercept and loss is None
+    centre = fit_intercept and loss is None and fit_mode == "basic"
     offset = _total(stats, "y_sum") / n_train if centre else np.zeros(m)
     bias_atom = fit_intercept and loss is not None
+    forced_bias = fit_intercept and loss is None and fit_mode != "basic"
     lam = float(ridge) * n_train
 
     if isinstance(candidates, str):
@@ -279,6 +283,9 @@ def kernel_matching_pursuit(
     res = engine.run(kmp_init, {**init_msg, "fetch": idx})
     Z = _gather(res, idx, n_features, dtype)
     rss0 = float(_total(res, "rss").sum())
+    if forced_bias:  # measure progress from the intercept-only model, as with centring
+        ys = _total(stats, "y_sum")
+        rss0 = float((_total(stats, "y_sqsum") - ys * ys / n_train).sum())
 
     use_chol = fit_mode != "basic"
     chol = IncrementalCholesky(capacity=max(n_basis, 1), ridge=lam) if use_chol else None
@@ -293,6 +300,18 @@ def kernel_matching_pursuit(
     bias_pos = None
 
     val_sizes: list[int] = []
+    if forced_bias:
+        # squared loss with refits: the constant column is in the model from the start and is
+        # refitted with every atom (exact least squares with an intercept; centring the targets
+        # would freeze the intercept at the target mean)
+        c = engine.run(kmp_commit, {"bias": True})
+        state["pending"] = (None, 0)
+        chol.append(_total(c, "cross"), float(_total(c, "sqn")))
+        ytd_rows.append(_total(c, "ytd"))
+        coef = chol.solve(np.asarray(ytd_rows))
+        chosen.append((BIAS, 0))
+        basis.append((None, 0))
+        bias_pos, accept = 0, True
 
     def record_pass(res):
         nonlocal best_snapshot
@@ -376,7 +395,8 @@ def kernel_matching_pursuit(
                 warnings.warn(_DEPENDENT.format(idx=BIAS if is_bias else int(idx[j % s])), PrematureStopWarning, stacklevel=2)
                 warned = True
         if not ok:
-            warnings.warn(_PREMATURE.format(n=len(chosen), k=max_tries), PrematureStopWarning, stacklevel=2)
+            n_atoms = sum(g != BIAS for g, _ in chosen)
+            warnings.warn(_PREMATURE.format(n=n_atoms, k=max_tries), PrematureStopWarning, stacklevel=2)
             stop = StopReason.LINEAR_DEPENDENCE
             break
         g = BIAS if is_bias else int(idx[j % s])
@@ -439,7 +459,7 @@ def kernel_matching_pursuit(
                 L = chol.L[:n_keep, :n_keep]
                 coef = cho_solve((L, True), np.asarray(ytd_rows[:n_keep])) if n_keep else np.zeros((0, m))
     return _result(chosen[:n_keep], basis[:n_keep], np.asarray(coef[:n_keep]).reshape(n_keep, m), offset,
-                   stop, history[:n_keep] if stop == StopReason.EARLY_STOPPING else history,
+                   stop, history[: n_keep - int(forced_bias)] if stop == StopReason.EARLY_STOPPING else history,
                    n_train, n_val, n_features, dtype)
 
 

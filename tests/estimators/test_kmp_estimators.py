@@ -170,3 +170,17 @@ def test_dask_string_labels_are_encoded():
     assert list(clf.classes_) == ["neg", "pos"]
     ref = KMPClassifier(n_basis=15, random_state=0, client="sync", chunk_rows=200).fit(X, labels)
     np.testing.assert_array_equal(clf.predict(X), ref.predict(X))
+
+
+@pytest.mark.parametrize("mode", ["backfit", "prefit"])
+def test_intercept_is_refitted_with_the_atoms(mode):
+    """Squared loss with refits: exact least squares on [1, K(X, basis)], not the target mean."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (200, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(200)
+    est = KMPRegressor(gamma=4.0, n_basis=5, candidates="all", ridge=0.0, fit_mode=mode, client="sync").fit(X, y)
+    A = np.hstack([np.ones((200, 1)), rbf_kernel(X, est.basis_vectors_, gamma=4.0)])
+    c = np.linalg.lstsq(A, y, rcond=None)[0]
+    np.testing.assert_allclose(est.intercept_[0], c[0], rtol=1e-8)
+    np.testing.assert_allclose(est.dual_coef_[:, 0], c[1:], rtol=1e-8)
+    assert est.n_basis_ == 5 == len(est.history_)

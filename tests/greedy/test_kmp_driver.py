@@ -156,7 +156,7 @@ def test_dependent_candidates_are_skipped_then_stop_with_named_reason():
     with pytest.warns(PrematureStopWarning) as record:
         res = kernel_matching_pursuit(
             engine, kernel=get_kernel("rbf", gamma=GAMMA), n_rows=30, n_features=2, dtype=X.dtype,
-            targets={"kind": "regression"}, n_basis=5, candidates="all", ridge=0.0)
+            targets={"kind": "regression"}, n_basis=5, candidates="all", ridge=0.0, fit_intercept=False)
     messages = [str(w.message) for w in record]
     assert any("dependent on the current basis" in m for m in messages)
     assert any("stopped after 1 basis functions" in m for m in messages)
