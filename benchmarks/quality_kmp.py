@@ -17,7 +17,7 @@ For each task (KEEL banana, twonorm, letter A–M vs N–Z, letter 26 classes, s
   (same criterion as KMP), alpha tuned on validation at every basis size; several seeds.
 
 Test errors at the intermediate basis sizes come from *prefix models*: a backfitted KMP model
-with k atoms is the least-squares fit of the (centred, ±1 one-vs-rest) targets on the first k
+with k atoms is the least-squares fit of the (±1 one-vs-rest) targets on a constant and the first k
 selected kernel columns, and the selection path of a seeded fit does not depend on n_basis.
 So each (seed, s) is fitted once with n_basis = n_max and the k-atom models are rebuilt here
 exactly (same ridge λ = ridge·N_train, same intercept). Every fit checks the rebuilt k = n_basis_
@@ -217,22 +217,21 @@ class PrefixModels:
         self.n = len(self.Z)
         self.classes = est.classes_
         T = ovr_targets(y, self.classes)
-        self.offset = T.mean(axis=0)  # fit_intercept=True: targets centred by the training mean
-        B = est.kernel_(X, self.Z)
+        # fit_intercept=True with backfitting: a column of ones is atom 0, refitted with the rest
+        B = np.hstack([np.ones((len(X), 1)), est.kernel_(X, self.Z)])
         self.G = B.T @ B
-        self.H = B.T @ (T - self.offset)
-        self.lam = float(est.ridge) * len(X)  # the driver's λ = ridge · N_train
+        self.H = B.T @ T
+        self.lam = float(est.ridge) * len(X)  # the driver's λ = ridge · N_train (on every column)
 
     def coef(self, k):
-        k = min(k, self.n)
-        if k == 0:
-            return np.zeros((0, self.H.shape[1]))
+        k = min(k, self.n) + 1
         c = cho_factor(self.G[:k, :k] + self.lam * np.eye(k), lower=True)
         return cho_solve(c, self.H[:k])
 
     def decision(self, Kx, k):
         k = min(k, self.n)
-        return Kx[:, :k] @ self.coef(k) + self.offset
+        c = self.coef(k)
+        return c[0] + Kx[:, :k] @ c[1:]
 
     def errors(self, X, y, grid):
         Kx = self.est.kernel_(X, self.Z)
@@ -275,7 +274,7 @@ def kmp_run(d, gamma, grid, candidates, seed, *, on="test", check=True):
         F_pm = pm.decision(Kx, pm.n)
         out["recon_max_abs_diff"] = float(np.max(np.abs(F_est - F_pm)))
         out["recon_pred_agreement"] = float(np.mean(est.predict(Xe) == decide(F_pm, pm.classes)))
-        out["recon_gram_cond"] = float(np.linalg.cond(pm.G + pm.lam * np.eye(pm.n))) if pm.n else 1.0
+        out["recon_gram_cond"] = float(np.linalg.cond(pm.G + pm.lam * np.eye(pm.n + 1)))
     return out, est, pm
 
 
