@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import rbf_multi
+from ..kernels import rbf, rbf_multi
 from ._partition import Partition, fetch_rows, split_mask
 
 __all__ = [
@@ -48,8 +48,15 @@ __all__ = [
 BLOCK_ELEMENTS = 1 << 22
 
 
-def kernel_block(kernel, X, X_sq, Z, Z_sq):
-    """``kernel(X, Z)`` using cached squared norms where the kernel can use them."""
+def kernel_block(kernel, X, X_sq, Z, Z_sq, out=None):
+    """``kernel(X, Z)`` using cached squared norms where the kernel can use them.
+
+    ``out`` (RBF only, a C-contiguous buffer of the result's shape and dtype) lets the hot loop
+    reuse one buffer instead of allocating a fresh block every pass (see kernels/_rbf.py on why
+    large temporaries are expensive inside dask workers).
+    """
+    if out is not None and getattr(kernel, "name", None) == "rbf" and out.dtype == np.result_type(X, Z):
+        return rbf(X, Z, gamma=kernel.get("gamma"), X_sqnorm=X_sq, Y_sqnorm=Z_sq, out=out)
     if getattr(kernel, "needs_sqnorm", False):
         return kernel(X, Z, X_sqnorm=X_sq, Y_sqnorm=Z_sq)
     return kernel(X, Z)
@@ -169,6 +176,14 @@ def _validation(st: dict, msg_val: dict) -> dict:
     return out
 
 
+def _work_buffer(st: dict, size: int, dtype) -> np.ndarray:
+    """A flat scratch buffer kept with the partition and grown only when too small."""
+    buf = st.get("work")
+    if buf is None or buf.size < size or buf.dtype != dtype:
+        buf = st["work"] = np.empty(max(size, 1), dtype=dtype)
+    return buf
+
+
 def _score_candidates(st: dict, Z, Z_sq, want_cross: bool) -> dict:
     """Row-blocked pass over the training rows: ``d_kᵀR``, ``‖d_k‖²`` and optionally ``d_kᵀB``."""
     Xtr, R, n = st["Xtr"], st["R"], st["n"]
@@ -182,14 +197,16 @@ def _score_candidates(st: dict, Z, Z_sq, want_cross: bool) -> dict:
     Rc = R.astype(Xtr.dtype, copy=False)
     rbf_group = [q for q, k in enumerate(kernels) if getattr(k, "name", None) == "rbf"]
     shared = len(rbf_group) > 1  # several RBF widths: one GEMM + one distance pass for all
+    buf = _work_buffer(st, min(rows, len(Xtr)) * s, np.result_type(Xtr, Z))
     for a in range(0, len(Xtr), rows):
         b = min(a + rows, len(Xtr))
         blocks = {}
         if shared:
             gammas = [kernels[q].get("gamma") for q in rbf_group]
             blocks = dict(zip(rbf_group, rbf_multi(Xtr[a:b], Z, gammas, X_sqnorm=st["sq_tr"][a:b], Y_sqnorm=Z_sq)))
+        out = buf[: (b - a) * s].reshape(b - a, s)
         for q, kernel in enumerate(kernels):
-            K = blocks.pop(q) if q in blocks else kernel_block(kernel, Xtr[a:b], st["sq_tr"][a:b], Z, Z_sq)
+            K = blocks.pop(q) if q in blocks else kernel_block(kernel, Xtr[a:b], st["sq_tr"][a:b], Z, Z_sq, out=out)
             sl = slice(q * s, (q + 1) * s)
             corr[sl] += K.T @ Rc[a:b]
             sqn[sl] += np.einsum("ij,ij->j", K, K)

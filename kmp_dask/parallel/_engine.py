@@ -23,7 +23,9 @@ is a pure function of data + driver state), and re-runs the call on them.
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
 import time
 
 __all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder"]
@@ -57,10 +59,36 @@ class InProcessEngine:
         self.close()
 
 
+#: glibc mallopt parameters (see ``man mallopt``)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def tune_worker_malloc(mmap_threshold: int = 64 << 20, trim_threshold: int = 256 << 20) -> bool:
+    """Let per-pass temporaries (tens of MB) be reused from the heap in this worker process.
+
+    dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which also switches off
+    glibc's adaptive mmap threshold: every temporary above 128 KiB then becomes a fresh ``mmap``
+    whose pages fault in again on every pass. Measured on this project's machine: a pass over
+    300k × 54 rows took 30–75% longer inside a worker than in a plain process. This raises the
+    mmap threshold to 64 MiB and keeps up to 256 MiB of freed heap before trimming — so a worker
+    may hold up to that much more memory than it uses. Set ``KMP_DASK_MALLOC_TUNING=0`` to opt out.
+    Returns True when applied (glibc only).
+    """
+    if os.environ.get("KMP_DASK_MALLOC_TUNING", "1") == "0":
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(
+            libc.mallopt(_M_TRIM_THRESHOLD, trim_threshold))
+    except (OSError, AttributeError):
+        return False
+
+
 class PartitionHolder:
     """Dask Actor holding a run of partitions on one worker (loaded on the worker itself)."""
 
     def __init__(self, specs):
+        self.malloc_tuned = tune_worker_malloc()
         self.partitions = {spec.index: spec.load() for spec in specs}
 
     def run(self, op, msg):

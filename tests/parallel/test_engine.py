@@ -76,3 +76,11 @@ def test_lost_worker_is_rebuilt_and_model_unchanged(tmp_path, kw):
     np.testing.assert_array_equal(res.basis_indices, ref.basis_indices)
     assert res.coef.tobytes() == ref.coef.tobytes()
     assert res.intercept.tobytes() == ref.intercept.tobytes()
+
+
+def test_worker_malloc_tuning_applies_and_can_be_switched_off(monkeypatch):
+    from kmp_dask.parallel._engine import tune_worker_malloc
+
+    assert tune_worker_malloc() is True  # glibc (Linux): mallopt accepted
+    monkeypatch.setenv("KMP_DASK_MALLOC_TUNING", "0")
+    assert tune_worker_malloc() is False
