@@ -28,6 +28,7 @@ kernel-major (all s rows for kernel 0, then for kernel 1, ...).
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg.blas import dsyrk as _dsyrk
 
 from ..kernels import rbf, rbf_multi
 from ._partition import Partition, fetch_rows, split_mask
@@ -331,9 +332,17 @@ def kmp_refit_stats(part: Partition, msg: dict) -> dict:
         out["loss"][i] = loss.value(Y, F).sum(axis=0)
         if msg.get("stats") == i:
             out["grad"] = B.T @ loss.gradient(Y, F)
-            H = loss.hessian(Y, F)
-            out["hess"] = np.stack([(B * H[:, [j]]).T @ B for j in range(Y.shape[1])])
+            out["hess"] = np.stack([_weighted_gram(B, h) for h in loss.hessian(Y, F).T])
     return out
+
+
+def _weighted_gram(B: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``Bᵀ diag(h) B`` (n, n); a symmetric rank-k update (half a GEMM's work) when h ≥ 0."""
+    if B.shape[1] > 1 and B.dtype == np.float64 and np.all(h >= 0):
+        W = B * np.sqrt(h)[:, None]
+        U = _dsyrk(1.0, W.T)  # W.T is Fortran-ordered (n, N): U = upper triangle of Wᵀ W
+        return np.triu(U) + np.triu(U, 1).T
+    return (B * h[:, None]).T @ B
 
 
 def kmp_restore(part: Partition, msg: dict) -> dict:

@@ -46,8 +46,10 @@ def _check_params(est):
             raise ValueError("n_iter_no_change needs a validation split: set validation_fraction > 0 (e.g. 0.1)")
     if est.chunk_rows is not None and (not isinstance(est.chunk_rows, numbers.Integral) or est.chunk_rows < 1):
         bad("chunk_rows", "None or a positive int")
-    if est.refit_every is not None and (not isinstance(est.refit_every, numbers.Integral) or est.refit_every < 1):
-        bad("refit_every", "None or a positive int")
+    if est.refit_every is not None and not (isinstance(est.refit_every, str) and est.refit_every == "auto") and (
+        not isinstance(est.refit_every, numbers.Integral) or isinstance(est.refit_every, bool) or est.refit_every < 1
+    ):
+        bad("refit_every", "'auto', None or a positive int")
     if est.loss not in ("squared", None) and est.fit_mode == "prefit" and not (
         hasattr(est.loss, "name") and est.loss.name == "squared"
     ):
@@ -84,7 +86,7 @@ class _BaseKMP(BaseEstimator):
         verbose=0,
         loss="squared",
         loss_params=None,
-        refit_every=1,
+        refit_every="auto",
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -232,9 +234,12 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
         search (see :mod:`kmp_dask.losses`).
     loss_params : dict, optional
         e.g. ``{"target": 0.65}`` for tanh, ``{"delta": 1.0}`` for huber.
-    refit_every : int or None, default=1
+    refit_every : "auto", int or None, default="auto"
         Other losses with ``fit_mode="backfit"``: a Newton refit of all coefficients every that
-        many iterations (and a converged one at the end); ``fit_mode="basic"`` never refits.
+        many iterations, or ("auto") every iteration up to 10 atoms and then each time the basis
+        has grown by a tenth — a refit costs O(N·n²·m), so refitting every iteration makes the
+        fit cubic in n; None refits only at the end. There is always a converged refit at the
+        end; ``fit_mode="basic"`` never refits.
 
     Attributes
     ----------

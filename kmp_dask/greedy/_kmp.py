@@ -34,8 +34,9 @@ along the chosen column is a Newton line search on the true loss — each line-s
 evaluates 4 trial steps at once on the cached column (O(rows·m) each, no kernel work), at most
 ``line_search_steps`` passes, and the step with the lowest loss wins (step 0 included, so the
 training loss never increases). ``backfit`` adds a damped Newton refit of all coefficients every
-``refit_every`` iterations and at the end (one pass per Newton step, returning ``Bᵀg`` and
-``BᵀHB``). With ``fit_intercept`` the constant function is an atom of the dictionary, scored
+``refit_every`` iterations — by default ("auto") each time the basis has grown by a tenth, so
+the curvature work, O(N·n²·m) per refit, totals O(N·n²·m) rather than O(N·n³·m) — and a converged
+one at the end (one pass per Newton step, returning ``Bᵀg`` and ``BᵀHB``). With ``fit_intercept`` the constant function is an atom of the dictionary, scored
 each iteration by ``(Σg)²/N`` and selected like any other. For the squared loss the constant is
 in the model from the start: in ``basic`` mode by centring the targets (which is what selecting
 the constant first and freezing it gives), in ``backfit``/``prefit`` as a column of ones that is
@@ -130,6 +131,20 @@ def _line_search(engine, stats0, sqn, steps):
     return a
 
 
+def _refit_due(refit_every, t: int, n: int, last: int) -> bool:
+    """Whether iteration ``t`` (basis size ``n`` after it) ends with a Newton refit.
+
+    ``"auto"``: a geometric schedule — every iteration while n ≤ 10, then whenever the basis has
+    grown by a tenth since the last refit. A refit costs O(N·n²·m) (the curvature ``BᵀHB``), so
+    refitting every iteration costs O(N·n³·m) in total; the schedule keeps it O(N·n²·m).
+    """
+    if not refit_every:
+        return False
+    if refit_every == "auto":
+        return n <= 10 or n - last >= max(1, last // 10)
+    return (t + 1) % int(refit_every) == 0
+
+
 def _newton_refit(engine, coef, lam, bias_pos, steps, accept):
     """Damped Newton on all coefficients for ``Σ L + ½ λ ‖coef (bias excluded)‖²``."""
     n, m = coef.shape
@@ -140,7 +155,8 @@ def _newton_refit(engine, coef, lam, bias_pos, steps, accept):
     L = _total(res, "loss")[0] + 0.5 * (pen[:, None] * coef**2).sum(axis=0)
     G, H = _total(res, "grad"), _total(res, "hess")
     fractions = (1.0, 0.5, 0.25, 0.125)
-    for _ in range(steps):
+    for it in range(steps):
+        more = it < steps - 1  # the gradient/curvature at the new point is needed only then
         delta = np.empty_like(coef)
         for j in range(m):
             A = H[j] + np.diag(pen) + 1e-12 * np.trace(H[j]) / max(n, 1) * np.eye(n)
@@ -149,7 +165,7 @@ def _newton_refit(engine, coef, lam, bias_pos, steps, accept):
             except np.linalg.LinAlgError:
                 delta[:, j] = -np.linalg.lstsq(A, G[:, j] + pen * coef[:, j], rcond=None)[0]
         trials = [coef + f * delta for f in fractions]
-        res = engine.run(kmp_refit_stats, {"coefs": trials, "stats": 0})
+        res = engine.run(kmp_refit_stats, {"coefs": trials, "stats": 0 if more else None})
         tl = _total(res, "loss") + np.stack([0.5 * (pen[:, None] * c**2).sum(axis=0) for c in trials])
         best = np.argmin(tl, axis=0)
         cols = np.arange(m)
@@ -162,6 +178,8 @@ def _newton_refit(engine, coef, lam, bias_pos, steps, accept):
         gain = np.where(better, L - tl[best, cols], 0.0)
         L = np.where(better, tl[best, cols], L)
         coef = new
+        if not more:
+            break
         if np.all(best[better] == 0):
             G, H = _total(res, "grad"), _total(res, "hess")
         else:  # curvature at the mixed point: one more stats pass
@@ -193,7 +211,7 @@ def kernel_matching_pursuit(
     callback=None,
     max_tries: int = 5,
     loss=None,
-    refit_every: int | None = 1,
+    refit_every: int | str | None = "auto",
     line_search_steps: int = 3,
     final_refit_steps: int = 25,
 ) -> PursuitResult:
@@ -230,9 +248,11 @@ def kernel_matching_pursuit(
         Called after every iteration with that iteration's history record.
     loss : Loss or None
         None (or a squared loss) → the exact least-squares path.
-    refit_every, line_search_steps, final_refit_steps : int
-        Other losses: Newton refit period in ``backfit`` mode, line-search passes per
-        iteration, Newton steps of the final refit.
+    refit_every : "auto", int or None
+        Other losses in ``backfit`` mode: Newton refit every that many iterations, on the
+        geometric schedule of :func:`_refit_due` ("auto"), or only at the end (None).
+    line_search_steps, final_refit_steps : int
+        Other losses: line-search passes per iteration, Newton steps of the final refit.
 
     Returns
     -------
@@ -290,6 +310,7 @@ def kernel_matching_pursuit(
     use_chol = fit_mode != "basic"
     chol = IncrementalCholesky(capacity=max(n_basis, 1), ridge=lam) if use_chol else None
     chosen, basis, ytd_rows = [], [], []
+    last_refit = 0  # basis size at the last Newton refit (other losses, backfit)
     coef = np.zeros((0, m))
     history: list[dict] = []
     val_scores: list[float] = []
@@ -410,7 +431,8 @@ def kernel_matching_pursuit(
             stats0 = {k: _total(c, k)[0] for k in ("loss", "grad", "hess")}
             step = _line_search(engine, stats0, sqn_j, line_search_steps)
             accept = True
-            if fit_mode == "backfit" and refit_every and (t + 1) % refit_every == 0:
+            if fit_mode == "backfit" and _refit_due(refit_every, t, len(chosen), last_refit):
+                last_refit = len(chosen)
                 # the refit's first pass accepts the pending column (partitions: old coef, 0 for it)
                 state.update(basis=list(basis), coef=np.vstack([coef, np.zeros((1, m))]), pending=None)
                 coef = _newton_refit(engine, np.vstack([coef, step[None, :]]), lam, bias_pos, 1, accept=True)

@@ -123,3 +123,64 @@ def test_predict_proba_only_for_logistic():
     assert not hasattr(KMPClassifier(loss="tanh").fit(X, y), "predict_proba")
     P = KMPClassifier(loss="logistic", n_basis=10, client="sync").fit(X, y).predict_proba(X)
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
+
+
+def test_refit_schedule_auto_is_geometric():
+    from kmp_dask.greedy._kmp import _refit_due
+
+    last, due = 0, []
+    for t in range(400):
+        n = t + 1
+        if _refit_due("auto", t, n, last):
+            last = n
+            due.append(n)
+    assert due[:10] == list(range(1, 11))
+    gaps = np.diff(due)
+    assert all(g == max(1, a // 10) for a, g in zip(due[:-1], gaps))
+    assert len(due) < 60  # about 10 + log(n/10)/log(1.1) (53 at n = 400), not n
+    assert [t for t in range(9) if _refit_due(3, t, t + 1, 0)] == [2, 5, 8]
+    assert not any(_refit_due(None, t, t + 1, 0) for t in range(20))
+
+
+def test_refit_auto_counts_curvature_passes_and_keeps_quality():
+    """"auto" spends far less curvature (BᵀHB, O(rows·n²)) work than refitting every iteration,
+    and the final converged refit leaves both fits about as accurate."""
+    from kmp_dask.blockops import _kmp as ops
+
+    X, y = _two_moons(500)
+    counts = {}
+    real = ops.kmp_refit_stats
+
+    def counting(part, msg):
+        if msg.get("stats") is not None:
+            counts[key] = counts.get(key, 0) + part.state["n"] ** 2  # n before any accept: fine
+        return real(part, msg)
+
+    fits = {}
+    for key in ("auto", 1):
+        ops_counting = pytest.MonkeyPatch()
+        ops_counting.setattr("kmp_dask.greedy._kmp.kmp_refit_stats", counting)
+        try:
+            fits[key] = KMPClassifier(n_basis=80, candidates="all", loss="logistic", refit_every=key,
+                                      gamma=1.0, client="sync", chunk_rows=500).fit(X, y)
+        finally:
+            ops_counting.undo()
+    assert counts["auto"] < counts[1] / 2, counts  # 2.4x at n = 80 (the final refit dominates); grows ~n/20
+    acc = {k: np.mean(f.predict(X) == y) for k, f in fits.items()}
+    assert acc["auto"] >= acc[1] - 0.02, acc
+
+
+def test_weighted_gram_matches_dense_product():
+    from kmp_dask.blockops._kmp import _weighted_gram
+
+    rng = np.random.default_rng(0)
+    B = np.asfortranarray(rng.normal(size=(300, 40)))[:, :25]
+    for h in (rng.random(300), rng.normal(size=300)):  # h ≥ 0 (rank-k path) and mixed signs
+        np.testing.assert_allclose(_weighted_gram(B, h), (B * h[:, None]).T @ B, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "sometimes", True])
+def test_refit_every_rejects_bad_values(bad):
+    X, y = _two_moons(100)
+    with pytest.raises(ValueError, match="refit_every must be 'auto', None or a positive int; got"):
+        KMPClassifier(loss="logistic", refit_every=bad, client="sync").fit(X, y)
