@@ -15,12 +15,13 @@ and *twonorm*:
   in practice; with symmetric noise the noisy validation error is 0.2 + 0.6·clean error, so it
   ranks gammas the same way in expectation);
 * KMPClassifier(fit_mode="backfit", candidates=59 (stochastic KMP), ridge=1e-10, client="sync")
-  with loss="squared", "tanh" (loss_params={"target": 0.65}) and "logistic", refit_every=1 (the
-  default: one Newton step on all coefficients per iteration and a converged refit at the end),
+  with loss="squared", "tanh" (loss_params={"target": 0.65}) and "logistic", refit_every="auto" (the
+  default: one Newton step on all coefficients every iteration up to 10 atoms, then each time the
+  basis has grown by a tenth, and a converged refit at the end),
   at the same gamma and the same basis sizes, random_state = seed;
-* equal basis size means an equal number of KERNEL functions k: the squared loss centres the
-  targets (intercept = target mean, not an atom); for the other losses the constant function is
-  an atom that counts towards ``n_basis``, so they are fitted with n_basis = k + 1 and, if the
+* equal basis size means an equal number of KERNEL functions k: the squared loss refits a
+  column of ones with every atom (exact least-squares intercept, not counted as an atom); for
+  the other losses the constant function is an atom that counts towards ``n_basis``, so they are fitted with n_basis = k + 1 and, if the
   bias atom was not selected (k + 1 kernel atoms), refitted with n_basis = k. Every fit records
   its number of kernel atoms (``n_basis_``) and whether it has the bias atom;
 * the same fits on the clean training labels, for reference, and (sensitivity) the noisy-label
@@ -92,7 +93,7 @@ VAL_SEED = 1  # inner tune/validation split of seed 0's training part
 GAMMA_SEED = 0  # the split / flip / KMP seed used for choosing gamma
 CANDIDATES = 59  # stochastic KMP, (eps, q) = (0.05, 0.95)
 FIT_MODE = "backfit"
-REFIT_EVERY = 1
+REFIT_EVERY = "auto"
 RIDGE = 1e-10
 SENSITIVITY_FACTOR = 0.25  # noisy labels again at gamma* x this (a 4x wider RBF)
 
@@ -460,7 +461,7 @@ def main(args):
             "gamma_factors": list(cfg["gamma_factors"]), "sizes_kernel_atoms": list(cfg["sizes"]), "seeds": seeds,
             "kmp": {"fit_mode": FIT_MODE, "candidates": CANDIDATES, "refit_every": REFIT_EVERY, "ridge": RIDGE,
                     "fit_intercept": True, "client": "sync", "random_state": "seed"},
-            "equal_size": ("k kernel atoms for every loss: squared n_basis=k (intercept by centring); tanh/logistic "
+            "equal_size": ("k kernel atoms for every loss: squared n_basis=k (intercept: a refitted column of ones, not counted); tanh/logistic "
                            "n_basis=k+1 (the bias atom counts towards n_basis), refitted with n_basis=k if the bias "
                            "atom was not selected"),
             "clean_reference": do_clean,

@@ -213,7 +213,8 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
     ridge : float, default=1e-10
         Tikhonov term per training row on the basis Gram (λ = ridge · n_train), for stability.
     fit_intercept : bool, default=True
-        Fit a constant (centres the targets).
+        Fit a constant. Squared loss: a column of ones refitted with every atom (``basic``
+        mode: centred targets). Other losses: the constant atom of the dictionary.
     validation_fraction : float, default=0.0
         Fraction of rows held out (chosen by a hash of the row index) for early stopping.
     n_iter_no_change : int or None
