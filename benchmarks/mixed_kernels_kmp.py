@@ -280,15 +280,12 @@ def check_mixed_greedy_choice(n_rows=300, n_basis=15, widths=(0.5, 2.0, 8.0)):
                         ridge=RIDGE, random_state=0, client="sync").fit(X, y)
     Ks = [k(X, X) for k in est.kernels_]
     T = ovr_targets(y, est.classes_)
-    Yc = T - T.mean(axis=0)
     lam = RIDGE * n_rows
     chosen, mismatches, margins = [], [], []
     for t, h in enumerate(est.history_):
-        if chosen:
-            B = np.stack([Ks[q][:, i] for i, q in chosen], axis=1)
-            R = Yc - B @ np.linalg.solve(B.T @ B + lam * np.eye(len(chosen)), B.T @ Yc)
-        else:
-            R = Yc
+        # the squared-loss backfit refits a column of ones (the intercept) with every atom
+        B = np.stack([np.ones(n_rows)] + [Ks[q][:, i] for i, q in chosen], axis=1)
+        R = T - B @ np.linalg.solve(B.T @ B + lam * np.eye(B.shape[1]), B.T @ T)
         sc = np.stack([((K.T @ R) ** 2).sum(axis=1) / ((K * K).sum(axis=0) + lam) for K in Ks])  # (width, row)
         for i, _ in chosen:
             sc[:, i] = -np.inf
