@@ -160,6 +160,30 @@ def _set_coef(st: dict, coef: np.ndarray) -> None:
     st["R"] = -st["loss"].gradient(st["Ytr"], st["F"])
 
 
+def _update_coef(st: dict, coef: np.ndarray, w, beta) -> None:
+    """Rank-one residual update after the last column joined with coefficient ``beta`` (m,).
+
+    The earlier coefficients moved by ``-w βᵀ`` (``w=None``: they stayed), so the fit moves by
+    ``u βᵀ`` with ``u = d − B w``: O(rows·(n + m)) instead of the O(rows·n·m) of
+    :func:`_set_coef`. The driver recomputes fully every few updates (drift bound) and replays
+    the updates on a rebuilt partition in the same order.
+    """
+    n, m = st["n"], st["Ytr"].shape[1]
+    beta = np.asarray(beta, dtype=np.float64).reshape(1, m)
+    d = st["Btr"][:, n - 1]
+    if w is not None and n > 1:
+        B = st["Btr"][:, : n - 1]
+        u = (d - B @ np.asarray(w).astype(B.dtype, copy=False)).astype(np.float64)
+    else:
+        u = d.astype(np.float64)
+    if st["loss"] is None:
+        st["R"] -= u[:, None] * beta
+    else:
+        st["F"] += u[:, None] * beta
+        st["R"] = -st["loss"].gradient(st["Ytr"], st["F"])
+    st["coef"] = np.asarray(coef, dtype=np.float64).reshape(n, m)
+
+
 def _validation(st: dict, msg_val: dict) -> dict:
     n = st["n"]
     Fva = st["Bva"][:, :n] @ st["coef"] if n else np.zeros_like(st["Yva"])
@@ -219,7 +243,9 @@ def _score_candidates(st: dict, Z, Z_sq, want_cross: bool) -> dict:
 def kmp_step(part: Partition, msg: dict) -> dict:
     """One pass: accept the pending column, set coefficients, score candidates, fetch rows.
 
-    Message keys: ``accept`` (bool), ``coef`` ((n, m) or None to keep), ``cand`` (s, d) candidate
+    Message keys: ``accept`` (bool), ``coef`` ((n, m) or None to keep), ``update`` (``(w, β)``:
+    move the residual by a rank-one update, see :func:`_update_coef`; None: recompute it from
+    ``coef``), ``cand`` (s, d) candidate
     rows or None, ``cand_sq`` their squared norms, ``want_cross`` (bool), ``fetch`` (global
     indices whose rows to return), ``val`` (dict or None: validation metric request).
     Results: ``rss`` (m,) = ‖R‖² per output, plus for other losses ``loss`` (m,) training loss
@@ -230,7 +256,11 @@ def kmp_step(part: Partition, msg: dict) -> dict:
         col_tr, col_va = st.pop("pending")
         _append_column(st, col_tr, col_va)
         st["pending"] = None
-    if msg.get("coef") is not None:
+    if msg.get("update") is not None:
+        if not msg.get("accept"):
+            raise ValueError("kmp_step: an 'update' belongs to the column accepted in the same step")
+        _update_coef(st, msg["coef"], *msg["update"])
+    elif msg.get("coef") is not None:
         _set_coef(st, msg["coef"])
     R = st["R"]
     out = {"rss": np.einsum("ij,ij->j", R, R), "rsum": R.sum(axis=0)}
@@ -349,7 +379,10 @@ def kmp_restore(part: Partition, msg: dict) -> dict:
     """Rebuild a partition's KMP state from the driver's state (after a lost worker).
 
     ``msg`` is the :func:`kmp_init` message plus ``basis`` — a list of ``(z, kernel)`` pairs,
-    ``z=None`` for the bias atom — ``coef`` (n, m) and ``pending`` (one such pair or None).
+    ``z=None`` for the bias atom — ``coef`` (n, m), ``pending`` (one such pair or None) and
+    ``sync``: the coefficients of the last full residual recomputation (``n``, ``coef``) and
+    the rank-one ``updates`` since, replayed in order. Basis columns beyond those have
+    coefficient 0 in the residual (accepted by a Newton refit pass, not yet stepped).
     """
     kmp_init(part, {**msg, "fetch": None})
     st = part.state
@@ -359,8 +392,20 @@ def kmp_restore(part: Partition, msg: dict) -> dict:
         kmp_commit(part, {"z": z, "kernel": q, "bias": z is None})
         _append_column(st, *st.pop("pending"))
         st["pending"] = None
-    if st["n"]:
-        _set_coef(st, msg["coef"])
+    n_all, sync = st["n"], msg.get("sync")
+    if sync is None:
+        if n_all:
+            _set_coef(st, msg["coef"])
+    else:
+        st["n"] = int(sync["n"])
+        _set_coef(st, sync["coef"])
+        coef = np.asarray(sync["coef"], dtype=np.float64)
+        for w, beta in sync["updates"]:
+            st["n"] += 1
+            coef = np.vstack([coef if w is None else coef - np.outer(w, beta), np.reshape(beta, (1, -1))])
+            _update_coef(st, coef, w, beta)
+        st["n"] = n_all
+        st["coef"] = np.asarray(msg["coef"], dtype=np.float64).reshape(n_all, -1)
     if msg.get("pending") is not None:
         z, q = msg["pending"]
         kmp_commit(part, {"z": z, "kernel": q, "bias": z is None})

@@ -131,6 +131,10 @@ def _line_search(engine, stats0, sqn, steps):
     return a
 
 
+RESYNC_EVERY = 32
+"""Rank-one residual updates between two full recomputations ``R = Y − Bα`` (drift bound)."""
+
+
 def _refit_due(refit_every, t: int, n: int, last: int) -> bool:
     """Whether iteration ``t`` (basis size ``n`` after it) ends with a Newton refit.
 
@@ -298,7 +302,24 @@ def kernel_matching_pursuit(
     idx = sampler.draw(rng, excluded)
     init_msg = {**base, "kernels": kernels, "loss": loss, "offset": offset, "capacity": min(n_basis, 64) + 1}
     # the driver's view of what every partition holds (for rebuilding a lost one)
-    state = {"basis": [], "coef": np.zeros((0, m)), "pending": None}
+    # ``sync``: the coefficients of the last full residual recomputation and the rank-one
+    # updates applied since (replayed in order by kmp_restore, so a rebuilt partition is bit for
+    # bit the lost one)
+    state = {"basis": [], "coef": np.zeros((0, m)), "pending": None,
+             "sync": {"n": 0, "coef": np.zeros((0, m)), "updates": []}}
+    update = None  # (w, β) of the column accepted by the next step, or None: full recompute
+
+    def run_step(msg):
+        """One kmp_step; afterwards the driver's view of the partitions follows it."""
+        sync = state["sync"]
+        if msg.get("update") is not None and len(sync["updates"]) >= RESYNC_EVERY:
+            msg = {**msg, "update": None}  # bound the drift of the rank-one updates
+        res = engine.run(kmp_step, msg)
+        if msg.get("update") is not None:
+            sync["updates"].append(msg["update"])
+        elif msg.get("coef") is not None:
+            state["sync"] = {"n": len(msg["coef"]), "coef": np.array(msg["coef"]), "updates": []}
+        return res
     engine.restorer = lambda: [(kmp_restore, {**init_msg, **state})]
     res = engine.run(kmp_init, {**init_msg, "fetch": idx})
     Z = _gather(res, idx, n_features, dtype)
@@ -364,12 +385,13 @@ def kernel_matching_pursuit(
         t0 = time.perf_counter()
         idx_next = None if sampler.exhaustive else sampler.draw(rng, excluded)
         msg = {
-            "accept": accept, "coef": coef, "cand": Z, "cand_sq": sqnorm(Z),
-            "want_cross": fit_mode == "prefit" and len(chosen) > 0, "fetch": idx_next, "val": val_msg,
+            "accept": accept, "coef": coef, "update": update if accept else None, "cand": Z,
+            "cand_sq": sqnorm(Z), "want_cross": fit_mode == "prefit" and len(chosen) > 0, "fetch": idx_next,
+            "val": val_msg,
         }
-        res = engine.run(kmp_step, msg)
+        res = run_step(msg)
         state.update(basis=list(basis), coef=coef, pending=None)
-        accept = False
+        accept, update = False, None
         rss = record_pass(res)
         if callback is not None and history:
             callback(history[-1])
@@ -407,6 +429,8 @@ def kernel_matching_pursuit(
             c = engine.run(kmp_commit, {"z": item[0], "kernel": item[1], "bias": is_bias})
             state["pending"] = item
             cross_j, sqn_j = _total(c, "cross"), float(_total(c, "sqn"))
+            # backfit: the old coefficients move along -w = -(BᵀB + λI)⁻¹Bᵀd times the new one
+            w_j = chol.solve(cross_j) if chol is not None and chol.size else None
             ok = sqn_j > 0 if chol is None else chol.append(cross_j, sqn_j)
             if ok:
                 break
@@ -439,13 +463,14 @@ def kernel_matching_pursuit(
                 accept = False
             else:
                 coef = np.vstack([coef, step[None, :]])
+                update = (None, step)
         elif chol is None:
             coef = np.vstack([coef, (_total(c, "corr") / sqn_j)[None, :]])
-            accept = True
+            accept, update = True, (None, coef[-1])
         else:
             ytd_rows.append(_total(c, "ytd"))
             coef = chol.solve(np.asarray(ytd_rows))
-            accept = True
+            accept, update = True, (w_j, coef[-1])
         history.append({
             "iteration": t, "index": g, "kernel": item[1], "score": float(score[j]), "best_score": best,
             "median_score": float(np.median(finite)), "n_candidates": int(len(finite)),
@@ -463,7 +488,7 @@ def kernel_matching_pursuit(
     else:
         refitted = False
     if chosen and (accept or refitted):  # partitions take the final model: last residual / score
-        res = engine.run(kmp_step, {"accept": accept, "coef": coef, "val": val_msg})
+        res = run_step({"accept": accept, "coef": coef, "val": val_msg})
         state.update(basis=list(basis), coef=coef, pending=None)
         record_pass(res)
         if callback is not None:

@@ -128,13 +128,17 @@ class ActorEngine:
         Picklable descriptions of the partitions (reader + row range); workers load the rows.
     max_restarts : int
         How many times a lost worker's partitions are rebuilt before the fit gives up.
+    loss_timeout : float
+        Seconds to wait, after a connection error from an actor, for the scheduler to report
+        its worker gone (the error can arrive first); if it does not, the error is raised.
     """
 
-    def __init__(self, client, specs, *, max_restarts: int = 3):
+    def __init__(self, client, specs, *, max_restarts: int = 3, loss_timeout: float = 30.0):
         self.client = client
         self.specs = list(specs)
         self.restorer = None
         self.max_restarts = max_restarts
+        self.loss_timeout = float(loss_timeout)
         self.n_restarts = 0
         self.n_calls = 0
         workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
@@ -164,14 +168,23 @@ class ActorEngine:
             try:
                 results.update(call.result())
             except Exception as exc:  # the worker (and the actor state) is gone
-                if not self._worker_lost(h):
+                if not self._worker_lost(h, exc):
                     raise
                 results.update(self._repair(h, op, msg, exc))
         return [results[s.index] for s in self.specs]
 
-    def _worker_lost(self, holder) -> bool:
-        workers = self.client.scheduler_info(n_workers=-1)["workers"]
-        return holder["addr"] not in workers or holder["future"].status != "finished"
+    def _worker_lost(self, holder, exc=None) -> bool:
+        """Whether ``holder``'s worker is gone. A connection error can reach us before the
+        scheduler has removed the worker, so after one we wait up to ``loss_timeout`` seconds
+        for the scheduler to agree; any other error is the op's own and is raised at once."""
+        deadline = time.monotonic() + (self.loss_timeout if isinstance(exc, OSError) else 0.0)
+        while True:
+            workers = self.client.scheduler_info(n_workers=-1)["workers"]
+            if holder["addr"] not in workers or holder["future"].status != "finished":
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
 
     def _repair(self, holder, op, msg, exc):
         if self.n_restarts >= self.max_restarts or self.restorer is None:

@@ -76,6 +76,10 @@ def test_lost_worker_is_rebuilt_and_model_unchanged(tmp_path, kw):
     np.testing.assert_array_equal(res.basis_indices, ref.basis_indices)
     assert res.coef.tobytes() == ref.coef.tobytes()
     assert res.intercept.tobytes() == ref.intercept.tobytes()
+    # the partitions' residuals too (rebuilt by replaying the rank-one updates since the last
+    # full recomputation), through every score and norm the driver saw
+    assert [(h["score"], h["residual_norm"]) for h in res.history] == \
+        [(h["score"], h["residual_norm"]) for h in ref.history]
 
 
 def test_worker_malloc_tuning_applies_and_can_be_switched_off(monkeypatch):
