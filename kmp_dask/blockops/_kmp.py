@@ -122,8 +122,11 @@ def kmp_init(part: Partition, msg: dict) -> dict:
     st["Ytr"], st["Yva"] = Y[~val], Y[val]
     st["labels_va"] = np.asarray(part.y).reshape(-1)[val] if msg["targets"]["kind"] == "ovr" else None
     cap = int(msg.get("capacity", 16))
-    st["Btr"] = np.empty((len(st["Xtr"]), cap), dtype=X.dtype)
-    st["Bva"] = np.empty((len(st["Xva"]), cap), dtype=X.dtype)
+    # column-major: a column is contiguous, so appending one touches only its own pages (the
+    # untouched capacity stays virtual) and B's row stride never depends on the capacity
+    cap = max(1, min(cap, CACHE_BYTES_UP_FRONT // max(1, len(X) * X.dtype.itemsize)))
+    st["Btr"] = np.empty((len(st["Xtr"]), cap), dtype=X.dtype, order="F")
+    st["Bva"] = np.empty((len(st["Xva"]), cap), dtype=X.dtype, order="F")
     st["n"] = 0
     st["pending"] = None
     _set_coef(st, np.zeros((0, Y.shape[1])))
@@ -138,7 +141,7 @@ def _append_column(st: dict, col_tr: np.ndarray, col_va: np.ndarray) -> None:
     if n == st["Btr"].shape[1]:
         for key in ("Btr", "Bva"):
             old = st[key]
-            new = np.empty((old.shape[0], max(2 * old.shape[1], 1)), dtype=old.dtype)
+            new = np.empty((old.shape[0], max(2 * old.shape[1], 1)), dtype=old.dtype, order="F")
             new[:, :n] = old[:, :n]
             st[key] = new
     st["Btr"][:, n] = col_tr
@@ -202,6 +205,9 @@ def _validation(st: dict, msg_val: dict) -> dict:
 
 
 CROSS_BLOCK_ROWS = 2048
+CACHE_BYTES_UP_FRONT = 1 << 31
+"""Basis-cache capacity reserved at init (virtual until written): n_basis columns unless that
+exceeds this many bytes per partition; beyond it the cache doubles as it fills."""
 """Row block of :func:`_cross64` (its float64 scratch is CROSS_BLOCK_ROWS × basis capacity)."""
 
 
@@ -295,7 +301,8 @@ def _cross64(B: np.ndarray, d: np.ndarray, scratch: np.ndarray | None = None,
     out = np.zeros(n)
     for a in range(0, B.shape[0], block_rows):
         blk = B[a : a + block_rows]
-        tmp = scratch[: blk.size].reshape(blk.shape)
+        tmp = scratch[: blk.size]  # laid out like blk, so the cast is a streaming copy
+        tmp = tmp.reshape(n, blk.shape[0]).T if blk.strides[0] <= blk.strides[1] else tmp.reshape(blk.shape)
         np.copyto(tmp, blk)
         out += d[a : a + block_rows] @ tmp
     return out
@@ -387,7 +394,8 @@ def _weighted_gram(B: np.ndarray, h: np.ndarray) -> np.ndarray:
     """``Bᵀ diag(h) B`` (n, n); a symmetric rank-k update (half a GEMM's work) when h ≥ 0."""
     if B.shape[1] > 1 and B.dtype == np.float64 and np.all(h >= 0):
         W = B * np.sqrt(h)[:, None]
-        U = _dsyrk(1.0, W.T)  # W.T is Fortran-ordered (n, N): U = upper triangle of Wᵀ W
+        # U = upper triangle of Wᵀ W, without a copy for either memory layout of W
+        U = _dsyrk(1.0, W, trans=1) if W.flags.f_contiguous else _dsyrk(1.0, W.T)
         return np.triu(U) + np.triu(U, 1).T
     return (B * h[:, None]).T @ B
 

@@ -300,7 +300,7 @@ def kernel_matching_pursuit(
 
     excluded: set[int] = set()
     idx = sampler.draw(rng, excluded)
-    init_msg = {**base, "kernels": kernels, "loss": loss, "offset": offset, "capacity": min(n_basis, 64) + 1}
+    init_msg = {**base, "kernels": kernels, "loss": loss, "offset": offset, "capacity": n_basis + 2}
     # the driver's view of what every partition holds (for rebuilding a lost one)
     # ``sync``: the coefficients of the last full residual recomputation and the rank-one
     # updates applied since (replayed in order by kmp_restore, so a rebuilt partition is bit for

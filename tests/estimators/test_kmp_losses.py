@@ -174,9 +174,9 @@ def test_weighted_gram_matches_dense_product():
     from kmp_dask.blockops._kmp import _weighted_gram
 
     rng = np.random.default_rng(0)
-    B = np.asfortranarray(rng.normal(size=(300, 40)))[:, :25]
-    for h in (rng.random(300), rng.normal(size=300)):  # h ≥ 0 (rank-k path) and mixed signs
-        np.testing.assert_allclose(_weighted_gram(B, h), (B * h[:, None]).T @ B, rtol=1e-12, atol=1e-12)
+    for B in (np.asfortranarray(rng.normal(size=(300, 40)))[:, :25], rng.normal(size=(300, 40))[:, :25]):
+        for h in (rng.random(300), rng.normal(size=300)):  # h ≥ 0 (rank-k path) and mixed signs
+            np.testing.assert_allclose(_weighted_gram(B, h), (B * h[:, None]).T @ B, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "sometimes", True])

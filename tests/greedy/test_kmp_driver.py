@@ -211,4 +211,20 @@ def test_rank_one_residual_updates_match_full_recomputation(monkeypatch, dtype, 
     rtol = 1e-9 if dtype == np.float64 else 2e-4
     np.testing.assert_allclose([h["residual_norm"] for h in inc.history],
                                [h["residual_norm"] for h in full.history], rtol=rtol)
-    np.testing.assert_allclose(inc.coef, full.coef, rtol=rtol, atol=rtol * np.abs(full.coef).max())
+    # other losses: the final Newton refit stops on a relative-gain test, so two runs whose
+    # rounding differs stop at iterates ~1e-6 apart (coefficients ~100: nearly separable data)
+    crtol = max(rtol, 1e-5) if "loss" in kw else rtol
+    np.testing.assert_allclose(inc.coef, full.coef, rtol=crtol, atol=crtol * np.abs(full.coef).max())
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("rows", [1, 2047, 5000])
+def test_cross64_float32_cache_accumulates_in_float64(order, rows):
+    from kmp_dask.blockops._kmp import _cross64
+
+    rng = np.random.default_rng(0)
+    B = np.asarray(rng.random((rows, 40), dtype=np.float32), order=order)[:, :23]
+    d = rng.normal(size=rows)
+    expected = B.astype(np.float64).T @ d
+    np.testing.assert_allclose(_cross64(B, d), expected, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(_cross64(B, d, np.empty(7)), expected, rtol=1e-13, atol=1e-13)  # small scratch
