@@ -35,10 +35,11 @@ evaluates 4 trial steps at once on the cached column (O(rows·m) each, no kernel
 ``line_search_steps`` passes, and the step with the lowest loss wins (step 0 included, so the
 training loss never increases). ``backfit`` adds a damped Newton refit of all coefficients every
 ``refit_every`` iterations — by default ("auto") each time the basis has grown by a tenth, so
-the curvature work, O(N·n²·m) per refit, totals O(N·n²·m) rather than O(N·n³·m) — and a converged
-one at the end (one pass per Newton step, returning ``Bᵀg`` and ``BᵀHB``). With ``fit_intercept`` the constant function is an atom of the dictionary, scored
-each iteration by ``(Σg)²/N`` and selected like any other. For the squared loss the constant is
-in the model from the start: in ``basic`` mode by centring the targets (which is what selecting
+the curvature work, O(N·n²·m) per refit, totals O(N·n²·m) rather than O(N·n³·m) — and a
+converged one at the end (one pass per Newton step, returning ``Bᵀg`` and ``BᵀHB``). With
+``fit_intercept`` the constant function is an atom of the dictionary, scored each iteration by
+``(Σg)²/N`` and selected like any other. For the squared loss the constant is in the model
+from the start: in ``basic`` mode by centring the targets (which is what selecting
 the constant first and freezing it gives), in ``backfit``/``prefit`` as a column of ones that is
 refitted with every atom (exact least squares with an intercept; its ridge term is negligible
 at the default ``ridge``). It is not counted in ``n_basis`` there.
