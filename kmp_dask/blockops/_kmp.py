@@ -163,7 +163,7 @@ def _set_coef(st: dict, coef: np.ndarray) -> None:
     st["R"] = -st["loss"].gradient(st["Ytr"], st["F"])
 
 
-def _update_coef(st: dict, coef: np.ndarray, w, beta) -> None:
+def _move_fit(st: dict, w, beta) -> None:
     """Rank-one residual update after the last column joined with coefficient ``beta`` (m,).
 
     The earlier coefficients moved by ``-w βᵀ`` (``w=None``: they stayed), so the fit moves by
@@ -184,7 +184,6 @@ def _update_coef(st: dict, coef: np.ndarray, w, beta) -> None:
     else:
         st["F"] += u[:, None] * beta
         st["R"] = -st["loss"].gradient(st["Ytr"], st["F"])
-    st["coef"] = np.asarray(coef, dtype=np.float64).reshape(n, m)
 
 
 def _validation(st: dict, msg_val: dict) -> dict:
@@ -205,10 +204,11 @@ def _validation(st: dict, msg_val: dict) -> dict:
 
 
 CROSS_BLOCK_ROWS = 2048
+"""Row block of :func:`_cross64` (its float64 scratch is CROSS_BLOCK_ROWS × basis capacity)."""
+
 CACHE_BYTES_UP_FRONT = 1 << 31
 """Basis-cache capacity reserved at init (virtual until written): n_basis columns unless that
 exceeds this many bytes per partition; beyond it the cache doubles as it fills."""
-"""Row block of :func:`_cross64` (its float64 scratch is CROSS_BLOCK_ROWS × basis capacity)."""
 
 
 def _work_buffer(st: dict, size: int, dtype, key: str = "work") -> np.ndarray:
@@ -254,7 +254,7 @@ def kmp_step(part: Partition, msg: dict) -> dict:
     """One pass: accept the pending column, set coefficients, score candidates, fetch rows.
 
     Message keys: ``accept`` (bool), ``coef`` ((n, m) or None to keep), ``update`` (``(w, β)``:
-    move the residual by a rank-one update, see :func:`_update_coef`; None: recompute it from
+    move the residual by a rank-one update, see :func:`_move_fit`; None: recompute it from
     ``coef``), ``cand`` (s, d) candidate
     rows or None, ``cand_sq`` their squared norms, ``want_cross`` (bool), ``fetch`` (global
     indices whose rows to return), ``val`` (dict or None: validation metric request).
@@ -269,7 +269,8 @@ def kmp_step(part: Partition, msg: dict) -> dict:
     if msg.get("update") is not None:
         if not msg.get("accept"):
             raise ValueError("kmp_step: an 'update' belongs to the column accepted in the same step")
-        _update_coef(st, msg["coef"], *msg["update"])
+        _move_fit(st, *msg["update"])
+        st["coef"] = np.asarray(msg["coef"], dtype=np.float64).reshape(st["n"], -1)
     elif msg.get("coef") is not None:
         _set_coef(st, msg["coef"])
     R = st["R"]
@@ -424,11 +425,9 @@ def kmp_restore(part: Partition, msg: dict) -> dict:
     else:
         st["n"] = int(sync["n"])
         _set_coef(st, sync["coef"])
-        coef = np.asarray(sync["coef"], dtype=np.float64)
         for w, beta in sync["updates"]:
             st["n"] += 1
-            coef = np.vstack([coef if w is None else coef - np.outer(w, beta), np.reshape(beta, (1, -1))])
-            _update_coef(st, coef, w, beta)
+            _move_fit(st, w, beta)
         st["n"] = n_all
         st["coef"] = np.asarray(msg["coef"], dtype=np.float64).reshape(n_all, -1)
     if msg.get("pending") is not None:

@@ -46,9 +46,9 @@ def _check_params(est):
             raise ValueError("n_iter_no_change needs a validation split: set validation_fraction > 0 (e.g. 0.1)")
     if est.chunk_rows is not None and (not isinstance(est.chunk_rows, numbers.Integral) or est.chunk_rows < 1):
         bad("chunk_rows", "None or a positive int")
-    if est.refit_every is not None and not (isinstance(est.refit_every, str) and est.refit_every == "auto") and (
-        not isinstance(est.refit_every, numbers.Integral) or isinstance(est.refit_every, bool) or est.refit_every < 1
-    ):
+    re = est.refit_every
+    positive_int = isinstance(re, numbers.Integral) and not isinstance(re, bool) and re >= 1
+    if not (re is None or (isinstance(re, str) and re == "auto") or positive_int):
         bad("refit_every", "'auto', None or a positive int")
     if est.loss not in ("squared", None) and est.fit_mode == "prefit" and not (
         hasattr(est.loss, "name") and est.loss.name == "squared"
