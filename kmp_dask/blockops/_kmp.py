@@ -291,7 +291,8 @@ def _cross64(B: np.ndarray, d: np.ndarray, scratch: np.ndarray | None = None,
     """``Bᵀd`` accumulated in float64 without an N × n float64 copy of a float32 cache.
 
     Row blocks of a float32 ``B`` are cast into ``scratch`` (≥ block_rows·n float64, reused
-    across iterations: a fresh block per call costs page faults, 2–3× the GEMV) and reduced.
+    across iterations: a fresh float64 block per call is a fresh mmap whose pages fault in) and
+    reduced.
     Float32 accumulation over N rows would put ~√N·ε₃₂ relative error into the Gram.
     """
     if B.dtype == np.float64:
