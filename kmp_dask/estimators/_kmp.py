@@ -10,7 +10,8 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from ..blockops import kmp_stats, predict_block
+from ..blockops import kmp_stats
+from ..expansion import KernelExpansion
 from ..greedy import FIT_MODES, kernel_matching_pursuit, n_candidates_for
 from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
@@ -172,15 +173,16 @@ class _BaseKMP(BaseEstimator):
         self.stop_reason_ = result.stop_reason.value
         self.history_ = result.history
         self.n_iter_ = len(result.history)
+        self.expansion_ = KernelExpansion(result.basis_vectors, result.coef, result.intercept, self.kernels_,
+                                          result.basis_kernels)
         return self
 
     def _decision(self, X):
         check_is_fitted(self, "dual_coef_")
         kind, Xv = predict_input(self, X)
-        basis = self.basis_vectors_.astype(Xv.dtype, copy=False)
         if kind == "dask":
-            return map_rows_predict(Xv, basis, self.dual_coef_, self.intercept_, self.kernels_, self.basis_kernels_)
-        return predict_block(Xv, basis, self.dual_coef_, self.intercept_, self.kernels_, self.basis_kernels_)
+            return map_rows_predict(Xv, self.expansion_)
+        return self.expansion_.evaluate_block(Xv)
 
 
 class KMPRegressor(RegressorMixin, _BaseKMP):
