@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._version import __version__
 from ..exceptions import DataValidationError, StoreSchemaError
 
 SCHEMA_VERSION = 1
@@ -75,8 +76,6 @@ class RunningStats:
 
 def make_provenance(provenance: Mapping[str, Any] | None, source: str) -> dict[str, Any]:
     """Provenance dict with ``source``, ``created`` (UTC ISO time) and the kmp_dask version."""
-    from .. import __version__
-
     base = {
         "source": source,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
