@@ -17,6 +17,7 @@ import tempfile
 import numpy as np
 from sklearn.utils.validation import validate_data
 
+from ..parallel import encode_dask_labels
 from ..store import DataStore, InMemoryStore, as_store, store_from_dask
 
 __all__ = ["is_dask_array", "is_store_like", "fit_input", "check_dask_X"]
@@ -65,7 +66,7 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
             raise ValueError("y is required when X is an array")
         validate_data(estimator, X, skip_check_array=True)
         if is_classifier and getattr(y, "dtype", np.dtype(float)).kind not in "biuf":
-            y = _encode_dask_labels(estimator, y)
+            estimator._input_classes, y = encode_dask_labels(y)
         with tempfile.TemporaryDirectory(prefix="kmp-dask-fit-") as tmp:
             yield store_from_dask(os.path.join(tmp, "data.zarr"), X, y, chunk_rows=chunk_rows)
         return
@@ -79,20 +80,6 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
         y = column_or_1d(y, warn=True)
         estimator._input_classes, y = np.unique(y, return_inverse=True)
     yield InMemoryStore(X, y, chunk_rows=chunk_rows or _default_memory_chunks(X))
-
-
-def _encode_dask_labels(estimator, y):
-    """Non-numeric dask labels → integer codes (one small pass for the label set)."""
-    import dask.array as da
-
-    y = da.asarray(y)
-    classes = np.unique(da.unique(y).compute())
-    estimator._input_classes = classes
-    return y.map_blocks(_codes, classes, dtype=np.int64)
-
-
-def _codes(block, classes):
-    return np.searchsorted(classes, block).astype(np.int64)
 
 
 def _default_memory_chunks(X) -> int:

@@ -15,7 +15,7 @@ from ..expansion import KernelExpansion
 from ..greedy import FIT_MODES, kernel_matching_pursuit, n_candidates_for
 from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
-from ..parallel import make_engine, map_rows_predict, resolve_client
+from ..parallel import make_engine, map_blocks_rows, map_rows_predict, resolve_client
 from ._inputs import fit_input, is_dask_array, is_store_like, predict_input
 from ._progress import progress_callback
 
@@ -328,7 +328,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         """Class probabilities from the logistic loss: σ(f) per one-vs-rest output, normalised."""
         F = self._decision(X)
         if is_dask_array(F):
-            return F.map_blocks(_proba, dtype=np.float64, chunks=(F.chunks[0], (len(self.classes_),)))
+            return map_blocks_rows(_proba, F, dtype=np.float64, n_cols=len(self.classes_))
         return _proba(F)
 
     def decision_function(self, X):
@@ -344,7 +344,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         else:
             code = F.argmax(axis=1)
         if is_dask_array(code):  # module-level function + classes array: nothing unpicklable captured
-            return code.map_blocks(_take, self.classes_, dtype=self.classes_.dtype)
+            return map_blocks_rows(_take, code, self.classes_, dtype=self.classes_.dtype)
         return _take(code, self.classes_)
 
 

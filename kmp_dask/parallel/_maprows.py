@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["map_rows_predict"]
+__all__ = ["map_blocks_rows", "map_rows_predict"]
 
 
 def _evaluate(block, expansion):
@@ -24,3 +24,17 @@ def map_rows_predict(X, expansion):
     return da.map_blocks(
         _evaluate, X, expansion, dtype=np.float64, chunks=(X.chunks[0], (m,)), meta=np.empty((0, m)),
     )
+
+
+def map_blocks_rows(fn, X, *args, dtype, n_cols=None):
+    """Lazy ``fn(block, *args)`` over the row chunks of dask array ``X`` (1-D or one column chunk).
+
+    The result keeps ``X``'s row chunks; with ``n_cols`` it is 2-D with ``n_cols`` columns, else
+    it has ``X``'s chunks. ``fn`` should be a module-level function and ``args`` small (numpy)
+    values, so that tasks pickle cheaply.
+    """
+    if n_cols is None:
+        return X.map_blocks(fn, *args, dtype=dtype)
+    if X.ndim != 2 or X.numblocks[1] != 1:
+        raise ValueError(f"n_cols needs a 2-D dask array with one column chunk; got chunks {X.chunks}")
+    return X.map_blocks(fn, *args, dtype=dtype, chunks=(X.chunks[0], (n_cols,)))

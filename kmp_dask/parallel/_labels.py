@@ -1,0 +1,24 @@
+"""Label encoding of dask arrays (the estimators' only dask pass over ``y`` before fitting)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["encode_dask_labels"]
+
+
+def encode_dask_labels(y):
+    """Non-numeric dask labels → ``(classes, codes)``, one small pass for the label set.
+
+    ``classes`` is the sorted numpy array of distinct labels (computed now); ``codes`` is a lazy
+    int64 dask array of indices into ``classes``, chunked as ``y``.
+    """
+    import dask.array as da
+
+    y = da.asarray(y)
+    classes = np.unique(da.unique(y).compute())
+    return classes, y.map_blocks(_codes, classes, dtype=np.int64)
+
+
+def _codes(block, classes):
+    return np.searchsorted(classes, block).astype(np.int64)
