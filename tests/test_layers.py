@@ -1,0 +1,259 @@
+"""The layer rule, read from the source with ``ast`` (every import statement, also inside functions).
+
+* The numerical layers — ``kernels/``, ``linalg/``, ``losses.py``, ``blockops/``, ``greedy/`` and
+  ``expansion.py`` — import no dask, distributed, zarr or scikit-learn, and none of the kmp_dask
+  modules that do (``parallel/``, ``store/``, ``estimators/``, ``datasets/``, ``cli.py``, the package
+  root); nor does anything they import, transitively. The one exception: functions in
+  ``expansion.py`` may import ``kmp_dask.parallel`` / ``kmp_dask.store`` (chunk-wise evaluation of
+  dask and store input).
+* ``estimators/`` imports no dask, distributed or zarr: it hands dask arrays to ``parallel/``.
+* ``store/`` imports neither ``estimators/`` nor the package root (which imports the estimators).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PKG_DIR = Path(__file__).resolve().parents[1] / "kmp_dask"
+ROOT = "kmp_dask"
+
+NUMERIC_LAYERS = ("kernels", "linalg", "losses", "blockops", "greedy", "expansion")
+THIRD_PARTY_DASK_SIDE = ("dask", "distributed", "zarr", "sklearn")
+KMP_DASK_SIDE = ("parallel", "store", "estimators", "datasets", "cli")
+EXPANSION_LAZY_OK = ("kmp_dask.parallel", "kmp_dask.store")
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module: the full dotted name, where, and whether inside a function."""
+
+    module: str
+    path: str
+    line: int
+    in_function: bool
+
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+def _module_name(path: Path, pkg_dir: Path = PKG_DIR) -> str:
+    parts = list(path.relative_to(pkg_dir.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_package(path: Path) -> bool:
+    return path.name == "__init__.py"
+
+
+def _submodules(pkg_dir: Path) -> set[str]:
+    return {_module_name(p, pkg_dir) for p in pkg_dir.rglob("*.py")}
+
+
+class _Collector(ast.NodeVisitor):
+    def __init__(self, module: str, is_package: bool, path: str, known: set[str]):
+        self.package = module if is_package else module.rpartition(".")[0]
+        self.path, self.known, self.depth, self.found = path, known, 0, []
+
+    def _add(self, module: str, node: ast.AST):
+        self.found.append(Import(module, self.path, node.lineno, self.depth > 0))
+
+    def _function(self, node):
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def visit_Import(self, node: ast.Import):
+        for alias in node.names:
+            self._add(alias.name, node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom):
+        if node.level:
+            base = self.package.split(".")
+            base = base[: len(base) - (node.level - 1)]
+            base = ".".join(base + ([node.module] if node.module else []))
+        else:
+            base = node.module
+        for alias in node.names:  # `from pkg import sub` imports pkg.sub when sub is a module
+            sub = f"{base}.{alias.name}"
+            self._add(sub if sub in self.known else base, node)
+
+    def visit_Call(self, node: ast.Call):  # importlib.import_module("x") / __import__("x")
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+        if name in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str) and not node.args[0].value.startswith("."):
+            self._add(node.args[0].value, node)
+        self.generic_visit(node)
+
+
+def imports_of(source: str, module: str, *, is_package: bool = False, path: str = "<string>",
+               known: set[str] = frozenset()) -> list[Import]:
+    """Every module ``source`` imports (relative imports resolved against ``module``)."""
+    c = _Collector(module, is_package, path, set(known))
+    c.visit(ast.parse(source, filename=path))
+    return c.found
+
+
+def _scan(pkg_dir: Path = PKG_DIR) -> dict[str, list[Import]]:
+    known = _submodules(pkg_dir)
+    out = {}
+    for p in sorted(pkg_dir.rglob("*.py")):
+        rel = str(p.relative_to(pkg_dir.parent))
+        out[_module_name(p, pkg_dir)] = imports_of(p.read_text(encoding="utf-8"), _module_name(p, pkg_dir),
+                                                   is_package=_is_package(p), path=rel, known=known)
+    return out
+
+
+MODULES = _scan()
+
+
+def _under(module: str, prefixes) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _layer_modules(layers) -> list[str]:
+    return sorted(m for m in MODULES if _under(m, [f"{ROOT}.{x}" for x in layers]))
+
+
+def _forbidden_for_numeric(imp: Import) -> str | None:
+    """Why ``imp`` breaks the numerical layers' rule, or None."""
+    if _under(imp.module, THIRD_PARTY_DASK_SIDE):
+        return imp.module.partition(".")[0]
+    if imp.module == ROOT:
+        return "the package root kmp_dask (it imports the estimators)"
+    if _under(imp.module, [f"{ROOT}.{x}" for x in KMP_DASK_SIDE]):
+        return imp.module
+    return None
+
+
+def _report(title: str, bad: list[str]) -> str:
+    return f"{title}:\n  " + "\n  ".join(bad)
+
+
+def test_the_layers_exist():
+    """Guard against a vacuous pass (a renamed directory, a wrong path)."""
+    for layer in NUMERIC_LAYERS + ("estimators", "store", "parallel"):
+        assert _layer_modules([layer]), f"no module found for layer {layer!r} under {PKG_DIR}"
+
+
+def test_numeric_layers_import_no_dask_side_module():
+    bad = []
+    for mod in _layer_modules(NUMERIC_LAYERS):
+        for imp in MODULES[mod]:
+            why = _forbidden_for_numeric(imp)
+            if why is None:
+                continue
+            if mod == f"{ROOT}.expansion" and imp.in_function and _under(imp.module, EXPANSION_LAZY_OK):
+                continue
+            bad.append(f"{imp.where()}: imports {imp.module} ({why})")
+    assert not bad, _report(
+        "kernels/, linalg/, losses.py, blockops/, greedy/ and expansion.py must not import dask, distributed, "
+        "zarr, scikit-learn or kmp_dask's parallel/store/estimators/datasets/cli/root; route dask work "
+        "through kmp_dask.parallel", bad)
+
+
+def _closure_path(start: str, *, functions: bool, stop) -> list[Import] | None:
+    """Module-level (or all, ``functions=True``) import chain from ``start`` to a module for which
+    ``stop(import)`` holds, following kmp_dask modules (and their parent packages below the root)."""
+    seen, queue = {start}, deque([(start, [])])
+    while queue:
+        mod, chain = queue.popleft()
+        for imp in MODULES.get(mod, ()):
+            if imp.in_function and not functions:
+                continue
+            if stop(imp):
+                return chain + [imp]
+            parts = imp.module.split(".")
+            for k in range(2, len(parts) + 1):  # kmp_dask.a, kmp_dask.a.b: each one's code runs
+                nxt = ".".join(parts[:k])
+                if parts[0] == ROOT and nxt in MODULES and nxt not in seen:
+                    seen.add(nxt)
+                    queue.append((nxt, chain + [imp]))
+    return None
+
+
+def _chains(layers, *, functions: bool, stop) -> list[str]:
+    """The shortest offending chain per offending import statement, from any module of ``layers``."""
+    best = {}
+    for mod in _layer_modules(layers):
+        chain = _closure_path(mod, functions=functions, stop=stop)
+        if chain and (chain[-1] not in best or len(chain) < len(best[chain[-1]])):
+            best[chain[-1]] = chain
+    return [" -> ".join(f"{i.where()} imports {i.module}" for i in c) for _, c in sorted(best.items(),
+            key=lambda kv: (kv[0].path, kv[0].line))]
+
+
+def test_numeric_layers_stay_dask_free_transitively():
+    """What a numerical module imports at module level imports no dask-side module either."""
+    bad = _chains(NUMERIC_LAYERS, functions=False, stop=lambda i: _forbidden_for_numeric(i) is not None)
+    assert not bad, _report("numerical layers reach a dask-side module through their imports", bad)
+
+
+def test_estimators_use_parallel_for_dask():
+    bad = [f"{imp.where()}: imports {imp.module}"
+           for mod in _layer_modules(["estimators"]) for imp in MODULES[mod]
+           if _under(imp.module, ("dask", "distributed", "zarr"))]
+    assert not bad, _report(
+        "estimators/ must not import dask, distributed or zarr (also inside functions); put the dask "
+        "code in kmp_dask/parallel/ and call it", bad)
+
+
+def test_store_does_not_import_estimators_or_package_root():
+    """Directly or through other kmp_dask modules, also inside functions."""
+    def forbidden(imp):
+        return imp.module == ROOT or _under(imp.module, [f"{ROOT}.estimators"])
+
+    bad = _chains(["store"], functions=True, stop=forbidden)
+    assert not bad, _report(
+        "store/ must not import kmp_dask.estimators or names from the package root (e.g. take "
+        "__version__ from kmp_dask._version)", bad)
+
+
+# --- the scanner itself: each rule can fail ----------------------------------------------------------
+
+KNOWN = {"kmp_dask", "kmp_dask.greedy", "kmp_dask.greedy._kmp", "kmp_dask.parallel", "kmp_dask.exceptions",
+         "kmp_dask._version"}
+
+
+@pytest.mark.parametrize("source, expect", [
+    ("import dask.array as da", "dask.array"),
+    ("def f():\n    import dask.array as da", "dask.array"),
+    ("class A:\n    def f(self):\n        from distributed import Client", "distributed"),
+    ("from sklearn.utils import check_array", "sklearn.utils"),
+    ("import importlib\nm = importlib.import_module('zarr')", "zarr"),
+    ("from ..parallel import make_engine", "kmp_dask.parallel"),
+    ("from .. import parallel", "kmp_dask.parallel"),
+    ("from .. import __version__", "kmp_dask"),
+    ("from kmp_dask import KMPClassifier", "kmp_dask"),
+])
+def test_scanner_finds_forbidden_imports(source, expect):
+    found = imports_of(source, "kmp_dask.greedy._kmp", path="greedy/_kmp.py", known=KNOWN)
+    assert expect in [i.module for i in found]
+    assert any(_forbidden_for_numeric(i) for i in found)
+
+
+@pytest.mark.parametrize("source", [
+    "import numpy as np\nfrom ..exceptions import PrematureStopWarning",
+    "from .. import exceptions",
+    "from .._version import __version__",
+    "from . import _kmp",
+])
+def test_scanner_accepts_allowed_imports(source):
+    found = imports_of(source, "kmp_dask.greedy._kmp", path="greedy/_kmp.py", known=KNOWN)
+    assert found and not any(_forbidden_for_numeric(i) for i in found)
+
+
+def test_scanner_resolves_package_relative_imports_and_lines():
+    found = imports_of("\n\nfrom ._kmp import x\nfrom .. import parallel", "kmp_dask.greedy", is_package=True,
+                       path="greedy/__init__.py", known=KNOWN)
+    assert [(i.module, i.where(), i.in_function) for i in found] == [
+        ("kmp_dask.greedy._kmp", "greedy/__init__.py:3", False), ("kmp_dask.parallel", "greedy/__init__.py:4", False)]
