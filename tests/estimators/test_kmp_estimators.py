@@ -70,14 +70,38 @@ def test_multiclass_string_labels_iris():
     assert clf.score(X, labels) > 0.95
 
 
-def test_early_stopping_on_classifier():
-    X, y = _reg_data(n=3000)
-    labels = (y > np.median(y)).astype(int)
-    clf = KMPClassifier(n_basis=300, gamma=0.5, random_state=0, validation_fraction=0.2,
-                        n_iter_no_change=8, client="sync").fit(X, labels)
+def test_early_stopping_on_classifier_stops_at_the_validation_plateau():
+    """30% of labels flipped at random around a half-space: validation accuracy reaches the Bayes
+    rate (0.7) within a few atoms and then only fluctuates, so the fit stops early — at the first
+    maximum of the validation curve of the same fit run on without early stopping."""
+    X, _ = _reg_data(n=3000)
+    flip = np.random.default_rng(1).random(3000) < 0.3
+    labels = ((X[:, 0] > 0) ^ flip).astype(int)
+    kw = dict(gamma=0.5, random_state=0, validation_fraction=0.2, client="sync")
+    clf = KMPClassifier(n_basis=300, n_iter_no_change=8, **kw).fit(X, labels)
     assert clf.stop_reason_ == "early_stopping"
-    assert clf.n_basis_ < 300
+    n = clf.n_basis_
+    assert n < 300 - 8
     assert all(0 <= h["val_score"] <= 1 for h in clf.history_)
+    full = KMPClassifier(n_basis=n + 8, **kw).fit(X, labels)  # the 8 non-improving steps as well
+    assert full.stop_reason_ == "n_basis"
+    val = np.array([h["val_score"] for h in full.history_])
+    assert np.argmax(val) == n - 1, val  # kept the best size; no better one in the 8 after it
+    np.testing.assert_array_equal(clf.basis_indices_, full.basis_indices_[:n])
+
+
+def test_early_stopping_does_not_stop_while_validation_improves():
+    """A smooth target, low noise: every few atoms improve the validation MSE, so n_iter_no_change=10
+    never triggers and the model is the one fitted without early stopping."""
+    X, y = _reg_data(n=1500)
+    kw = dict(n_basis=30, gamma=0.5, random_state=0, validation_fraction=0.2, client="sync")
+    est = KMPRegressor(n_iter_no_change=10, **kw).fit(X, y)
+    ref = KMPRegressor(**kw).fit(X, y)
+    assert est.stop_reason_ == "n_basis" and est.n_basis_ == 30
+    val = np.array([h["val_score"] for h in est.history_])
+    assert val[-1] > val[0] + 0.1 and np.argmax(val) > 30 - 10
+    np.testing.assert_array_equal(est.basis_indices_, ref.basis_indices_)
+    np.testing.assert_array_equal(est.dual_coef_, ref.dual_coef_)
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.special import expit
+from sklearn.datasets import make_blobs
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 
@@ -120,9 +122,42 @@ def test_prefit_refuses_other_losses():
 
 def test_predict_proba_only_for_logistic():
     X, y = _two_moons(n=100)
-    assert not hasattr(KMPClassifier(loss="tanh").fit(X, y), "predict_proba")
-    P = KMPClassifier(loss="logistic", n_basis=10, client="sync").fit(X, y).predict_proba(X)
-    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    assert not hasattr(KMPClassifier(loss="tanh", client="sync").fit(X, y), "predict_proba")
+    assert hasattr(KMPClassifier(loss="logistic", n_basis=3, client="sync").fit(X, y), "predict_proba")
+
+
+def test_binary_predict_proba_is_the_logistic_of_the_decision_function():
+    X, y = _two_moons(n=300, flip=0.1)
+    clf = KMPClassifier(loss="logistic", n_basis=15, gamma=2.0, random_state=0, client="sync").fit(X, y)
+    f = clf.decision_function(X)
+    P = clf.predict_proba(X)
+    assert P.shape == (300, 2) and np.ptp(f) > 2.0  # not all near 1/2: the check below has teeth
+    np.testing.assert_allclose(P[:, 1], expit(f), rtol=1e-12)
+    np.testing.assert_allclose(P[:, 0], expit(-f), rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(clf.classes_[(P[:, 1] > 0.5).astype(int)], clf.predict(X))
+
+
+def test_multiclass_predict_proba_follows_the_one_vs_rest_decisions():
+    """σ(f_k) per output, normalised over classes: ranks like the decision values, and predict
+    (argmax f) is argmax P; on dask input chunk by chunk the same numbers."""
+    import dask.array as da
+
+    X, y = make_blobs(n_samples=450, centers=3, cluster_std=1.5, random_state=0)
+    labels = np.array(["a", "b", "c"])[y]
+    clf = KMPClassifier(loss="logistic", n_basis=20, gamma=0.1, ridge=1e-3, random_state=0,
+                        client="sync").fit(X, labels)
+    F = clf.decision_function(X)
+    P = clf.predict_proba(X)
+    assert np.abs(F).max() < 50  # predict_proba clips f to ±50 against overflow: not reached here
+    S = expit(F)
+    np.testing.assert_allclose(P, S / S.sum(axis=1, keepdims=True), rtol=1e-12)
+    assert np.all((F[:, :, None] > F[:, None, :]) <= (P[:, :, None] >= P[:, None, :]))  # monotone in f
+    assert np.mean(np.ptp(P, axis=1) > 0.5) > 0.5  # mostly confident rows: the checks have teeth
+    np.testing.assert_array_equal(clf.classes_[P.argmax(axis=1)], clf.predict(X))
+    assert np.mean(clf.predict(X) == labels) > 0.75
+    Pd = clf.predict_proba(da.from_array(X, chunks=100))
+    assert isinstance(Pd, da.Array) and Pd.chunks == ((100,) * 4 + (50,), (3,))
+    np.testing.assert_allclose(Pd.compute(), P, rtol=1e-12)
 
 
 def test_refit_schedule_auto_is_geometric():
