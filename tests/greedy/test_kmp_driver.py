@@ -116,7 +116,11 @@ def test_duplicates_never_give_nan(dtype, mode):
     X, y = _data(n=200, seed=6)
     X = np.vstack([X, X[:100]]).astype(dtype)  # 100 exact duplicate rows
     y = np.concatenate([y, y[:100]])
-    res = _fit(X, y, n_basis=150, fit_mode=mode, candidates="all")
+    if dtype == np.float32:  # rounding lets a duplicate's column win the scoring: skipped, with a warning
+        with pytest.warns(PrematureStopWarning, match="numerically dependent"):
+            res = _fit(X, y, n_basis=150, fit_mode=mode, candidates="all")
+    else:
+        res = _fit(X, y, n_basis=150, fit_mode=mode, candidates="all")
     assert np.all(np.isfinite(res.coef))
     assert len(set(map(tuple, res.basis_vectors))) == len(res.basis_vectors)
     assert res.stop_reason.value in ("linear_dependence", "converged", "n_basis")
