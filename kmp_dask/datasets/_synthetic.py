@@ -165,7 +165,8 @@ def _gen_chunk_rows(chunk_rows, n_rows: int, n_features: int, dtype) -> int:
 
 def make_classification_store(target, n_rows: int, n_features: int = 54, n_classes: int = 7, *,
                               chunk_rows=None, random_state: int = 0, dtype="float32",
-                              overwrite=False, client=None, storage_options=None) -> ZarrStore:
+                              overwrite=False, client=None, storage_options=None,
+                              progress=None) -> ZarrStore:
     """Write the synthetic classification dataset chunk by chunk (see :func:`make_classification`).
 
     Parameters
@@ -183,6 +184,8 @@ def make_classification_store(target, n_rows: int, n_features: int = 54, n_class
     client : distributed.Client, optional
         Generate and write chunks in parallel (one task per chunk; local path only).
     storage_options : dict, optional
+    progress : bool or callable, optional
+        Rows written, as for :func:`~kmp_dask.store.create_store` (serial writes only).
 
     Returns
     -------
@@ -198,12 +201,13 @@ def make_classification_store(target, n_rows: int, n_features: int = 54, n_class
         target, int(n_rows), fn, chunk_rows=_gen_chunk_rows(chunk_rows, n_rows, n_features, dtype),
         overwrite=overwrite, classes=list(range(int(n_classes))), dtype=dtype,
         provenance={"source": "kmp_dask.datasets.make_classification_store", "params": params},
-        storage_options=storage_options, client=client)
+        storage_options=storage_options, client=client, progress=progress)
 
 
 def make_regression_store(target, n_rows: int, n_features: int = 8, *, noise: float = 0.1,
                           chunk_rows=None, random_state: int = 0, dtype="float32",
-                          overwrite=False, client=None, storage_options=None) -> ZarrStore:
+                          overwrite=False, client=None, storage_options=None,
+                          progress=None) -> ZarrStore:
     """Write the synthetic regression dataset chunk by chunk (see :func:`make_regression`).
 
     Parameters are as for :func:`make_classification_store`, plus ``noise``
@@ -223,4 +227,4 @@ def make_regression_store(target, n_rows: int, n_features: int = 8, *, noise: fl
         target, int(n_rows), fn, chunk_rows=_gen_chunk_rows(chunk_rows, n_rows, n_features, dtype),
         overwrite=overwrite, dtype=dtype,
         provenance={"source": "kmp_dask.datasets.make_regression_store", "params": params},
-        storage_options=storage_options, client=client)
+        storage_options=storage_options, client=client, progress=progress)

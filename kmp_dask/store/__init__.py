@@ -3,7 +3,7 @@
 See docs/store.md for the on-disk layout, the attribute schema and the
 atomicity and one-writer-per-chunk rules.
 """
-from ._base import DataStore, RowReader, default_chunk_rows, row_partitions
+from ._base import DataStore, RowReader, StoreCorruptError, default_chunk_rows, row_partitions
 from ._ingest import (
     as_store,
     create_store,
@@ -15,7 +15,7 @@ from ._ingest import (
 )
 from ._memory import InMemoryStore, MemoryRowReader
 from ._schema import SCHEMA_VERSION, RunningStats
-from ._zarr import ZarrRowReader, ZarrStore
+from ._zarr import ZarrRowReader, ZarrStore, check_target_free
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -24,9 +24,11 @@ __all__ = [
     "MemoryRowReader",
     "RowReader",
     "RunningStats",
+    "StoreCorruptError",
     "ZarrRowReader",
     "ZarrStore",
     "as_store",
+    "check_target_free",
     "create_store",
     "default_chunk_rows",
     "open_store",

@@ -15,6 +15,7 @@ import numpy as np
 __all__ = [
     "DataStore",
     "RowReader",
+    "StoreCorruptError",
     "chunk_bounds",
     "default_chunk_rows",
     "gather_rows",
@@ -26,6 +27,32 @@ TARGET_CHUNK_BYTES = 16 * 2**20
 #: Smallest and largest default number of rows per chunk.
 MIN_CHUNK_ROWS = 1024
 MAX_CHUNK_ROWS = 2**20
+
+
+class StoreCorruptError(ValueError):
+    """A chunk of a store cannot be read back: its bytes do not decode to the stored array.
+
+    The message names the store, the array, the chunk (index and row range) and its file.
+
+    Attributes
+    ----------
+    url : str or None
+        Location of the store.
+    array : str or None
+        ``"X"`` or ``"y"``.
+    chunk : int or None
+        Index of the chunk along rows.
+    rows : tuple of int or None
+        ``(start, stop)`` rows held by the chunk.
+    key : str or None
+        Path of the chunk inside the store (``"X/c/3/0"``).
+    """
+
+    def __init__(self, message: str, *, url: str | None = None, array: str | None = None,
+                 chunk: int | None = None, rows: tuple[int, int] | None = None,
+                 key: str | None = None):
+        super().__init__(message)
+        self.url, self.array, self.chunk, self.rows, self.key = url, array, chunk, rows, key
 
 
 @runtime_checkable

@@ -6,8 +6,11 @@ Per-feature mean and std are accumulated in the same single pass as the write.
 """
 from __future__ import annotations
 
+import csv
 import functools
 import os
+import re
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +36,7 @@ from ._validation import (
     raise_nonfinite,
     resolve_dtype,
 )
-from ._zarr import ZarrSink, ZarrStore, atomic_target
+from ._zarr import ZarrSink, ZarrStore, atomic_target, check_target_free
 
 __all__ = [
     "as_store",
@@ -65,6 +68,35 @@ class _Meta:
         """Schema attributes once all rows are written."""
         return make_attrs(n_rows=stats.n, feature_names=self.feature_names, classes=self.classes,
                           stats=stats, provenance=self.provenance)
+
+
+class _Progress:
+    """Rows written so far, shown as a tqdm bar (``progress=True``) or passed to a callback.
+
+    ``progress`` is False/None (silent), True (a bar on stderr) or a callable
+    ``progress(rows_done, rows_total_or_None)``.
+    """
+
+    def __init__(self, progress, total: int | None, desc: str):
+        self.total, self.done, self.bar, self.callback = total, 0, None, None
+        if callable(progress):
+            self.callback = progress
+        elif progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="rows", unit_scale=True, file=sys.stderr,
+                            dynamic_ncols=True)
+
+    def update(self, n: int) -> None:
+        self.done += int(n)
+        if self.bar is not None:
+            self.bar.update(int(n))
+        if self.callback is not None:
+            self.callback(self.done, self.total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _make_meta(X: np.ndarray, y: np.ndarray | None, *, n_rows: int, chunk_rows, dtype,
@@ -124,15 +156,20 @@ def _concat(xs: list, ys: list) -> Block:
 
 
 def _write_stream(target, blocks: Iterable[Block], *, n_rows_hint: int, overwrite: bool,
-                  storage_options, **meta_kw) -> ZarrStore:
+                  storage_options, progress=None, n_rows_total: int | None = None,
+                  **meta_kw) -> ZarrStore:
     """Serial single-writer ingest of a block stream; memory is bounded by one chunk."""
     it = iter(blocks)
     first = next(it, None)
     if first is None or first[0].shape[0] == 0:
         raise DataValidationError("no rows to store: the input is empty.")
     meta = _make_meta(*first, n_rows=n_rows_hint, **meta_kw)
-    with atomic_target(target, overwrite=overwrite, storage_options=storage_options) as tmp:
-        _write_batches(tmp, _rebatch(_chain(first, it), meta.chunk_rows), meta)
+    bar = _Progress(progress, n_rows_total, "ingest")
+    try:
+        with atomic_target(target, overwrite=overwrite, storage_options=storage_options) as tmp:
+            _write_batches(tmp, _rebatch(_chain(first, it), meta.chunk_rows), meta, bar)
+    finally:
+        bar.close()
     return ZarrStore(target, storage_options=storage_options)
 
 
@@ -141,7 +178,8 @@ def _chain(first: Block, rest: Iterator[Block]) -> Iterator[Block]:
     yield from rest
 
 
-def _write_batches(tmp, batches: Iterator[Block], meta: _Meta) -> RunningStats:
+def _write_batches(tmp, batches: Iterator[Block], meta: _Meta,
+                   bar: _Progress | None = None) -> RunningStats:
     """Create the arrays lazily (chunk_rows clamped to a lone short block) and write."""
     stats, start, sink = RunningStats.empty(meta.n_features), 0, None
     for X, y in batches:
@@ -154,6 +192,8 @@ def _write_batches(tmp, batches: Iterator[Block], meta: _Meta) -> RunningStats:
         sink.write(start, X, y)
         stats = stats.merge(RunningStats.of_block(X))
         start += X.shape[0]
+        if bar is not None:
+            bar.update(X.shape[0])
     sink.finish(meta.attrs(stats))
     return stats
 
@@ -170,7 +210,8 @@ def _row_ranges(n_rows: int, chunk_rows: int) -> list[tuple[int, int]]:
 
 
 def create_store(target, X, y=None, *, chunk_rows=None, overwrite=False, feature_names=None,
-                 classes=None, provenance=None, dtype=None, storage_options=None) -> ZarrStore:
+                 classes=None, provenance=None, dtype=None, storage_options=None,
+                 progress=None) -> ZarrStore:
     """Write NumPy data to a new zarr store, atomically.
 
     Parameters
@@ -195,6 +236,9 @@ def create_store(target, X, y=None, *, chunk_rows=None, overwrite=False, feature
         Storage dtype of ``X``.
     storage_options : dict, optional
         fsspec options for URL targets.
+    progress : bool or callable, optional
+        True shows a tqdm bar of rows written (on stderr); a callable is called as
+        ``progress(rows_done, rows_total)`` after each chunk. Default: silent.
 
     Returns
     -------
@@ -205,8 +249,9 @@ def create_store(target, X, y=None, *, chunk_rows=None, overwrite=False, feature
     DataValidationError
         Bad shape, dtype, length, empty or non-finite data.
     StoreExistsError
-        ``target`` exists and ``overwrite`` is False.
+        ``target`` exists and ``overwrite`` is False (checked before anything else).
     """
+    check_target_free(target, overwrite=overwrite, storage_options=storage_options)
     X = as_numpy_X(X)
     y = as_numpy_y(y, X.shape[0])
     chunk_rows = chunk_rows or default_chunk_rows(*X.shape, resolve_dtype(dtype, X.dtype).itemsize)
@@ -214,7 +259,7 @@ def create_store(target, X, y=None, *, chunk_rows=None, overwrite=False, feature
     return _write_stream(target, blocks, n_rows_hint=X.shape[0], overwrite=overwrite,
                          storage_options=storage_options, chunk_rows=chunk_rows, dtype=dtype,
                          feature_names=feature_names, classes=classes, provenance=provenance,
-                         source="numpy")
+                         source="numpy", progress=progress, n_rows_total=X.shape[0])
 
 
 @dataclass(frozen=True)
@@ -292,6 +337,7 @@ def store_from_dask(target, X, y=None, *, chunk_rows=None, overwrite=False, feat
     import dask
     import dask.array as da
 
+    check_target_free(target, overwrite=overwrite, storage_options=storage_options)
     check_dask_X(X)
     n_rows = int(X.shape[0])
     if y is not None:
@@ -317,7 +363,8 @@ def store_from_dask(target, X, y=None, *, chunk_rows=None, overwrite=False, feat
 
 def store_from_blocks(target, n_rows: int, block_fn: Callable[[int, int], Block], *,
                       chunk_rows=None, overwrite=False, feature_names=None, classes=None,
-                      provenance=None, dtype=None, storage_options=None, client=None) -> ZarrStore:
+                      provenance=None, dtype=None, storage_options=None, client=None,
+                      progress=None) -> ZarrStore:
     """Write a store whose rows ``[start, stop)`` are produced by ``block_fn(start, stop)``.
 
     Without ``client`` the chunks are produced and written one after another
@@ -335,11 +382,14 @@ def store_from_blocks(target, n_rows: int, block_fn: Callable[[int, int], Block]
         ``client`` is given.
     client : distributed.Client, optional
         Write chunks in parallel on the cluster.
+    progress : bool or callable, optional
+        As for :func:`create_store` (serial writes only; ignored with ``client``).
 
     Returns
     -------
     ZarrStore
     """
+    check_target_free(target, overwrite=overwrite, storage_options=storage_options)
     if int(n_rows) < 1:
         raise DataValidationError(f"n_rows must be >= 1; got {n_rows}.")
     meta_kw = dict(chunk_rows=chunk_rows, dtype=dtype, feature_names=feature_names,
@@ -351,7 +401,8 @@ def store_from_blocks(target, n_rows: int, block_fn: Callable[[int, int], Block]
     if client is None:
         blocks = (block_fn(a, b) for a, b in _row_ranges(int(n_rows), meta_kw["chunk_rows"]))
         return _write_stream(target, blocks, n_rows_hint=int(n_rows), overwrite=overwrite,
-                             source="block function", **meta_kw)
+                             source="block function", progress=progress,
+                             n_rows_total=int(n_rows), **meta_kw)
     return _client_ingest(target, int(n_rows), block_fn, client, overwrite, meta_kw)
 
 
@@ -388,39 +439,171 @@ def _resolve_label(columns: list, label_column) -> Any:
     return label_column
 
 
-def _csv_classes(path, label, read_kw: dict) -> list:
-    """Extra pass over the label column only: sorted, stripped text labels."""
-    import pandas as pd
+class _CsvSource:
+    """A CSV file read in chunks by pandas, with errors that name the row, line and value.
 
+    Rows are numbered from 0 among the data rows (as in the other ingest messages);
+    lines are the file's physical 1-based line numbers, as an editor shows them.
+    """
+
+    _TOKENIZE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+    def __init__(self, path, delimiter: str, header):
+        self.path, self.name = path, os.fspath(path)
+        self.delimiter = delimiter
+        self.read_kw = dict(sep=delimiter, header=header)
+        if header is None:
+            self.header_lines = 0
+        elif header == "infer":
+            self.header_lines = 1
+        else:
+            self.header_lines = int(max(np.atleast_1d(header))) + 1
+        self.n_columns = None
+
+    def read(self, **kw):
+        """``pandas.read_csv`` of the whole file (or ``nrows``), tokenizer errors translated."""
+        import pandas as pd
+
+        try:
+            return pd.read_csv(self.path, **self.read_kw, **kw)
+        except pd.errors.ParserError as exc:
+            raise self._parser_error(exc) from None
+
+    def frames(self, chunk_rows: int, **kw) -> Iterator:
+        """Chunks of ``chunk_rows`` rows (continuing row index), tokenizer errors translated."""
+        import pandas as pd
+
+        try:
+            with pd.read_csv(self.path, chunksize=chunk_rows, **self.read_kw, **kw) as parts:
+                yield from parts
+        except pd.errors.ParserError as exc:
+            raise self._parser_error(exc) from None
+
+    def _parser_error(self, exc) -> DataValidationError:
+        found = self._TOKENIZE.search(str(exc))
+        if not found:
+            return DataValidationError(f"cannot parse CSV file {self.name!r}: {str(exc).strip()}")
+        want, line, saw = map(int, found.groups())
+        row = self._row_of_line(line)
+        where = f"line {line}" + (f" (data row {row})" if row is not None else "")
+        return DataValidationError(
+            f"{where} of CSV file {self.name!r} is too long: it has {saw} fields but the file "
+            f"has {want} columns; fix or drop that line (a stray delimiter or an unquoted text "
+            "field with a comma?)."
+        )
+
+    def _data_lines(self) -> Iterator[tuple[int, int, str]]:
+        """``(row, line_number, text)`` of the non-blank data lines."""
+        import fsspec
+
+        with fsspec.open(self.path, mode="rt", encoding="utf-8", errors="replace", newline="") as fh:
+            row, skipped = 0, 0
+            for lineno, text in enumerate(fh, start=1):
+                if not text.strip():
+                    continue
+                if skipped < self.header_lines:
+                    skipped += 1
+                    continue
+                yield row, lineno, text.rstrip("\r\n")
+                row += 1
+
+    def _row_of_line(self, line: int) -> int | None:
+        for row, lineno, _ in self._data_lines():
+            if lineno == line:
+                return row
+            if lineno > line:
+                break
+        return None
+
+    def line_of_row(self, row: int) -> tuple[int | None, str | None]:
+        """Physical line number and text of data row ``row`` (None if not found)."""
+        for r, lineno, text in self._data_lines():
+            if r == row:
+                return lineno, text
+        return None, None
+
+    def check_probe(self, probe) -> None:
+        """pandas silently turns the first column into the index when the first data row is
+        longer than the header; report that row instead."""
+        import pandas as pd
+
+        if isinstance(probe.index, pd.RangeIndex):
+            return
+        line, text = self.line_of_row(0)
+        n_fields = len(next(csv.reader([text], delimiter=self.delimiter))) if text else "more"
+        raise DataValidationError(
+            f"{self._where(0, line)} is too long: it has {n_fields} fields but the file has "
+            f"{len(probe.columns)} columns; fix or drop that line (a stray delimiter or an "
+            "unquoted text field with a comma?)."
+        )
+
+    def _where(self, row: int, line: int | None) -> str:
+        return f"row {row}" + (f" (line {line} of {self.name!r})" if line else f" of {self.name!r}")
+
+    def check_missing(self, df) -> None:
+        """Refuse empty / NA cells, telling a short row apart from a missing value."""
+        missing = df.isna().to_numpy()
+        if not missing.any():
+            return
+        i, j = np.argwhere(missing)[0]
+        row, column = int(df.index[i]), df.columns[j]
+        line, text = self.line_of_row(row)
+        if text is not None:
+            n_fields = len(next(csv.reader([text], delimiter=self.delimiter)))
+            if n_fields < self.n_columns:
+                raise DataValidationError(
+                    f"{self._where(row, line)} is short: it has {n_fields} field"
+                    f"{'s' if n_fields != 1 else ''} but the file has {self.n_columns} columns "
+                    f"({text[:80]!r}); complete or drop that line."
+                )
+        raise DataValidationError(
+            f"column {str(column)!r} has a missing value (empty, NA or NaN) at "
+            f"{self._where(row, line)}; fill in or drop missing values before ingest."
+        )
+
+    def check_numeric(self, feats) -> None:
+        """Refuse non-numeric feature columns, naming the first bad cell (column, row, value)."""
+        import pandas as pd
+
+        bad = [c for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
+        if not bad:
+            return
+        col = feats[bad[0]]
+        as_num = pd.to_numeric(col, errors="coerce")
+        cells = col[as_num.isna() & col.notna()]
+        detail = ""
+        if len(cells):
+            row = int(cells.index[0])
+            line, _ = self.line_of_row(row)
+            detail = (f": column {str(bad[0])!r} holds {cells.iloc[0]!r} at row {row}"
+                      + (f" (line {line})" if line else ""))
+        raise DataValidationError(
+            f"column(s) {[str(c) for c in bad]} of {self.name!r} are not numeric{detail}. Fix "
+            "that value, or encode the column(s) (e.g. pandas.get_dummies) before ingest, or "
+            "drop them."
+        )
+
+
+def _csv_classes(source: _CsvSource, label) -> list:
+    """Extra pass over the label column only: sorted, stripped text labels."""
     labels: set = set()
-    with pd.read_csv(path, usecols=[label], dtype={label: str}, chunksize=100_000,
-                     **read_kw) as parts:
-        for part in parts:
-            labels.update(part[label].str.strip())
+    for part in source.frames(100_000, usecols=[label], dtype={label: str}):
+        labels.update(part[label].dropna().str.strip())
     return sorted(labels)
 
 
-def _csv_blocks(path, label, classes, chunk_rows: int, read_kw: dict) -> Iterator[Block]:
+def _csv_blocks(source: _CsvSource, label, classes, chunk_rows: int) -> Iterator[Block]:
     """Stream ``(X, y)`` blocks of ``chunk_rows`` rows from a CSV file."""
-    import pandas as pd
-
     codes = None if classes is None else {c: i for i, c in enumerate(classes)}
-    with pd.read_csv(path, chunksize=chunk_rows, **read_kw) as frames:
-        for df in frames:
-            yield _csv_frame_block(df, label, codes, path)
+    for df in source.frames(chunk_rows):
+        yield _csv_frame_block(df, label, codes, source)
 
 
-def _csv_frame_block(df, label, codes: dict | None, path) -> Block:
-    """``(X, y)`` of one CSV chunk, refusing non-numeric feature columns."""
-    import pandas as pd
-
+def _csv_frame_block(df, label, codes: dict | None, source: _CsvSource) -> Block:
+    """``(X, y)`` of one CSV chunk, refusing short rows, missing and non-numeric values."""
+    source.check_missing(df)
     feats = df if label is None else df.drop(columns=[label])
-    bad = [str(c) for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
-    if bad:
-        raise DataValidationError(
-            f"column(s) {bad} of {os.fspath(path)!r} are not numeric; encode them "
-            "(e.g. pandas.get_dummies) before ingest, or drop them."
-        )
+    source.check_numeric(feats)
     return feats.to_numpy(), None if label is None else _encode_labels(df[label], codes)
 
 
@@ -435,13 +618,14 @@ def _encode_labels(col, codes: dict | None) -> np.ndarray:
 
 def store_from_csv(target, path, *, label_column=-1, delimiter=",", header="infer",
                    chunk_rows=None, overwrite=False, feature_names=None, provenance=None,
-                   dtype=None, storage_options=None) -> ZarrStore:
+                   dtype=None, storage_options=None, progress=None) -> ZarrStore:
     """Stream a CSV file into a new store; memory is bounded by one chunk.
 
     Parameters
     ----------
-    target, chunk_rows, overwrite, provenance, dtype, storage_options
-        As for :func:`create_store`.
+    target, chunk_rows, overwrite, provenance, dtype, storage_options, progress
+        As for :func:`create_store`. An existing ``target`` is reported before the file
+        is read.
     path : str or os.PathLike
         CSV file.
     label_column : int, str or None, default=-1
@@ -457,26 +641,41 @@ def store_from_csv(target, path, *, label_column=-1, delimiter=",", header="infe
     Returns
     -------
     ZarrStore
+
+    Raises
+    ------
+    StoreExistsError
+        ``target`` exists and ``overwrite`` is False.
+    FileNotFoundError
+        No file at ``path``.
+    DataValidationError
+        A short or long row, a missing or non-numeric value: the message names the row, the
+        file's line number, the column and the value.
     """
     import pandas as pd
 
-    read_kw = dict(sep=delimiter, header=header)
-    probe = pd.read_csv(path, nrows=2, **read_kw)
+    check_target_free(target, overwrite=overwrite, storage_options=storage_options)
+    if "://" not in os.fspath(path) and not os.path.isfile(path):
+        raise FileNotFoundError(f"path={os.fspath(path)!r}: no such CSV file.")
+    source = _CsvSource(path, delimiter, header)
+    probe = source.read(nrows=2)
+    source.check_probe(probe)
     columns = list(probe.columns)
+    source.n_columns = len(columns)
     label = _resolve_label(columns, label_column)
     feat_cols = [c for c in columns if c != label]
     if feature_names is None and header is not None:
         feature_names = [str(c) for c in feat_cols]
     text_labels = label is not None and not pd.api.types.is_numeric_dtype(probe[label])
-    classes = _csv_classes(path, label, read_kw) if text_labels else None
+    classes = _csv_classes(source, label) if text_labels else None
     itemsize = resolve_dtype(dtype, np.dtype(np.float64)).itemsize
     chunk_rows = chunk_rows or default_chunk_rows(2**31, max(1, len(feat_cols)), itemsize)
-    blocks = _csv_blocks(path, label, classes, chunk_rows, read_kw)
+    blocks = _csv_blocks(source, label, classes, chunk_rows)
     prov = {"path": os.fspath(path), "label_column": str(label), **(provenance or {})}
     return _write_stream(target, blocks, n_rows_hint=2**31, overwrite=overwrite,
                          storage_options=storage_options, chunk_rows=chunk_rows, dtype=dtype,
                          feature_names=feature_names, classes=classes, provenance=prov,
-                         source="csv")
+                         source="csv", progress=progress)
 
 
 def _libsvm_records(path) -> Iterator[tuple[int, str]]:
@@ -509,14 +708,20 @@ def _parse_libsvm_line(lineno: int, data: str) -> tuple[float, list[int], list[f
     return y, idx, vals
 
 
-def _libsvm_scan(path) -> tuple[int, int, bool]:
+def _libsvm_scan(path, progress=None) -> tuple[int, int, bool]:
     """First pass: number of rows, largest feature index, whether all labels are integers."""
     n_rows, max_idx, integral = 0, 0, True
-    for lineno, data in _libsvm_records(path):
-        y, idx, _ = _parse_libsvm_line(lineno, data)
-        n_rows += 1
-        max_idx = max([max_idx, *idx])
-        integral = integral and float(y).is_integer()
+    bar = _Progress(progress is True, None, "scan")  # a callback sees the write pass only
+    try:
+        for lineno, data in _libsvm_records(path):
+            y, idx, _ = _parse_libsvm_line(lineno, data)
+            n_rows += 1
+            max_idx = max([max_idx, *idx])
+            integral = integral and float(y).is_integer()
+            if n_rows % 10_000 == 0:
+                bar.update(10_000)
+    finally:
+        bar.close()
     return n_rows, max_idx, integral
 
 
@@ -539,7 +744,7 @@ def _take(it: Iterator, n: int) -> list:
 
 def store_from_libsvm(target, path, *, n_features=None, chunk_rows=None, overwrite=False,
                       feature_names=None, provenance=None, dtype=None,
-                      storage_options=None) -> ZarrStore:
+                      storage_options=None, progress=None) -> ZarrStore:
     """Stream a LIBSVM/svmlight text file into a new store (two passes over the file).
 
     The first pass finds the number of rows, the number of features (largest
@@ -549,8 +754,9 @@ def store_from_libsvm(target, path, *, n_features=None, chunk_rows=None, overwri
 
     Parameters
     ----------
-    target, chunk_rows, overwrite, feature_names, provenance, dtype, storage_options
-        As for :func:`create_store`.
+    target, chunk_rows, overwrite, feature_names, provenance, dtype, storage_options, progress
+        As for :func:`create_store`. An existing ``target`` is reported before the file
+        is read.
     path : str or os.PathLike
         LIBSVM file (``label idx:value idx:value ...``, 1-based indices).
     n_features : int, optional
@@ -560,7 +766,8 @@ def store_from_libsvm(target, path, *, n_features=None, chunk_rows=None, overwri
     -------
     ZarrStore
     """
-    n_rows, max_idx, integral = _libsvm_scan(path)
+    check_target_free(target, overwrite=overwrite, storage_options=storage_options)
+    n_rows, max_idx, integral = _libsvm_scan(path, progress)
     if n_rows == 0:
         raise DataValidationError(f"no rows to store: {os.fspath(path)!r} has no data lines.")
     if n_features is None:
@@ -579,7 +786,8 @@ def store_from_libsvm(target, path, *, n_features=None, chunk_rows=None, overwri
     return _write_stream(target, _libsvm_blocks(path, n_features, chunk_rows, y_dtype),
                          n_rows_hint=n_rows, overwrite=overwrite, storage_options=storage_options,
                          chunk_rows=chunk_rows, dtype=dtype, feature_names=feature_names,
-                         classes=None, provenance=prov, source="libsvm")
+                         classes=None, provenance=prov, source="libsvm", progress=progress,
+                         n_rows_total=n_rows)
 
 
 def open_store(target, *, storage_options=None) -> ZarrStore:

@@ -67,9 +67,39 @@ def check_y_meta(shape: tuple, dtype: np.dtype, n_rows: int) -> None:
 
 def as_numpy_X(X: Any) -> np.ndarray:
     """Convert ``X`` to a validated 2-D numeric ndarray (no copy when possible)."""
+    names = [str(c) for c in X.columns] if hasattr(X, "columns") else None
     arr = np.asarray(X)
+    if arr.ndim == 2 and arr.size and arr.dtype.kind not in _NUMERIC_KINDS:
+        _raise_non_numeric_column(arr, names)
     check_X_meta(arr.shape, arr.dtype)
     return arr
+
+
+def _raise_non_numeric_column(arr: np.ndarray, names: list[str] | None) -> None:
+    """Name the first column (and its first cell) of a text/object ``X`` that is not a number."""
+    hint = ("Encode categorical columns first, e.g. with pandas.get_dummies, and convert with "
+            "X.astype('float64').")
+    for j in range(arr.shape[1]):
+        col = arr[:, j]
+        try:
+            col.astype(np.float64)
+            continue
+        except (TypeError, ValueError):
+            pass
+        for i, value in enumerate(col):
+            try:
+                float(value)
+            except (TypeError, ValueError):
+                label = f"column {j}" + (f" ({names[j]!r})" if names else "")
+                value = value.item() if isinstance(value, np.generic) else value
+                raise DataValidationError(
+                    f"X must be numeric; got dtype {arr.dtype}: {label} holds {value!r} at row "
+                    f"{i}. {hint}"
+                ) from None
+    raise DataValidationError(
+        f"X must be numeric; got dtype {arr.dtype} (text or objects), although every value "
+        "reads as a number: convert it with X.astype('float64')."
+    )
 
 
 def as_numpy_y(y: Any, n_rows: int) -> np.ndarray | None:

@@ -19,7 +19,7 @@ import numpy as np
 import zarr
 
 from ..exceptions import StoreExistsError, StoreSchemaError
-from ._base import check_range, dask_row_chunk, gather_rows, regular_chunks
+from ._base import StoreCorruptError, check_range, dask_row_chunk, gather_rows, regular_chunks
 from ._schema import RunningStats, check_attrs
 from ._validation import (
     as_numpy_X,
@@ -29,7 +29,7 @@ from ._validation import (
     raise_nonfinite,
 )
 
-__all__ = ["Location", "ZarrRowReader", "ZarrSink", "ZarrStore", "atomic_target"]
+__all__ = ["Location", "ZarrRowReader", "ZarrSink", "ZarrStore", "atomic_target", "check_target_free"]
 
 
 def default_compressors() -> tuple:
@@ -99,6 +99,20 @@ class Location:
         )
 
 
+def check_target_free(target: str | os.PathLike, *, overwrite: bool,
+                      storage_options: dict | None = None) -> None:
+    """Raise :class:`StoreExistsError` if something is at ``target`` and ``overwrite`` is False.
+
+    Ingest functions call this before reading their source, so that an existing target
+    is reported before any work (:func:`atomic_target` checks again before writing).
+    """
+    final = Location.parse(target, storage_options)
+    if final.exists() and not overwrite:
+        raise StoreExistsError(
+            f"a store already exists at {final.url!r}; pass overwrite=True to replace it."
+        )
+
+
 @contextmanager
 def atomic_target(
     target: str | os.PathLike, *, overwrite: bool, storage_options: dict | None = None
@@ -109,11 +123,8 @@ def atomic_target(
     as it was. With ``overwrite=True`` an existing target is moved aside, the
     new store moved in, and only then the old one deleted.
     """
+    check_target_free(target, overwrite=overwrite, storage_options=storage_options)
     final = Location.parse(target, storage_options)
-    if final.exists() and not overwrite:
-        raise StoreExistsError(
-            f"a store already exists at {final.url!r}; pass overwrite=True to replace it."
-        )
     tmp = final.sibling(f".tmp-{uuid.uuid4().hex}")
     try:
         yield tmp
@@ -242,7 +253,9 @@ class ZarrRowReader:
         """Return ``(X[start:stop], y[start:stop] or None)``."""
         start, stop = check_range(start, stop, sum(self.row_chunks))
         X, y = self._open()
-        return X[start:stop], (None if y is None else y[start:stop])
+        url = self.location.url
+        return (read_checked(X, "X", url, start, stop),
+                None if y is None else read_checked(y, "y", url, start, stop))
 
     def read_rows(self, idx: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Return the rows ``idx`` (any order, repeats allowed), one read per touched chunk."""
@@ -351,8 +364,52 @@ class ZarrStore:
         if arr is None:
             raise KeyError(f"store has no array {name!r}; available: "
                            f"{['X'] + (['y'] if self.has_y else [])}.")
+        from dask.base import tokenize
+
         rows = dask_row_chunk(chunks, self.chunk_rows)
-        return da.from_zarr(arr, chunks=(rows, *arr.shape[1:]))
+        return da.from_array(
+            _CheckedArray(arr, name, self.url), chunks=(rows, *arr.shape[1:]),
+            name=f"from-zarr-{tokenize(arr, name, rows)}", meta=np.empty((0,) * arr.ndim, arr.dtype),
+            asarray=False, fancy=False,
+        )
+
+    def verify(self, callback=None) -> int:
+        """Read every chunk of ``X`` and ``y`` back and check it; return the number of chunks.
+
+        Parameters
+        ----------
+        callback : callable, optional
+            Called as ``callback(n_done, n_total)`` after each chunk.
+
+        Raises
+        ------
+        StoreCorruptError
+            For the first chunk that cannot be decoded, or that holds a non-finite value
+            (ingest refuses them, so the file was changed afterwards); the message names the
+            store, the array, the chunk (index, rows) and its file.
+        """
+        arrays = [("X", self._X)] + ([("y", self._y)] if self._y is not None else [])
+        bounds = [(a, a + n) for a, n in zip(np.cumsum((0,) + self.row_chunks[:-1]), self.row_chunks)]
+        total, done = len(arrays) * len(bounds), 0
+        for name, arr in arrays:
+            for i, (a, b) in enumerate(bounds):
+                try:
+                    block = arr[int(a):int(b)]
+                except OSError:
+                    raise
+                except Exception as exc:
+                    raise corrupt_chunk_error(arr, name, self.url, i, int(a), int(b), exc) from exc
+                found = first_nonfinite(name, block, int(a))
+                if found:
+                    raise corrupt_chunk_error(
+                        arr, name, self.url, i, int(a), int(b),
+                        f"non-finite value ({found[3]}) at row {found[1]}, column {found[2]}, "
+                        "which ingest never writes",
+                    )
+                done += 1
+                if callback is not None:
+                    callback(done, total)
+        return done
 
     def reader(self) -> ZarrRowReader:
         """A picklable reader for worker processes (``memory://`` works in-process only)."""
@@ -361,7 +418,8 @@ class ZarrStore:
     def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
         """Return ``(X[start:stop], y[start:stop] or None)``."""
         start, stop = check_range(start, stop, self.n_rows)
-        return self._X[start:stop], (None if self._y is None else self._y[start:stop])
+        return (read_checked(self._X, "X", self.url, start, stop),
+                None if self._y is None else read_checked(self._y, "y", self.url, start, stop))
 
     def read_rows(self, idx: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Return the rows ``idx`` (any order, repeats allowed), one read per touched chunk."""
@@ -400,6 +458,74 @@ class ZarrStore:
             ya = zarr.open_array(store=store, path="y", mode="r+")
             ya.resize((stop, *ya.shape[1:]))
             ya[start:stop] = y.astype(ya.dtype, copy=False)
+
+
+def chunk_key(arr: Any, name: str, chunk: int) -> str:
+    """Path of row chunk ``chunk`` of array ``name`` inside the store (``"X/c/3/0"``)."""
+    coords = (int(chunk),) + (0,) * (arr.ndim - 1)
+    try:
+        return f"{name}/{arr.metadata.encode_chunk_key(coords)}"
+    except Exception:  # pragma: no cover - other key encodings
+        return f"{name}/c/" + "/".join(map(str, coords))
+
+
+def corrupt_chunk_error(arr: Any, name: str, url: str, chunk: int, start: int, stop: int,
+                        cause: BaseException | str) -> StoreCorruptError:
+    """The :class:`StoreCorruptError` for row chunk ``chunk`` (rows ``[start, stop)``)."""
+    key = chunk_key(arr, name, chunk)
+    why = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+    return StoreCorruptError(
+        f"chunk {chunk} (rows {start}..{stop - 1}) of array {name!r} in store {url!r} is corrupt "
+        f"({why}); its file is {url}/{key}. The store is damaged: restore it from a copy or "
+        f"re-create it (kmp-dask ingest SOURCE {url} --overwrite); `kmp-dask info --verify "
+        f"{url}` checks every chunk.",
+        url=url, array=name, chunk=int(chunk), rows=(int(start), int(stop)), key=key,
+    )
+
+
+def read_checked(arr: Any, name: str, url: str, start: int, stop: int) -> np.ndarray:
+    """``arr[start:stop]``; a chunk that fails to decode raises :class:`StoreCorruptError`.
+
+    I/O errors (missing file, permissions, network) are raised unchanged. On a decoding
+    error the touched chunks are re-read one by one to name the first bad one.
+    """
+    try:
+        return arr[start:stop]
+    except OSError:
+        raise
+    except Exception as exc:
+        rows = int(arr.chunks[0])
+        for i in range(start // rows, -(-stop // rows)):
+            a, b = i * rows, min((i + 1) * rows, int(arr.shape[0]))
+            try:
+                arr[a:b]
+            except OSError:
+                raise
+            except Exception as chunk_exc:
+                raise corrupt_chunk_error(arr, name, url, i, a, b, chunk_exc) from exc
+        raise StoreCorruptError(
+            f"rows {start}..{stop - 1} of array {name!r} in store {url!r} could not be read "
+            f"({type(exc).__name__}: {exc}), although each chunk reads alone; run "
+            f"`kmp-dask info --verify {url}`.", url=url, array=name, rows=(start, stop),
+        ) from exc
+
+
+class _CheckedArray:
+    """Array-like over a zarr array for :func:`dask.array.from_array`: chunk reads go
+    through :func:`read_checked`, so a corrupt chunk is named in the error (picklable)."""
+
+    def __init__(self, arr: Any, name: str, url: str):
+        self.arr, self.name, self.url = arr, name, url
+        self.shape, self.dtype, self.ndim = tuple(arr.shape), np.dtype(arr.dtype), arr.ndim
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        rows, rest = key[0], key[1:]
+        if not isinstance(rows, slice) or rows.step not in (None, 1):
+            return self.arr[key]
+        start, stop, _ = rows.indices(self.shape[0])
+        block = read_checked(self.arr, self.name, self.url, start, stop)
+        return block[(slice(None), *rest)] if rest else block
 
 
 def _check_layout(X: Any, y: Any, attrs: dict, where: str) -> None:
