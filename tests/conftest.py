@@ -22,6 +22,21 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+def pytest_configure(config):
+    """Every warning class of kmp_dask.exceptions is an error unless a test expects it.
+
+    pyproject.toml names the classes (``error::kmp_dask.exceptions.…``); this adds any class it
+    does not name yet, so a newly added warning is covered from its first commit on.
+    """
+    from kmp_dask import exceptions
+
+    listed = "\n".join(config.getini("filterwarnings"))
+    for name, obj in sorted(vars(exceptions).items()):
+        if isinstance(obj, type) and issubclass(obj, Warning) and obj.__module__ == exceptions.__name__:
+            if f"::{exceptions.__name__}.{name}" not in listed:
+                config.addinivalue_line("filterwarnings", f"error::{exceptions.__name__}.{name}")
+
+
 @pytest.fixture(scope="session")
 def thread_cluster():
     from distributed import LocalCluster
