@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality_kmp import load_task  # noqa: E402
 
 from kmp_dask import KMPClassifier  # noqa: E402
-from kmp_dask.blockops._kmp import _cross64  # noqa: E402
+from kmp_dask.blockops import cross64 as _cross64  # noqa: E402
 from kmp_dask.greedy import _kmp as driver  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

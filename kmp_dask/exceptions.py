@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "DataValidationError",
+    "NumericalWarning",
     "PrematureStopWarning",
     "StoreExistsError",
     "StoreSchemaError",
@@ -28,3 +29,7 @@ class DataValidationError(ValueError):
 
 class PrematureStopWarning(RuntimeWarning):
     """A greedy loop stopped before its requested size, e.g. on linear dependence."""
+
+
+class NumericalWarning(RuntimeWarning):
+    """A numerical fallback was taken (e.g. a singular Newton system solved by least squares)."""

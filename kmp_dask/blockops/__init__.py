@@ -1,13 +1,25 @@
-"""Per-partition numerics: NumPy in, small NumPy out. No dask, no validation."""
+"""Per-partition numerics: NumPy in, small NumPy out. No dask, no validation.
 
+Generic machinery any pursuit composes (:mod:`._state`: views, basis-column cache, residual,
+workspace; :mod:`._journal`: effects and the restore journal) and the ops of each family
+(:mod:`._kmp`). docs/engine.md, "Adding a family", shows how they fit together.
+"""
+
+from ._expansion import predict_block
+from ._journal import Effect, Journal, apply_effects
 from ._kmp import (
-    kernel_block, kmp_commit, kmp_init, kmp_linesearch, kmp_refit_stats, kmp_restore, kmp_stats, kmp_step,
-    sqnorm, target_matrix,
+    BIAS_ATOM, Atom, KMPSetup, KMPState, LineQuery, Move, RefitQuery, ScoreQuery, StatsQuery, ValQuery,
+    accept_column, kmp_column_stats, kmp_effects, kmp_init, kmp_linesearch, kmp_refit_stats, kmp_score, kmp_stats,
+    move_fit, pend_column, set_coef, target_matrix,
 )
 from ._partition import Partition, PartitionSpec, fetch_rows, split_mask
-from ._expansion import predict_block
+from ._state import ColumnCache, Residual, Views, Workspace, cross64, kernel_block, split_views, sqnorm
 
 __all__ = [
-    "Partition", "PartitionSpec", "fetch_rows", "split_mask", "kernel_block", "sqnorm",
-    "target_matrix", "kmp_stats", "kmp_init", "kmp_step", "kmp_commit", "kmp_linesearch", "kmp_refit_stats", "kmp_restore", "predict_block",
+    "Partition", "PartitionSpec", "fetch_rows", "split_mask", "predict_block",
+    "Effect", "Journal", "apply_effects",
+    "Views", "split_views", "ColumnCache", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm",
+    "Atom", "BIAS_ATOM", "KMPSetup", "KMPState", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery",
+    "Move", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column", "set_coef", "move_fit",
+    "kmp_score", "kmp_column_stats", "kmp_linesearch", "kmp_refit_stats", "kmp_effects",
 ]

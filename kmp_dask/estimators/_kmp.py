@@ -10,7 +10,7 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from ..blockops import kmp_stats
+from ..blockops import StatsQuery, kmp_stats
 from ..expansion import KernelExpansion
 from ..greedy import FIT_MODES, kernel_matching_pursuit, n_candidates_for
 from ..kernels import Kernel, get_kernel
@@ -309,7 +309,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
             self.classes_ = np.asarray(names)
             codes = np.arange(len(names))
         else:
-            parts = engine.run(kmp_stats, {"unique_labels": True})
+            parts = engine.run(kmp_stats, StatsQuery(unique_labels=True))
             codes = unique_labels(*[p["labels"] for p in parts])
             self.classes_ = codes
         if len(codes) < 2:

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["StopReason", "PursuitResult"]
+from ..expansion import KernelExpansion
+
+__all__ = ["StopReason", "PursuitResult", "make_result"]
 
 
 class StopReason(str, enum.Enum):
@@ -39,6 +41,8 @@ class PursuitResult:
         Rows used for fitting and for validation.
     basis_kernels : ndarray of shape (n,)
         Index of each basis element's kernel in the dictionary.
+    expansion : KernelExpansion
+        The fitted model ``Σ_j k_{q_j}(x, z_j) coef_j + intercept``.
     """
 
     basis_indices: np.ndarray
@@ -50,3 +54,60 @@ class PursuitResult:
     n_train: int = 0
     n_val: int = 0
     basis_kernels: np.ndarray | None = None
+    expansion: KernelExpansion | None = None
+    _prefix: object = field(default=None, repr=False)
+    _bias_first: bool = field(default=False, repr=False)
+    _offset: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def has_prefix_models(self) -> bool:
+        """Whether :meth:`prefix_expansion` is available (squared loss with refits)."""
+        return self._prefix is not None
+
+    def prefix_expansion(self, k: int) -> KernelExpansion:
+        """The least-squares model on the first ``k`` selected atoms (and the intercept column).
+
+        Exact: coefficients from the driver's Cholesky factor of the basis Gram, as the fit
+        itself computes them when it has ``k`` atoms. Squared loss, ``backfit``/``prefit`` only.
+        """
+        if self._prefix is None:
+            raise ValueError(
+                "prefix models need the squared loss with fit_mode='backfit' or 'prefit' "
+                "(other modes do not refit earlier coefficients)"
+            )
+        k = int(min(max(k, 0), len(self.basis_indices)))
+        coef = self._prefix(k + int(self._bias_first))
+        intercept = self._offset.copy()
+        if self._bias_first:
+            intercept += coef[0]
+            coef = coef[1:]
+        return KernelExpansion(self.basis_vectors[:k], coef, intercept, self.expansion.kernels,
+                               self.basis_kernels[:k])
+
+
+def make_result(atoms, coef, offset, stop, history, n_train, n_val, n_features, dtype, kernels,
+                prefix=None) -> PursuitResult:
+    """Split the constant atom off into the intercept; basis arrays hold real rows only."""
+    intercept = np.asarray(offset, dtype=np.float64).copy()
+    rows = [k for k, a in enumerate(atoms) if not a.is_bias]
+    for k, a in enumerate(atoms):
+        if a.is_bias:
+            intercept += coef[k]
+    vectors = np.asarray([atoms[k].z for k in rows], dtype=dtype).reshape(len(rows), n_features)
+    which = np.asarray([atoms[k].kernel for k in rows], dtype=np.int64)
+    res = PursuitResult(
+        basis_indices=np.asarray([atoms[k].index for k in rows], dtype=np.int64),
+        basis_vectors=vectors,
+        coef=coef[rows],
+        intercept=intercept,
+        stop_reason=stop,
+        history=history,
+        n_train=n_train,
+        n_val=n_val,
+        basis_kernels=which,
+        expansion=KernelExpansion(vectors, coef[rows], intercept, tuple(kernels), which),
+        _prefix=prefix,
+        _bias_first=bool(atoms) and atoms[0].is_bias,
+        _offset=np.asarray(offset, dtype=np.float64).copy(),
+    )
+    return res

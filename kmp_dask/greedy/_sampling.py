@@ -18,7 +18,7 @@ import numpy as np
 
 from ..blockops import split_mask
 
-__all__ = ["AllCandidates", "RandomCandidates", "n_candidates_for"]
+__all__ = ["AllCandidates", "RandomCandidates", "n_candidates_for", "validation_eligibility"]
 
 
 def n_candidates_for(eps: float, q: float) -> int:
@@ -31,30 +31,47 @@ def n_candidates_for(eps: float, q: float) -> int:
     return int(math.ceil(round(math.log(eps) / math.log(q), 9)))
 
 
+def validation_eligibility(validation_fraction: float, split_seed: int):
+    """Eligibility of global rows as candidates: not held out for validation (a pure function
+    of the index, so the driver never holds an O(N) mask)."""
+    def eligible(idx: np.ndarray) -> np.ndarray:
+        return ~split_mask(idx, validation_fraction, split_seed)
+    eligible.keep_fraction = 1.0 - validation_fraction
+    return eligible
+
+
 class AllCandidates:
-    """Every training row is a candidate in every iteration."""
+    """Every eligible row is a candidate in every iteration.
+
+    ``eligible`` : callable ``(global indices) -> bool mask`` (e.g. :func:`validation_eligibility`).
+    """
 
     exhaustive = True
 
-    def __init__(self, n_rows: int, validation_fraction: float, split_seed: int):
+    def __init__(self, n_rows: int, eligible=None):
         idx = np.arange(n_rows, dtype=np.int64)
-        self.indices = idx[~split_mask(idx, validation_fraction, split_seed)]
+        self.indices = idx if eligible is None else idx[eligible(idx)]
 
     def draw(self, rng, excluded) -> np.ndarray:
         return self.indices
 
 
 class RandomCandidates:
-    """``s`` distinct random training rows per iteration, sorted by global index."""
+    """``s`` distinct random eligible rows per iteration, sorted by global index.
+
+    ``eligible`` : callable ``(global indices) -> bool mask``; ``n_eligible`` : how many rows it
+    admits; ``keep_fraction`` : the expected share of rows it admits (sizes the rejection draws).
+    """
 
     exhaustive = False
 
-    def __init__(self, n_rows: int, s: int, validation_fraction: float, split_seed: int, n_train: int):
+    def __init__(self, n_rows: int, s: int, eligible=None, n_eligible: int | None = None,
+                 keep_fraction: float | None = None):
         self.n_rows = n_rows
         self.s = int(s)
-        self.validation_fraction = validation_fraction
-        self.split_seed = split_seed
-        self.n_train = n_train
+        self.eligible = eligible if eligible is not None else (lambda idx: np.ones(idx.shape, dtype=bool))
+        self.n_train = n_rows if n_eligible is None else int(n_eligible)
+        self.keep_fraction = getattr(self.eligible, "keep_fraction", None) if keep_fraction is None else keep_fraction
 
     def draw(self, rng, excluded) -> np.ndarray:
         available = self.n_train - len(excluded)
@@ -64,16 +81,16 @@ class RandomCandidates:
         if want * 4 >= available:
             # small data: exact draw from the explicit list of available rows
             idx = np.arange(self.n_rows, dtype=np.int64)
-            idx = idx[~split_mask(idx, self.validation_fraction, self.split_seed)]
+            idx = idx[self.eligible(idx)]
             idx = idx[~np.isin(idx, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))]
             return np.sort(rng.choice(idx, size=want, replace=False))
         chosen: list[int] = []
         seen = set(excluded)
-        keep_frac = max(1.0 - self.validation_fraction, 1e-3)
+        keep_frac = max(self.keep_fraction if self.keep_fraction is not None else self.n_train / max(self.n_rows, 1), 1e-3)
         while len(chosen) < want:
             k = int((want - len(chosen)) / keep_frac * 1.25) + 8
             draw = rng.integers(0, self.n_rows, size=k, dtype=np.int64)
-            draw = draw[~split_mask(draw, self.validation_fraction, self.split_seed)]
+            draw = draw[self.eligible(draw)]
             for i in draw.tolist():
                 if i not in seen:
                     seen.add(i)

@@ -5,7 +5,7 @@ functions take one chunk ``X`` and a basis ``Y`` and return ``K(X, Y)`` in the
 floating dtype of the inputs.
 """
 
-from ._base import Kernel, get_kernel
+from ._base import Kernel, get_kernel, shared_blocks
 from ._laplacian import laplacian
 from ._linear import linear
 from ._polynomial import polynomial, sigmoid
@@ -23,5 +23,6 @@ __all__ = [
     "rbf",
     "rbf_multi",
     "register_kernel",
+    "shared_blocks",
     "sigmoid",
 ]

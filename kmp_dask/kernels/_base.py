@@ -170,6 +170,15 @@ class Kernel:
             return spec.fn(X, Y, X_sqnorm=X_sqnorm, Y_sqnorm=Y_sqnorm, **self.params_dict)
         return spec.fn(X, Y, **self.params_dict)
 
+    def block(self, X, Y, *, X_sqnorm=None, Y_sqnorm=None, out=None):
+        """Like calling the kernel, writing into ``out`` when the kernel can (``accepts_out``)
+        and ``out`` has the result's dtype; otherwise ``out`` is ignored and a new block returned."""
+        spec = _lookup(self.name)
+        if out is not None and spec.accepts_out and out.dtype == np.result_type(X, Y):
+            norms = {"X_sqnorm": X_sqnorm, "Y_sqnorm": Y_sqnorm} if spec.needs_sqnorm else {}
+            return spec.fn(X, Y, out=out, **norms, **self.params_dict)
+        return self(X, Y, X_sqnorm=X_sqnorm, Y_sqnorm=Y_sqnorm)
+
     def diag(self, X):
         """Diagonal ``k(X[i], X[i])``, shape (n_samples,), dtype of ``X``."""
         return _lookup(self.name).diag(X, **self.params_dict)
@@ -298,3 +307,23 @@ def get_kernel(
     if "gamma" in spec.params and params.get("gamma") is None:
         params["gamma"] = _default_gamma(n_features)
     return Kernel(kernel, params)
+
+
+def shared_blocks(kernels, X, Y, *, X_sqnorm=None, Y_sqnorm=None) -> dict:
+    """Blocks of the kernels in ``kernels`` that can share one pass, keyed by list position.
+
+    Kernels of one registry entry that has a ``multi`` function (e.g. RBF of several widths)
+    and appears more than once are computed together (one GEMM and one distance pass for all);
+    the others are not in the result and are computed one by one by the caller.
+    """
+    groups: dict[str, list[int]] = {}
+    for q, k in enumerate(kernels):
+        if _lookup(k.name).multi is not None:
+            groups.setdefault(k.name, []).append(q)
+    out = {}
+    for name, members in groups.items():
+        if len(members) > 1:
+            spec = _lookup(name)
+            values = [kernels[q].get(spec.multi_param) for q in members]
+            out.update(zip(members, spec.multi(X, Y, values, X_sqnorm=X_sqnorm, Y_sqnorm=Y_sqnorm)))
+    return out

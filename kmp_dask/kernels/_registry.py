@@ -12,7 +12,7 @@ from types import MappingProxyType
 from ._laplacian import laplacian, laplacian_diag
 from ._linear import linear, linear_diag
 from ._polynomial import polynomial, polynomial_diag, sigmoid, sigmoid_diag
-from ._rbf import rbf, rbf_diag
+from ._rbf import rbf, rbf_diag, rbf_multi
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,14 @@ class KernelSpec:
     needs_sqnorm : bool
         True when ``fn`` also accepts ``X_sqnorm`` and ``Y_sqnorm`` keywords
         (precomputed squared row norms).
+    accepts_out : bool
+        True when ``fn`` accepts ``out=`` (a C-contiguous buffer of the result's shape and
+        dtype), so hot loops can reuse one kernel-block buffer.
+    multi : callable or None
+        ``multi(X, Y, values, X_sqnorm=, Y_sqnorm=) -> [block per value]``: blocks for several
+        values of the parameter ``multi_param`` sharing one pass (bit-identical to ``fn``).
+    multi_param : str or None
+        The parameter ``multi`` varies (e.g. ``"gamma"``).
     """
 
     name: str
@@ -40,12 +48,15 @@ class KernelSpec:
     diag: Callable
     params: Mapping[str, object]
     needs_sqnorm: bool = False
+    accepts_out: bool = False
+    multi: Callable | None = None
+    multi_param: str | None = None
 
 
 KERNELS: dict[str, KernelSpec] = {}
 
 
-def register_kernel(name, fn, diag, params, *, needs_sqnorm=False):
+def register_kernel(name, fn, diag, params, *, needs_sqnorm=False, accepts_out=False, multi=None, multi_param=None):
     """Add a kernel to :data:`KERNELS`.
 
     Parameters
@@ -62,6 +73,8 @@ def register_kernel(name, fn, diag, params, *, needs_sqnorm=False):
         except ``gamma``, where None means ``1 / n_features``).
     needs_sqnorm : bool, default=False
         Whether ``fn`` accepts precomputed ``X_sqnorm`` / ``Y_sqnorm``.
+    accepts_out, multi, multi_param
+        Optional capabilities, see :class:`KernelSpec`.
 
     Returns
     -------
@@ -91,12 +104,14 @@ def register_kernel(name, fn, diag, params, *, needs_sqnorm=False):
     for label, func in (("fn", fn), ("diag", diag)):
         if not callable(func):
             raise TypeError(f"register_kernel: {label!r} must be callable. Got {func!r} instead.")
-    spec = KernelSpec(name, fn, diag, MappingProxyType(dict(params)), bool(needs_sqnorm))
+    spec = KernelSpec(name, fn, diag, MappingProxyType(dict(params)), bool(needs_sqnorm), bool(accepts_out),
+                      multi, multi_param)
     KERNELS[name] = spec
     return spec
 
 
-register_kernel("rbf", rbf, rbf_diag, {"gamma": None}, needs_sqnorm=True)
+register_kernel("rbf", rbf, rbf_diag, {"gamma": None}, needs_sqnorm=True, accepts_out=True, multi=rbf_multi,
+                multi_param="gamma")
 register_kernel("laplacian", laplacian, laplacian_diag, {"gamma": None})
 register_kernel(
     "polynomial", polynomial, polynomial_diag, {"gamma": None, "degree": 3, "coef0": 1.0}

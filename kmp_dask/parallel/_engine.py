@@ -1,9 +1,11 @@
 """Engines: where partitions live and how one pass over them runs.
 
 An engine owns a list of row partitions (:class:`~kmp_dask.blockops.Partition`) and offers one
-operation, ``run(op, msg) -> list`` — apply ``op(partition, msg)`` on every partition and return
-the results *in partition order*. Drivers (``kmp_dask.greedy``) sum them in that order, so a fit
-is bit-for-bit reproducible whatever the number of workers (DESIGN.md §5).
+operation, ``run(op, msg, effects=()) -> list`` — on every partition apply the state-changing
+``effects`` in order, then the query ``op(partition, msg)``, and return the query results *in
+partition order*. Drivers (``kmp_dask.greedy``) sum them in that order, so a fit is bit-for-bit
+reproducible whatever the number of workers (DESIGN.md §5). Every effect sent is recorded in the
+engine's :class:`~kmp_dask.blockops.Journal`; ``n_calls`` counts passes (one round trip each).
 
 Two implementations:
 
@@ -16,9 +18,10 @@ Two implementations:
   graphs (numpy alone: 29 ms), which is why the engine uses actors.
 
 Failure model: actor state dies with its worker. When a call fails because a holder's worker is
-gone, the engine starts new holders for the lost partitions on live workers, brings them to the
-driver's current state with the messages the driver's ``restorer`` returns (the partition state
-is a pure function of data + driver state), and re-runs the call on them.
+gone, the engine starts new holders for the lost partitions on live workers and brings them to
+the current state (a pure function of the data and the effects sent so far): the new holder
+replays the journal, which already holds the failed call's effects, then answers the query.
+No driver writes restore code.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import ctypes
 import logging
 import os
 import time
+
+from ..blockops import Journal, apply_effects
 
 __all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder"]
 
@@ -38,16 +43,22 @@ class InProcessEngine:
 
     def __init__(self, specs):
         self.partitions = [spec.load() for spec in specs]
-        self.restorer = None
+        self.journal = Journal()
         self.n_calls = 0
 
     @property
     def n_partitions(self) -> int:
         return len(self.partitions)
 
-    def run(self, op, msg) -> list:
+    def run(self, op, msg=None, effects=()) -> list:
         self.n_calls += 1
-        return [op(p, msg) for p in self.partitions]
+        effects = tuple(effects)
+        self.journal.record(effects)
+        out = []
+        for p in self.partitions:
+            apply_effects(p, effects)
+            out.append(None if op is None else op(p, msg))
+        return out
 
     def close(self) -> None:
         self.partitions = []
@@ -91,14 +102,12 @@ class PartitionHolder:
         self.malloc_tuned = tune_worker_malloc()
         self.partitions = {spec.index: spec.load() for spec in specs}
 
-    def run(self, op, msg):
-        return [(i, op(p, msg)) for i, p in sorted(self.partitions.items())]
-
-    def run_many(self, calls):
-        """Run ``[(op, msg), ...]`` in order (used to restore state); returns the last results."""
-        out = None
-        for op, msg in calls:
-            out = self.run(op, msg)
+    def run(self, op, msg=None, effects=()):
+        """Apply ``effects`` then the query ``op`` on each partition (also used to replay a journal)."""
+        out = []
+        for i, p in sorted(self.partitions.items()):
+            apply_effects(p, effects)
+            out.append((i, None if op is None else op(p, msg)))
         return out
 
     def nbytes(self) -> int:
@@ -136,7 +145,7 @@ class ActorEngine:
     def __init__(self, client, specs, *, max_restarts: int = 3, loss_timeout: float = 30.0):
         self.client = client
         self.specs = list(specs)
-        self.restorer = None
+        self.journal = Journal()
         self.max_restarts = max_restarts
         self.loss_timeout = float(loss_timeout)
         self.n_restarts = 0
@@ -160,12 +169,21 @@ class ActorEngine:
             actor._client, actor._future = self.client, fut
         return {"addr": addr, "specs": group, "actor": actor, "future": fut}
 
-    def run(self, op, msg) -> list:
+    def run(self, op, msg=None, effects=()) -> list:
         self.n_calls += 1
-        calls = [(h, h["actor"].run(op, msg)) for h in self._holders]
+        effects = tuple(effects)
+        self.journal.record(effects)  # before sending: a holder rebuilt below replays them too
+        calls = []
+        for h in list(self._holders):
+            try:  # the proxy raises at once when the actor's future has already errored
+                calls.append((h, h["actor"].run(op, msg, effects), None))
+            except Exception as exc:
+                calls.append((h, None, exc))
         results = {}
-        for h, call in calls:
+        for h, call, err in calls:
             try:
+                if err is not None:
+                    raise err
                 results.update(call.result())
             except Exception as exc:  # the worker (and the actor state) is gone
                 if not self._worker_lost(h, exc):
@@ -187,7 +205,7 @@ class ActorEngine:
             time.sleep(0.1)
 
     def _repair(self, holder, op, msg, exc):
-        if self.n_restarts >= self.max_restarts or self.restorer is None:
+        if self.n_restarts >= self.max_restarts:
             raise RuntimeError(
                 f"worker {holder['addr']} holding partitions "
                 f"{[s.index for s in holder['specs']]} was lost and cannot be rebuilt "
@@ -205,8 +223,8 @@ class ActorEngine:
             time.sleep(0.5)
         new = self._start(live[self.n_restarts % len(live)], holder["specs"])
         self._holders[self._holders.index(holder)] = new
-        calls = list(self.restorer()) + [(op, msg)]
-        return dict(new["actor"].run_many(calls).result())
+        new["actor"].run(None, None, tuple(self.journal)).result()  # replay: same effects, same order
+        return dict(new["actor"].run(op, msg, ()).result())
 
     def close(self) -> None:
         for h in self._holders:

@@ -161,7 +161,7 @@ def test_multiclass_predict_proba_follows_the_one_vs_rest_decisions():
 
 
 def test_refit_schedule_auto_is_geometric():
-    from kmp_dask.greedy._kmp import _refit_due
+    from kmp_dask.greedy._newton import refit_due as _refit_due
 
     last, due = 0, []
     for t in range(400):
@@ -187,14 +187,14 @@ def test_refit_auto_counts_curvature_passes_and_keeps_quality():
     real = ops.kmp_refit_stats
 
     def counting(part, msg):
-        if msg.get("stats") is not None:
-            counts[key] = counts.get(key, 0) + part.state["n"] ** 2  # n before any accept: fine
+        if msg.stats is not None:
+            counts[key] = counts.get(key, 0) + part.state["kmp"].cache.n ** 2
         return real(part, msg)
 
     fits = {}
     for key in ("auto", 1):
         ops_counting = pytest.MonkeyPatch()
-        ops_counting.setattr("kmp_dask.greedy._kmp.kmp_refit_stats", counting)
+        ops_counting.setattr("kmp_dask.greedy._newton.kmp_refit_stats", counting)
         try:
             fits[key] = KMPClassifier(n_basis=80, candidates="all", loss="logistic", refit_every=key,
                                       gamma=1.0, client="sync", chunk_rows=500).fit(X, y)

@@ -69,9 +69,9 @@ def test_dense_reference_with_ridge_and_random_candidates():
     res = _fit(X, y, candidates=25, random_state=np.random.default_rng(5), ridge=1e-4, fit_mode="prefit")
     # replay the same candidate sets through the dense oracle
     rng = np.random.default_rng(5)
-    from kmp_dask.greedy import RandomCandidates
+    from kmp_dask.greedy import RandomCandidates, validation_eligibility
 
-    sampler = RandomCandidates(len(X), 25, 0.0, 0, len(X))
+    sampler = RandomCandidates(len(X), 25, validation_eligibility(0.0, 0), len(X))
     sets, excluded = [sampler.draw(rng, set())], set()
     for g in res.basis_indices[:-1]:
         excluded.add(int(g))
@@ -139,14 +139,8 @@ class _NoisyScores:
     def __getattr__(self, name):
         return getattr(self.engine, name)
 
-    def __setattr__(self, name, value):
-        if name == "restorer":
-            self.engine.restorer = value
-        else:
-            object.__setattr__(self, name, value)
-
-    def run(self, op, msg):
-        out = self.engine.run(op, msg)
+    def run(self, op, msg=None, effects=()):
+        out = self.engine.run(op, msg, effects)
         if "corr" in out[0] and np.ndim(out[0]["corr"]) == 2:
             for r in out:
                 r["corr"] = np.ones_like(r["corr"])
@@ -224,7 +218,7 @@ def test_rank_one_residual_updates_match_full_recomputation(monkeypatch, dtype, 
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("rows", [1, 2047, 5000])
 def test_cross64_float32_cache_accumulates_in_float64(order, rows):
-    from kmp_dask.blockops._kmp import _cross64
+    from kmp_dask.blockops import cross64 as _cross64
 
     rng = np.random.default_rng(0)
     B = np.asarray(rng.random((rows, 40), dtype=np.float32), order=order)[:, :23]

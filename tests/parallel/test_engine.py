@@ -8,7 +8,7 @@ import signal
 import numpy as np
 import pytest
 
-from kmp_dask.blockops import kmp_stats
+from kmp_dask.blockops import StatsQuery, kmp_stats
 from kmp_dask.greedy import kernel_matching_pursuit
 from kmp_dask.kernels import get_kernel
 from kmp_dask.losses import LogisticLoss
@@ -39,10 +39,10 @@ def test_actor_engine_returns_results_in_partition_order(process_client):
     X, y = _data(n=1000)
     specs = partition_specs(InMemoryStore(X, y, chunk_rows=100))
     with ActorEngine(process_client, specs) as eng:
-        res = eng.run(kmp_stats, {"targets": {"kind": "regression"}})
+        res = eng.run(kmp_stats, StatsQuery({"kind": "regression"}))
         assert len({h["addr"] for h in eng._holders}) == 2
     with InProcessEngine(specs) as ref:
-        expected = ref.run(kmp_stats, {"targets": {"kind": "regression"}})
+        expected = ref.run(kmp_stats, StatsQuery({"kind": "regression"}))
     assert [r["y_sum"].tobytes() for r in res] == [r["y_sum"].tobytes() for r in expected]
 
 

@@ -1,0 +1,239 @@
+"""Generic per-partition state that every pursuit composes (NumPy only).
+
+* :class:`Views` — the partition's training / validation rows and their squared norms (the
+  split is a hash of the global row index, :func:`~kmp_dask.blockops.split_mask`);
+* :class:`ColumnCache` — cached basis columns ``k(X, z_j)`` over both views, column-major with
+  capacity reserved up front, plus one *pending* column waiting to be accepted;
+* :class:`Residual` — targets, fit ``F = B·coef`` and residual (``Y − F``, or ``−∂L/∂f`` for a
+  loss), set from coefficients (no drift) or moved by a rank-one update;
+* :class:`Workspace` — scratch buffers kept with the partition and reused across passes;
+* :func:`kernel_block`, :func:`cross64`, :func:`sqnorm` — the numerics they share.
+
+Everything here is rebuildable from the rows and the effects the driver sent (see
+:mod:`~kmp_dask.blockops._journal`). docs/engine.md explains the memory layout choices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._partition import Partition, split_mask
+
+__all__ = [
+    "Views", "split_views", "ColumnCache", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm",
+    "CROSS_BLOCK_ROWS", "CACHE_BYTES_UP_FRONT",
+]
+
+CROSS_BLOCK_ROWS = 2048
+"""Row block of :func:`cross64` (its float64 scratch is CROSS_BLOCK_ROWS × basis capacity)."""
+
+CACHE_BYTES_UP_FRONT = 1 << 31
+"""Basis-cache capacity reserved at init (virtual until written): the requested columns unless
+that exceeds this many bytes per partition; beyond it the cache doubles as it fills."""
+
+
+def sqnorm(X: np.ndarray) -> np.ndarray:
+    """Squared Euclidean norm of each row, in the dtype of ``X``."""
+    return np.einsum("ij,ij->i", X, X)
+
+
+def kernel_block(kernel, X, X_sq, Z, Z_sq, out=None):
+    """``kernel(X, Z)`` with cached squared norms, written into ``out`` where the kernel can."""
+    return kernel.block(X, Z, X_sqnorm=X_sq, Y_sqnorm=Z_sq, out=out)
+
+
+@dataclass
+class Views:
+    """Training and validation rows of one partition (views when nothing is held out)."""
+
+    Xtr: np.ndarray
+    Xva: np.ndarray
+    sq_tr: np.ndarray
+    sq_va: np.ndarray
+    val: np.ndarray  #: bool mask over the partition's rows: True = validation
+
+    def split(self, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of ``A`` (aligned with the partition) for the training and validation views."""
+        return A[~self.val], A[self.val]
+
+    @property
+    def nbytes(self) -> int:
+        own = self.sq_tr.nbytes + self.sq_va.nbytes + self.val.nbytes
+        return own + (self.Xtr.nbytes + self.Xva.nbytes if self.val.any() else 0)
+
+
+def split_views(part: Partition, fraction: float, seed: int) -> Views:
+    gidx = np.arange(part.start, part.stop, dtype=np.int64)
+    val = split_mask(gidx, fraction, seed)
+    X = part.X
+    if val.any():
+        Xtr, Xva = X[~val], X[val]
+    else:  # no validation rows: views, not copies (the partition's largest array)
+        Xtr, Xva = X, X[:0]
+    return Views(Xtr, Xva, sqnorm(Xtr), sqnorm(Xva), val)
+
+
+class Workspace:
+    """Flat scratch buffers kept with a partition and grown only when too small.
+
+    Reason (measured, docs/engine.md "Hot-loop memory"): inside a dask worker every fresh
+    temporary above 128 KiB is a new ``mmap`` whose pages fault in on every pass.
+    """
+
+    def __init__(self):
+        self._buffers: dict[str, np.ndarray] = {}
+
+    def get(self, key: str, size: int, dtype) -> np.ndarray:
+        buf = self._buffers.get(key)
+        if buf is None or buf.size < size or buf.dtype != dtype:
+            buf = self._buffers[key] = np.empty(max(size, 1), dtype=dtype)
+        return buf
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self._buffers.values())
+
+
+class ColumnCache:
+    """Basis columns over the training and validation views, plus one pending column.
+
+    Column-major (a column is contiguous, so appending one touches only its own pages and the
+    untouched capacity stays virtual memory; the row stride never depends on the capacity).
+    """
+
+    def __init__(self, n_train: int, n_val: int, dtype, capacity: int):
+        cap = max(1, min(int(capacity), CACHE_BYTES_UP_FRONT // max(1, (n_train + n_val) * np.dtype(dtype).itemsize)))
+        self.Btr = np.empty((n_train, cap), dtype=dtype, order="F")
+        self.Bva = np.empty((n_val, cap), dtype=dtype, order="F")
+        self.n = 0
+        self.pending: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def dtype(self):
+        return self.Btr.dtype
+
+    def train(self, n: int | None = None) -> np.ndarray:
+        """The first ``n`` (default: all accepted) training columns, (rows, n) view."""
+        return self.Btr[:, : self.n if n is None else n]
+
+    def val(self) -> np.ndarray:
+        return self.Bva[:, : self.n]
+
+    def pend(self, col_tr: np.ndarray, col_va: np.ndarray) -> None:
+        self.pending = (col_tr, col_va)
+
+    def accept(self) -> None:
+        """Append the pending column (it must exist)."""
+        if self.pending is None:
+            raise RuntimeError("ColumnCache.accept: no pending column (the driver's effects are out of order)")
+        col_tr, col_va = self.pending
+        self.pending = None
+        n = self.n
+        if n == self.Btr.shape[1]:
+            for key in ("Btr", "Bva"):
+                old = getattr(self, key)
+                new = np.empty((old.shape[0], max(2 * old.shape[1], 1)), dtype=old.dtype, order="F")
+                new[:, :n] = old[:, :n]
+                setattr(self, key, new)
+        self.Btr[:, n] = col_tr
+        self.Bva[:, n] = col_va
+        self.n = n + 1
+
+    def cross(self, d: np.ndarray, work: Workspace) -> np.ndarray:
+        """``Bᵀd`` (n,) in float64 over the accepted training columns."""
+        scratch = work.get("cross64", min(CROSS_BLOCK_ROWS, len(d)) * self.Btr.shape[1], np.float64)
+        return cross64(self.train(), d, scratch)
+
+    @property
+    def nbytes(self) -> int:
+        pend = sum(c.nbytes for c in self.pending) if self.pending is not None else 0
+        return self.Btr.nbytes + self.Bva.nbytes + pend
+
+
+def cross64(B: np.ndarray, d: np.ndarray, scratch: np.ndarray | None = None,
+            block_rows: int = CROSS_BLOCK_ROWS) -> np.ndarray:
+    """``Bᵀd`` accumulated in float64 without an N × n float64 copy of a float32 cache.
+
+    Row blocks of a float32 ``B`` are cast into ``scratch`` (≥ block_rows·n float64, reused
+    across iterations: a fresh float64 block per call is a fresh mmap whose pages fault in) and
+    reduced. Float32 accumulation over N rows would put ~√N·ε₃₂ relative error into the Gram.
+    """
+    if B.dtype == np.float64:
+        return B.T @ d
+    n = B.shape[1]
+    if scratch is None or scratch.size < min(block_rows, B.shape[0]) * n:
+        scratch = np.empty(min(block_rows, B.shape[0]) * n)
+    out = np.zeros(n)
+    for a in range(0, B.shape[0], block_rows):
+        blk = B[a : a + block_rows]
+        tmp = scratch[: blk.size]  # laid out like blk, so the cast is a streaming copy
+        tmp = tmp.reshape(n, blk.shape[0]).T if blk.strides[0] <= blk.strides[1] else tmp.reshape(blk.shape)
+        np.copyto(tmp, blk)
+        out += d[a : a + block_rows] @ tmp
+    return out
+
+
+class Residual:
+    """Targets ``Y`` (rows, m), coefficients, fit ``F = B·coef`` and the pursuit's residual ``R``.
+
+    ``loss=None``: the squared loss, ``R = Y − F`` (``F`` is not kept). Otherwise
+    ``R = −∂L/∂f (Y, F)``, the negative functional gradient.
+    """
+
+    def __init__(self, Y: np.ndarray, loss=None):
+        self.Y, self.loss = Y, loss
+        self.coef = np.zeros((0, Y.shape[1]))
+        self.F = None if loss is None else np.zeros_like(Y)
+        self.R = Y.copy() if loss is None else -loss.gradient(Y, self.F)
+
+    @property
+    def m(self) -> int:
+        return self.Y.shape[1]
+
+    def set(self, B: np.ndarray, coef) -> None:
+        """Recompute from the targets and ``coef`` over the columns ``B`` (no drift, O(rows·n·m))."""
+        n = B.shape[1]
+        coef = np.asarray(coef, dtype=np.float64).reshape(n, self.m)
+        self.coef = coef
+        if self.loss is None:
+            # the product in the basis-cache dtype: a float32 cache is never upcast (an N x n copy)
+            self.R = self.Y - B @ coef.astype(B.dtype, copy=False) if n else self.Y.copy()
+            return
+        self.F = (B @ coef).astype(np.float64, copy=False) if n else np.zeros_like(self.Y)
+        self.R = -self.loss.gradient(self.Y, self.F)
+
+    def move(self, B: np.ndarray, w, beta, coef) -> None:
+        """Rank-one update after the last column of ``B`` joined with coefficient ``beta`` (m,).
+
+        The earlier coefficients moved by ``−w βᵀ`` (``w=None``: they stayed), so the fit moves
+        by ``u βᵀ`` with ``u = d − B[:, :-1] w``: O(rows·(n + m)) instead of :meth:`set`'s
+        O(rows·n·m). Afterwards the coefficients are ``coef``.
+        """
+        n = B.shape[1]
+        beta = np.asarray(beta, dtype=np.float64).reshape(1, self.m)
+        d = B[:, n - 1]
+        if w is not None and n > 1:
+            Bo = B[:, : n - 1]
+            u = (d - Bo @ np.asarray(w).astype(Bo.dtype, copy=False)).astype(np.float64)
+        else:
+            u = d.astype(np.float64)
+        if self.loss is None:
+            self.R -= u[:, None] * beta
+        else:
+            self.F += u[:, None] * beta
+            self.R = -self.loss.gradient(self.Y, self.F)
+        self.coef = np.asarray(coef, dtype=np.float64).reshape(n, self.m)
+
+    def grow(self) -> None:
+        """A column joined with coefficient 0: nothing moves."""
+        self.coef = np.vstack([self.coef, np.zeros((1, self.m))])
+
+    def loss_sum(self) -> np.ndarray:
+        """Training loss per output (m,) (other losses only)."""
+        return self.loss.value(self.Y, self.F).sum(axis=0)
+
+    @property
+    def nbytes(self) -> int:
+        return self.Y.nbytes + self.R.nbytes + (0 if self.F is None else self.F.nbytes)

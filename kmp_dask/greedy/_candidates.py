@@ -1,0 +1,52 @@
+"""One iteration's candidates as objects: (row, kernel) atoms and, optionally, the bias atom.
+
+Candidate *scores* come back from the engine as one array, kernel-major (all s rows for kernel
+0, then for kernel 1, ...), followed by the bias atom's score when the dictionary has one. This
+class is the only place that knows that layout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..blockops import BIAS_ATOM, Atom, sqnorm
+
+__all__ = ["CandidateSet", "gather_rows"]
+
+
+class CandidateSet:
+    """``s`` candidate rows (global indices ``index``, rows ``Z``) × ``n_kernels`` kernels."""
+
+    def __init__(self, index: np.ndarray, Z: np.ndarray, n_kernels: int):
+        self.index, self.Z, self.n_kernels = np.asarray(index, dtype=np.int64), Z, int(n_kernels)
+        self.Z_sq = sqnorm(Z)
+
+    @property
+    def s(self) -> int:
+        return len(self.index)
+
+    def __len__(self) -> int:
+        return self.s * self.n_kernels
+
+    def atom(self, j: int) -> Atom:
+        """The atom at position ``j`` of the score array (``len(self)`` is the bias atom)."""
+        if j == len(self):
+            return BIAS_ATOM
+        return Atom(self.Z[j % self.s], int(j // self.s), int(self.index[j % self.s]))
+
+    def mask_rows(self, score: np.ndarray, excluded: set) -> None:
+        """Set the scores of rows in ``excluded`` (already in the basis, or dependent) to −inf."""
+        if excluded:
+            ex = np.isin(self.index, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
+            score[: len(self)][np.tile(ex, self.n_kernels)] = -np.inf
+
+
+def gather_rows(results, idx, n_features, dtype) -> np.ndarray:
+    """Assemble the rows of global indices ``idx`` (in that order) fetched by a pass."""
+    rows = np.empty((len(idx), n_features), dtype=dtype)
+    pos = {int(g): k for k, g in enumerate(idx)}
+    for r in results:
+        own, X = r["fetched"]
+        for g, x in zip(own.tolist(), X):
+            rows[pos[g]] = x
+    return rows

@@ -1,0 +1,73 @@
+"""Per-iteration history and validation bookkeeping of a pursuit (no data access).
+
+One record per iteration; the scoring pass of iteration t+1 measures the model that iteration
+t produced, so its residual norm, loss and validation score are written into record t.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Recorder"]
+
+
+def _total(results, key):
+    return np.add.reduce([r[key] for r in results])
+
+
+class Recorder:
+    """History records, validation scores per basis size and the best validated snapshot."""
+
+    def __init__(self, val_query, has_loss: bool, n_iter_no_change):
+        self.val_query, self.has_loss, self.n_iter_no_change = val_query, has_loss, n_iter_no_change
+        self.history: list[dict] = []
+        self.val_scores: list[float] = []
+        self.val_sizes: list[int] = []
+        self._best = None
+        self.last_rss = None
+
+    def record_pass(self, res, n_atoms: int, coef) -> None:
+        """Residual norm and validation score of the current model (``n_atoms`` atoms, ``coef``)."""
+        rss = float(_total(res, "rss").sum())
+        vs = None
+        if self.val_query is not None:
+            nv = max(sum(r["val_n"] for r in res), 1)
+            if self.val_query.metric == "accuracy":
+                vs = sum(r["val_correct"] for r in res) / nv
+            elif not self.has_loss:
+                vs = -sum(r["val_sse"] for r in res) / nv
+            else:
+                vs = -sum(r["val_loss"] for r in res) / nv
+            if self.val_sizes and self.val_sizes[-1] == n_atoms:  # same basis size re-evaluated (refit)
+                self.val_scores.pop()
+                self.val_sizes.pop()
+            if not self.val_scores or vs > max(self.val_scores):
+                self._best = (n_atoms, coef.copy())
+            self.val_scores.append(vs)
+            self.val_sizes.append(n_atoms)
+        if self.history:
+            self.history[-1]["residual_norm"] = float(np.sqrt(rss))
+            self.history[-1]["val_score"] = vs
+            if self.has_loss:
+                self.history[-1]["loss"] = float(_total(res, "loss").sum())
+        self.last_rss = rss
+
+    def no_improvement(self) -> bool:
+        """Early stopping: no better validation score for ``n_iter_no_change`` passes."""
+        if self.val_query is None or not self.n_iter_no_change:
+            return False
+        return len(self.val_scores) - 1 - int(np.argmax(self.val_scores)) >= self.n_iter_no_change
+
+    def best_snapshot(self):
+        """(basis size, coefficients) with the best validation score, when early stopping is on."""
+        if self.val_query is None or not self.n_iter_no_change or not self.val_scores:
+            return None
+        return self._best
+
+    def new_iteration(self, t: int, atom, score: np.ndarray, j: int) -> None:
+        finite = score[np.isfinite(score)]
+        self.history.append({
+            "iteration": t, "index": atom.index, "kernel": atom.kernel, "score": float(score[j]),
+            "best_score": float(finite.max()), "median_score": float(np.median(finite)),
+            "n_candidates": int(len(finite)), "residual_norm": None, "loss": None, "val_score": None, "seconds": 0.0,
+        })

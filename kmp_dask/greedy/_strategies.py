@@ -1,0 +1,139 @@
+"""How a KMP iteration scores candidates and updates coefficients: one small class per mode.
+
+Vincent & Bengio's three fitting modes for the squared loss, and gradient descent in function
+space for other losses (DESIGN.md §2; ``d`` is a candidate column, ``R`` the residual, ``B`` the
+basis columns, ``P⊥`` the projection off their span, λ = ridge · N_train):
+
+================  ==============================  ===========================================
+strategy          score of ``d``                  coefficients after adding ``d``
+================  ==============================  ===========================================
+``basic``         ⟨d,R⟩² / ‖d‖²                   new one ⟨d,R⟩/‖d‖², earlier ones frozen
+``backfit``       ⟨d,R⟩² / (‖d‖² + λ)             all re-solved: (BᵀB + λI)⁻¹ BᵀY
+``prefit``        ⟨d,R⟩² / (‖P⊥d‖² + λ)           as backfit
+loss-driven       ⟨d,g⟩² / ‖d‖² (g = −∂L/∂f)      Newton line search along d; ``backfit``:
+                                                  damped Newton refits of all (``refit_every``)
+================  ==============================  ===========================================
+
+A strategy sees the pursuit (:class:`~kmp_dask.greedy._kmp.Pursuit`) only through its model
+state (``coef``, ``chol``, ``ytd``) and its two ways to reach the data: ``pursuit.send`` (a
+pass, carrying the queued effects) and ``pursuit.accept`` (queue the pending column's
+acceptance with the residual update the next pass applies).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._newton import line_search, newton_refit, refit_due
+
+__all__ = ["make_strategy", "SquaredBasic", "SquaredBackfit", "SquaredPrefit", "LossDriven"]
+
+
+def _ratio(num, denom, sqn):
+    ok = denom > 1e-12 * np.maximum(sqn, 1e-300)
+    return np.where(ok, num / np.where(ok, denom, 1.0), 0.0)
+
+
+def _total(results, key):
+    return np.add.reduce([r[key] for r in results])
+
+
+class SquaredBasic:
+    """``basic``: frozen coefficients, no Cholesky factor."""
+
+    uses_chol = False
+    want_cross = False
+    intercept_column = False  #: squared loss with refits: a column of ones refitted with every atom
+
+    def score(self, corr, sqn, cross, chol, lam):
+        return _ratio(np.einsum("ij,ij->i", corr, corr), sqn, sqn)
+
+    def admit(self, col, chol):
+        """Whether the committed column can join; ``w`` of the residual move (None: none)."""
+        return col["sqn"] > 0, None
+
+    def add(self, p, col, w, step_t):
+        p.coef = np.vstack([p.coef, (col["corr"] / col["sqn"])[None, :]])
+        p.accept(None, p.coef[-1])
+
+    def finish(self, p):
+        return False  # nothing to refit
+
+
+class SquaredBackfit(SquaredBasic):
+    """``backfit``: α = (BᵀB + λI)⁻¹ BᵀY through the incremental Cholesky factor."""
+
+    uses_chol = True
+    intercept_column = True
+
+    def score(self, corr, sqn, cross, chol, lam):
+        return _ratio(np.einsum("ij,ij->i", corr, corr), sqn + lam, sqn)
+
+    def admit(self, col, chol):
+        # the old coefficients move along −w = −(BᵀB + λI)⁻¹Bᵀd times the new one
+        w = chol.solve(col["cross"]) if chol.size else None
+        return chol.append(col["cross"], col["sqn"]), w
+
+    def add(self, p, col, w, step_t):
+        p.ytd.append(col["ytd"])
+        p.coef = p.chol.solve(np.asarray(p.ytd))
+        p.accept(w, p.coef[-1])
+
+
+class SquaredPrefit(SquaredBackfit):
+    """``prefit``: scores use the residual norm of each candidate off the basis span."""
+
+    want_cross = True
+
+    def score(self, corr, sqn, cross, chol, lam):
+        num = np.einsum("ij,ij->i", corr, corr)
+        denom = chol.pivot_residual_norms(cross.T, sqn + lam) if chol.size else sqn + lam
+        return _ratio(num, denom, sqn)
+
+
+class LossDriven:
+    """Other losses: gradient steps in function space (``basic``) plus Newton refits (``backfit``)."""
+
+    want_cross = False
+    intercept_column = False
+
+    def __init__(self, fit_mode, refit_every, line_search_steps, final_refit_steps):
+        self.fit_mode, self.refit_every = fit_mode, refit_every
+        self.line_search_steps, self.final_refit_steps = line_search_steps, final_refit_steps
+        self.uses_chol = fit_mode == "backfit"  # only to refuse dependent columns
+        self.last_refit = 0  # basis size at the last Newton refit
+
+    def score(self, corr, sqn, cross, chol, lam):
+        return _ratio(np.einsum("ij,ij->i", corr, corr), sqn + (lam if self.uses_chol else 0.0), sqn)
+
+    def admit(self, col, chol):
+        if chol is None:
+            return col["sqn"] > 0, None
+        return chol.append(col["cross"], col["sqn"]), None
+
+    def add(self, p, col, w, step_t):
+        stats0 = {k: col[k][0] for k in ("loss", "grad", "hess")}
+        step = line_search(p.send, stats0, col["sqn"], self.line_search_steps)
+        n = len(p.atoms)
+        if self.fit_mode == "backfit" and refit_due(self.refit_every, step_t, n, self.last_refit):
+            self.last_refit = n
+            p.accept_only()  # the refit's first pass accepts the pending column (coefficient 0)
+            p.coef = newton_refit(p.send, np.vstack([p.coef, step[None, :]]), p.lam, p.bias_pos, 1)
+            p.resync()
+        else:
+            p.coef = np.vstack([p.coef, step[None, :]])
+            p.accept(None, step)
+
+    def finish(self, p):
+        """The converged refit at the end (``backfit``); True when coefficients changed."""
+        if self.fit_mode != "backfit" or not p.atoms:
+            return False
+        p.coef = newton_refit(p.send, p.coef, p.lam, p.bias_pos, self.final_refit_steps)
+        p.resync()
+        return True
+
+
+def make_strategy(fit_mode, loss, refit_every, line_search_steps, final_refit_steps):
+    if loss is not None:
+        return LossDriven(fit_mode, refit_every, line_search_steps, final_refit_steps)
+    return {"basic": SquaredBasic, "backfit": SquaredBackfit, "prefit": SquaredPrefit}[fit_mode]()
