@@ -173,9 +173,24 @@ class _BaseKMP(BaseEstimator):
         self.stop_reason_ = result.stop_reason.value
         self.history_ = result.history
         self.n_iter_ = len(result.history)
-        self.expansion_ = KernelExpansion(result.basis_vectors, result.coef, result.intercept, self.kernels_,
-                                          result.basis_kernels)
+        self.expansion_ = result.expansion
+        self._path = result if result.has_prefix_models else None
         return self
+
+    def expansion_at(self, k: int) -> KernelExpansion:
+        """The model with the first ``k`` selected basis functions, exactly as the fit had it.
+
+        Squared loss with ``fit_mode="backfit"`` or ``"prefit"``: the least-squares coefficients
+        of the first ``k`` atoms (and the intercept column), from the fit's own Cholesky factor
+        — no data pass. Used for accuracy-vs-basis-size curves.
+        """
+        check_is_fitted(self, "expansion_")
+        if self._path is None:
+            raise ValueError(
+                f"expansion_at needs loss='squared' with fit_mode='backfit' or 'prefit'; this model has "
+                f"loss={self.loss!r}, fit_mode={self.fit_mode!r}. Refit with those settings, or fit with n_basis=k."
+            )
+        return self._path.prefix_expansion(k)
 
     def _decision(self, X):
         check_is_fitted(self, "dual_coef_")

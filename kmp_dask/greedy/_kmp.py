@@ -37,6 +37,7 @@ import time
 import warnings
 
 import numpy as np
+from scipy.linalg import cho_solve
 
 from ..blockops import BIAS_ATOM, KMPSetup, ScoreQuery, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
 from ..exceptions import PrematureStopWarning
@@ -280,20 +281,19 @@ class Pursuit:
         m = self.coef.shape[1]
         return make_result(self.atoms[:n_keep], np.asarray(coef[:n_keep]).reshape(n_keep, m), self.offset, stop,
                            history, self.n_train, self.n_val, self.n_features, self.dtype, self.kernels,
-                           self._prefix_factory())
+                           *self._prefix_data())
 
     def _prefix_coef(self, k):
         """Exact least-squares coefficients of the first ``k`` atoms (squared loss with refits)."""
-        from scipy.linalg import cho_solve
-
         if k == 0:
             return np.zeros((0, self.coef.shape[1]))
         return cho_solve((self.chol.L[:k, :k], True), np.asarray(self.ytd[:k]))
 
-    def _prefix_factory(self):
-        if self.chol is None or self.setup.loss is not None:
-            return None
-        return self._prefix_coef
+    def _prefix_data(self):
+        """The Gram factor and ``BᵀY`` rows that give every prefix model (squared loss, refits)."""
+        if self.chol is None or self.setup.loss is not None or not self.ytd:
+            return None, None
+        return self.chol.L, np.asarray(self.ytd)
 
 
 def kernel_matching_pursuit(

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scipy.linalg import cho_solve
+
 from ..expansion import KernelExpansion
 
 __all__ = ["StopReason", "PursuitResult", "make_result"]
@@ -55,14 +57,15 @@ class PursuitResult:
     n_val: int = 0
     basis_kernels: np.ndarray | None = None
     expansion: KernelExpansion | None = None
-    _prefix: object = field(default=None, repr=False)
+    gram_factor: np.ndarray | None = field(default=None, repr=False)
+    ytd: np.ndarray | None = field(default=None, repr=False)
     _bias_first: bool = field(default=False, repr=False)
     _offset: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def has_prefix_models(self) -> bool:
         """Whether :meth:`prefix_expansion` is available (squared loss with refits)."""
-        return self._prefix is not None
+        return self.gram_factor is not None
 
     def prefix_expansion(self, k: int) -> KernelExpansion:
         """The least-squares model on the first ``k`` selected atoms (and the intercept column).
@@ -70,13 +73,14 @@ class PursuitResult:
         Exact: coefficients from the driver's Cholesky factor of the basis Gram, as the fit
         itself computes them when it has ``k`` atoms. Squared loss, ``backfit``/``prefit`` only.
         """
-        if self._prefix is None:
+        if self.gram_factor is None:
             raise ValueError(
                 "prefix models need the squared loss with fit_mode='backfit' or 'prefit' "
                 "(other modes do not refit earlier coefficients)"
             )
         k = int(min(max(k, 0), len(self.basis_indices)))
-        coef = self._prefix(k + int(self._bias_first))
+        j = k + int(self._bias_first)
+        coef = cho_solve((self.gram_factor[:j, :j], True), self.ytd[:j]) if j else self.ytd[:0]
         intercept = self._offset.copy()
         if self._bias_first:
             intercept += coef[0]
@@ -86,7 +90,7 @@ class PursuitResult:
 
 
 def make_result(atoms, coef, offset, stop, history, n_train, n_val, n_features, dtype, kernels,
-                prefix=None) -> PursuitResult:
+                gram_factor=None, ytd=None) -> PursuitResult:
     """Split the constant atom off into the intercept; basis arrays hold real rows only."""
     intercept = np.asarray(offset, dtype=np.float64).copy()
     rows = [k for k, a in enumerate(atoms) if not a.is_bias]
@@ -106,7 +110,8 @@ def make_result(atoms, coef, offset, stop, history, n_train, n_val, n_features, 
         n_val=n_val,
         basis_kernels=which,
         expansion=KernelExpansion(vectors, coef[rows], intercept, tuple(kernels), which),
-        _prefix=prefix,
+        gram_factor=None if gram_factor is None else np.array(gram_factor[: len(atoms), : len(atoms)]),
+        ytd=None if ytd is None else np.asarray(ytd, dtype=np.float64)[: len(atoms)],
         _bias_first=bool(atoms) and atoms[0].is_bias,
         _offset=np.asarray(offset, dtype=np.float64).copy(),
     )
