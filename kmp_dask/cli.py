@@ -6,12 +6,17 @@ Commands
                       cluster, compare with an SVC baseline (README's main job).
 ``kmp-dask ingest``   write a data set (keel:NAME, sklearn:NAME, a CSV or LIBSVM file, or a
                       seeded synthetic generator) into a zarr store.
-``kmp-dask info``     summarise a store.
+``kmp-dask info``     summarise a store (``--verify``: read every chunk back).
+
+Expected errors (bad input, existing or missing paths, damaged stores, unreachable schedulers)
+are printed as one ``Error: ...`` line with exit status 1; ``kmp-dask --traceback ...`` shows
+the full Python traceback instead. Anything else (a bug) keeps its traceback.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -20,11 +25,62 @@ import numpy as np
 
 __all__ = ["main"]
 
+#: Built-in errors that are about the user's input or environment, not bugs.
+_EXPECTED_BUILTINS = (FileExistsError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
+                      PermissionError, ConnectionError)
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+def _raised_in_kmp_dask(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is kmp_dask code (our own checks)."""
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and str(last.tb_frame.f_globals.get("__name__", "")).startswith("kmp_dask")
+
+
+def is_expected_error(exc: BaseException) -> bool:
+    """Errors reported in one line: kmp_dask's own exception classes, file-system and connection
+    errors, and ``ValueError`` / ``TypeError`` raised by kmp_dask's input checks."""
+    if type(exc).__module__.startswith("kmp_dask") or isinstance(exc, _EXPECTED_BUILTINS):
+        return True
+    return type(exc) in (ValueError, TypeError) and _raised_in_kmp_dask(exc)
+
+
+def one_line_message(exc: BaseException) -> str:
+    """``exc``'s message on one line, Python argument names replaced by the CLI's options."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, FileExistsError):
+        text = text.replace("pass overwrite=True", "pass --overwrite")
+    return text
+
+
+class _Main(click.Group):
+    """The command group: expected errors become one ``Error: ...`` line (exit status 1)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            if ctx.meta.get("kmp_dask.traceback") or not is_expected_error(exc):
+                raise
+            raise click.ClickException(one_line_message(exc)) from None
+
+
+def _want_progress(flag) -> bool:
+    """``--progress/--no-progress``; by default only when stderr is a terminal."""
+    return sys.stderr.isatty() if flag is None else bool(flag)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kmp-dask")
-def main():
+@click.option("--traceback", "show_traceback", is_flag=True,
+              help="Show the full Python traceback of errors instead of one line.")
+@click.pass_context
+def main(ctx, show_traceback):
     """Sparse kernel learning (kernel matching pursuit) on chunked zarr data with dask."""
+    ctx.meta["kmp_dask.traceback"] = show_traceback
 
 
 def _split_standardise(ds, test_size, seed):
@@ -110,14 +166,20 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
 @click.option("--overwrite", is_flag=True, help="Replace TARGET if it exists (only once the new store is complete).")
 @click.option("--n-rows", default=None, type=int, help="Rows for synthetic:classification / synthetic:regression.")
 @click.option("--seed", default=0, show_default=True, help="Seed for synthetic generators.")
-def ingest(source, target, chunk_rows, overwrite, n_rows, seed):
+@click.option("--progress/--no-progress", default=None,
+              help="Show a progress bar of rows written (default: only on a terminal).")
+def ingest(source, target, chunk_rows, overwrite, n_rows, seed, progress):
     """Write SOURCE into a zarr store at TARGET.
 
     SOURCE is keel:NAME, sklearn:NAME, synthetic:classification, synthetic:regression,
-    or a path to a .csv (last column = label) or .libsvm/.svm file.
+    or a path to a .csv (last column = label) or .libsvm/.svm file. An existing TARGET is
+    reported before SOURCE is read; with --overwrite it is replaced only once the new store
+    is complete.
     """
     from . import datasets, store
 
+    store.check_target_free(target, overwrite=overwrite)
+    progress = _want_progress(progress)
     if source.startswith("synthetic:"):
         kind = source.split(":", 1)[1]
         gen = {"classification": datasets.make_classification_store,
@@ -126,19 +188,33 @@ def ingest(source, target, chunk_rows, overwrite, n_rows, seed):
             raise click.BadParameter(f"unknown generator {kind!r}; use classification or regression", param_hint="SOURCE")
         if not n_rows:
             raise click.BadParameter("synthetic sources need --n-rows", param_hint="--n-rows")
-        st = gen(target, n_rows, chunk_rows=chunk_rows, random_state=seed, overwrite=overwrite)
+        st = gen(target, n_rows, chunk_rows=chunk_rows, random_state=seed, overwrite=overwrite,
+                 progress=progress)
     elif source.endswith(".csv"):
-        st = store.store_from_csv(target, source, chunk_rows=chunk_rows or 100_000, overwrite=overwrite)
+        st = store.store_from_csv(target, source, chunk_rows=chunk_rows or 100_000, overwrite=overwrite,
+                                  progress=progress)
     elif source.endswith((".libsvm", ".svm", ".txt")):
-        st = store.store_from_libsvm(target, source, chunk_rows=chunk_rows, overwrite=overwrite)
+        st = store.store_from_libsvm(target, source, chunk_rows=chunk_rows, overwrite=overwrite,
+                                     progress=progress)
+    elif source.startswith(("keel:", "sklearn:")):
+        st = datasets.ingest(source, target, chunk_rows=chunk_rows, overwrite=overwrite,
+                             progress=progress)
     else:
-        st = datasets.ingest(source, target, chunk_rows=chunk_rows, overwrite=overwrite)
+        raise click.BadParameter(
+            f"{source!r} is not a data source; use keel:NAME, sklearn:NAME, "
+            "synthetic:classification, synthetic:regression, or a .csv, .libsvm, .svm or .txt file.",
+            param_hint="SOURCE",
+        )
     click.echo(f"wrote {st!r}")
 
 
 @main.command()
 @click.argument("target")
-def info(target):
+@click.option("--verify", is_flag=True,
+              help="Read every chunk of X and y back and check it; exit 1 naming the first corrupt chunk.")
+@click.option("--progress/--no-progress", default=None,
+              help="Show a progress bar while verifying (default: only on a terminal).")
+def info(target, verify, progress):
     """Print the shape, chunking and attributes of the store at TARGET."""
     from .store import open_store
 
@@ -149,6 +225,23 @@ def info(target):
         val = attrs.get(key)
         text = json.dumps(val) if val is not None else "-"
         click.echo(f"  {key}: {text[:200]}{'...' if len(text) > 200 else ''}")
+    if verify:
+        bar = None
+        if _want_progress(progress):
+            from tqdm.auto import tqdm
+
+            bar = tqdm(desc="verify", unit="chunks", file=sys.stderr)
+
+        def tick(done, total):
+            bar.total = total
+            bar.update(done - bar.n)
+
+        try:
+            n = st.verify(callback=tick if bar is not None else None)
+        finally:
+            if bar is not None:
+                bar.close()
+        click.echo(f"  verify: all {n} chunks of {'X and y' if st.has_y else 'X'} read back intact")
 
 
 if __name__ == "__main__":
