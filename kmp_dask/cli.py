@@ -93,6 +93,22 @@ def _split_standardise(ds, test_size, seed):
     return (Xtr - mean) / std, (Xte - mean) / std, ytr, yte
 
 
+def _check_scheduler_option(scheduler: str) -> None:
+    """Refuse a malformed ``--scheduler`` address or a missing scheduler file without connecting."""
+    from .parallel._client import check_scheduler_address
+
+    fix = ("Pass an address such as tcp://127.0.0.1:8786 (printed by `dask scheduler`) or a "
+           "scheduler file (.json), or omit --scheduler to use an embedded cluster.")
+    if scheduler.endswith(".json") or Path(scheduler).is_file():
+        if not Path(scheduler).is_file():
+            raise click.BadParameter(f"no scheduler file at {scheduler!r}. {fix}", param_hint="--scheduler")
+        return
+    try:
+        check_scheduler_address(scheduler, name="--scheduler", fix=fix)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--scheduler") from None
+
+
 @main.command()
 @click.option("--dataset", default="keel:banana", show_default=True,
               help="keel:NAME or sklearn:NAME (bundled data only; nothing is downloaded).")
@@ -117,6 +133,8 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
     from .parallel import embedded_cluster, resolve_client
     from .store import create_store
 
+    if scheduler:
+        _check_scheduler_option(scheduler)  # before anything is written to --workdir
     ds = load(dataset)
     if ds.task != "classification":
         raise click.BadParameter(f"the demo needs a classification data set; {dataset} is {ds.task}", param_hint="--dataset")

@@ -31,7 +31,7 @@ import contextlib
 import json
 import os
 
-__all__ = ["resolve_client", "embedded_cluster", "check_scheduler_address"]
+__all__ = ["resolve_client", "embedded_cluster", "check_client", "check_scheduler_address"]
 
 #: Seconds allowed to close a client (a half-made one included); closing never blocks longer.
 CLOSE_TIMEOUT = 10.0
@@ -75,7 +75,7 @@ def embedded_cluster(n_workers: int | None = None, *, timeout=None):
             yield client
 
 
-def check_scheduler_address(address: str, *, name: str = "client") -> str:
+def check_scheduler_address(address: str, *, name: str = "client", fix: str = _FIX) -> str:
     """Return ``address`` if it is a well-formed dask scheduler address, else raise.
 
     Parameters
@@ -85,6 +85,8 @@ def check_scheduler_address(address: str, *, name: str = "client") -> str:
         protocol distributed knows (``inproc://``, ``ws://``, ``ucx://``).
     name : str, default="client"
         Argument name used in the message.
+    fix : str, optional
+        How to fix it (the message's last sentence).
 
     Raises
     ------
@@ -95,7 +97,7 @@ def check_scheduler_address(address: str, *, name: str = "client") -> str:
     from distributed.comm.registry import backends
 
     def bad(reason):
-        raise ValueError(f"{name}={address!r} is not a dask scheduler address: {reason}. {_FIX}")
+        raise ValueError(f"{name}={address!r} is not a dask scheduler address: {reason}. {fix}")
 
     if not address.strip() or address != address.strip():
         bad("it is empty or has leading/trailing spaces")
@@ -141,6 +143,31 @@ def _read_scheduler_file(path: str) -> str:
     if not isinstance(address, str):
         raise ValueError(f"client={path!r}: the scheduler file's 'address' is {address!r}, not a string.")
     return check_scheduler_address(address, name=f"the 'address' in scheduler file {path!r}")
+
+
+def check_client(client) -> None:
+    """Check a ``client`` argument without connecting (what :func:`resolve_client` checks first).
+
+    Lets a caller refuse a bad address or a missing scheduler file before doing any other work.
+
+    Raises
+    ------
+    ValueError, FileNotFoundError, TypeError
+        As :func:`resolve_client`.
+    """
+    if client is None or (isinstance(client, str) and client in ("sync", "embedded")):
+        return
+    if isinstance(client, str):
+        if _is_scheduler_file(client):
+            _read_scheduler_file(client)
+        else:
+            check_scheduler_address(client)
+        return
+    if not hasattr(client, "submit") or not hasattr(client, "scheduler_info"):
+        raise TypeError(
+            f"client must be None, 'sync', 'embedded', a scheduler address or a "
+            f"distributed.Client; got {type(client).__name__}. {_FIX}"
+        )
 
 
 @contextlib.contextmanager
@@ -227,11 +254,7 @@ def resolve_client(client, *, in_memory: bool, timeout=None):
             yield c
         return
     if client is not None:
-        if not hasattr(client, "submit") or not hasattr(client, "scheduler_info"):
-            raise TypeError(
-                f"client must be None, 'sync', 'embedded', a scheduler address or a "
-                f"distributed.Client; got {type(client).__name__}. {_FIX}"
-            )
+        check_client(client)
         yield client
         return
     active = _active_client()
