@@ -1,5 +1,6 @@
 """Damaged stores: a corrupt chunk is named (store, array, chunk rows, file) wherever it is read,
-and ``ZarrStore.verify`` / ``kmp-dask info --verify`` find the first one."""
+and ``ZarrStore.verify`` / ``kmp-dask info --verify`` find the first one. Also: ingest progress
+(a callback, or a bar only when asked for or on a terminal)."""
 
 from __future__ import annotations
 
@@ -119,3 +120,32 @@ def test_fit_on_workers_names_the_corrupt_chunk(store, process_client):
     with pytest.raises(StoreCorruptError) as info:
         KMPClassifier(n_basis=3, client=process_client).fit(store.url)
     _assert_names_chunk(info.value, store)
+
+
+# --- ingest progress (quiet unless asked for) -------------------------------------------------
+
+
+def test_ingest_progress_callback(tmp_path):
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(1000, 2)), rng.integers(0, 2, 1000)
+    seen = []
+    create_store(tmp_path / "p.zarr", X, y, chunk_rows=300, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(300, 1000), (600, 1000), (900, 1000), (1000, 1000)]
+    path = tmp_path / "p.csv"
+    path.write_text("a,b,c\n" + "".join(f"{i},{i},{i % 2}\n" for i in range(250)))
+    seen.clear()
+    from kmp_dask.store import store_from_csv
+
+    store_from_csv(tmp_path / "c.zarr", path, chunk_rows=100, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(100, None), (200, None), (250, None)]  # a CSV's length is unknown up front
+
+
+def test_cli_ingest_progress_bar_only_when_asked(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("a,b,c\n" + "".join(f"{i},{i},{i % 2}\n" for i in range(250)))
+    runner = CliRunner()
+    quiet = runner.invoke(main, ["ingest", str(path), str(tmp_path / "q.zarr"), "--chunk-rows", "100"])
+    assert quiet.exit_code == 0 and "rows" not in quiet.stderr  # not a terminal: no bar
+    shown = runner.invoke(main, ["ingest", str(path), str(tmp_path / "s.zarr"), "--chunk-rows", "100", "--progress"])
+    assert shown.exit_code == 0, shown.output
+    assert "ingest" in shown.stderr and "250" in shown.stderr and "rows" in shown.stderr
