@@ -12,11 +12,11 @@ from ._kmp import (
     accept_column, kmp_column_stats, kmp_effects, kmp_init, kmp_linesearch, kmp_refit_stats, kmp_score, kmp_stats,
     move_fit, pend_column, set_coef, target_matrix,
 )
-from ._partition import Partition, PartitionSpec, fetch_rows, split_mask
+from ._partition import Partition, PartitionSpec, fetch_rows, partition_bounds, split_mask
 from ._state import ColumnCache, Residual, Views, Workspace, cross64, kernel_block, split_views, sqnorm
 
 __all__ = [
-    "Partition", "PartitionSpec", "fetch_rows", "split_mask", "predict_block",
+    "Partition", "PartitionSpec", "fetch_rows", "partition_bounds", "split_mask", "predict_block",
     "Effect", "Journal", "apply_effects",
     "Views", "split_views", "ColumnCache", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm",
     "Atom", "BIAS_ATOM", "KMPSetup", "KMPState", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery",

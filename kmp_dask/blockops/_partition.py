@@ -17,7 +17,42 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Partition", "PartitionSpec", "split_mask", "fetch_rows"]
+__all__ = ["Partition", "PartitionSpec", "split_mask", "fetch_rows", "partition_bounds",
+           "PARTITION_BYTES", "MIN_PARTITIONS", "MIN_PARTITION_ROWS"]
+
+PARTITION_BYTES = 16 << 20
+"""Target bytes of X per partition: small enough to stream through a worker's memory budget
+and to spread a small store over every worker, large enough that a pass's per-partition
+overhead (~0.1 ms) stays negligible."""
+
+MIN_PARTITIONS = 8
+"""Stores of at least ``MIN_PARTITIONS × MIN_PARTITION_ROWS`` rows get at least this many
+partitions, so up to 8 workers have work whatever the storage chunking."""
+
+MIN_PARTITION_ROWS = 2048
+
+
+def partition_bounds(row_chunks, row_bytes: int, *, target_bytes: int = PARTITION_BYTES,
+                     min_partitions: int = MIN_PARTITIONS, min_rows: int = MIN_PARTITION_ROWS) -> list:
+    """Row ranges ``[(start, stop), ...]`` of the partitions: the unit of every reduction.
+
+    A pure function of the data (the storage chunking and the bytes per row) — never of the
+    number of workers or of their memory — so a fit sums the same per-partition results in the
+    same order, bit for bit, on any cluster. Each storage chunk is split into near-equal row
+    blocks of at most ``max(min_rows, min(target_bytes / row_bytes, N / min_partitions))`` rows
+    (a partition never straddles two chunks, so loading it decompresses one chunk at most).
+    """
+    chunks = [int(c) for c in row_chunks]
+    n = sum(chunks)
+    rows = min(max(1, target_bytes // max(1, int(row_bytes))), -(-n // max(1, min_partitions)))
+    rows = max(int(min_rows), int(rows))
+    out, start = [], 0
+    for c in chunks:
+        k = max(1, -(-c // rows))
+        edges = [start + (c * i) // k for i in range(k + 1)]
+        out.extend(zip(edges[:-1], edges[1:]))
+        start += c
+    return [(a, b) for a, b in out if b > a]
 
 
 @dataclass

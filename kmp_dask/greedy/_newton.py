@@ -68,18 +68,29 @@ def refit_due(refit_every, t: int, n: int, last: int) -> bool:
 
 
 def _newton_direction(H, G, pen, coef):
-    """Per output j: −(H_j + diag(pen) + εI)⁻¹ (G_j + pen·coef_j)."""
+    """Per output j: −(H_j + diag(pen) + εI)⁻¹ (G_j + pen·coef_j).
+
+    A curvature that is only semi-definite (e.g. Huber's, zero on rows beyond ``delta``; or
+    atoms whose rows all sit in a flat part of the loss) gets a Levenberg–Marquardt shift μI,
+    μ from 1e-8 of the mean diagonal upwards, instead of a least-squares solve; only if that
+    fails too a :class:`~kmp_dask.exceptions.NumericalWarning` says so and ``lstsq`` is used.
+    """
     n, m = coef.shape
     delta = np.empty_like(coef)
     for j in range(m):
         A = H[j] + np.diag(pen) + 1e-12 * np.trace(H[j]) / max(n, 1) * np.eye(n)
         b = G[:, j] + pen * coef[:, j]
-        try:
-            delta[:, j] = -solve(A, b, assume_a="pos", check_finite=False)
-        except np.linalg.LinAlgError:
+        scale = max(np.trace(A) / max(n, 1), 1e-300)
+        for mu in (0.0, 1e-8, 1e-6, 1e-4, 1e-2):
+            try:
+                delta[:, j] = -solve(A + mu * scale * np.eye(n) if mu else A, b, assume_a="pos", check_finite=False)
+                break
+            except np.linalg.LinAlgError:
+                continue
+        else:
             warnings.warn(
-                f"Newton refit: the curvature of output {j} is not positive definite at n={n} atoms; "
-                "the step uses a least-squares solve. Increase `ridge` if this repeats.",
+                f"Newton refit: the curvature of output {j} is not positive definite at n={n} atoms, even "
+                "shifted by 1e-2 of its mean diagonal; the step uses a least-squares solve. Increase `ridge`.",
                 NumericalWarning, stacklevel=3,
             )
             delta[:, j] = -np.linalg.lstsq(A, b, rcond=None)[0]

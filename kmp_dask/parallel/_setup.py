@@ -1,24 +1,24 @@
-"""Building an engine for a store: partitions = storage chunks, placed on workers."""
+"""Building an engine for a store: partitions = row blocks chosen from the data, placed on workers."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..blockops import PartitionSpec
+from ..blockops import PartitionSpec, partition_bounds
 from ._engine import ActorEngine, InProcessEngine
 
 __all__ = ["partition_specs", "make_engine"]
 
 
 def partition_specs(store) -> list[PartitionSpec]:
-    """One partition per storage chunk of ``store``.
+    """The partitions of ``store``: row blocks within its storage chunks (:func:`partition_bounds`).
 
     The partition is the unit of every reduction, and partitions are summed in order on the
-    driver; tying it to the storage chunking (not to the number of workers) is what makes a fit
-    bit-for-bit identical on 1 or many workers.
+    driver; choosing them from the data alone (not from the number of workers or their memory)
+    is what makes a fit bit-for-bit identical on 1 or many workers.
     """
-    bounds = np.concatenate([[0], np.cumsum(store.row_chunks)]).astype(int)
-    ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    row_bytes = int(store.n_features) * np.dtype(store.dtype).itemsize
+    ranges = partition_bounds(store.row_chunks, row_bytes)
     if store.url is None:  # in-memory data: ship each worker only its own rows
         return [PartitionSpec(i, a, b, _SliceReader(a, *store.read_range(a, b))) for i, (a, b) in enumerate(ranges)]
     reader = store.reader()
