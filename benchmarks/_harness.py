@@ -23,6 +23,7 @@ with a non-zero exit instead of recording curves that are not the estimator's mo
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import os
@@ -41,8 +42,8 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BL
 RECON_TOL = 1e-6  #: largest |prefix model − estimator| allowed on any row and output
 
 __all__ = [
-    "HERE", "ROOT", "RESULTS", "RECON_TOL", "set_threads", "log", "add_common_args", "output_path",
-    "display_path", "jsonable", "write_json", "environment", "split", "ovr_targets", "decide", "timed_fit",
+    "HERE", "ROOT", "RESULTS", "RECON_TOL", "set_threads", "log", "add_common_args", "parse_main_args", "output_path",
+    "display_path", "jsonable", "write_json", "finish", "environment", "split", "ovr_targets", "decide", "timed_fit",
     "own_decision", "ReconstructionError", "require_reconstruction", "PrefixModels", "prefix_vs_separate_fit",
 ]
 
@@ -74,6 +75,17 @@ def add_common_args(p, name, *, plots=True, threads=True):
     if plots:
         p.add_argument("--no-plots", action="store_true", help="write the JSON only")
     return p
+
+
+def parse_main_args(name, doc, add_arguments, argv=None):
+    """A script's command line: its own options (``add_arguments(parser)``) plus ``--threads``,
+    ``--out`` and ``--no-plots``; sets the BLAS/OpenMP threads (call before numpy is imported)."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    args = add_common_args(p, name).parse_args(argv)
+    set_threads(args.threads)
+    return args
 
 
 def output_path(name, out=None, quick=False):
@@ -119,6 +131,18 @@ def write_json(path, doc):
     tmp.write_text(json.dumps(jsonable(doc), indent=1, ensure_ascii=False) + "\n")
     tmp.replace(path)
     return path
+
+
+def finish(result, out, t0, plot=None):
+    """Record ``total_seconds`` (since ``t0``), draw ``plot(result, png)`` next to the JSON unless
+    ``plot`` is None, write the JSON and log where."""
+    result["total_seconds"] = time.perf_counter() - t0
+    if plot is not None:
+        png = Path(out).with_suffix(".png")
+        plot(result, png)
+        result["plot"] = display_path(png)
+    write_json(out, result)
+    log(f"wrote {out} in {result['total_seconds']:.0f}s")
 
 
 def environment(extra=None):

@@ -22,42 +22,30 @@ Usage: ``python benchmarks/fit_cost.py [--repeats 3] [--quick]``
 
 from __future__ import annotations
 
-import os
-
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
+import argparse
+import sys
+import time
+from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H  # noqa: E402
+from _harness import log  # noqa: E402
+
+H.set_threads(1, keep_existing=True)  # before numpy is imported
+
+import numpy as np  # noqa: E402
 from quality_kmp import load_task  # noqa: E402
 
 from kmp_dask import KMPClassifier  # noqa: E402
 from kmp_dask.blockops import cross64 as _cross64  # noqa: E402
 from kmp_dask.greedy import _kmp as driver  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+NAME = "fit_cost"
 
 
 def _fit(X, y, **kw):
-    est = KMPClassifier(candidates=59, random_state=0, client="sync", **kw)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        t0 = time.perf_counter()
-        est.fit(X, y)
-    return est, time.perf_counter() - t0
+    est, secs, _ = H.timed_fit(KMPClassifier(candidates=59, random_state=0, client="sync", **kw), X, y)
+    return est, secs
 
 
 def newton_refit(task, n_basis, repeats):
@@ -145,20 +133,16 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="small sizes, 1 repeat (smoke test)")
-    p.add_argument("--out", default=None)
+    H.add_common_args(p, NAME, plots=False, threads=False)
     args = p.parse_args(argv)
     repeats = 1 if args.quick else args.repeats
     sat_n, let_n = (60, 60) if args.quick else (385, 400)
-    out_path = Path(args.out) if args.out else (
-        Path(os.environ.get("TMPDIR", "/tmp")) / "kmp_dask_benchmarks" / "fit_cost_quick.json" if args.quick
-        else RESULTS / "fit_cost.json")
+    out_path = H.output_path(NAME, args.out, args.quick)
     t0 = time.perf_counter()
     sat, let = load_task("satimage"), load_task("letter26")
     res = {
-        "benchmark": "fit_cost",
-        "environment": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
-                        "threads": os.environ["OMP_NUM_THREADS"],
-                        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+        "benchmark": NAME,
+        "environment": H.environment(),
         "protocol": __doc__,
         "repeats": repeats,
         "newton_refit": newton_refit(sat, sat_n, repeats),
@@ -167,8 +151,7 @@ def main(argv=None):
         "satimage_regularisation": satimage_regularisation(sat, sat_n),
     }
     res["total_seconds"] = time.perf_counter() - t0
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(res, indent=1) + "\n")
+    H.write_json(out_path, res)
     log(f"wrote {out_path} in {res['total_seconds']:.0f} s")
 
 

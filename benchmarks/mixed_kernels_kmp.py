@@ -53,7 +53,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -65,19 +64,16 @@ from _harness import log, ovr_targets, split  # noqa: E402
 NAME = "mixed_kernels_kmp"
 
 
-def _parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def _arguments(p):
     p.add_argument("--quick", action="store_true", help="smoke test: 2 seeds, subsampled data, small sizes")
     p.add_argument("--datasets", default=None, help="comma-separated among banana,satimage,letter (default: all)")
     p.add_argument("--no-recentre", action="store_true",
                    help="skip the sensitivity run with the width grid recentred on the width best at n_max")
-    return H.add_common_args(p, NAME).parse_args(argv)
+    p.add_argument("--budget-note", default=None,
+                   help="why this run leaves datasets or the sensitivity out (recorded under reductions)")
 
 
-ARGS = _parse_args() if __name__ == "__main__" else None
-if ARGS is not None:
-    H.set_threads(ARGS.threads)
+ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
 
 import numpy as np  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
@@ -499,55 +495,21 @@ def plot(result, path):
     plt.close(fig)
 
 
-def main(args):
-    cfgs = QUICK if args.quick else FULL
-    names = args.datasets.split(",") if args.datasets else list(cfgs)
-    gamma_factors = QUICK_GAMMA_FACTORS if args.quick else GAMMA_FACTORS
-    out = H.output_path(NAME, args.out, args.quick)
-    t0 = time.perf_counter()
-    env = H.environment()
-    log(f"mixed-kernel benchmark: datasets={names} quick={args.quick}")
-    result = {
-        "benchmark": "mixed_kernels_kmp", "issue": 4,
-        "description": "Three-width RBF dictionary vs each single width (and a same-candidate-count control), "
-                       "squared-loss backfitted SKMP, test error vs basis size.",
-        "environment": env,
-        "protocol": {
-            "split": f"train_test_split(test_size={TEST_SIZE}, stratify=y, random_state=seed); standardised by "
-                     "training mean/std; KMP random_state=seed",
-            "gamma_star": "see each dataset's gamma_selection; candidates (1/d) x gamma_factors",
-            "gamma_factors": list(gamma_factors), "width_factors": list(WIDTH_FACTORS),
-            "kmp": {"loss": "squared", "fit_mode": "backfit", "candidates": S, "ridge": RIDGE, "fit_intercept": True,
-                    "client": "sync"},
-            "control": "single_1x_s177: width gamma* with candidates=177 = 59 rows x 3 widths, the number of "
-                       "candidate columns the mixed dictionary scores per iteration",
-            "prefix_models": "errors at every grid size from the estimator's own k-atom model est.expansion_at(k) "
-                             "of one fit at n_max (exact for squared-loss backfit: ridge least squares on a column "
-                             "of ones and the first k kernel columns, from the fit's Cholesky factor); every fit "
-                             "checks the n_max model against est.decision_function on the evaluation rows and the "
-                             f"run fails when they differ by more than {H.RECON_TOL:g}",
-            "best_single": "per basis size, the single width (of the three; not the s=177 control) with the lowest "
-                           "median test error: an oracle choice favouring the single-width side",
-            "mixed_beats_best_single": "median mixed error < median best-single error at a strict majority of the "
-                                       "headline sizes",
-            "mixed_matches_with_fewer_atoms": "level e* = best single width's median error at n_max; smallest grid "
-                                              "size where the mixed median curve <= e* is smaller than the smallest "
-                                              "where the single widths' lower envelope <= e*",
-            "recentred_sensitivity": "when the single width best at n_max (median) is not gamma*, the whole comparison "
-                                     "(without the s=177 control) is repeated with widths {g/4, g, 4g} around that "
-                                     "width g; verdicts are reported for both grids",
-            "configs": {n: cfgs[n] for n in names}, "quick": bool(args.quick),
-        },
-        "reductions": ([{"what": "quick mode: train subsample, 2 seeds, small sizes, 3 gammas"}] if args.quick
-                       else REDUCTIONS),
-        "checks": {},
-        "datasets": {},
-    }
-    result["checks"]["mixed_greedy_choice_vs_dense"] = chk = check_mixed_greedy_choice()
-    log(f"check: exact mixed KMP choices vs dense arg-max: {chk['n_mismatches']} mismatches in {chk['n_basis']} "
-        f"iterations (widths chosen {chk['widths_selected']})")
-    for name in names:
-        result["datasets"][name] = run_dataset(name, cfgs[name], gamma_factors, recentre=not args.no_recentre)
+def reductions(args, names, all_names):
+    if args.quick:
+        return [{"what": "quick mode: train subsample, 2 seeds, small sizes, 3 gammas"}]
+    out = [r for r in REDUCTIONS if r["dataset"] in names]
+    why = args.budget_note or "chosen on the command line"
+    if names != all_names:
+        out.append({"what": f"datasets run: {', '.join(names)}; not run: "
+                            f"{', '.join(n for n in all_names if n not in names)} (--datasets)", "why": why})
+    if args.no_recentre:
+        out.append({"what": "recentred-grid sensitivity not run (--no-recentre)", "why": why})
+    return out
+
+
+def summarise(result):
+    """Reconstruction maxima and the verdicts over the datasets in ``result`` so far."""
     result["checks"]["recon_tolerance"] = H.RECON_TOL
     result["checks"]["recon_max_abs_diff_per_dataset"] = {
         n: R["checks"]["recon_max_abs_diff_all_fits"] for n, R in result["datasets"].items()}
@@ -588,13 +550,60 @@ def main(args):
                       f"also holds with the grid recentred on the width best at n_max: {n_robust} ({names_robust}), "
                       f"so the criterion is {'met' if n_robust >= 2 else 'NOT met'} robustly."),
     }
-    result["total_seconds"] = time.perf_counter() - t0
-    if not args.no_plots:
-        png = out.with_suffix(".png")
-        plot(result, png)
-        result["plot"] = H.display_path(png)
-    H.write_json(out, result)
-    log(f"wrote {out} in {result['total_seconds']:.0f}s")
+
+
+def main(args):
+    cfgs = QUICK if args.quick else FULL
+    names = args.datasets.split(",") if args.datasets else list(cfgs)
+    gamma_factors = QUICK_GAMMA_FACTORS if args.quick else GAMMA_FACTORS
+    out = H.output_path(NAME, args.out, args.quick)
+    t0 = time.perf_counter()
+    env = H.environment()
+    log(f"mixed-kernel benchmark: datasets={names} quick={args.quick}")
+    result = {
+        "benchmark": "mixed_kernels_kmp", "issue": 4,
+        "description": "Three-width RBF dictionary vs each single width (and a same-candidate-count control), "
+                       "squared-loss backfitted SKMP, test error vs basis size.",
+        "environment": env,
+        "protocol": {
+            "split": f"train_test_split(test_size={TEST_SIZE}, stratify=y, random_state=seed); standardised by "
+                     "training mean/std; KMP random_state=seed",
+            "gamma_star": "see each dataset's gamma_selection; candidates (1/d) x gamma_factors",
+            "gamma_factors": list(gamma_factors), "width_factors": list(WIDTH_FACTORS),
+            "kmp": {"loss": "squared", "fit_mode": "backfit", "candidates": S, "ridge": RIDGE, "fit_intercept": True,
+                    "client": "sync"},
+            "control": "single_1x_s177: width gamma* with candidates=177 = 59 rows x 3 widths, the number of "
+                       "candidate columns the mixed dictionary scores per iteration",
+            "prefix_models": "errors at every grid size from the estimator's own k-atom model est.expansion_at(k) "
+                             "of one fit at n_max (exact for squared-loss backfit: ridge least squares on a column "
+                             "of ones and the first k kernel columns, from the fit's Cholesky factor); every fit "
+                             "checks the n_max model against est.decision_function on the evaluation rows and the "
+                             f"run fails when they differ by more than {H.RECON_TOL:g}",
+            "best_single": "per basis size, the single width (of the three; not the s=177 control) with the lowest "
+                           "median test error: an oracle choice favouring the single-width side",
+            "mixed_beats_best_single": "median mixed error < median best-single error at a strict majority of the "
+                                       "headline sizes",
+            "mixed_matches_with_fewer_atoms": "level e* = best single width's median error at n_max; smallest grid "
+                                              "size where the mixed median curve <= e* is smaller than the smallest "
+                                              "where the single widths' lower envelope <= e*",
+            "recentred_sensitivity": "when the single width best at n_max (median) is not gamma*, the whole comparison "
+                                     "(without the s=177 control) is repeated with widths {g/4, g, 4g} around that "
+                                     "width g; verdicts are reported for both grids",
+            "configs": {n: cfgs[n] for n in names}, "quick": bool(args.quick),
+        },
+        "reductions": reductions(args, names, list(cfgs)),
+        "checks": {},
+        "datasets": {},
+    }
+    result["checks"]["mixed_greedy_choice_vs_dense"] = chk = check_mixed_greedy_choice()
+    log(f"check: exact mixed KMP choices vs dense arg-max: {chk['n_mismatches']} mismatches in {chk['n_basis']} "
+        f"iterations (widths chosen {chk['widths_selected']})")
+    for i, name in enumerate(names):
+        result["datasets"][name] = run_dataset(name, cfgs[name], gamma_factors, recentre=not args.no_recentre)
+        summarise(result)
+        # written after every dataset: a run cut short keeps what it did and says what it did not reach
+        result["partial"], result["datasets_pending"] = i < len(names) - 1, names[i + 1:]
+        H.finish(result, out, t0, None if args.no_plots else plot)
     for name, R in result["datasets"].items():
         for k, v in R["equal_size"].items():
             me = v["median_test_error"]

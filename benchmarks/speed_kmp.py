@@ -16,24 +16,29 @@ What is timed
   near n = n_max, and a linear fit of time vs iteration.
 
 Both run the same data in the same process tree, so the ratio is what the machine says, not a
-guess. Results go to benchmarks/results/speed_kmp.json and speed_kmp.png.
+guess. Results go to benchmarks/results/speed_kmp.json and speed_kmp.png (``--quick``: a smoke
+test on 50,000 rows, 10 atoms, written to $TMPDIR/kmp_dask_benchmarks/).
 
-Usage: ``python benchmarks/speed_kmp.py [--rows 1000000] [--n-basis 60] [--repeats 5]``
+Usage: ``python benchmarks/speed_kmp.py [--rows 1000000] [--n-basis 60] [--repeats 5] [--quick]``
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H  # noqa: E402
+
+NAME = "speed_kmp"
+QUICK = {"rows": 50_000, "n_basis": 10, "repeats": 2}
 
 
 def numpy_pass(X, X_sq, Y, Z, B, coef, gamma):
@@ -76,7 +81,14 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--store", default=None, help="reuse/create the synthetic store here")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"smoke test: {QUICK['rows']:,} rows, {QUICK['n_basis']} atoms, {QUICK['repeats']} repeats")
+    H.add_common_args(ap, NAME, plots=False, threads=False)
     args = ap.parse_args()
+    if args.quick:
+        for k, v in QUICK.items():
+            setattr(args, k, v)
+    out = H.output_path(NAME, args.out, args.quick)
 
     from distributed import Client, LocalCluster
 
@@ -122,6 +134,8 @@ def main():
         "benchmark": "speed_kmp",
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "environment": H.environment(),
+        "quick": bool(args.quick),
         "data": {"rows": store.n_rows, "features": store.n_features, "dtype": str(store.dtype),
                  "chunks": len(store.row_chunks), "classes": m, "ingest_seconds": ingest_s},
         "engine": {"workers": args.workers, "threads_per_worker": 1, "s": s, "n_basis": args.n_basis,
@@ -134,9 +148,9 @@ def main():
         "target_ratio": 1.5,
         "target_met": bool(max(ratio_early, ratio_late) <= 1.5),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "speed_kmp.json").write_text(json.dumps(result, indent=2))
-    print(json.dumps({k: v for k, v in result.items() if k.startswith(("ratio", "target"))}, indent=2))
+    H.write_json(out, result)
+    H.log(f"wrote {out}: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                       for k, v in result.items() if k.startswith(("ratio", "target"))))
 
     import matplotlib
 
@@ -153,7 +167,7 @@ def main():
     ax.set_ylim(bottom=0)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(RESULTS / "speed_kmp.png", dpi=120)
+    fig.savefig(out.with_suffix(".png"), dpi=120)
     tmp.cleanup()
 
 
