@@ -63,6 +63,11 @@ class PartitionSpec:
     start: int
     stop: int
     reader: object  # has .read_range(start, stop) -> (X, y)
+    row_bytes: int = 0  #: bytes per row of X and y (sizing before the rows are read)
+
+    @property
+    def nbytes(self) -> int:
+        return (self.stop - self.start) * self.row_bytes
 
     def load(self) -> "Partition":
         X, y = self.reader.read_range(self.start, self.stop)

@@ -95,6 +95,9 @@ class Workspace:
     def nbytes(self) -> int:
         return sum(b.nbytes for b in self._buffers.values())
 
+    def __getstate__(self):  # scratch: never written when a partition pages out
+        return {"_buffers": {}}
+
 
 class ColumnCache:
     """Basis columns over the training and validation views, plus one pending column.
@@ -150,6 +153,13 @@ class ColumnCache:
     def nbytes(self) -> int:
         pend = sum(c.nbytes for c in self.pending) if self.pending is not None else 0
         return self.Btr.nbytes + self.Bva.nbytes + pend
+
+    def __getstate__(self):
+        """Only the accepted columns (the reserved capacity is not data): a paged-out cache
+        writes n columns, and grows again by doubling once paged in."""
+        state = dict(self.__dict__)
+        state["Btr"], state["Bva"] = self.Btr[:, : self.n], self.Bva[:, : self.n]
+        return state
 
 
 def cross64(B: np.ndarray, d: np.ndarray, scratch: np.ndarray | None = None,

@@ -26,12 +26,16 @@ No driver writes restore code.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import logging
 import os
 import time
 
+from concurrent.futures import ThreadPoolExecutor
+
 from ..blockops import Journal, apply_effects
+from ._paging import MEMORY_FRACTION, TRANSIENT_BYTES, MemoryBudgetError, Pager, partition_nbytes, worker_budget
 
 __all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder"]
 
@@ -73,6 +77,11 @@ class InProcessEngine:
 #: glibc mallopt parameters (see ``man mallopt``)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
+#: When partitions are streamed, arrays above this many bytes are mmapped and freed to the OS at
+#: once (a paged-out partition must leave the RSS dask's nanny watches), and freed heap above
+#: STREAM_TRIM_THRESHOLD is trimmed.
+STREAM_MMAP_THRESHOLD, STREAM_TRIM_THRESHOLD = 1 << 20, 16 << 20
+
 
 def tune_worker_malloc(mmap_threshold: int = 64 << 20, trim_threshold: int = 256 << 20) -> bool:
     """Let per-pass temporaries (tens of MB) be reused from the heap in this worker process.
@@ -96,26 +105,128 @@ def tune_worker_malloc(mmap_threshold: int = 64 << 20, trim_threshold: int = 256
 
 
 class PartitionHolder:
-    """Dask Actor holding a run of partitions on one worker (loaded on the worker itself)."""
+    """Dask Actor holding a run of partitions on one worker, within a memory budget.
 
-    def __init__(self, specs):
+    Partitions that fit in the budget (:func:`~kmp_dask.parallel._paging.worker_budget`) are
+    loaded on the worker and stay *resident*; the others are *streamed*: paged in from the store
+    or worker-local scratch for every pass, with the next one read on a background thread
+    (:mod:`~kmp_dask.parallel._paging`). The budget is re-checked after every pass that changed
+    state (a state grows as basis columns are reserved), evicting resident partitions from the
+    end of the run when needed. When everything fits, nothing is ever written.
+    """
+
+    def __init__(self, specs, memory_fraction: float = MEMORY_FRACTION, local_x: bool = True,
+                 budget_bytes: int | None = None):
+        self.specs = {spec.index: spec for spec in specs}
+        self.fraction = memory_fraction
+        self.limit, self.baseline, usable, self.scratch = worker_budget(memory_fraction)
+        self.budget = None if usable is None else usable - TRANSIENT_BYTES
+        self.explicit_budget = budget_bytes is not None
+        if self.explicit_budget:  # an explicit budget for rows + state (tests, tuning)
+            self.budget = int(budget_bytes)
+        self.local_x = local_x
+        self.partitions: dict = {}
+        self._ws = {i: s.nbytes for i, s in self.specs.items()}  # working-set bytes per partition
+        self._pager = None
+        self._pool = None
         self.malloc_tuned = tune_worker_malloc()
-        self.partitions = {spec.index: spec.load() for spec in specs}
+        used = 0
+        for i in sorted(self.specs):
+            if self.budget is None or used + self._ws[i] + self._reserve() <= self.budget:
+                self.partitions[i] = self.specs[i].load()
+                used += self._ws[i]
+        self._check_streamable()
+
+    # -- budget --------------------------------------------------------------------------------
+    def _reserve(self) -> int:
+        """Bytes for streamed partitions in flight: the one computed on and the one prefetched."""
+        streamed = [self._ws[i] for i in self.specs if i not in self.partitions]
+        return 2 * max(streamed, default=0) if streamed or self.budget is None else 2 * max(self._ws.values())
+
+    def _check_streamable(self):
+        if self.budget is None or len(self.partitions) == len(self.specs):
+            return
+        tune_worker_malloc(STREAM_MMAP_THRESHOLD, STREAM_TRIM_THRESHOLD)  # freed pages go back to the OS
+        need = 2 * max(self._ws[i] for i in self.specs if i not in self.partitions)
+        if need > self.budget and self.explicit_budget:
+            raise MemoryBudgetError(
+                f"budget_bytes (kmp_dask.budget-bytes) = {self.budget / 2**20:.1f} MiB per worker is too small: "
+                f"streaming needs {need / 2**20:.1f} MiB (two partitions of rows and state in flight). "
+                "Raise it, or unset it to use the worker's memory_limit."
+            )
+        if need > self.budget:
+            raise MemoryBudgetError(
+                f"worker memory_limit={(self.limit or 0) / 2**20:.0f} MiB is too small: kmp_dask plans "
+                f"{self.fraction:.0%} of it, minus {(self.baseline or 0) / 2**20:.0f} MiB already used by the worker "
+                f"process and {TRANSIENT_BYTES >> 20} MiB for a pass's temporaries, leaving "
+                f"{max(self.budget, 0) / 2**20:.0f} MiB; streaming needs {need / 2**20:.0f} MiB (two partitions "
+                "of rows and state in flight). Raise the workers' memory_limit, or use fewer basis functions."
+            )
+
+    def _rebalance(self):
+        """Evict resident partitions (last first) until resident + in-flight bytes fit the budget."""
+        if self.budget is None:
+            return
+        for i, p in self.partitions.items():
+            self._ws[i] = partition_nbytes(p)
+        while self.partitions and sum(self._ws[i] for i in self.partitions) + self._reserve() > self.budget:
+            i = max(self.partitions)
+            self.pager().save(self.partitions.pop(i))
+        self._check_streamable()
+
+    def pager(self) -> Pager:
+        if self._pager is None:
+            self._pager = Pager(self.scratch, local_x=self.local_x)
+        return self._pager
+
+    # -- passes --------------------------------------------------------------------------------
+    def _page_in(self, i):
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kmp-dask-prefetch")
+        return self._pool.submit(self.pager().load, self.specs[i])
 
     def run(self, op, msg=None, effects=()):
         """Apply ``effects`` then the query ``op`` on each partition (also used to replay a journal)."""
         out = []
-        for i, p in sorted(self.partitions.items()):
+        stream = [i for i in sorted(self.specs) if i not in self.partitions]
+        nxt = self._page_in(stream[0]) if stream else None
+        k = 0
+        for i in sorted(self.specs):
+            resident = i in self.partitions
+            if resident:
+                p = self.partitions[i]
+            else:
+                p, k = nxt.result(), k + 1
+                nxt = self._page_in(stream[k]) if k < len(stream) else None
             apply_effects(p, effects)
             out.append((i, None if op is None else op(p, msg)))
+            if not resident:
+                if effects:
+                    self.pager().save(p)
+                self._ws[i] = partition_nbytes(p)
+                del p
+        if effects:
+            self._rebalance()
         return out
 
+    def memory_report(self) -> dict:
+        """Budget, resident and streamed partitions, bytes paged (for benchmarks and tests)."""
+        pg = self._pager
+        return {
+            "limit": self.limit, "baseline_rss": self.baseline, "budget": self.budget,
+            "resident": sorted(self.partitions), "streamed": sorted(set(self.specs) - set(self.partitions)),
+            "resident_bytes": sum(partition_nbytes(p) for p in self.partitions.values()),
+            "bytes_written": 0 if pg is None else pg.bytes_written, "bytes_read": 0 if pg is None else pg.bytes_read,
+        }
+
     def nbytes(self) -> int:
-        total = 0
-        for p in self.partitions.values():
-            total += p.X.nbytes
-            total += sum(getattr(v, "nbytes", 0) for v in p.state.values())
-        return total
+        return sum(partition_nbytes(p) for p in self.partitions.values())
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        if self._pager is not None:
+            self._pager.close()
 
 
 def _assign(specs, workers):
@@ -140,28 +251,55 @@ class ActorEngine:
     loss_timeout : float
         Seconds to wait, after a connection error from an actor, for the scheduler to report
         its worker gone (the error can arrive first); if it does not, the error is raised.
+    memory_fraction : float
+        Share of each worker's ``memory_limit`` the process may use (see docs/engine.md, "Out
+        of core"); partitions beyond it are streamed from worker-local scratch.
+    budget_bytes : int or None
+        An explicit per-worker budget for partition rows and state, instead of the fraction.
+    local_x : bool
+        Streamed partitions re-read their rows from a raw local copy (True) or from the store.
+    pass_timeout, pause_timeout, start_timeout : float
+        Bounds, in seconds, on one pass, on a worker staying paused by dask's memory manager,
+        and on starting a holder; each ends in a clear error instead of a hang.
     """
 
-    def __init__(self, client, specs, *, max_restarts: int = 3, loss_timeout: float = 30.0):
+    def __init__(self, client, specs, *, max_restarts: int = 3, loss_timeout: float = 30.0,
+                 memory_fraction: float = MEMORY_FRACTION, local_x: bool = True, pass_timeout: float = 3600.0,
+                 pause_timeout: float = 120.0, start_timeout: float = 300.0, budget_bytes: int | None = None):
         self.client = client
         self.specs = list(specs)
         self.journal = Journal()
         self.max_restarts = max_restarts
         self.loss_timeout = float(loss_timeout)
+        self.memory_fraction, self.local_x = float(memory_fraction), bool(local_x)
+        self.pass_timeout, self.pause_timeout = float(pass_timeout), float(pause_timeout)
+        self.start_timeout = float(start_timeout)
+        self.budget_bytes = budget_bytes
         self.n_restarts = 0
         self.n_calls = 0
         workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
         if not workers:
             raise RuntimeError("the dask cluster has no workers; start some or pass client='sync'")
-        self._holders = [self._start(addr, group) for addr, group in _assign(self.specs, workers)]
+        groups = _assign(self.specs, workers)
+        if budget_bytes is None:
+            check_budgets(client, groups, self.memory_fraction)
+        self._holders = [self._start(addr, group) for addr, group in groups]
 
     @property
     def n_partitions(self) -> int:
         return len(self.specs)
 
     def _start(self, addr, group):
-        fut = self.client.submit(PartitionHolder, group, actor=True, workers=[addr], allow_other_workers=True, pure=False)
-        actor = fut.result()
+        fut = self.client.submit(PartitionHolder, group, self.memory_fraction, self.local_x, self.budget_bytes, actor=True,
+                                 workers=[addr], allow_other_workers=True, pure=False)
+        try:
+            actor = fut.result(timeout=self.start_timeout)
+        except (TimeoutError, asyncio.TimeoutError):
+            fut.cancel()
+            raise TimeoutError(
+                f"starting the partition holder on worker {addr} took more than {self.start_timeout:.0f} s "
+                "(loading its partitions); check the worker's logs and the store's reachability from it"
+            ) from None
         # distributed's Actor proxy binds to the *default* client (get_client()); a client made
         # with set_as_default=False (tests, notebooks with several clients) would leave it
         # unbound, so bind it to ours explicitly.
@@ -184,12 +322,44 @@ class ActorEngine:
             try:
                 if err is not None:
                     raise err
-                results.update(call.result())
+                results.update(self._wait(h, call))
+            except MemoryBudgetError:
+                raise
             except Exception as exc:  # the worker (and the actor state) is gone
                 if not self._worker_lost(h, exc):
                     raise
                 results.update(self._repair(h, op, msg, exc))
         return [results[s.index] for s in self.specs]
+
+    def _wait(self, holder, call):
+        """The call's result, waiting in slices: a worker gone is an error (repaired by the
+        caller), a worker paused by dask's memory manager for ``pause_timeout`` or a pass longer
+        than ``pass_timeout`` ends the fit with a message saying what to change."""
+        start = time.monotonic()
+        paused_since = None
+        while True:
+            try:
+                return call.result(timeout=2.0)
+            except (TimeoutError, asyncio.TimeoutError):
+                pass
+            info = self.client.scheduler_info(n_workers=-1)["workers"].get(holder["addr"])
+            if info is None:
+                raise ConnectionError(f"worker {holder['addr']} left the cluster during a pass")
+            now = time.monotonic()
+            paused_since = (paused_since or now) if info.get("status") == "paused" else None
+            if paused_since is not None and now - paused_since > self.pause_timeout:
+                limit = info.get("memory_limit") or 0
+                raise MemoryBudgetError(
+                    f"worker {holder['addr']} has been paused by dask's memory manager for "
+                    f"{now - paused_since:.0f} s (process memory above 80% of memory_limit="
+                    f"{limit / 2**20:.0f} MiB) while kmp_dask planned {self.memory_fraction:.0%} of it. "
+                    "Raise the workers' memory_limit, or lower memory_fraction so more partitions stream."
+                )
+            if now - start > self.pass_timeout:
+                raise TimeoutError(
+                    f"one pass on worker {holder['addr']} took more than pass_timeout={self.pass_timeout:.0f} s; "
+                    "pass a larger pass_timeout for very large partitions, or check the worker's logs"
+                )
 
     def _worker_lost(self, holder, exc=None) -> bool:
         """Whether ``holder``'s worker is gone. A connection error can reach us before the
@@ -223,11 +393,19 @@ class ActorEngine:
             time.sleep(0.5)
         new = self._start(live[self.n_restarts % len(live)], holder["specs"])
         self._holders[self._holders.index(holder)] = new
-        new["actor"].run(None, None, tuple(self.journal)).result()  # replay: same effects, same order
-        return dict(new["actor"].run(op, msg, ()).result())
+        self._wait(new, new["actor"].run(None, None, tuple(self.journal)))  # replay: same effects, same order
+        return dict(self._wait(new, new["actor"].run(op, msg, ())))
+
+    def memory_reports(self) -> dict:
+        """Per worker: budget, resident and streamed partitions, bytes paged."""
+        return {h["addr"]: self._wait(h, h["actor"].memory_report()) for h in self._holders}
 
     def close(self) -> None:
         for h in self._holders:
+            try:
+                h["actor"].close().result(timeout=30)
+            except Exception:  # the worker may be gone; its scratch goes with its local directory
+                pass
             h["future"].release()
         self._holders = []
 
@@ -236,3 +414,33 @@ class ActorEngine:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _probe_memory(dask_worker=None):
+    """(memory_limit, RSS, local_directory) of a worker (run on it with ``client.run``)."""
+    import psutil
+
+    limit = getattr(getattr(dask_worker, "memory_manager", None), "memory_limit", None)
+    return limit, psutil.Process(os.getpid()).memory_info().rss
+
+
+def check_budgets(client, groups, fraction: float) -> None:
+    """Fail before any work if some worker's budget cannot stream even its largest partition."""
+    try:
+        probes = client.run(_probe_memory, workers=[a for a, _ in groups])
+    except Exception:  # old workers, restricted clusters: the holders check again on start
+        return
+    for addr, group in groups:
+        limit, rss = probes.get(addr, (None, None))
+        if not limit:
+            continue
+        budget = int(fraction * limit) - int(rss) - TRANSIENT_BYTES
+        need = 2 * max(s.nbytes for s in group)
+        if need > budget:
+            raise MemoryBudgetError(
+                f"worker {addr} has memory_limit={limit / 2**20:.0f} MiB; kmp_dask plans {fraction:.0%} of it, "
+                f"minus {rss / 2**20:.0f} MiB the worker process already uses and {TRANSIENT_BYTES >> 20} MiB for "
+                f"a pass's temporaries: {max(budget, 0) / 2**20:.0f} MiB, less than the {need / 2**20:.0f} MiB "
+                "two streamed partitions of rows need. Start the workers with a larger --memory-limit "
+                "(e.g. 1GiB)."
+            )

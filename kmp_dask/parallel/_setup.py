@@ -19,10 +19,12 @@ def partition_specs(store) -> list[PartitionSpec]:
     """
     row_bytes = int(store.n_features) * np.dtype(store.dtype).itemsize
     ranges = partition_bounds(store.row_chunks, row_bytes)
+    row_bytes += 8 * int(np.prod(store.y_shape[1:] or (1,))) if store.has_y else 0
     if store.url is None:  # in-memory data: ship each worker only its own rows
-        return [PartitionSpec(i, a, b, _SliceReader(a, *store.read_range(a, b))) for i, (a, b) in enumerate(ranges)]
+        return [PartitionSpec(i, a, b, _SliceReader(a, *store.read_range(a, b)), row_bytes)
+                for i, (a, b) in enumerate(ranges)]
     reader = store.reader()
-    return [PartitionSpec(i, a, b, reader) for i, (a, b) in enumerate(ranges)]
+    return [PartitionSpec(i, a, b, reader, row_bytes) for i, (a, b) in enumerate(ranges)]
 
 
 class _SliceReader:
@@ -36,9 +38,31 @@ class _SliceReader:
         return self.X[a:b], None if self.y is None else self.y[a:b]
 
 
-def make_engine(client, store):
-    """In-process engine when ``client`` is None, else one actor per dask worker."""
+def make_engine(client, store, **options):
+    """In-process engine when ``client`` is None, else one actor per dask worker.
+
+    ``options`` go to :class:`ActorEngine` (``memory_fraction``, ``pass_timeout``, ...).
+    """
     specs = partition_specs(store)
     if client is None:
         return InProcessEngine(specs)
-    return ActorEngine(client, specs)
+    return ActorEngine(client, specs, **{**engine_config(), **options})
+
+
+def engine_config() -> dict:
+    """Engine options from dask's configuration (``kmp_dask.*`` keys; YAML, env or ``dask.config.set``).
+
+    ``kmp_dask.memory-fraction`` (default 0.6), ``kmp_dask.budget-bytes`` (per-worker bytes for
+    partitions, overrides the fraction), ``kmp_dask.local-x`` (stream rows from a raw local copy,
+    default true), ``kmp_dask.pass-timeout`` (s, default 3600), ``kmp_dask.pause-timeout`` (s, 120).
+    """
+    import dask
+
+    keys = {"memory-fraction": "memory_fraction", "budget-bytes": "budget_bytes", "local-x": "local_x",
+            "pass-timeout": "pass_timeout", "pause-timeout": "pause_timeout"}
+    out = {}
+    for key, arg in keys.items():
+        value = dask.config.get(f"kmp_dask.{key}", None)
+        if value is not None:
+            out[arg] = value
+    return out

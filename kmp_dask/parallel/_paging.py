@@ -1,0 +1,211 @@
+"""Out of core: a memory budget per worker and partitions paged to worker-local scratch.
+
+A :class:`~kmp_dask.parallel.PartitionHolder` keeps *resident* the partitions that fit in its
+budget — rows and algorithm state exactly as before — and *streams* the others: on every pass a
+streamed partition is paged in (its rows re-read, its state read from scratch), gets the pass's
+effects and query, and, if an effect changed it, is written back; the next streamed partition is
+read on a background thread meanwhile, so reads overlap the kernel work.
+
+What is written: the partition's ``state`` pickled with every large numpy array stored as a raw
+file beside it (``pickle`` persistent ids), so any family's state pages without code of its own;
+arrays that are the partition's own rows (``part.X``, ``part.y``) are not written but re-read.
+Files are read with ``readinto`` into freshly allocated arrays, never ``np.memmap``: mapped pages
+count in the process RSS that dask's nanny watches (ECOSYSTEM.md §3.5b), while explicit reads
+leave RSS at what the arrays themselves take.
+
+Rows of a streamed partition are read from a decompressed local copy written on its first page
+out (``local_x=True``, default) or from the store each time; ``benchmarks/out_of_core.py``
+measures both. Budget arithmetic (:func:`worker_budget`) and its defaults are in docs/engine.md
+("Out of core").
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import shutil
+import tempfile
+
+import numpy as np
+
+from ..blockops import Partition
+
+__all__ = ["Pager", "worker_budget", "MemoryBudgetError", "MEMORY_FRACTION", "TRANSIENT_BYTES"]
+
+MEMORY_FRACTION = 0.6
+"""Share of a worker's ``memory_limit`` kmp_dask plans to use (process RSS included). dask
+pauses a worker at 0.8 and restarts it at 0.95; 0.6 is its "target" and leaves room for
+allocator slack and the transient arrays of a pass."""
+
+TRANSIENT_BYTES = 48 << 20
+"""Reserved for a pass's transient arrays (kernel block buffer of ``BLOCK_ELEMENTS``, float64
+casts, Bᵀd scratch) on top of the streamed partitions in flight."""
+
+_MIN_ARRAY_BYTES = 1 << 16  # smaller arrays stay inside the pickle
+
+
+class MemoryBudgetError(MemoryError):
+    """No budget can work: a worker's memory limit is too small for even one streamed partition."""
+
+
+def worker_budget(fraction: float = MEMORY_FRACTION):
+    """``(limit, baseline_rss, usable_bytes, local_directory)`` of the worker this runs on.
+
+    ``usable = fraction · memory_limit − RSS now`` (the interpreter, imports and dask itself);
+    ``None`` when the worker has no memory limit or this is not a dask worker.
+    """
+    try:
+        from distributed import get_worker
+
+        w = get_worker()
+    except (ImportError, ValueError):
+        return None, None, None, tempfile.gettempdir()
+    limit = getattr(getattr(w, "memory_manager", None), "memory_limit", None)
+    import psutil
+
+    rss = psutil.Process(os.getpid()).memory_info().rss
+    if not limit:
+        return None, rss, None, w.local_directory
+    return int(limit), int(rss), int(fraction * limit) - int(rss), w.local_directory
+
+
+def _state_nbytes(part: Partition) -> int:
+    return sum(getattr(v, "nbytes", 0) for v in part.state.values())
+
+
+def partition_nbytes(part: Partition) -> int:
+    """Bytes a partition holds (rows + state, reserved cache capacity included)."""
+    return part.X.nbytes + (0 if part.y is None else part.y.nbytes) + _state_nbytes(part)
+
+
+def _write_array(path: str, arr: np.ndarray) -> str:
+    if arr.flags.c_contiguous:
+        order, data = "C", arr
+    elif arr.flags.f_contiguous:
+        order, data = "F", arr.T
+    else:
+        order, data = "C", np.ascontiguousarray(arr)
+    with open(path, "wb") as f:
+        f.write(memoryview(data).cast("B"))
+    return order
+
+
+def _read_array(path: str, dtype: str, shape: tuple, order: str) -> np.ndarray:
+    arr = np.empty(shape, dtype=np.dtype(dtype), order=order)
+    buf = memoryview(arr.T if order == "F" else arr).cast("B")
+    with open(path, "rb", buffering=0) as f:
+        got = 0
+        while got < len(buf):
+            k = f.readinto(buf[got:])
+            if not k:
+                raise OSError(f"spilled array {path} is truncated ({got} of {len(buf)} bytes)")
+            got += k
+    return arr
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, file, part, directory):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.part, self.directory, self.k, self.seen = part, directory, 0, {}
+
+    def persistent_id(self, obj):
+        if not isinstance(obj, np.ndarray) or obj.nbytes < _MIN_ARRAY_BYTES:
+            return None
+        if obj is self.part.X:
+            return ("X",)
+        if self.part.y is not None and obj is self.part.y:
+            return ("y",)
+        if id(obj) in self.seen:
+            return self.seen[id(obj)]
+        name = f"a{self.k}.bin"
+        self.k += 1
+        order = _write_array(os.path.join(self.directory, name), obj)
+        pid = ("a", name, obj.dtype.str, obj.shape, order)
+        self.seen[id(obj)] = pid
+        return pid
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, part, directory):
+        super().__init__(file)
+        self.part, self.directory = part, directory
+
+    def persistent_load(self, pid):
+        if pid[0] == "X":
+            return self.part.X
+        if pid[0] == "y":
+            return self.part.y
+        _, name, dtype, shape, order = pid
+        return _read_array(os.path.join(self.directory, name), dtype, shape, order)
+
+
+class Pager:
+    """Writes and reads whole partitions under ``directory`` (one sub-directory each)."""
+
+    def __init__(self, directory: str, *, local_x: bool = True):
+        os.makedirs(directory, exist_ok=True)
+        self.root = tempfile.mkdtemp(prefix="kmp-dask-pages-", dir=directory)
+        self.local_x = local_x
+        self.has_state: set[int] = set()
+        self.has_x: set[int] = set()
+        self.bytes_written = 0
+        self.bytes_read = 0
+
+    def _dir(self, index: int) -> str:
+        return os.path.join(self.root, f"p{index:06d}")
+
+    def save(self, part: Partition) -> None:
+        """Write ``part.state`` (and, once, a raw copy of its rows) to scratch."""
+        d = self._dir(part.index)
+        tmp = d + ".tmp"
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp)
+        os.makedirs(tmp)
+        buf = io.BytesIO()
+        _Pickler(buf, part, tmp).dump(part.state)
+        with open(os.path.join(tmp, "state.pkl"), "wb") as f:
+            f.write(buf.getbuffer())
+        if os.path.exists(d):  # keep the raw rows, replace the state atomically
+            for name in ("X.bin", "y.bin", "rows.pkl"):
+                if os.path.exists(os.path.join(d, name)):
+                    os.replace(os.path.join(d, name), os.path.join(tmp, name))
+            shutil.rmtree(d)
+        os.replace(tmp, d)
+        if self.local_x and part.index not in self.has_x:
+            self._save_rows(part, d)
+        self.has_state.add(part.index)
+        self.bytes_written += sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+
+    def _save_rows(self, part: Partition, d: str) -> None:
+        meta = {"X": (part.X.dtype.str, part.X.shape, _write_array(os.path.join(d, "X.bin"), part.X)), "y": None}
+        if part.y is not None:
+            meta["y"] = (part.y.dtype.str, part.y.shape, _write_array(os.path.join(d, "y.bin"), part.y))
+        with open(os.path.join(d, "rows.pkl"), "wb") as f:
+            pickle.dump(meta, f)
+        self.has_x.add(part.index)
+
+    def load(self, spec) -> Partition:
+        """The partition of ``spec`` with its rows and (if it was saved) its state."""
+        d = self._dir(spec.index)
+        if spec.index in self.has_x:
+            with open(os.path.join(d, "rows.pkl"), "rb") as f:
+                meta = pickle.load(f)
+            X = _read_array(os.path.join(d, "X.bin"), *meta["X"])
+            y = None if meta["y"] is None else _read_array(os.path.join(d, "y.bin"), *meta["y"])
+            part = Partition(spec.index, spec.start, spec.stop, X, y)
+        else:
+            part = spec.load()
+        if spec.index in self.has_state:
+            with open(os.path.join(d, "state.pkl"), "rb") as f:
+                part.state = _Unpickler(f, part, d).load()
+        self.bytes_read += partition_nbytes(part)
+        return part
+
+    def discard(self, index: int) -> None:
+        shutil.rmtree(self._dir(index), ignore_errors=True)
+        self.has_state.discard(index)
+        self.has_x.discard(index)
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,138 @@
+"""Out of core: partitions beyond a worker's budget are streamed from scratch, same model.
+
+Fast variants use an explicit per-worker budget (``kmp_dask.budget-bytes``) on a small store, so
+some partitions stay resident and the others stream; the slow test uses real ``memory_limit``s
+on a store several times their total.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dask
+import numpy as np
+import pytest
+
+from kmp_dask import KMPClassifier
+from kmp_dask.blockops import Partition, kmp_effects
+from kmp_dask.datasets import make_classification_store
+from kmp_dask.parallel import ActorEngine, partition_specs
+from kmp_dask.parallel._paging import MemoryBudgetError, Pager
+from kmp_dask.store import open_store
+
+KW = dict(n_basis=12, candidates=40, gamma=0.05, random_state=3)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ooc") / "train.zarr"
+    return make_classification_store(str(path), 120_000, n_features=20, n_classes=3, chunk_rows=30_000,
+                                     random_state=1)
+
+
+def _fit(store, client, **config):
+    with dask.config.set({f"kmp_dask.{k}": v for k, v in config.items()}):
+        return KMPClassifier(client=client, **KW).fit(store)
+
+
+def test_streamed_partitions_give_the_resident_model_bit_for_bit(store, process_client):
+    resident = _fit(store, process_client)
+    streamed = _fit(store, process_client, **{"budget-bytes": 14 << 20})
+    from_zarr = _fit(store, process_client, **{"budget-bytes": 14 << 20, "local-x": False})
+    for est in (streamed, from_zarr):
+        assert est.basis_indices_.tolist() == resident.basis_indices_.tolist()
+        assert np.array_equal(est.dual_coef_, resident.dual_coef_)
+        assert np.array_equal(est.intercept_, resident.intercept_)
+
+
+def test_engine_streams_what_exceeds_the_budget_and_matches_in_process(store, process_client):
+    """At the driver level: after a fit under a budget, each worker holds some partitions
+    resident and streams the others (bytes actually paged), and the result is bit for bit that
+    of the same engine with everything resident."""
+    from kmp_dask.greedy import kernel_matching_pursuit
+    from kmp_dask.kernels import get_kernel
+    from kmp_dask.parallel import InProcessEngine
+
+    st = open_store(str(store.url))
+    specs = partition_specs(st)
+    assert len(specs) == 8  # 4 chunks of 30k rows: 2 partitions each (≥ 8 per store)
+    kw = dict(kernel=get_kernel("rbf", gamma=0.05), n_rows=st.n_rows, n_features=st.n_features, dtype=st.dtype,
+              targets={"kind": "ovr", "classes": [0, 1, 2]}, n_basis=10, candidates=30, random_state=0)
+    with ActorEngine(process_client, specs, budget_bytes=14 << 20) as eng:
+        res = kernel_matching_pursuit(eng, **kw)
+        reports = eng.memory_reports()
+    assert all(r["streamed"] for r in reports.values()), reports
+    assert any(r["resident"] for r in reports.values()), reports
+    assert all(r["bytes_read"] > 0 and r["bytes_written"] > 0 for r in reports.values())
+    assert all(r["resident_bytes"] <= 14 << 20 for r in reports.values())
+    with ActorEngine(process_client, specs) as eng:  # everything resident
+        expected = kernel_matching_pursuit(eng, **kw)
+        assert not any(r["streamed"] for r in eng.memory_reports().values())
+    assert res.basis_indices.tolist() == expected.basis_indices.tolist()
+    assert np.array_equal(res.coef, expected.coef)
+    with InProcessEngine(specs) as ref:  # the driver's process (its BLAS may round differently)
+        local = kernel_matching_pursuit(ref, **kw)
+    assert local.basis_indices.tolist() == res.basis_indices.tolist()
+    np.testing.assert_allclose(local.coef, res.coef, rtol=1e-12, atol=1e-12 * np.abs(local.coef).max())
+
+
+def test_budget_too_small_fails_before_any_work(store, process_client):
+    specs = partition_specs(open_store(str(store.url)))
+    with pytest.raises(MemoryBudgetError, match="budget_bytes .* too small"):
+        ActorEngine(process_client, specs, budget_bytes=1 << 20)
+
+
+def test_pager_round_trip_keeps_state_and_aliases(tmp_path):
+    """State arrays come back equal; the partition's own rows are re-read, not written."""
+    from kmp_dask.blockops import Atom, KMPSetup, apply_effects
+    from kmp_dask.kernels import get_kernel
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(5000, 6)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+
+    class Reader:
+        def read_range(self, a, b):
+            return X[a:b], y[a:b]
+
+    from kmp_dask.blockops import PartitionSpec
+
+    spec = PartitionSpec(0, 0, 5000, Reader(), 6 * 4 + 8)
+    part = spec.load()
+    setup = KMPSetup((get_kernel("rbf", gamma=0.2),), None, {"kind": "ovr", "classes": [0, 1]}, np.zeros(1), 0.0, 0, 10)
+    apply_effects(part, [kmp_effects.init(setup), kmp_effects.pend(Atom(X[3], 0, 3)), kmp_effects.accept(),
+                         kmp_effects.set_coef(np.array([[0.5]]))])
+    pager = Pager(str(tmp_path))
+    pager.save(part)
+    back = pager.load(spec)
+    a, b = part.state["kmp"], back.state["kmp"]
+    assert b.views.Xtr is back.X  # no validation split: the view is the rows themselves
+    assert np.array_equal(a.cache.train(), b.cache.train()) and b.cache.Btr.shape[1] == 1  # capacity not written
+    assert np.array_equal(a.fit.R, b.fit.R) and np.array_equal(a.fit.coef, b.fit.coef)
+    assert isinstance(back, Partition) and np.array_equal(back.X, X)
+    pager.close()
+
+
+@pytest.mark.slow
+def test_store_five_times_the_memory_limit(tmp_path):
+    """A store ≥ 5× the workers' total memory_limit fits with no pause or restart and gives the
+    model of the same fit with everything resident."""
+    from distributed import Client, LocalCluster
+
+    path = tmp_path / "big.zarr"
+    big = make_classification_store(str(path), 6_000_000, n_features=54, random_state=2)  # 1.3 GB of X
+    kw = dict(n_basis=30, candidates=59, gamma=0.05, random_state=0)
+    with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="130MB", host="127.0.0.1",
+                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        # 2 x 130 MB is below a worker's own footprint: the budget check must refuse at once
+        with pytest.raises(MemoryBudgetError):
+            KMPClassifier(client=client, **kw).fit(big)
+    with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="600MB", host="127.0.0.1",
+                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        streamed = KMPClassifier(client=client, **kw).fit(big)
+        assert sum(w["status"] == "running" for w in client.scheduler_info()["workers"].values()) == 2
+    with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="8GB", host="127.0.0.1",
+                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        resident = KMPClassifier(client=client, **kw).fit(big)
+    assert streamed.basis_indices_.tolist() == resident.basis_indices_.tolist()
+    assert np.array_equal(streamed.dual_coef_, resident.dual_coef_)
