@@ -30,7 +30,7 @@ from scipy.linalg.blas import dsyrk as _dsyrk
 from ..kernels import shared_blocks
 from ._journal import Effect
 from ._partition import Partition, fetch_rows, split_mask
-from ._state import ColumnCache, Residual, Views, Workspace, kernel_block, split_views, sqnorm
+from ._state import ColumnCache, Residual, Views, Workspace, kernel_block, readonly, split_views, sqnorm
 
 __all__ = [
     "Atom", "BIAS_ATOM", "KMPSetup", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery", "Move",
@@ -187,7 +187,8 @@ def kmp_init(part: Partition, msg: KMPSetup) -> None:
     Ytr, Yva = views.split(Y - np.asarray(msg.offset, dtype=np.float64))
     labels_va = np.asarray(part.y).reshape(-1)[views.val] if msg.targets["kind"] == "ovr" else None
     cache = ColumnCache(len(views.Xtr), len(views.Xva), part.X.dtype, msg.capacity)
-    part.state["kmp"] = KMPState(list(msg.kernels), views, cache, Residual(Ytr, msg.loss), Yva, labels_va)
+    part.state["kmp"] = KMPState(list(msg.kernels), views, cache, Residual(Ytr, msg.loss), readonly(Yva),
+                                 None if labels_va is None else readonly(labels_va))
 
 
 def _column(st: KMPState, atom: Atom) -> tuple[np.ndarray, np.ndarray]:

@@ -22,12 +22,15 @@ import numpy as np
 from ._partition import Partition, split_mask
 
 __all__ = [
-    "Views", "split_views", "ColumnCache", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm",
+    "Views", "split_views", "ColumnCache", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm", "readonly",
     "CROSS_BLOCK_ROWS", "CACHE_BYTES_UP_FRONT",
 ]
 
 CROSS_BLOCK_ROWS = 2048
 """Row block of :func:`cross64` (its float64 scratch is CROSS_BLOCK_ROWS × basis capacity)."""
+
+PAGE_COLUMNS = 32
+"""Basis columns per block when a cache is paged out (see :meth:`ColumnCache.__getstate__`)."""
 
 CACHE_BYTES_UP_FRONT = 1 << 31
 """Basis-cache capacity reserved at init (virtual until written): the requested columns unless
@@ -65,6 +68,7 @@ class Views:
 
 
 def split_views(part: Partition, fraction: float, seed: int) -> Views:
+    """The views of a partition; their arrays are read-only (a pager writes them once)."""
     gidx = np.arange(part.start, part.stop, dtype=np.int64)
     val = split_mask(gidx, fraction, seed)
     X = part.X
@@ -72,7 +76,13 @@ def split_views(part: Partition, fraction: float, seed: int) -> Views:
         Xtr, Xva = X[~val], X[val]
     else:  # no validation rows: views, not copies (the partition's largest array)
         Xtr, Xva = X, X[:0]
-    return Views(Xtr, Xva, sqnorm(Xtr), sqnorm(Xva), val)
+    return Views(*(readonly(a) for a in (Xtr, Xva, sqnorm(Xtr), sqnorm(Xva), val)))
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    """``a`` marked read-only: state that never changes after init (a pager writes it once)."""
+    a.flags.writeable = False
+    return a
 
 
 class Workspace:
@@ -155,11 +165,34 @@ class ColumnCache:
         return self.Btr.nbytes + self.Bva.nbytes + pend
 
     def __getstate__(self):
-        """Only the accepted columns (the reserved capacity is not data): a paged-out cache
-        writes n columns, and grows again by doubling once paged in."""
-        state = dict(self.__dict__)
-        state["Btr"], state["Bva"] = self.Btr[:, : self.n], self.Bva[:, : self.n]
+        """The accepted columns in blocks of ``PAGE_COLUMNS`` (the reserved capacity is not
+        data). Full blocks never change again and are marked read-only, so a pager that has
+        written one does not write it again: paging a growing cache out costs O(rows·32)."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("Btr", "Bva")}
+        state["capacity"] = self.Btr.shape[1]
+        for key in ("Btr", "Bva"):
+            B, blocks = getattr(self, key), []
+            for a in range(0, self.n, PAGE_COLUMNS):
+                blk = B[:, a : min(a + PAGE_COLUMNS, self.n)]
+                if blk.shape[1] == PAGE_COLUMNS:
+                    blk = blk.view()
+                    blk.flags.writeable = False
+                blocks.append(blk)
+            state[key] = (B.shape[0], B.dtype.str, blocks)
         return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        cap = max(state.pop("capacity"), state["n"], 1)
+        for key in ("Btr", "Bva"):
+            rows, dtype, blocks = state.pop(key)
+            B = np.empty((rows, cap), dtype=np.dtype(dtype), order="F")
+            a = 0
+            for blk in blocks:
+                B[:, a : a + blk.shape[1]] = blk
+                a += blk.shape[1]
+            setattr(self, key, B)
+        self.__dict__.update(state)
 
 
 def cross64(B: np.ndarray, d: np.ndarray, scratch: np.ndarray | None = None,
@@ -193,7 +226,7 @@ class Residual:
     """
 
     def __init__(self, Y: np.ndarray, loss=None):
-        self.Y, self.loss = Y, loss
+        self.Y, self.loss = readonly(Y), loss
         self.coef = np.zeros((0, Y.shape[1]))
         self.F = None if loss is None else np.zeros_like(Y)
         self.R = Y.copy() if loss is None else -loss.gradient(Y, self.F)

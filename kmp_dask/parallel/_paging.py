@@ -8,7 +8,10 @@ read on a background thread meanwhile, so reads overlap the kernel work.
 
 What is written: the partition's ``state`` pickled with every large numpy array stored as a raw
 file beside it (``pickle`` persistent ids), so any family's state pages without code of its own;
-arrays that are the partition's own rows (``part.X``, ``part.y``) are not written but re-read.
+arrays that are the partition's own rows (``part.X``, ``part.y``) are not written but re-read,
+and read-only arrays (state that never changes after init: views, targets, full blocks of basis
+columns) are written once. So a pass that changed the state writes the residual and the newest
+block of columns, not the whole partition.
 Files are read with ``readinto`` into freshly allocated arrays, never ``np.memmap``: mapped pages
 count in the process RSS that dask's nanny watches (ECOSYSTEM.md §3.5b), while explicit reads
 leave RSS at what the arrays themselves take.
@@ -105,9 +108,13 @@ def _read_array(path: str, dtype: str, shape: tuple, order: str) -> np.ndarray:
 
 
 class _Pickler(pickle.Pickler):
-    def __init__(self, file, part, directory):
+    """Pickles a partition's state with large arrays as raw files; a read-only array already
+    written under the same key (same dtype, shape, order) is not written again."""
+
+    def __init__(self, file, part, directory, previous):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.part, self.directory, self.k, self.seen = part, directory, 0, {}
+        self.part, self.directory, self.previous = part, directory, previous
+        self.k, self.seen, self.written, self.keys = 0, {}, 0, {}
 
     def persistent_id(self, obj):
         if not isinstance(obj, np.ndarray) or obj.nbytes < _MIN_ARRAY_BYTES:
@@ -120,8 +127,17 @@ class _Pickler(pickle.Pickler):
             return self.seen[id(obj)]
         name = f"a{self.k}.bin"
         self.k += 1
-        order = _write_array(os.path.join(self.directory, name), obj)
-        pid = ("a", name, obj.dtype.str, obj.shape, order)
+        meta = (obj.dtype.str, obj.shape, not obj.flags.writeable)
+        prev = self.previous.get(name)
+        if meta[2] and prev is not None and prev[:3] == meta:
+            order = prev[3]  # immutable and already on disk
+        else:
+            tmp = os.path.join(self.directory, name + ".tmp")
+            order = _write_array(tmp, obj)
+            os.replace(tmp, os.path.join(self.directory, name))
+            self.written += obj.nbytes
+        self.keys[name] = (*meta, order)
+        pid = ("a", name, obj.dtype.str, obj.shape, order, meta[2])
         self.seen[id(obj)] = pid
         return pid
 
@@ -136,8 +152,10 @@ class _Unpickler(pickle.Unpickler):
             return self.part.X
         if pid[0] == "y":
             return self.part.y
-        _, name, dtype, shape, order = pid
-        return _read_array(os.path.join(self.directory, name), dtype, shape, order)
+        _, name, dtype, shape, order, readonly = pid
+        arr = _read_array(os.path.join(self.directory, name), dtype, shape, order)
+        arr.flags.writeable = not readonly
+        return arr
 
 
 class Pager:
@@ -149,6 +167,7 @@ class Pager:
         self.local_x = local_x
         self.has_state: set[int] = set()
         self.has_x: set[int] = set()
+        self.manifests: dict[int, dict] = {}  # per partition: file name -> (dtype, shape, readonly, order)
         self.bytes_written = 0
         self.bytes_read = 0
 
@@ -156,26 +175,28 @@ class Pager:
         return os.path.join(self.root, f"p{index:06d}")
 
     def save(self, part: Partition) -> None:
-        """Write ``part.state`` (and, once, a raw copy of its rows) to scratch."""
+        """Write ``part.state`` (and, once, a raw copy of its rows) to scratch.
+
+        Arrays that changed are written to new files and renamed into place, then the pickle;
+        read-only arrays written before are kept (:class:`_Pickler`).
+        """
         d = self._dir(part.index)
-        tmp = d + ".tmp"
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp)
-        os.makedirs(tmp)
+        os.makedirs(d, exist_ok=True)
+        previous = self.manifests.get(part.index, {})
         buf = io.BytesIO()
-        _Pickler(buf, part, tmp).dump(part.state)
-        with open(os.path.join(tmp, "state.pkl"), "wb") as f:
+        pk = _Pickler(buf, part, d, previous)
+        pk.dump(part.state)
+        with open(os.path.join(d, "state.pkl.tmp"), "wb") as f:
             f.write(buf.getbuffer())
-        if os.path.exists(d):  # keep the raw rows, replace the state atomically
-            for name in ("X.bin", "y.bin", "rows.pkl"):
-                if os.path.exists(os.path.join(d, name)):
-                    os.replace(os.path.join(d, name), os.path.join(tmp, name))
-            shutil.rmtree(d)
-        os.replace(tmp, d)
+        os.replace(os.path.join(d, "state.pkl.tmp"), os.path.join(d, "state.pkl"))
+        for name in set(previous) - set(pk.keys):
+            os.remove(os.path.join(d, name))
+        self.manifests[part.index] = pk.keys
+        self.bytes_written += pk.written + buf.tell()
         if self.local_x and part.index not in self.has_x:
             self._save_rows(part, d)
+            self.bytes_written += part.X.nbytes
         self.has_state.add(part.index)
-        self.bytes_written += sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
 
     def _save_rows(self, part: Partition, d: str) -> None:
         meta = {"X": (part.X.dtype.str, part.X.shape, _write_array(os.path.join(d, "X.bin"), part.X)), "y": None}
@@ -206,6 +227,7 @@ class Pager:
         shutil.rmtree(self._dir(index), ignore_errors=True)
         self.has_state.discard(index)
         self.has_x.discard(index)
+        self.manifests.pop(index, None)
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
