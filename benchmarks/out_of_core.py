@@ -144,7 +144,7 @@ def main():
         resident, t_res = _fit(store, client, args.n_basis, {})
         # rows + state of a partition ≈ 2.5 × its rows at n ≈ 40 (7 outputs): keep (1 - share) resident
         keep = max(1, int(round((1 - args.stream_share) * len(specs) / 2)))
-        budget = int(keep * 2.5 * per_part + 2 * 2.5 * per_part)
+        budget = int(keep * 2.5 * per_part + 3 * 2.5 * per_part)
         runs = {}
         for name, cfg in {"local_copy": {"budget-bytes": budget},
                           "from_zarr": {"budget-bytes": budget, "local-x": False}}.items():

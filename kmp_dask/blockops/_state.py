@@ -94,6 +94,7 @@ class Workspace:
 
     def __init__(self):
         self._buffers: dict[str, np.ndarray] = {}
+        self.shared = False
 
     def get(self, key: str, size: int, dtype) -> np.ndarray:
         buf = self._buffers.get(key)
@@ -103,10 +104,19 @@ class Workspace:
 
     @property
     def nbytes(self) -> int:
-        return sum(b.nbytes for b in self._buffers.values())
+        return 0 if self.shared else sum(b.nbytes for b in self._buffers.values())
 
     def __getstate__(self):  # scratch: never written when a partition pages out
-        return {"_buffers": {}}
+        return {}
+
+    def __setstate__(self, state):
+        """A paged-in partition borrows the process's shared scratch: streamed partitions are
+        computed one at a time, so one set of buffers serves them all (and is not re-faulted
+        for every partition of every pass)."""
+        self._buffers, self.shared = _SHARED_SCRATCH, True
+
+
+_SHARED_SCRATCH: dict[str, np.ndarray] = {}
 
 
 class ColumnCache:

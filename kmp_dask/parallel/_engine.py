@@ -82,6 +82,9 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 #: STREAM_TRIM_THRESHOLD is trimmed.
 STREAM_MMAP_THRESHOLD, STREAM_TRIM_THRESHOLD = 1 << 20, 16 << 20
 
+IN_FLIGHT = 3
+"""Streamed partitions in memory at once: computed on, prefetched, written back."""
+
 
 def tune_worker_malloc(mmap_threshold: int = 64 << 20, trim_threshold: int = 256 << 20) -> bool:
     """Let per-pass temporaries (tens of MB) be reused from the heap in this worker process.
@@ -139,19 +142,20 @@ class PartitionHolder:
 
     # -- budget --------------------------------------------------------------------------------
     def _reserve(self) -> int:
-        """Bytes for streamed partitions in flight: the one computed on and the one prefetched."""
+        """Bytes for streamed partitions in flight: the one computed on, the one prefetched and
+        the one being written back."""
         streamed = [self._ws[i] for i in self.specs if i not in self.partitions]
-        return 2 * max(streamed, default=0) if streamed or self.budget is None else 2 * max(self._ws.values())
+        return IN_FLIGHT * max(streamed, default=0) if streamed else IN_FLIGHT * max(self._ws.values())
 
     def _check_streamable(self):
         if self.budget is None or len(self.partitions) == len(self.specs):
             return
         tune_worker_malloc(STREAM_MMAP_THRESHOLD, STREAM_TRIM_THRESHOLD)  # freed pages go back to the OS
-        need = 2 * max(self._ws[i] for i in self.specs if i not in self.partitions)
+        need = IN_FLIGHT * max(self._ws[i] for i in self.specs if i not in self.partitions)
         if need > self.budget and self.explicit_budget:
             raise MemoryBudgetError(
                 f"budget_bytes (kmp_dask.budget-bytes) = {self.budget / 2**20:.1f} MiB per worker is too small: "
-                f"streaming needs {need / 2**20:.1f} MiB (two partitions of rows and state in flight). "
+                f"streaming needs {need / 2**20:.1f} MiB (three partitions of rows and state in flight: computed, prefetched, written back). "
                 "Raise it, or unset it to use the worker's memory_limit."
             )
         if need > self.budget:
@@ -180,34 +184,41 @@ class PartitionHolder:
         return self._pager
 
     # -- passes --------------------------------------------------------------------------------
-    def _page_in(self, i):
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kmp-dask-prefetch")
-        return self._pool.submit(self.pager().load, self.specs[i])
-
     def run(self, op, msg=None, effects=()):
-        """Apply ``effects`` then the query ``op`` on each partition (also used to replay a journal)."""
+        """Apply ``effects`` then the query ``op`` on each partition (also used to replay a journal).
+
+        Streamed partitions go through one I/O thread in order: the next one is read while this
+        one is computed, and a changed one is written back behind the computation (first in,
+        first out, so a partition is never read before its previous write has finished).
+        """
         out = []
         stream = [i for i in sorted(self.specs) if i not in self.partitions]
-        nxt = self._page_in(stream[0]) if stream else None
-        k = 0
+        nxt = self._io(self.pager().load, self.specs[stream[0]]) if stream else None
+        writes, k = [], 0
         for i in sorted(self.specs):
             resident = i in self.partitions
             if resident:
                 p = self.partitions[i]
             else:
                 p, k = nxt.result(), k + 1
-                nxt = self._page_in(stream[k]) if k < len(stream) else None
+                nxt = self._io(self.pager().load, self.specs[stream[k]]) if k < len(stream) else None
             apply_effects(p, effects)
             out.append((i, None if op is None else op(p, msg)))
             if not resident:
-                if effects:
-                    self.pager().save(p)
                 self._ws[i] = partition_nbytes(p)
+                if effects:
+                    writes.append(self._io(self.pager().save, p))
                 del p
+        for w in writes:  # the pass ends when its state is on disk (errors surface here)
+            w.result()
         if effects:
             self._rebalance()
         return out
+
+    def _io(self, fn, arg):
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kmp-dask-io")
+        return self._pool.submit(fn, arg)
 
     def memory_report(self) -> dict:
         """Budget, resident and streamed partitions, bytes paged (for benchmarks and tests)."""
@@ -435,12 +446,12 @@ def check_budgets(client, groups, fraction: float) -> None:
         if not limit:
             continue
         budget = int(fraction * limit) - int(rss) - TRANSIENT_BYTES
-        need = 2 * max(s.nbytes for s in group)
+        need = IN_FLIGHT * max(s.nbytes for s in group)
         if need > budget:
             raise MemoryBudgetError(
                 f"worker {addr} has memory_limit={limit / 2**20:.0f} MiB; kmp_dask plans {fraction:.0%} of it, "
                 f"minus {rss / 2**20:.0f} MiB the worker process already uses and {TRANSIENT_BYTES >> 20} MiB for "
                 f"a pass's temporaries: {max(budget, 0) / 2**20:.0f} MiB, less than the {need / 2**20:.0f} MiB "
-                "two streamed partitions of rows need. Start the workers with a larger --memory-limit "
+                "three streamed partitions of rows need. Start the workers with a larger --memory-limit "
                 "(e.g. 1GiB)."
             )

