@@ -180,7 +180,7 @@ class PartitionHolder:
 
     def pager(self) -> Pager:
         if self._pager is None:
-            self._pager = Pager(self.scratch, local_x=self.local_x)
+            self._pager = Pager(self.scratch, local_x=self.local_x, pool_bytes=self._reserve())
         return self._pager
 
     # -- passes --------------------------------------------------------------------------------
@@ -207,13 +207,17 @@ class PartitionHolder:
             if not resident:
                 self._ws[i] = partition_nbytes(p)
                 if effects:
-                    writes.append(self._io(self.pager().save, p))
+                    writes.append(self._io(self._write_back, p))
                 del p
         for w in writes:  # the pass ends when its state is on disk (errors surface here)
             w.result()
         if effects:
             self._rebalance()
         return out
+
+    def _write_back(self, p):
+        pager = self.pager()
+        pager.release(p, pager.save(p))
 
     def _io(self, fn, arg):
         if self._pool is None:

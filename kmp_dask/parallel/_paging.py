@@ -89,13 +89,20 @@ def _write_array(path: str, arr: np.ndarray) -> str:
         order, data = "F", arr.T
     else:
         order, data = "C", np.ascontiguousarray(arr)
-    with open(path, "wb") as f:
-        f.write(memoryview(data).cast("B"))
+    view = memoryview(data).cast("B")
+    try:  # overwrite in place when the size is unchanged: truncating frees and re-faults the pages
+        same = os.path.getsize(path) == len(view)
+    except OSError:
+        same = False
+    with open(path, "r+b" if same else "wb", buffering=0) as f:
+        f.write(view)
     return order
 
 
-def _read_array(path: str, dtype: str, shape: tuple, order: str) -> np.ndarray:
-    arr = np.empty(shape, dtype=np.dtype(dtype), order=order)
+def _read_array(path: str, dtype: str, shape: tuple, order: str, pool=None) -> np.ndarray:
+    arr = pool.take(dtype, shape, order) if pool is not None else None
+    if arr is None:
+        arr = np.empty(shape, dtype=np.dtype(dtype), order=order)
     buf = memoryview(arr.T if order == "F" else arr).cast("B")
     with open(path, "rb", buffering=0) as f:
         got = 0
@@ -114,7 +121,7 @@ class _Pickler(pickle.Pickler):
     def __init__(self, file, part, directory, previous):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.part, self.directory, self.previous = part, directory, previous
-        self.k, self.seen, self.written, self.keys = 0, {}, 0, {}
+        self.k, self.seen, self.written, self.keys, self.objects = 0, {}, 0, {}, []
 
     def persistent_id(self, obj):
         if not isinstance(obj, np.ndarray) or obj.nbytes < _MIN_ARRAY_BYTES:
@@ -125,6 +132,7 @@ class _Pickler(pickle.Pickler):
             return ("y",)
         if id(obj) in self.seen:
             return self.seen[id(obj)]
+        self.objects.append(obj)
         name = f"a{self.k}.bin"
         self.k += 1
         meta = (obj.dtype.str, obj.shape, not obj.flags.writeable)
@@ -140,10 +148,39 @@ class _Pickler(pickle.Pickler):
         return pid
 
 
+class BufferPool:
+    """Arrays of paged-out partitions kept for the next page-in of the same shape.
+
+    A fresh array of more than a few hundred KiB is a fresh ``mmap`` in a streaming worker, whose
+    pages fault in (and are zeroed) on first touch; reusing the arrays of the partition that was
+    just written back avoids that for every streamed partition of every pass. Bounded by
+    ``max_bytes`` (the budget's in-flight share).
+    """
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.bytes, self._free = int(max_bytes), 0, {}
+
+    def give(self, arrays) -> None:
+        for a in arrays:
+            if a.base is None and (a.flags.c_contiguous or a.flags.f_contiguous) and self.bytes + a.nbytes <= self.max_bytes:
+                key = (a.dtype.str, a.shape, "C" if a.flags.c_contiguous else "F")
+                a.flags.writeable = True
+                self._free.setdefault(key, []).append(a)
+                self.bytes += a.nbytes
+
+    def take(self, dtype, shape, order):
+        free = self._free.get((np.dtype(dtype).str, tuple(shape), order))
+        if not free:
+            return None
+        a = free.pop()
+        self.bytes -= a.nbytes
+        return a
+
+
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, part, directory):
+    def __init__(self, file, part, directory, pool=None):
         super().__init__(file)
-        self.part, self.directory = part, directory
+        self.part, self.directory, self.pool = part, directory, pool
 
     def persistent_load(self, pid):
         if pid[0] == "X":
@@ -151,7 +188,7 @@ class _Unpickler(pickle.Unpickler):
         if pid[0] == "y":
             return self.part.y
         _, name, dtype, shape, order, readonly = pid
-        arr = _read_array(os.path.join(self.directory, name), dtype, shape, order)
+        arr = _read_array(os.path.join(self.directory, name), dtype, shape, order, self.pool)
         arr.flags.writeable = not readonly
         return arr
 
@@ -159,13 +196,14 @@ class _Unpickler(pickle.Unpickler):
 class Pager:
     """Writes and reads whole partitions under ``directory`` (one sub-directory each)."""
 
-    def __init__(self, directory: str, *, local_x: bool = True):
+    def __init__(self, directory: str, *, local_x: bool = True, pool_bytes: int = 0):
         os.makedirs(directory, exist_ok=True)
         self.root = tempfile.mkdtemp(prefix="kmp-dask-pages-", dir=directory)
         self.local_x = local_x
         self.has_state: set[int] = set()
         self.has_x: set[int] = set()
         self.manifests: dict[int, dict] = {}  # per partition: file name -> (dtype, shape, readonly, order)
+        self.pool = BufferPool(pool_bytes)
         self.bytes_written = 0
         self.bytes_read = 0
 
@@ -195,6 +233,14 @@ class Pager:
             self._save_rows(part, d)
             self.bytes_written += part.X.nbytes
         self.has_state.add(part.index)
+        return [obj for obj in pk.objects if obj is not part.X and obj is not part.y]
+
+    def release(self, part: Partition, arrays) -> None:
+        """``part`` (just saved) will not be used again: its arrays may serve the next page-in."""
+        if self.local_x and part.index in self.has_x:
+            arrays = [*arrays, part.X] + ([] if part.y is None else [part.y])
+        part.state = {}
+        self.pool.give(arrays)
 
     def _save_rows(self, part: Partition, d: str) -> None:
         meta = {"X": (part.X.dtype.str, part.X.shape, _write_array(os.path.join(d, "X.bin"), part.X)), "y": None}
@@ -210,14 +256,14 @@ class Pager:
         if spec.index in self.has_x:
             with open(os.path.join(d, "rows.pkl"), "rb") as f:
                 meta = pickle.load(f)
-            X = _read_array(os.path.join(d, "X.bin"), *meta["X"])
-            y = None if meta["y"] is None else _read_array(os.path.join(d, "y.bin"), *meta["y"])
+            X = _read_array(os.path.join(d, "X.bin"), *meta["X"], self.pool)
+            y = None if meta["y"] is None else _read_array(os.path.join(d, "y.bin"), *meta["y"], self.pool)
             part = Partition(spec.index, spec.start, spec.stop, X, y)
         else:
             part = spec.load()
         if spec.index in self.has_state:
             with open(os.path.join(d, "state.pkl"), "rb") as f:
-                part.state = _Unpickler(f, part, d).load()
+                part.state = _Unpickler(f, part, d, self.pool).load()
         self.bytes_read += partition_nbytes(part)
         return part
 
