@@ -121,6 +121,7 @@ def test_pager_round_trip_keeps_state_and_aliases(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(5400)
 def test_store_larger_than_the_memory_limits(tmp_path):
     """Real memory limits: a 1.5 GB store (float32, 7·10⁶ × 54) on 2 workers × 700 MB — more
     than the workers' total memory_limit and about 5× their total budget — fits 30 atoms with no
