@@ -47,8 +47,8 @@ criterion holds on both grids.
 
 Usage::
 
-    python benchmarks/mixed_kernels_kmp.py            # full run (~15 min on one core)
-    python benchmarks/mixed_kernels_kmp.py --quick    # smoke test (~20 s)
+    python benchmarks/mixed_kernels_kmp.py            # full run (~13 min on one core)
+    python benchmarks/mixed_kernels_kmp.py --quick    # smoke test (20-50 s)
 """
 
 from __future__ import annotations
