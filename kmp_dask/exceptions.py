@@ -8,6 +8,8 @@ from __future__ import annotations
 
 __all__ = [
     "DataValidationError",
+    "DegenerateFitWarning",
+    "KernelWidthWarning",
     "NumericalWarning",
     "PrematureStopWarning",
     "StoreExistsError",
@@ -33,3 +35,16 @@ class PrematureStopWarning(RuntimeWarning):
 
 class NumericalWarning(RuntimeWarning):
     """A numerical fallback was taken (e.g. a singular Newton system solved by least squares)."""
+
+
+class DegenerateFitWarning(RuntimeWarning):
+    """The fitted model is degenerate: no basis function could be used (the model is the
+    constant / majority class). ``stop_reason_`` says why (``"no_usable_candidate"``,
+    ``"constant_kernel"``, ``"linear_dependence"``) and the message says what to change
+    (``gamma``, ``ridge``, duplicate rows in the data)."""
+
+
+class KernelWidthWarning(DegenerateFitWarning):
+    """The kernel width is extreme for the data (measured on a sample of rows after the fit):
+    so narrow that every basis function fits only its own row, or so wide that the kernel is
+    almost constant. The message gives the measured ratio and a ``gamma`` to try."""

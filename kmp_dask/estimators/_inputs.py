@@ -17,10 +17,12 @@ import tempfile
 import numpy as np
 from sklearn.utils.validation import validate_data
 
+from ..exceptions import DataValidationError
 from ..parallel import encode_dask_labels
 from ..store import DataStore, InMemoryStore, as_store, store_from_dask
+from ..store._validation import as_numpy_X
 
-__all__ = ["is_dask_array", "is_store_like", "fit_input", "check_dask_X"]
+__all__ = ["is_dask_array", "is_store_like", "fit_input", "check_dask_X", "sample_rows", "validate_numeric"]
 
 
 def is_dask_array(X) -> bool:
@@ -68,10 +70,14 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
         if is_classifier and getattr(y, "dtype", np.dtype(float)).kind not in "biuf":
             estimator._input_classes, y = encode_dask_labels(y)
         with tempfile.TemporaryDirectory(prefix="kmp-dask-fit-") as tmp:
-            yield store_from_dask(os.path.join(tmp, "data.zarr"), X, y, chunk_rows=chunk_rows)
+            try:
+                store = store_from_dask(os.path.join(tmp, "data.zarr"), X, y, chunk_rows=chunk_rows)
+            except DataValidationError as e:
+                raise _in_fit(e) from None
+            yield store
         return
-    X, y = validate_data(
-        estimator, X, y, dtype=[np.float64, np.float32], multi_output=not is_classifier,
+    X, y = validate_numeric(
+        X, validate_data, estimator, X, y, dtype=[np.float64, np.float32], multi_output=not is_classifier,
         y_numeric=not is_classifier,
     )
     if is_classifier:
@@ -98,4 +104,55 @@ def predict_input(estimator, X):
         check_dask_X(X)
         validate_data(estimator, X, skip_check_array=True, reset=False)
         return "dask", X
-    return "numpy", validate_data(estimator, X, dtype=[np.float64, np.float32], reset=False)
+    return "numpy", validate_numeric(X, validate_data, estimator, X, dtype=[np.float64, np.float32], reset=False)
+
+
+def validate_numeric(X, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` (scikit-learn's ``validate_data``), but a text cell in ``X`` is
+    reported by column, row and value (scikit-learn says only "could not convert string to float").
+
+    Only that one failure is rewritten; every other error, and every accepted input, is
+    scikit-learn's own.
+    """
+    try:
+        return fn(*args, **kwargs)
+    except ValueError as e:
+        if "could not convert" not in str(e):
+            raise
+        try:
+            as_numpy_X(X)  # names the first non-numeric column, its value and row
+        except DataValidationError as named:
+            raise named from e
+        raise
+
+
+def _in_fit(error: DataValidationError) -> DataValidationError:
+    """The store layer's checks speak of ingest; during ``fit`` on dask input, say so instead."""
+    return type(error)(str(error).replace("before ingest", "before calling fit"))
+
+
+def sample_rows(store, n: int = 256, max_chunks: int = 4, seed: int = 0) -> np.ndarray | None:
+    """Up to ``n`` rows of ``store``'s X (float64), drawn with a fixed seed (never the fit's).
+
+    In-memory stores are sampled over all rows; other stores from at most ``max_chunks`` of
+    their storage chunks (chosen at random), so the sample costs at most that many chunk reads.
+    Returns None when the rows cannot be read here (e.g. a store only the workers can reach).
+    """
+    rng = np.random.default_rng(seed)
+    sizes = np.asarray(store.row_chunks, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    pick = np.arange(len(sizes))
+    if not isinstance(store, InMemoryStore) and len(sizes) > max_chunks:
+        pick = np.sort(rng.choice(len(sizes), max_chunks, replace=False))
+    total = int(sizes[pick].sum())
+    if total == 0:
+        return None
+    pos = np.sort(rng.choice(total, min(n, total), replace=False))
+    ends = np.cumsum(sizes[pick])
+    which = np.searchsorted(ends, pos, side="right")
+    idx = starts[pick][which] + pos - (ends - sizes[pick])[which]
+    try:
+        X, _ = store.read_rows(idx)
+    except (OSError, ValueError, KeyError):
+        return None
+    return np.asarray(X, dtype=np.float64)

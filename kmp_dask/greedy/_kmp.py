@@ -40,7 +40,7 @@ import numpy as np
 from scipy.linalg import cho_solve
 
 from ..blockops import BIAS_ATOM, KMPSetup, ScoreQuery, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
-from ..exceptions import PrematureStopWarning
+from ..exceptions import DegenerateFitWarning, PrematureStopWarning
 from ..linalg import IncrementalCholesky
 from ._candidates import CandidateSet, gather_rows
 from ._record import Recorder
@@ -63,6 +63,36 @@ _PREMATURE = (
     "Kernel matching pursuit stopped after {n} basis functions: all {k} best candidates were "
     "linearly dependent on the basis. Increase `ridge` or reduce `gamma` if more are needed."
 )
+_NO_BASIS = (
+    "Kernel matching pursuit selected no basis function (stop_reason={reason!r}): {why} "
+    "The model is a constant (the mean target; for a classifier, the majority class). {fix}"
+)
+_CAUSES = {  # why the candidates are useless, and what to change
+    "duplicates": (
+        "the {s} candidate rows drawn are all identical (duplicate rows in the data), so every kernel column "
+        "is the same constant function and explains nothing beyond the intercept.",
+        "Remove the duplicate rows, or check that X holds the features you meant: changing `gamma` or "
+        "`ridge` cannot help when every row is the same."),
+    "constant": (
+        "the kernel is numerically constant on the data: between {m} sampled candidate rows, k(x, z) varies "
+        "by only {spread:.2g} (relative) for {kernels}, so every kernel column is the constant function.",
+        "{gamma_hint}"),
+    "dependent": (
+        "all {k} best candidates were numerically dependent on the basis (their kernel columns are "
+        "near-duplicates of the constant function or of each other).",
+        "Drop duplicate rows (np.unique(X, axis=0)), make `gamma` larger if the kernel is almost constant "
+        "on the scale of the features, or increase `ridge` (now {ridge:g} per training row; e.g. 1e-6) "
+        "to accept near-dependent columns."),
+    "uncorrelated": (
+        "no candidate's kernel column correlates with the targets beyond the intercept "
+        "(best score {best:.3g}, below 1e-13 of the initial residual {rss0:.3g}).",
+        "Check the data for duplicate rows with conflicting targets, try another `gamma` (e.g. 1/median "
+        "squared distance between rows, after standardising X), lower `ridge` (now {ridge:g} per training "
+        "row), or use candidates='all'."),
+}
+_CONSTANT_SPREAD = 1e-4
+"""Relative spread of ``k(z_i, z_j)`` over sampled candidate rows below which a kernel counts as
+numerically constant (only consulted when a fit ends with no basis function)."""
 
 
 def _total(results, key):
@@ -164,7 +194,7 @@ class Pursuit:
         self.rss0 = self._initial_rss(res)
         if self.bias_column:
             self._add_bias_column()
-        stop = StopReason.N_BASIS
+        stop, score = StopReason.N_BASIS, None
         for t in range(self.n_basis):
             t0 = time.perf_counter()
             idx_next = None if self.sampler.exhaustive else self.sampler.draw(rng, self.excluded)
@@ -194,7 +224,58 @@ class Pursuit:
         else:
             stop = StopReason.N_BASIS
         self._finish()
+        if stop in (StopReason.CONVERGED, StopReason.LINEAR_DEPENDENCE) and not self._n_row_atoms():
+            stop = self._no_basis(stop, cands, score)
         return self._result(stop)
+
+    def _n_row_atoms(self) -> int:
+        return sum(not a.is_bias for a in self.atoms)
+
+    def _no_basis(self, stop, cands, score):
+        """The fit ends with no basis function: name why (``stop_reason``) and what to change.
+
+        Looks only at what the driver holds: the candidate rows (identical rows → no usable
+        candidate; a kernel constant on them → constant kernel). Nothing here changes the model.
+        """
+        y_sq = float(_total(self._y, "y_sqsum").sum())
+        if stop == StopReason.CONVERGED and not self.rss0 > 1e-12 * y_sq:
+            return stop  # the targets are constant: the constant model is the right answer
+        Z = np.asarray(cands.Z, dtype=np.float64)
+        sample = Z[np.unique(np.linspace(0, len(Z) - 1, min(len(Z), 64)).astype(np.intp))] if len(Z) else Z
+        info = {"s": len(Z), "m": len(sample), "k": self.max_tries, "rss0": self.rss0,
+                "ridge": self.lam / max(self.n_train, 1),
+                "best": float(np.max(score)) if score is not None and len(score) else 0.0}
+        if len(Z) and np.all(Z == Z[0]):
+            cause = "duplicates"
+        elif len(sample) > 1 and self._kernel_is_constant(sample, info):
+            cause = "constant"
+        else:
+            cause = None
+        if stop == StopReason.LINEAR_DEPENDENCE:  # the stop reason keeps the mechanism; the message the cause
+            reason, why, fix = stop, _CAUSES["dependent"][0], _CAUSES[cause or "dependent"][1]
+            if cause:
+                why = why[:-1] + ": " + _CAUSES[cause][0]
+        else:
+            reason = {"duplicates": StopReason.NO_USABLE_CANDIDATE, "constant": StopReason.CONSTANT_KERNEL,
+                      None: StopReason.NO_USABLE_CANDIDATE}[cause]
+            why, fix = _CAUSES[cause or "uncorrelated"]
+        warnings.warn(_NO_BASIS.format(reason=reason.value, why=why.format(**info), fix=fix.format(**info)),
+                      DegenerateFitWarning, stacklevel=4)
+        return reason
+
+    def _kernel_is_constant(self, sample, info) -> bool:
+        """Whether every kernel of the dictionary is numerically constant on ``sample`` rows."""
+        spreads, hints = [], []
+        for kernel in self.kernels:
+            K = np.asarray(kernel(sample, sample), dtype=np.float64)
+            spreads.append(float(np.ptp(K)) / max(float(np.abs(K).max()), 1e-300))
+            hints.append(_gamma_hint(kernel, sample))
+        if max(spreads) > _CONSTANT_SPREAD:
+            return False
+        info["spread"] = max(spreads)
+        info["kernels"] = ", ".join(repr(k) for k in self.kernels)
+        info["gamma_hint"] = " ".join(dict.fromkeys(hints))
+        return True
 
     def _initial_rss(self, res) -> float:
         if self.bias_column:  # measure progress from the intercept-only model, as with centring
@@ -247,8 +328,9 @@ class Pursuit:
             if not warned:
                 warnings.warn(_DEPENDENT.format(idx=atom.index), PrematureStopWarning, stacklevel=4)
                 warned = True
-        n_atoms = sum(not a.is_bias for a in self.atoms)
-        warnings.warn(_PREMATURE.format(n=n_atoms, k=self.max_tries), PrematureStopWarning, stacklevel=4)
+        n_atoms = self._n_row_atoms()
+        if n_atoms:  # with no basis function, run() names the reason (DegenerateFitWarning)
+            warnings.warn(_PREMATURE.format(n=n_atoms, k=self.max_tries), PrematureStopWarning, stacklevel=4)
         return None
 
     def _append(self, atom):
@@ -294,6 +376,26 @@ class Pursuit:
         if self.chol is None or self.setup.loss is not None or not self.ytd:
             return None, None
         return self.chol.L, np.asarray(self.ytd)
+
+
+def _gamma_hint(kernel, sample) -> str:
+    """What to change for a kernel that is constant on ``sample``: a larger ``gamma`` to try."""
+    from scipy.spatial.distance import pdist
+
+    gamma = kernel.get("gamma")
+    if gamma is None:
+        return f"Change the parameters of {kernel!r} (its values do not vary over the data)."
+    metric = {"rbf": "sqeuclidean", "laplacian": "cityblock"}.get(kernel.name)
+    if metric is None:
+        return f"Increase `gamma` (now {gamma:g} for the {kernel.name!r} kernel) or standardise X."
+    d = pdist(sample, metric)
+    d = d[d > 0]
+    scale = float(np.median(d)) if len(d) else 0.0
+    what = "squared distance" if metric == "sqeuclidean" else "L1 distance"
+    if scale <= 0:
+        return f"Increase `gamma` (now {gamma:g}) or standardise X."
+    return (f"Increase `gamma` (now {gamma:g}): gamma = 1 / median {what} between rows = {1 / scale:.3g} is a "
+            f"good start (here gamma × median {what} = {gamma * scale:.2g}); or standardise X and use gamma=None.")
 
 
 def kernel_matching_pursuit(

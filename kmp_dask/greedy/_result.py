@@ -23,6 +23,8 @@ class StopReason(str, enum.Enum):
     CONVERGED = "converged"  #: no candidate correlates with the residual any more
     LINEAR_DEPENDENCE = "linear_dependence"  #: every tried candidate was dependent on the basis
     EXHAUSTED = "exhausted"  #: no candidate rows left
+    NO_USABLE_CANDIDATE = "no_usable_candidate"  #: no basis function: no candidate explains any of the targets
+    CONSTANT_KERNEL = "constant_kernel"  #: no basis function: the kernel is numerically constant on the data
 
 
 @dataclass
