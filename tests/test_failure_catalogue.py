@@ -41,6 +41,13 @@ from kmp_dask.store import (  # noqa: E402
     store_from_libsvm,
 )
 
+# issue-16 rows at the end of CASES (degenerate fits, predict_proba, score, text features, dask NaN)
+import dask.array as da  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from kmp_dask.exceptions import DegenerateFitWarning, KernelWidthWarning  # noqa: E402
+from kmp_dask.store import InMemoryStore  # noqa: E402
+
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(60, 3))
 Y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
@@ -210,6 +217,36 @@ CASES = [
          ("'no_such_dataset'", "choose one of", "'banana'"), ("site-packages", ".dat")),
     Case("sklearn:nope", lambda ws: load("sklearn:nope"), ValueError, ("'nope'", "choose one of", "'digits'")),
     Case("dataset-without-prefix", lambda ws: load("banana"), ValueError, ("'keel:banana'", "got 'banana'")),
+    # --- degenerate fits: kmp_dask's warnings are errors in this test run, so they surface here --
+    Case("fit-identical-rows", lambda ws: KMPClassifier().fit(np.ones((1000, 3)), np.repeat([0, 1], 500)),
+         DegenerateFitWarning, ("stop_reason='no_usable_candidate'", "identical", "duplicate rows",
+                                "Remove the duplicate rows")),
+    Case("fit-gamma-tiny", lambda ws: KMPClassifier(gamma=1e-9).fit(X, Y), DegenerateFitWarning,
+         ("stop_reason='constant_kernel'", "numerically constant", "gamma=1e-09", "Increase `gamma`")),
+    Case("fit-gamma-huge", lambda ws: KMPClassifier(gamma=1e6).fit(X, Y), KernelWidthWarning,
+         ("gamma=1000000.0", "very narrow", "Make gamma smaller: 1 / median squared distance", "StandardScaler")),
+    # --- methods: predict_proba, score ------------------------------------------------------------
+    Case("predict_proba-squared-loss", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).predict_proba(X), AttributeError,
+         ("predict_proba is available with loss='logistic' only", "loss='squared'", "decision_function")),
+    Case("score-y=None-numpy", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).score(X), ValueError,
+         ("score needs y unless X is a store", "got y=None", "ndarray")),
+    Case("score-store-without-y", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).score(InMemoryStore(X)), ValueError,
+         ("reads y from the store", "has no 'y' array", "pass y")),
+    Case("score-store-sample_weight",
+         lambda ws: KMPClassifier(n_basis=3, client="sync").fit(ws.good).score(ws.good, sample_weight=np.ones(60)),
+         ValueError, ("sample_weight is not supported with y=None",)),
+    # --- text features on numpy / pandas input, NaN in dask input during a fit -------------------
+    Case("X-text-cell", lambda ws: KMPClassifier().fit(
+        np.array([[f"{a}", "x" if i == 7 else f"{b}", f"{c}"] for i, (a, b, c) in enumerate(X)]), Y),
+         DataValidationError, ("X must be numeric", "column 1", "'x'", "row 7", "get_dummies"), ("could not convert",)),
+    Case("X-text-column-pandas", lambda ws: KMPClassifier().fit(
+        pd.DataFrame({"a": X[:, 0], "colour": ["red", "blue"] * 30}), Y),
+         DataValidationError, ("column 1 ('colour')", "'red'", "row 0", "get_dummies"), ("could not convert",)),
+    Case("predict-text-cell", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).predict(np.array([["1", "2", "three"]])),
+         DataValidationError, ("column 2", "'three'", "row 0"), ("could not convert",)),
+    Case("dask-X-nan-fit", lambda ws: KMPClassifier(client="sync").fit(da.from_array(X_NAN, chunks=20),
+                                                                        da.from_array(Y, chunks=20)),
+         DataValidationError, ("non-finite value (nan)", "row 5, column 1", "before calling fit"), ("before ingest",)),
 ]
 
 COMMANDS = [
