@@ -706,11 +706,12 @@ def _take(code, classes):
 
 
 def _store_score(est, X, sample_weight, *, regression):
-    """``score(X)`` with ``y=None``: ``y`` from the store, one small summary per chunk.
+    """``score(X)`` with ``y=None``: ``y`` from the store, chunk by chunk, in one pass.
 
-    Accuracy: correct predictions and rows per chunk. R²: per chunk the residual sum of squares
-    and the count, mean and centred sum of squares of ``y`` (merged exactly, Chan et al.), so no
-    array of the size of ``y`` is gathered. Runs on dask's current scheduler, as ``predict`` does.
+    Each chunk gives per-row terms that are summed over rows: correct predictions (accuracy), or
+    ``(y − f)²``, ``y − c`` and ``(y − c)²`` with ``c = intercept_`` (R², centred so that
+    ``Σ(y − ȳ)² = Σ(y − c)² − (Σ(y − c))² / n`` loses no precision to a large mean). No array of
+    the size of ``y`` is gathered. Runs on dask's current scheduler, as ``predict`` does.
     """
     if not is_store_like(X):
         raise ValueError(
@@ -719,45 +720,36 @@ def _store_score(est, X, sample_weight, *, regression):
         )
     if sample_weight is not None:
         raise ValueError("sample_weight is not supported with y=None (y read from a store); pass y as well.")
-    import dask
-
     check_is_fitted(est, "dual_coef_")
     store = as_store(X)
     if not store.has_y:
         raise ValueError(f"score(X) with y=None reads y from the store, but {store!r} has no 'y' array; pass y.")
     F = est._decision(store)
-    y = store.to_dask("y").rechunk({0: F.chunks[0]})
-    if regression:
-        fn, args = _r2_parts, ()
-    else:
-        names = store.attrs.get("classes")
-        fn, args = _accuracy_parts, (est.classes_, None if names is None else np.asarray(names))
-    task = dask.delayed(fn, pure=True)
-    parts = dask.compute(*[task(f, yb, *args) for f, yb in zip(F.to_delayed().ravel(), y.to_delayed().ravel())])
+    y = store.to_dask("y")
+    Y = (y[:, None] if y.ndim == 1 else y).rechunk({0: F.chunks[0], 1: -1})
+    n = store.n_rows
     if not regression:
-        correct, n = np.sum(parts, axis=0)
-        return float(correct / n)
-    return _r2_merge(parts)
-
-
-def _accuracy_parts(F, y, classes, names):
-    code = F[:, 0] > 0 if F.shape[1] == 1 else F.argmax(axis=1)
-    truth = np.ravel(y) if names is None else names[np.ravel(y).astype(np.intp)]
-    return np.array([np.count_nonzero(_take(code, classes) == truth), len(truth)], dtype=np.float64)
-
-
-def _r2_parts(F, y):
-    y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-    mean = y.mean(axis=0) if len(y) else np.zeros(y.shape[1])
-    return len(y), ((y - F) ** 2).sum(axis=0), mean, ((y - mean) ** 2).sum(axis=0)
-
-
-def _r2_merge(parts):
-    parts = [p for p in parts if p[0]]
-    n = sum(p[0] for p in parts)
-    mean = sum(p[0] * p[2] for p in parts) / n
-    ss_res = sum(p[1] for p in parts)
-    ss_tot = sum(p[3] + p[0] * (p[2] - mean) ** 2 for p in parts)
+        names = store.attrs.get("classes")
+        correct = map_blocks_rows(_correct_rows, F, Y, est.classes_, None if names is None else np.asarray(names),
+                                  dtype=np.float64, n_cols=1)
+        return float(correct.sum().compute()) / n
+    m = F.shape[1]
+    centre = np.asarray(est.intercept_, dtype=np.float64)
+    sums = map_blocks_rows(_r2_rows, F, Y, centre, dtype=np.float64, n_cols=3 * m).sum(axis=0).compute()
+    ss_res, s1, s2 = sums[:m], sums[m:2 * m], sums[2 * m:]
+    ss_tot = np.maximum(s2 - s1 * s1 / n, 0.0)
     ok = ss_tot != 0
     r2 = np.where(ok, 1.0 - ss_res / np.where(ok, ss_tot, 1.0), np.where(ss_res == 0, 1.0, 0.0))
-    return float(np.mean(r2))
+    return float(np.mean(r2))  # scikit-learn's r2_score: force_finite, uniform average
+
+
+def _correct_rows(F, Y, classes, names):
+    code = F[:, 0] > 0 if F.shape[1] == 1 else F.argmax(axis=1)
+    truth = Y[:, 0] if names is None else names[Y[:, 0].astype(np.intp)]
+    return (_take(code, classes) == truth).astype(np.float64)[:, None]
+
+
+def _r2_rows(F, Y, centre):
+    Y = np.asarray(Y, dtype=np.float64)
+    D = Y - centre
+    return np.hstack([(Y - F) ** 2, D, D * D])
