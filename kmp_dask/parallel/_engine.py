@@ -132,7 +132,9 @@ class PartitionHolder:
         self._ws = {i: s.nbytes for i, s in self.specs.items()}  # working-set bytes per partition
         self._pager = None
         self._pool = None
-        self.malloc_tuned = tune_worker_malloc()
+        # freed heap kept for reuse must fit the slack under the limit (0.6 -> 0.7 spill threshold)
+        keep = 256 << 20 if not self.limit else max(16 << 20, min(256 << 20, self.limit // 20))
+        self.malloc_tuned = tune_worker_malloc(min(64 << 20, keep // 2), keep)
         used = 0
         for i in sorted(self.specs):
             if self.budget is None or used + self._ws[i] + self._reserve() <= self.budget:

@@ -52,7 +52,7 @@ def make_engine(client, store, **options):
 def engine_config() -> dict:
     """Engine options from dask's configuration (``kmp_dask.*`` keys; YAML, env or ``dask.config.set``).
 
-    ``kmp_dask.memory-fraction`` (default 0.6), ``kmp_dask.budget-bytes`` (per-worker bytes for
+    ``kmp_dask.memory-fraction`` (default 0.5), ``kmp_dask.budget-bytes`` (per-worker bytes for
     partitions, overrides the fraction), ``kmp_dask.local-x`` (stream rows from a raw local copy,
     default true), ``kmp_dask.pass-timeout`` (s, default 3600), ``kmp_dask.pause-timeout`` (s, 120).
     """

@@ -123,14 +123,14 @@ def test_pager_round_trip_keeps_state_and_aliases(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(5400)
 def test_store_larger_than_the_memory_limits(tmp_path):
-    """Real memory limits: a 1.5 GB store (float32, 7·10⁶ × 54) on 2 workers × 700 MB — more
-    than the workers' total memory_limit and about 5× their total budget — fits 30 atoms with no
+    """Real memory limits: a 2.2 GB store (float32, 10⁷ × 54) on 2 workers × 900 MB — more
+    than the workers' total memory_limit and about 6× their total budget — fits 30 atoms with no
     worker paused or restarted, and gives the model of the same fit with everything resident.
     (Limits much below ~600 MB cannot work: an idle worker with numpy, zarr and scikit-learn
     imported already holds ~200 MiB, and the budget check says so: asserted first.)"""
     from distributed import Client, LocalCluster
 
-    big = make_classification_store(str(tmp_path / "big.zarr"), 7_000_000, n_features=54, n_classes=2,
+    big = make_classification_store(str(tmp_path / "big.zarr"), 10_000_000, n_features=54, n_classes=2,
                                     random_state=2)
     kw = dict(n_basis=30, candidates=59, gamma=0.05, random_state=0)
     opts = dict(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None,
@@ -138,7 +138,7 @@ def test_store_larger_than_the_memory_limits(tmp_path):
     with LocalCluster(memory_limit="300MB", **opts) as cluster, Client(cluster) as client:
         with pytest.raises(MemoryBudgetError, match="memory_limit"):
             KMPClassifier(client=client, **kw).fit(big)
-    with LocalCluster(memory_limit="700MB", **opts) as cluster, Client(cluster) as client:
+    with LocalCluster(memory_limit="900MB", **opts) as cluster, Client(cluster) as client:
         streamed = KMPClassifier(client=client, **kw).fit(big)
         workers = client.scheduler_info()["workers"].values()
         assert [w["status"] for w in workers] == ["running", "running"]
