@@ -37,7 +37,11 @@ from concurrent.futures import ThreadPoolExecutor
 from ..blockops import Journal, apply_effects
 from ._paging import MEMORY_FRACTION, TRANSIENT_BYTES, MemoryBudgetError, Pager, partition_nbytes, worker_budget
 
-__all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder"]
+__all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder", "SchedulerLostError"]
+
+
+class SchedulerLostError(ConnectionError):
+    """The dask scheduler went away during a fit."""
 
 logger = logging.getLogger(__name__)
 
@@ -340,7 +344,7 @@ class ActorEngine:
                 if err is not None:
                     raise err
                 results.update(self._wait(h, call))
-            except MemoryBudgetError:
+            except (MemoryBudgetError, SchedulerLostError):
                 raise
             except Exception as exc:  # the worker (and the actor state) is gone
                 if not self._worker_lost(h, exc):
@@ -359,7 +363,7 @@ class ActorEngine:
                 return call.result(timeout=2.0)
             except (TimeoutError, asyncio.TimeoutError):
                 pass
-            info = self.client.scheduler_info(n_workers=-1)["workers"].get(holder["addr"])
+            info = self._workers().get(holder["addr"])
             if info is None:
                 raise ConnectionError(f"worker {holder['addr']} left the cluster during a pass")
             now = time.monotonic()
@@ -378,13 +382,30 @@ class ActorEngine:
                     "pass a larger pass_timeout for very large partitions, or check the worker's logs"
                 )
 
+    def _workers(self) -> dict:
+        """The scheduler's workers; a clear error when the scheduler itself is gone."""
+        try:
+            info = self.client.scheduler_info(n_workers=-1)
+        except Exception as exc:
+            info, cause = {}, exc
+        else:
+            cause = None
+        if "workers" not in info or self.client.status in ("closing", "closed", "failed"):
+            raise SchedulerLostError(
+                f"the dask scheduler ({getattr(self.client, 'scheduler', None) and self.client.scheduler.address}) "
+                "is unreachable: it was stopped or killed, or the network to it is down. The fit cannot "
+                "continue (its workers' partitions were registered there); restart the scheduler and its "
+                "workers and fit again."
+            ) from cause
+        return info["workers"]
+
     def _worker_lost(self, holder, exc=None) -> bool:
         """Whether ``holder``'s worker is gone. A connection error can reach us before the
         scheduler has removed the worker, so after one we wait up to ``loss_timeout`` seconds
         for the scheduler to agree; any other error is the op's own and is raised at once."""
         deadline = time.monotonic() + (self.loss_timeout if isinstance(exc, OSError) else 0.0)
         while True:
-            workers = self.client.scheduler_info(n_workers=-1)["workers"]
+            workers = self._workers()
             if holder["addr"] not in workers or holder["future"].status != "finished":
                 return True
             if time.monotonic() >= deadline:
@@ -402,7 +423,7 @@ class ActorEngine:
         logger.warning("worker %s lost (%s); rebuilding %d partitions", holder["addr"], exc, len(holder["specs"]))
         deadline = time.monotonic() + 60
         while True:
-            live = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+            live = sorted(self._workers())
             if live:
                 break
             if time.monotonic() > deadline:

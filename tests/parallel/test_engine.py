@@ -88,3 +88,21 @@ def test_worker_malloc_tuning_applies_and_can_be_switched_off(monkeypatch):
     assert tune_worker_malloc() is True  # glibc (Linux): mallopt accepted
     monkeypatch.setenv("KMP_DASK_MALLOC_TUNING", "0")
     assert tune_worker_malloc() is False
+
+
+def test_lost_scheduler_is_a_clear_error_not_a_key_error():
+    """When the scheduler is gone, distributed's cached scheduler_info has no 'workers' (the
+    random-kill benchmark saw ``KeyError: 'workers'``): the engine says what happened instead."""
+    from kmp_dask.parallel._engine import SchedulerLostError
+
+    class GoneClient:
+        status = "connecting"
+        scheduler = None
+
+        def scheduler_info(self, n_workers=5):
+            return {}
+
+    eng = ActorEngine.__new__(ActorEngine)
+    eng.client = GoneClient()
+    with pytest.raises(SchedulerLostError, match="scheduler .* unreachable"):
+        eng._workers()
