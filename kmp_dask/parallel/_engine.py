@@ -317,10 +317,16 @@ class ActorEngine:
             actor = fut.result(timeout=self.start_timeout)
         except (TimeoutError, asyncio.TimeoutError):
             fut.cancel()
+            self._workers()  # the scheduler gone: say that (SchedulerLostError)
             raise TimeoutError(
                 f"starting the partition holder on worker {addr} took more than {self.start_timeout:.0f} s "
                 "(loading its partitions); check the worker's logs and the store's reachability from it"
             ) from None
+        except MemoryBudgetError:
+            raise
+        except Exception:  # e.g. cancelled because the scheduler went away while it started
+            self._workers()
+            raise
         # distributed's Actor proxy binds to the *default* client (get_client()); a client made
         # with set_as_default=False (tests, notebooks with several clients) would leave it
         # unbound, so bind it to ours explicitly.
