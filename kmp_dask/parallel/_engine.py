@@ -389,14 +389,21 @@ class ActorEngine:
                 )
 
     def _workers(self) -> dict:
-        """The scheduler's workers; a clear error when the scheduler itself is gone."""
+        """The scheduler's workers; a clear error when the scheduler itself is gone.
+
+        A client reconnecting to its scheduler serves a stale cached worker list, so while its
+        status is not "running" we wait up to ``loss_timeout`` for it to come back.
+        """
+        deadline = time.monotonic() + float(getattr(self, "loss_timeout", 0.0))
+        while self.client.status == "connecting" and time.monotonic() < deadline:
+            time.sleep(0.2)
         try:
             info = self.client.scheduler_info(n_workers=-1)
         except Exception as exc:
             info, cause = {}, exc
         else:
             cause = None
-        if "workers" not in info or self.client.status in ("closing", "closed", "failed"):
+        if "workers" not in info or self.client.status != "running":
             raise SchedulerLostError(
                 f"the dask scheduler ({getattr(self.client, 'scheduler', None) and self.client.scheduler.address}) "
                 "is unreachable: it was stopped or killed, or the network to it is down. The fit cannot "
