@@ -344,7 +344,7 @@ class Pursuit:
     def _finish(self):
         """Final refit (other losses) and a last pass so the record describes the final model."""
         accept_queued = self._accept
-        if self._residual is not None and isinstance(self._residual, tuple):
+        if isinstance(self._residual, tuple):
             self._residual = None  # superseded by the refit / the full recomputation below
         refitted = self.strategy.finish(self)
         if self.atoms and (accept_queued or refitted):

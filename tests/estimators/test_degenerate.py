@@ -62,6 +62,8 @@ from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import make_engine
 from kmp_dask.store import InMemoryStore, create_store
 
+from _engines import NoisyScores
+
 IDENTICAL = np.ones((1000, 3))
 TWO_LABELS = np.repeat([0, 1], 500)
 MOONS_X, MOONS_Y = make_moons(1000, noise=0.2, random_state=0)
@@ -179,22 +181,6 @@ def test_huge_ridge_is_named():
 
 
 # -- (c) every candidate dependent ----------------------------------------------------------------
-class _NoisyScores:
-    """Engine wrapper: every candidate looks correlated with the residual (as rounding noise can
-    make a dependent column look), so the driver commits candidates that are all dependent."""
-
-    def __init__(self, engine):
-        self.engine = engine
-
-    def __getattr__(self, name):
-        return getattr(self.engine, name)
-
-    def run(self, op, msg=None, effects=()):
-        out = self.engine.run(op, msg, effects)
-        if "corr" in out[0] and np.ndim(out[0]["corr"]) == 2:
-            for r in out:
-                r["corr"] = np.ones_like(r["corr"])
-        return out
 
 
 @pytest.mark.parametrize("X, cause", [
@@ -203,7 +189,7 @@ class _NoisyScores:
 ], ids=["identical-rows", "constant-kernel"])
 def test_every_candidate_dependent(X, cause):
     gamma = 0.5 if cause == "duplicate rows" else 1e-12
-    engine = _NoisyScores(make_engine(None, InMemoryStore(X, np.arange(30.0), chunk_rows=7)))
+    engine = NoisyScores(make_engine(None, InMemoryStore(X, np.arange(30.0), chunk_rows=7)))
     with pytest.warns(PrematureStopWarning, match="numerically dependent"):  # the first skipped candidate
         with pytest.warns(DegenerateFitWarning) as record:
             res = kernel_matching_pursuit(

@@ -14,6 +14,8 @@ from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import make_engine
 from kmp_dask.store import InMemoryStore
 
+from _engines import NoisyScores
+
 GAMMA = 0.5
 
 
@@ -126,31 +128,10 @@ def test_duplicates_never_give_nan(dtype, mode):
     assert res.stop_reason.value in ("linear_dependence", "converged", "n_basis")
 
 
-class _NoisyScores:
-    """Engine wrapper that makes every candidate look correlated with the residual.
-
-    Emulates the rounding noise that lets a numerically dependent column win the scoring, so
-    the driver's breakdown path (skip, warn, stop) is exercised deterministically.
-    """
-
-    def __init__(self, engine):
-        self.engine = engine
-
-    def __getattr__(self, name):
-        return getattr(self.engine, name)
-
-    def run(self, op, msg=None, effects=()):
-        out = self.engine.run(op, msg, effects)
-        if "corr" in out[0] and np.ndim(out[0]["corr"]) == 2:
-            for r in out:
-                r["corr"] = np.ones_like(r["corr"])
-        return out
-
-
 def test_dependent_candidates_are_skipped_then_stop_with_named_reason():
     X = np.ones((30, 2))
     y = np.arange(30.0)
-    engine = _NoisyScores(make_engine(None, InMemoryStore(X, y, chunk_rows=7)))
+    engine = NoisyScores(make_engine(None, InMemoryStore(X, y, chunk_rows=7)))
     with pytest.warns(PrematureStopWarning) as record:
         res = kernel_matching_pursuit(
             engine, kernel=get_kernel("rbf", gamma=GAMMA), n_rows=30, n_features=2, dtype=X.dtype,
