@@ -37,14 +37,13 @@ import time
 import warnings
 
 import numpy as np
-from scipy.linalg import cho_solve
 
 from ..blockops import BIAS_ATOM, KMPSetup, ScoreQuery, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning
 from ..linalg import IncrementalCholesky
 from ._candidates import CandidateSet, gather_rows
 from ._record import Recorder
-from ._result import PursuitResult, StopReason, make_result
+from ._result import PursuitResult, StopReason, make_result, prefix_coef
 from ._sampling import AllCandidates, RandomCandidates, validation_eligibility
 from ._strategies import make_strategy
 
@@ -356,7 +355,7 @@ class Pursuit:
         snap = self.recorder.best_snapshot()
         if snap is not None and snap[0] < len(self.atoms):
             stop, n_keep = StopReason.EARLY_STOPPING, snap[0]
-            coef = snap[1] if self.chol is None or self.setup.loss is not None else self._prefix_coef(n_keep)
+            coef = snap[1] if self.chol is None or self.setup.loss is not None else prefix_coef(self.chol.L, self.ytd, n_keep)
         history = self.recorder.history
         if stop == StopReason.EARLY_STOPPING:
             history = history[: n_keep - int(self.bias_column)]
@@ -364,12 +363,6 @@ class Pursuit:
         return make_result(self.atoms[:n_keep], np.asarray(coef[:n_keep]).reshape(n_keep, m), self.offset, stop,
                            history, self.n_train, self.n_val, self.n_features, self.dtype, self.kernels,
                            *self._prefix_data())
-
-    def _prefix_coef(self, k):
-        """Exact least-squares coefficients of the first ``k`` atoms (squared loss with refits)."""
-        if k == 0:
-            return np.zeros((0, self.coef.shape[1]))
-        return cho_solve((self.chol.L[:k, :k], True), np.asarray(self.ytd[:k]))
 
     def _prefix_data(self):
         """The Gram factor and ``BᵀY`` rows that give every prefix model (squared loss, refits)."""

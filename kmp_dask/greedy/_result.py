@@ -11,7 +11,7 @@ from scipy.linalg import cho_solve
 
 from ..expansion import KernelExpansion
 
-__all__ = ["StopReason", "PursuitResult", "make_result"]
+__all__ = ["StopReason", "PursuitResult", "make_result", "prefix_coef"]
 
 
 class StopReason(str, enum.Enum):
@@ -82,13 +82,20 @@ class PursuitResult:
             )
         k = int(min(max(k, 0), len(self.basis_indices)))
         j = k + int(self._bias_first)
-        coef = cho_solve((self.gram_factor[:j, :j], True), self.ytd[:j]) if j else self.ytd[:0]
+        coef = prefix_coef(self.gram_factor, self.ytd, j)
         intercept = self._offset.copy()
         if self._bias_first:
             intercept += coef[0]
             coef = coef[1:]
         return KernelExpansion(self.basis_vectors[:k], coef, intercept, self.expansion.kernels,
                                self.basis_kernels[:k])
+
+
+def prefix_coef(L, ytd, k: int) -> np.ndarray:
+    """Least-squares coefficients of the first ``k`` atoms from the Gram's Cholesky factor ``L``
+    (with the ridge) and the rows ``BᵀY``: what the fit itself had at ``k`` atoms."""
+    ytd = np.asarray(ytd, dtype=np.float64)
+    return cho_solve((L[:k, :k], True), ytd[:k]) if k else ytd[:0]
 
 
 def make_result(atoms, coef, offset, stop, history, n_train, n_val, n_features, dtype, kernels,
