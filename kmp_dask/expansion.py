@@ -30,6 +30,9 @@ from .kernels import Kernel
 
 __all__ = ["KernelExpansion"]
 
+RKHS_BLOCK_ROWS = 2048
+"""Rows of the kernel block :meth:`KernelExpansion.rkhs_inner` holds at once."""
+
 
 def _as_kernels(kernels) -> tuple[Kernel, ...]:
     items = tuple(kernels) if isinstance(kernels, (list, tuple)) else (kernels,)
@@ -157,10 +160,15 @@ class KernelExpansion:
         if len(set(self.kernels) | set(other.kernels)) != 1:
             raise ValueError("rkhs_inner needs both expansions to use one and the same kernel")
         k = self.kernels[0]
-        if self.n_vectors == 0 or other.n_vectors == 0:
-            return np.zeros((self.n_outputs, other.n_outputs))
-        K = k(self.support_vectors.astype(np.float64), other.support_vectors.astype(np.float64))
-        return self.coef.T @ K @ other.coef
+        out = np.zeros((self.n_outputs, other.n_outputs))
+        A, B = self.support_vectors.astype(np.float64), other.support_vectors.astype(np.float64)
+        for a in range(0, len(A), RKHS_BLOCK_ROWS):  # bounded memory: K in row blocks
+            out += self.coef[a : a + RKHS_BLOCK_ROWS].T @ (k(A[a : a + RKHS_BLOCK_ROWS], B) @ other.coef)
+        return out
+
+    def rkhs_sqnorm(self) -> np.ndarray:
+        """``‖f_j‖²`` per output (m,), intercept excluded (O(n²) kernel values, in row blocks)."""
+        return np.diag(self.rkhs_inner(self)).copy()
 
     def allclose(self, other: "KernelExpansion", rtol=1e-12, atol=0.0) -> bool:
         return (

@@ -2,7 +2,7 @@
 
 Generic machinery any pursuit composes (:mod:`._state`: views, basis-column cache, residual,
 workspace; :mod:`._journal`: effects and the restore journal) and the ops of each family
-(:mod:`._kmp`). docs/engine.md, "Adding a family", shows how they fit together.
+(:mod:`._kmp`, :mod:`._reduced`). docs/engine.md, "Adding a family", shows how they fit together.
 """
 
 from ._expansion import predict_block
@@ -11,6 +11,9 @@ from ._kmp import (
     BIAS_ATOM, Atom, KMPSetup, KMPState, LineQuery, Move, RefitQuery, ScoreQuery, StatsQuery, ValQuery,
     accept_column, kmp_column_stats, kmp_effects, kmp_init, kmp_linesearch, kmp_refit_stats, kmp_score, kmp_stats,
     move_fit, pend_column, set_coef, target_matrix,
+)
+from ._reduced import (
+    RSScoreQuery, RSSetup, RSStart, RSState, RSValuesQuery, rs_effects, rs_init, rs_score, rs_start, rs_stats, rs_values,
 )
 from ._partition import Partition, PartitionSpec, fetch_rows, partition_bounds, split_mask
 from ._state import ColumnCache, Residual, Views, Workspace, cross64, kernel_block, split_views, sqnorm
@@ -22,4 +25,6 @@ __all__ = [
     "Atom", "BIAS_ATOM", "KMPSetup", "KMPState", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery",
     "Move", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column", "set_coef", "move_fit",
     "kmp_score", "kmp_column_stats", "kmp_linesearch", "kmp_refit_stats", "kmp_effects",
+    "RSSetup", "RSStart", "RSScoreQuery", "RSValuesQuery", "RSState", "rs_init", "rs_start", "rs_stats", "rs_score",
+    "rs_values", "rs_effects",
 ]

@@ -1,0 +1,239 @@
+"""Per-partition numerics of reduced-set selection (Weston & Bakır), NumPy only.
+
+The data are a *candidate pool* ``z_1 … z_P`` (rows of a store) and a kernel expansion
+``w = Σ_i α_i φ(x_i)`` with m outputs. Hyperplane matching pursuit needs, at every pool point,
+the value of the residual hyperplane ``r(z) = ⟨w − ŵ, φ(z)⟩ = f(z) − f̂(z)``: selection is
+pointwise (``score(z) = Σ_j r_j(z)² / k(z, z)``, eq. 13), so a scoring pass computes no kernel
+values at all — the expensive pass is the first one, which evaluates ``f`` on the pool.
+
+State under ``part.state["rs"]`` (an :class:`RSState`):
+
+``X``, ``sq``  the pool rows and their squared norms (read-only)
+``kdiag``      ``k(z, z)`` per row
+``F``          ``f(z)`` per row and output, without intercept (read-only: the pursuit's targets)
+``cache``      basis columns ``k(z, ẑ_j)`` over the pool (:class:`~kmp_dask.blockops.ColumnCache`)
+``fit``        ``R = F[:, outputs] − B β`` (:class:`~kmp_dask.blockops.Residual`)
+
+*Effects* (journal slots ``rs`` ⊃ ``rs.fit`` ⊃ ``rs.fit.columns`` / ``rs.fit.residual``):
+:func:`rs_init` (rows, ``kdiag``, ``F`` from the expansion), :func:`rs_start` (a pursuit on some
+outputs), and the generic column / residual effects of :class:`rs_effects`. *Queries*:
+:func:`rs_stats` (``‖w‖²`` when the pool carries the expansion's own coefficients),
+:func:`rs_score` (best candidates), :func:`rs_values` (fitted values at chosen levels).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._expansion import predict_block
+from ._journal import Effect
+from ._kmp import Atom, Move
+from ._partition import Partition
+from ._state import ColumnCache, Residual, Workspace, kernel_block, readonly, sqnorm
+
+__all__ = [
+    "RSSetup", "RSStart", "RSScoreQuery", "RSValuesQuery", "RSState", "rs_init", "rs_start", "rs_stats",
+    "rs_score", "rs_values", "rs_effects",
+]
+
+
+# -- messages --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RSSetup:
+    """The expansion to compress (centres, coefficients (n, m), its one kernel) and, when the
+    pool rows may be the expansion's own centres in order, their coefficients (``pool_coef``,
+    (P, m)) so that ``‖w‖² = Σ_i α_i f(x_i)`` is a pass, not an O(n²) product on the driver.
+    Each partition checks that its rows are those centres (exactly) before using them."""
+
+    centres: np.ndarray
+    coef: np.ndarray
+    kernel: object
+    pool_coef: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class RSStart:
+    """Start a pursuit on ``outputs`` (indices into the expansion's outputs)."""
+
+    outputs: tuple
+    capacity: int = 16
+
+
+@dataclass(frozen=True)
+class RSScoreQuery:
+    """Best ``top`` candidates of the partition: among all its rows (``cand=None``) or among
+    the sorted global indices ``cand``; rows in ``exclude`` (sorted) are never returned."""
+
+    cand: np.ndarray | None = None
+    exclude: np.ndarray | None = None
+    top: int = 4
+
+
+@dataclass(frozen=True)
+class RSValuesQuery:
+    """Fitted values ``f̂ = B·coef`` at several levels: ``coefs`` is a tuple of (n_k, m) prefix
+    coefficient matrices over the first n_k cached columns; returns squared pool errors
+    ``Σ (f − f̂)²`` per level and output, and optionally the values themselves."""
+
+    coefs: tuple
+    values: bool = False
+
+
+# -- state -----------------------------------------------------------------------------------
+@dataclass
+class RSState:
+    X: np.ndarray
+    sq: np.ndarray
+    kdiag: np.ndarray
+    F: np.ndarray
+    pool_coef: np.ndarray | None
+    kernel: object
+    outputs: tuple = ()
+    cache: ColumnCache | None = None
+    fit: Residual | None = None
+    work: Workspace = field(default_factory=Workspace)
+
+    @property
+    def nbytes(self) -> int:
+        own = self.sq.nbytes + self.kdiag.nbytes + self.F.nbytes
+        own += 0 if self.pool_coef is None else self.pool_coef.nbytes
+        if self.cache is not None:
+            own += self.cache.nbytes + self.fit.nbytes
+        return own + self.work.nbytes
+
+
+def _rs(part: Partition) -> RSState:
+    return part.state["rs"]
+
+
+# -- effects ---------------------------------------------------------------------------------
+def rs_init(part: Partition, msg: RSSetup) -> None:
+    """Pool rows, ``k(z, z)`` and ``F = f(z)`` (the O(rows · n) evaluation of the expansion)."""
+    X = part.X
+    sq = sqnorm(X)
+    kdiag = np.asarray(msg.kernel.diag(X), dtype=np.float64)
+    F = predict_block(X, msg.centres, msg.coef, 0.0, msg.kernel)
+    pool_coef = None
+    if msg.pool_coef is not None and np.array_equal(X, np.asarray(msg.centres[part.start : part.stop], dtype=X.dtype)):
+        pool_coef = readonly(np.ascontiguousarray(np.asarray(msg.pool_coef)[part.start : part.stop], dtype=np.float64))
+    part.state["rs"] = RSState(readonly(X), readonly(sq), readonly(kdiag), readonly(F), pool_coef, msg.kernel)
+
+
+def rs_start(part: Partition, msg: RSStart) -> None:
+    """An empty basis and the residual ``R = F[:, outputs]``."""
+    st = _rs(part)
+    st.outputs = tuple(int(j) for j in msg.outputs)
+    st.cache = ColumnCache(len(st.X), 0, st.X.dtype, msg.capacity)
+    st.fit = Residual(np.ascontiguousarray(st.F[:, list(st.outputs)]))
+
+
+def rs_pend(part: Partition, atom: Atom) -> None:
+    """The column ``k(z, ẑ)`` over the pool of the chosen vector, pending."""
+    st = _rs(part)
+    z = np.asarray(atom.z, dtype=st.X.dtype).reshape(1, -1)
+    col = kernel_block(st.kernel, st.X, st.sq, z, sqnorm(z))[:, 0]
+    st.cache.pend(col, col[:0])
+
+
+def rs_accept(part: Partition, msg=None) -> None:
+    st = _rs(part)
+    st.cache.accept()
+    st.fit.grow()
+
+
+def rs_move(part: Partition, msg: Move) -> None:
+    """Rank-one residual move after the last accepted column (backfitting or basic step)."""
+    st = _rs(part)
+    st.fit.move(st.cache.train(), msg.w, msg.beta, msg.coef)
+
+
+def rs_set(part: Partition, coef: np.ndarray) -> None:
+    """``R = F − B·coef`` recomputed (no drift)."""
+    st = _rs(part)
+    st.fit.set(st.cache.train(), coef)
+
+
+class rs_effects:  # noqa: N801 (a namespace of Effect constructors)
+    """The :class:`~kmp_dask.blockops.Effect` of each reduced-set state change, with its slot."""
+
+    @staticmethod
+    def init(setup: RSSetup) -> Effect:
+        return Effect(rs_init, setup, "rs", resets=True)
+
+    @staticmethod
+    def start(outputs, capacity: int = 16) -> Effect:
+        return Effect(rs_start, RSStart(tuple(int(j) for j in outputs), int(capacity)), "rs.fit", resets=True)
+
+    @staticmethod
+    def add(atom: Atom) -> tuple[Effect, Effect]:
+        return Effect(rs_pend, atom, "rs.fit.columns"), Effect(rs_accept, None, "rs.fit.columns")
+
+    @staticmethod
+    def move(w, beta, coef) -> Effect:
+        return Effect(rs_move, Move(w, np.asarray(beta, dtype=np.float64), np.array(coef, dtype=np.float64)),
+                      "rs.fit.residual")
+
+    @staticmethod
+    def set_coef(coef) -> Effect:
+        return Effect(rs_set, np.array(coef, dtype=np.float64), "rs.fit.residual", resets=True)
+
+
+# -- queries ---------------------------------------------------------------------------------
+def rs_stats(part: Partition, msg=None) -> dict:
+    """``n`` rows, ``fsq`` = Σ f² per output, ``own`` (its rows are the expansion's centres) and
+    then ``wsq`` = Σ_i α_i f(x_i) per output (this partition's share of ‖w‖²)."""
+    st = _rs(part)
+    out = {"n": len(st.F), "fsq": np.einsum("ij,ij->j", st.F, st.F), "own": st.pool_coef is not None}
+    if st.pool_coef is not None:
+        out["wsq"] = np.einsum("ij,ij->j", st.pool_coef, st.F)
+    return out
+
+
+def rs_score(part: Partition, q: RSScoreQuery) -> dict:
+    """``rss`` = Σ R² per output over the pool (the empirical prediction error ê of §3.1) and
+    the partition's best candidates by ``Σ_j R_j(z)² / k(z, z)``: global ``index``, ``score``,
+    ``rows``, residual ``r`` and target values ``f`` there."""
+    st = _rs(part)
+    R = st.fit.R
+    out = {"rss": np.einsum("ij,ij->j", R, R)}
+    if q.cand is None:
+        local = np.arange(len(R))
+    else:
+        cand = np.asarray(q.cand, dtype=np.int64)
+        lo, hi = np.searchsorted(cand, [part.start, part.stop])
+        local = cand[lo:hi] - part.start
+    if q.exclude is not None and len(q.exclude) and len(local):
+        ex = np.asarray(q.exclude, dtype=np.int64)
+        local = local[~np.isin(local + part.start, ex, assume_unique=False)]
+    num = np.einsum("ij,ij->i", R[local], R[local])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.where(st.kdiag[local] > 0, num / st.kdiag[local], 0.0)
+    k = min(int(q.top), len(local))
+    if k < len(local):
+        best = np.argpartition(-score, k - 1)[:k]
+    else:
+        best = np.arange(len(local))
+    best = best[np.lexsort((local[best], -score[best]))]  # by score, ties by index: order-free
+    rows = local[best]
+    out.update(index=rows + part.start, score=score[best], rows=np.array(st.X[rows]), r=np.array(R[rows]),
+               f=np.array(st.F[rows][:, list(st.outputs)]), kdiag=np.array(st.kdiag[rows]))
+    return out
+
+
+def rs_values(part: Partition, q: RSValuesQuery) -> dict:
+    """Squared pool errors ``Σ (f − B_k c_k)²`` (levels, m) and, with ``values``, ``f̂`` per level."""
+    st = _rs(part)
+    Y = st.fit.Y
+    B = st.cache.train()
+    sse = np.zeros((len(q.coefs), Y.shape[1]))
+    vals = []
+    for i, c in enumerate(q.coefs):
+        c = np.asarray(c, dtype=np.float64)
+        Fh = B[:, : c.shape[0]].astype(np.float64, copy=False) @ c if c.shape[0] else np.zeros_like(Y)
+        D = Y - Fh
+        sse[i] = np.einsum("ij,ij->j", D, D)
+        if q.values:
+            vals.append(Fh)
+    return {"sse": sse, "values": vals if q.values else None}

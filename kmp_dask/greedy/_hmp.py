@@ -1,0 +1,275 @@
+"""Hyperplane matching pursuit: reduced-set selection by greedy pursuit of w (Weston & Bakır §3.1–3.2).
+
+Given ``w = Σ_i α_i φ(x_i)`` (m outputs) and a pool of candidate vectors, each iteration picks
+the pool point ``z`` maximising ``Σ_j r_j(z)² / k(z, z)`` where ``r_j(z) = ⟨w_j − ŵ_j, φ(z)⟩`` is
+the residual hyperplane's value at ``z`` (eq. 13: with m > 1 the selection is *coupled*, one
+vector shared by all outputs). Then, per :attr:`backfit`:
+
+* ``backfit=True`` (the paper's experiments, the default): every coefficient is re-optimised,
+  ``β = K_ss⁻¹ f(s)`` (eq. 7), through the incremental Cholesky factor ``K_ss = L Lᵀ`` (eq. 10):
+  with ``v = L⁻¹ k_s(z)`` and ``δ = k(z,z) − ‖v‖²``, the new vector enters with ``c = r(z)/δ``,
+  the old coefficients move by ``−K_ss⁻¹ k_s(z) · c``, and ``‖w − ŵ‖²`` falls by ``r(z)²/δ``;
+* ``backfit=False`` (algorithm 3.2): ``a = r(z)/k(z,z)`` is added to ``z``'s coefficient (a
+  vector may be picked again) and ``‖w − ŵ‖²`` falls by ``r(z)²/k(z,z)``.
+
+Either way the RKHS error never increases along the path, and with backfitting the path's
+level-k model is exactly ``K_ss⁻¹ f(s)`` on its first k vectors (:meth:`HMPResult.prefix_coef`),
+so one greedy run gives every compression level.
+
+The driver holds the selected vectors, the Cholesky factor and the coefficients (all small) and
+talks to the pool through an engine: one pass per iteration (:func:`~kmp_dask.blockops.rs_score`)
+applies the previous iteration's column and residual move and returns each partition's best
+candidates. Probabilistic search (the "59-trick", §3.1): ``candidates=s`` scores s random pool
+points per iteration instead of all of them. No dask here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+from ..blockops import Atom, RSScoreQuery, RSValuesQuery, rs_effects, rs_score, rs_values
+from ..linalg import IncrementalCholesky
+from ._sampling import RandomCandidates
+
+__all__ = ["HMPResult", "hyperplane_pursuit", "pool_errors", "geometric_levels", "HMP_STOP_REASONS", "MIN_PIVOT"]
+
+RESYNC_EVERY = 32
+"""Rank-one residual moves between two recomputations ``R = F − Bβ`` (drift bound)."""
+
+MIN_PIVOT = 1e-10
+"""A candidate whose part orthogonal to the selected vectors has ``δ < MIN_PIVOT · k(z, z)``
+is numerically dependent on them (backfitting would only amplify rounding); it is skipped."""
+
+MAX_STALLS = 8
+"""Consecutive passes whose returned candidates were all dependent before the pursuit stops."""
+
+BASIC_MAX_STEPS = 10
+"""The basic pursuit (a vector may be picked again) stops after this many steps per wanted vector."""
+
+HMP_STOP_REASONS = ("n_vectors", "rkhs_tol", "converged", "linear_dependence", "exhausted", "max_iter")
+
+
+@dataclass
+class HMPResult:
+    """One greedy path. Attributes (n = selected vectors, m = outputs of the pursuit):
+
+    ``index`` (n,) pool rows in selection order; ``vectors`` (n, d); ``coef`` (n, m) final
+    coefficients; ``wsq`` (m,) ``‖w‖²``; ``rkhs_error`` (iterations + 1, m) ``‖w − ŵ‖²`` after
+    each iteration (row 0: nothing selected); ``pool_sse`` (iterations + 1, m) ``Σ_z r(z)²`` over
+    the pool at the same levels; ``n_vectors_at`` (iterations + 1,) distinct vectors at each
+    level; ``stop_reason``; ``n_passes``; ``seconds``. Backfitting keeps the factor ``L`` and
+    ``ctilde = L⁻¹ f(s)``; the basic pursuit keeps its ``steps`` (pool row, coefficient step).
+    """
+
+    index: np.ndarray
+    vectors: np.ndarray
+    coef: np.ndarray
+    wsq: np.ndarray
+    rkhs_error: np.ndarray
+    pool_sse: np.ndarray
+    n_vectors_at: np.ndarray
+    stop_reason: str
+    backfit: bool
+    n_passes: int
+    seconds: float
+    L: np.ndarray | None = None
+    ctilde: np.ndarray | None = None
+    steps: list | None = None
+
+    @property
+    def n_levels(self) -> int:
+        return len(self.rkhs_error)
+
+    def prefix_coef(self, level: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(index, coef)`` of the model after ``level`` iterations (exact: with backfitting
+        ``L_k⁻ᵀ c̃_k = K_ss⁻¹ f(s)`` on the first k vectors)."""
+        level = int(level)
+        if not 0 <= level < self.n_levels:
+            raise ValueError(f"level must be in [0, {self.n_levels - 1}]; got {level}")
+        m = self.wsq.shape[0]
+        if self.backfit:
+            if level == 0:
+                return self.index[:0], np.zeros((0, m))
+            L = self.L[:level, :level]
+            return self.index[:level], solve_triangular(L.T, self.ctilde[:level], lower=False)
+        return _merge_steps(self.steps[:level], m)
+
+
+def _merge_steps(steps, m):
+    order, coef = [], {}
+    for idx, a in steps:
+        if idx not in coef:
+            order.append(idx)
+            coef[idx] = np.zeros(m)
+        coef[idx] = coef[idx] + a
+    index = np.asarray(order, dtype=np.int64)
+    return index, (np.stack([coef[i] for i in order]) if order else np.zeros((0, m)))
+
+
+def _merge_candidates(results):
+    keys = ("index", "score", "rows", "r", "f", "kdiag")
+    parts = [r for r in results if len(r["index"])]
+    if not parts:
+        return None
+    c = {k: np.concatenate([p[k] for p in parts]) for k in keys}
+    order = np.lexsort((c["index"], -c["score"]))  # best first, ties by pool row: order-free
+    return {k: v[order] for k, v in c.items()}
+
+
+def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: int, backfit: bool = True,
+                       candidates: int | None = None, random_state=None, rkhs_tol: float = 0.0,
+                       top: int = 4, callback=None) -> HMPResult:
+    """Run hyperplane matching pursuit over the pool held by ``engine``.
+
+    The partitions must have received :func:`~kmp_dask.blockops.rs_effects.init` (the
+    expansion evaluated on the pool); this starts a pursuit on ``outputs``.
+
+    Parameters
+    ----------
+    engine : an engine over the pool's partitions
+    kernel : Kernel — the expansion's kernel
+    n_rows : int — pool size
+    wsq : array (m,) — ``‖w_j‖²`` of the outputs pursued
+    outputs : sequence of int — which outputs of the expansion (coupled selection when several)
+    n_vectors : int — stop after this many distinct vectors
+    backfit : bool — re-optimise all coefficients after each selection (eq. 7)
+    candidates : int or None — score s random pool points per iteration (None: all)
+    random_state : numpy Generator (candidate draws)
+    rkhs_tol : float — stop when ``Σ_j ‖w_j − ŵ_j‖² ≤ rkhs_tol · Σ_j ‖w_j‖²``
+    top : int — best candidates each partition returns (next ones are tried when the best is
+        dependent on the selected vectors)
+    callback : callable(iteration, info) or None
+    """
+    t0 = time.perf_counter()
+    wsq = np.asarray(wsq, dtype=np.float64).reshape(-1)
+    m = len(wsq)
+    rng = random_state if random_state is not None else np.random.default_rng(0)
+    sampler = None if candidates is None else RandomCandidates(n_rows, int(candidates))
+    capacity = max(1, min(int(n_vectors), 4096))
+    effects = [rs_effects.start(outputs, capacity)]
+    chol = IncrementalCholesky(capacity)
+    sel_index: list[int] = []
+    sel_rows: list[np.ndarray] = []
+    dependent: set[int] = set()
+    ctilde = np.zeros((0, m))
+    coef = np.zeros((0, m))  # per cache column (backfit: per vector; basic: per step)
+    steps: list = []
+    err = wsq.copy()
+    errs, sses, counts = [err.copy()], [], [0]
+    total = float(wsq.sum())
+    n_passes, reason, it, stalls = 0, "n_vectors", 0, 0
+    while True:
+        excluded = set(sel_index) | dependent if backfit else set(dependent)
+        cand = None if sampler is None else sampler.draw(rng, excluded)
+        exclude = np.asarray(sorted(excluded), dtype=np.int64)
+        results = engine.run(rs_score, RSScoreQuery(cand, exclude, top), effects)
+        effects = []
+        n_passes += 1
+        sses.append(np.sum([r["rss"] for r in results], axis=0))
+        if counts[-1] >= n_vectors:
+            reason = "n_vectors"
+            break
+        if not backfit and it >= BASIC_MAX_STEPS * n_vectors:
+            reason = "max_iter"
+            break
+        if total > 0 and err.sum() <= rkhs_tol * total:
+            reason = "rkhs_tol" if rkhs_tol > 0 else "converged"
+            break
+        best = _merge_candidates(results)
+        if best is None:
+            reason = "exhausted"
+            break
+        if not best["score"][0] > 1e-15 * max(total, 1e-300):
+            reason = "converged"
+            break
+        pick = None
+        for j in range(len(best["index"])):
+            z, kzz = best["rows"][j], float(best["kdiag"][j])
+            if not backfit:
+                pick = j
+                break
+            cross = kernel(np.asarray(sel_rows), z[None, :])[:, 0].astype(np.float64) if sel_rows else np.zeros(0)
+            v = chol.solve_lower(cross)
+            delta = kzz - float(v @ v)
+            if delta > MIN_PIVOT * kzz and chol.append(cross, kzz):
+                pick = j
+                break
+            dependent.add(int(best["index"][j]))
+        if pick is None:  # every returned candidate is dependent: they are excluded from now on
+            stalls += 1
+            if stalls >= MAX_STALLS:
+                reason = "linear_dependence"
+                break
+            continue
+        stalls = 0
+        idx, z, r = int(best["index"][pick]), best["rows"][pick], best["r"][pick].astype(np.float64)
+        if backfit:
+            k = chol.size
+            Lkk = float(chol.L[k - 1, k - 1])
+            v = chol.L[k - 1, : k - 1]
+            w = solve_triangular(chol.L[: k - 1, : k - 1].T, v, lower=False) if k > 1 else None
+            c = r / (Lkk * Lkk)
+            coef = np.vstack([coef - (np.outer(w, c) if w is not None else 0.0), c[None, :]])
+            ct = r / Lkk
+            ctilde = np.vstack([ctilde, ct[None, :]])
+            err = err - ct * ct
+            move_w = w
+        else:
+            kzz = float(best["kdiag"][pick])
+            c = r / kzz
+            coef = np.vstack([coef, c[None, :]])
+            steps.append((idx, c))
+            err = err - r * r / kzz
+            move_w = None
+        sel_index.append(idx)
+        sel_rows.append(np.array(z))
+        it += 1
+        err = np.maximum(err, 0.0)
+        errs.append(err.copy())
+        counts.append(len(sel_index) if backfit else len(set(sel_index)))
+        effects = [*rs_effects.add(Atom(np.array(z), 0, idx))]
+        if it % RESYNC_EVERY == 0:
+            effects.append(rs_effects.set_coef(coef))
+        else:
+            effects.append(rs_effects.move(move_w, c, coef))
+        if callback is not None:
+            callback(it, {"n_vectors": counts[-1], "rkhs_error": float(err.sum()), "wsq": total})
+    if backfit:
+        index = np.asarray(sel_index, dtype=np.int64)
+        vectors = np.asarray(sel_rows).reshape(len(sel_rows), -1)
+        final = coef
+    else:
+        index, final = _merge_steps(steps, m)
+        first = {i: sel_rows[k] for k, i in reversed(list(enumerate(sel_index)))}
+        vectors = np.asarray([first[i] for i in index.tolist()]).reshape(len(index), -1)
+    return HMPResult(
+        index=index, vectors=vectors, coef=final, wsq=wsq, rkhs_error=np.asarray(errs), pool_sse=np.asarray(sses),
+        n_vectors_at=np.asarray(counts), stop_reason=reason, backfit=backfit, n_passes=n_passes,
+        seconds=time.perf_counter() - t0, L=np.array(chol.L) if backfit else None,
+        ctilde=ctilde if backfit else None, steps=None if backfit else steps,
+    )
+
+
+def pool_errors(engine, result: HMPResult, levels, values: bool = False):
+    """Squared pool errors ``Σ_z (f(z) − f̂_k(z))²`` (len(levels), m) of the prefix models at
+    ``levels`` (backfit results: the engine's cached columns are in selection order), in one
+    pass; with ``values`` also ``f̂_k`` per partition."""
+    if not result.backfit:
+        raise ValueError("pool_errors needs a backfitted path (the basic pursuit's cache holds repeated columns)")
+    coefs = tuple(result.prefix_coef(k)[1] for k in levels)
+    out = engine.run(rs_values, RSValuesQuery(coefs, values))
+    sse = np.sum([o["sse"] for o in out], axis=0)
+    return (sse, [o["values"] for o in out]) if values else sse
+
+
+def geometric_levels(n: int, count: int = 10) -> list[int]:
+    """About ``count`` levels in 1..n, geometrically spaced, always including n."""
+    if n <= 0:
+        return [0]
+    pts = {int(round(x)) for x in np.geomspace(1, n, num=min(count, n))}
+    pts.add(n)
+    return sorted(p for p in pts if 1 <= p <= n)

@@ -1,0 +1,106 @@
+"""Reduced-set compression on the cluster: the pool engine and the chunking method's task graph.
+
+* :func:`compress_on_pool` — hyperplane matching pursuit over a pool held by an engine (the
+  in-process engine for numpy pools without a cluster, one actor per worker otherwise): one
+  init pass evaluates the expansion on the pool (the O(pool · n) pass), then one pass per
+  selected vector.
+* :func:`chunked_compression` — Weston & Bakır §3.6 as a dask task graph: the expansion is cut
+  into pieces of ``piece_vectors`` terms, each piece compressed on a worker (pool = its own
+  vectors), the reduced pieces merged in groups of ``arity`` and compressed again, up a tree;
+  the driver only submits tasks and waits (every wait bounded by ``timeout``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..blockops import RSSetup, rs_effects, rs_stats
+from ..greedy._hmp import hyperplane_pursuit
+from ..store import InMemoryStore
+from ._setup import make_engine
+
+__all__ = ["compress_on_pool", "chunked_compression", "pool_rkhs_norms"]
+
+
+def pool_rkhs_norms(engine, expansion, pool_coef) -> np.ndarray:
+    """Send the init effect (``f`` on the pool) and return ``‖w_j‖²`` (m,): from the pool when
+    its rows are the expansion's own centres (``pool_coef``: their coefficients), else on the
+    driver (O(n²) kernel values, blocked)."""
+    setup = RSSetup(expansion.support_vectors, expansion.coef, expansion.kernels[0], pool_coef)
+    parts = engine.run(rs_stats, None, [rs_effects.init(setup)])
+    if pool_coef is not None and all(p["own"] for p in parts):
+        return np.sum([p["wsq"] for p in parts], axis=0)
+    return expansion.rkhs_sqnorm()
+
+
+def compress_on_pool(engine, expansion, pool_coef, *, n_rows, outputs_groups, n_vectors, backfit=True,
+                     candidates=None, seed=0, rkhs_tol=0.0, callback=None):
+    """Initialise the pool and run one pursuit per group of outputs (coupled: one group with all
+    outputs; independent: one group per output). Returns ``(wsq, [HMPResult per group])``."""
+    wsq = pool_rkhs_norms(engine, expansion, pool_coef)
+    rng = np.random.default_rng(seed)
+    results = []
+    for group in outputs_groups:
+        group = list(group)
+        results.append(hyperplane_pursuit(
+            engine, kernel=expansion.kernels[0], n_rows=n_rows, wsq=wsq[group], outputs=group,
+            n_vectors=n_vectors, backfit=backfit, candidates=candidates, random_state=rng,
+            rkhs_tol=rkhs_tol, callback=callback))
+    return wsq, results
+
+
+def _compress_piece(vectors, coef, kernel, keep):
+    """Compress the expansion ``(vectors, coef)`` to ``keep`` of its own vectors (coupled,
+    backfitted), in this process. Returns ``(vectors, coef)`` of the reduced piece."""
+    from ..expansion import KernelExpansion
+
+    vectors = np.asarray(vectors)
+    if len(vectors) <= keep:
+        return vectors, np.asarray(coef)
+    exp = KernelExpansion(vectors, coef, 0.0, kernel)
+    with make_engine(None, InMemoryStore(vectors)) as engine:
+        _, (res,) = compress_on_pool(engine, exp, exp.coef, n_rows=len(vectors),
+                                     outputs_groups=[range(exp.n_outputs)], n_vectors=keep)
+    return res.vectors, res.coef
+
+
+def _merge(*pieces):
+    return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
+
+
+def _merge_and_compress(kernel, keep, *pieces):
+    return _compress_piece(*_merge(*pieces), kernel, keep)
+
+
+def chunked_compression(client, expansion, *, piece_vectors: int, keep: int, arity: int = 2,
+                        timeout: float = 3600.0):
+    """The chunking method (§3.6) as a tree of dask tasks; returns ``(vectors, coef)``.
+
+    Level 0: pieces of ``piece_vectors`` consecutive terms, each compressed to ``keep``
+    vectors. Each further level merges ``arity`` reduced pieces and compresses the union to
+    ``keep`` again, until one piece is left. ``client=None`` runs the same tree in this process.
+    """
+    from distributed import wait
+
+    kernel = expansion.kernels[0]
+    sv, coef = expansion.support_vectors, expansion.coef
+    bounds = list(range(0, len(sv), int(piece_vectors))) + [len(sv)]
+    if client is None:
+        pieces = [_compress_piece(sv[a:b], coef[a:b], kernel, keep) for a, b in zip(bounds[:-1], bounds[1:])]
+        while len(pieces) > 1:
+            pieces = [_merge_and_compress(kernel, keep, *pieces[i : i + arity]) for i in range(0, len(pieces), arity)]
+        return pieces[0]
+    kernel_f = client.scatter(kernel, broadcast=True)
+    futures = [client.submit(_compress_piece, sv[a:b], coef[a:b], kernel_f, keep, pure=False)
+               for a, b in zip(bounds[:-1], bounds[1:])]
+    while len(futures) > 1:
+        futures = [client.submit(_merge_and_compress, kernel_f, keep, *futures[i : i + arity], pure=False)
+                   for i in range(0, len(futures), arity)]
+    done, not_done = wait(futures, timeout=timeout)
+    if not_done:
+        for f in futures:
+            f.cancel()
+        raise TimeoutError(
+            f"chunked compression did not finish within {timeout:.0f} s; raise `timeout` (dask config "
+            "kmp_dask.pass-timeout) or use larger pieces / fewer vectors per piece")
+    return futures[0].result()
