@@ -1,10 +1,20 @@
 """Reduced-set compression of fitted kernel models (Weston & Bakır).
 
-:func:`as_compression_target` turns a fitted model (scikit-learn SVC/NuSVC/SVR/NuSVR/KernelRidge,
-kmp_dask's KMP estimators, or a :class:`~kmp_dask.KernelExpansion`) into a
-:class:`CompressionTarget`: its hyperplanes as one kernel expansion plus its prediction rule.
+* :class:`ReducedSetCompressor` / :func:`compress` — the estimator: hyperplane matching pursuit
+  on the engine (default), the dense ℓ0 / ℓ1 baselines, the chunking method as a task graph;
+* :func:`as_compression_target` — a fitted model (scikit-learn SVC/NuSVC/SVR/NuSVR/KernelRidge,
+  kmp_dask's KMP estimators, or a :class:`~kmp_dask.KernelExpansion`) as a
+  :class:`CompressionTarget`: its hyperplanes as one kernel expansion plus its prediction rule;
+* :func:`l0_path`, :func:`l1_path` — the baselines on dense pool Grams.
+
+docs/reduced.md explains the method choices and when to use which.
 """
 
+from ._compressor import ReducedSetCompressor, best_threshold, compress
 from ._models import CompressionTarget, as_compression_target
+from ._sparse import SparseLevel, l0_path, l1_path
 
-__all__ = ["CompressionTarget", "as_compression_target"]
+__all__ = [
+    "ReducedSetCompressor", "compress", "best_threshold", "CompressionTarget", "as_compression_target",
+    "SparseLevel", "l0_path", "l1_path",
+]

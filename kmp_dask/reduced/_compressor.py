@@ -1,0 +1,502 @@
+"""Reduced-set compression of fitted kernel models: :class:`ReducedSetCompressor` and :func:`compress`.
+
+A fitted model (scikit-learn ``SVC``/``NuSVC``/``SVR``/``NuSVR``/``KernelRidge``, a kmp_dask
+model, or a :class:`~kmp_dask.KernelExpansion`) is turned into ``w = Σ_i α_i φ(x_i)`` with m
+outputs (:func:`~kmp_dask.reduced.as_compression_target`; one-vs-one SVCs give one output per
+pair of classes) and approximated by ``ŵ = Σ_{j∈S} β_j φ(z_j)`` over a candidate pool (default:
+the model's own support vectors / training points).
+
+Methods (``method=``):
+
+* ``"hmp"`` — hyperplane matching pursuit (:mod:`kmp_dask.greedy._hmp`), on the engine: the pool
+  is partitioned like any data set, one pass evaluates ``f`` on it, then one pass per vector.
+  ``backfit=True`` re-optimises all coefficients through the incremental Cholesky factor (the
+  paper's setting); ``candidates=s`` is the probabilistic search; multi-output models use the
+  coupled criterion (eq. 13: one set of vectors for all outputs) unless ``coupled=False``.
+  One run gives the whole path: every level's model is exact (``K_ss⁻¹ f(s)``).
+* ``"l0"`` / ``"l1"`` — the paper's baselines on the dense pool Gram
+  (:mod:`kmp_dask.reduced._sparse`): O(P³), for pools up to a few thousand points.
+* ``chunk_vectors=c`` (with ``"hmp"``) — the chunking method (§3.6) as a dask task graph
+  (:func:`kmp_dask.parallel._reduced.chunked_compression`), followed, with ``refine=True``, by a
+  pursuit against the full ``w`` over the union of the vectors the tree kept.
+
+A level is chosen by size (``n_vectors``), RKHS tolerance (``select="rkhs_tol"``) or validation
+error (``select="validation"``, needs ``X_val, y_val``). For classifiers the thresholds are
+re-optimised on training error (``optimize_threshold=True``, needs labels ``y`` for the pool
+rows), as the paper does. ``path_`` records every level.
+"""
+
+from __future__ import annotations
+
+import numbers
+import time
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from ..estimators._inputs import is_dask_array, is_store_like
+from ..estimators._progress import progress_callback
+from ..expansion import KernelExpansion
+from ..parallel import make_engine, resolve_client
+from ..parallel._reduced import chunked_compression, compress_on_pool
+from ..store import InMemoryStore, as_store
+from ._models import CompressionTarget, as_compression_target
+
+__all__ = ["ReducedSetCompressor", "compress", "best_threshold", "METHODS", "SELECT"]
+
+METHODS = ("hmp", "l0", "l1")
+SELECT = ("n_vectors", "rkhs_tol", "validation")
+
+#: the dense baselines build the pool Gram (P × P float64): refuse pools above this size
+DENSE_POOL_LIMIT = 20_000
+
+
+def best_threshold(F: np.ndarray, labels: np.ndarray) -> float:
+    """The offset ``b`` minimising the errors of ``sign(F + b)`` against ±1 ``labels``; among
+    equally good offsets 0 (the model's own threshold) when it is one of them, else the one
+    closest to 0 (a midpoint between two decision values)."""
+    F = np.asarray(F, dtype=np.float64).reshape(-1)
+    labels = np.asarray(labels).reshape(-1)
+    if len(F) == 0:
+        return 0.0
+    Fs = np.sort(F, kind="stable")
+    ls = labels[np.argsort(F, kind="stable")]
+    # cut i: rows with F > t are predicted +1, for t in [lo_i, hi_i) = [Fs[i-1], Fs[i])
+    pos_before = np.concatenate([[0], np.cumsum(ls > 0)])
+    neg_after = np.sum(ls < 0) - np.concatenate([[0], np.cumsum(ls < 0)])
+    errors = (pos_before + neg_after).astype(np.float64)
+    lo = np.concatenate([[-np.inf], Fs])
+    hi = np.concatenate([Fs, [np.inf]])
+    errors[hi <= lo] = np.inf  # no threshold separates equal values
+    best = np.flatnonzero(errors == errors.min())
+    if np.any((lo[best] <= 0) & (0 < hi[best])):
+        return 0.0
+    lo_b, hi_b = lo[best], hi[best]
+    cuts = np.where(np.isinf(lo_b), hi_b - 1.0, np.where(np.isinf(hi_b), lo_b + 1.0, 0.5 * (lo_b + hi_b)))
+    return float(-cuts[np.argmin(np.abs(cuts))])
+
+
+def _check_int_or_fraction(name, value, *, allow_none):
+    if value is None and allow_none:
+        return
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 < value < 1:
+        return
+    raise ValueError(
+        f"{name} must be an int >= 1 (a number of vectors) or a float in (0, 1) (a fraction of the "
+        f"model's expansion){' or None' if allow_none else ''}; got {value!r}")
+
+
+class ReducedSetCompressor(BaseEstimator):
+    """Compress a fitted kernel model into a few of its (or a pool's) vectors — Weston & Bakır.
+
+    Parameters
+    ----------
+    n_vectors : int or float, default=0.2
+        Size of the compressed model: a number of vectors, or a fraction of the model's
+        expansion size. With ``select="rkhs_tol"`` / ``"validation"`` it is the longest path.
+    method : {"hmp", "l0", "l1"}, default="hmp"
+        Hyperplane matching pursuit (on the engine), or the dense ℓ0 / ℓ1 baselines.
+    backfit : bool, default=True
+        Re-optimise all coefficients after each selection (eq. 7) — ``"hmp"`` only.
+    candidates : int or None, default=None
+        Probabilistic search: score this many random pool points per iteration (59 gives, with
+        probability 0.95, a point among the best 5%). None: all of them.
+    coupled : bool or "auto", default="auto"
+        Multi-output models: one shared set of vectors for all outputs (eq. 13), or one set per
+        output. "auto": coupled.
+    select : {"n_vectors", "rkhs_tol", "validation"}, default="n_vectors"
+        How the level is chosen: the size, the first level with ``‖w − ŵ‖² ≤ rkhs_tol · ‖w‖²``,
+        or the level with the lowest validation error (needs ``X_val, y_val`` in ``fit``).
+    rkhs_tol : float, default=1e-3
+        Relative RKHS tolerance for ``select="rkhs_tol"``.
+    optimize_threshold : bool, default=True
+        Classifiers: re-choose each output's threshold to minimise the training error on the
+        labelled pool (``y`` in ``fit``); without ``y`` the model's own thresholds are kept.
+    chunk_vectors : int or None, default=None
+        The chunking method: compress pieces of this many terms on the workers, merge up a tree.
+    refine : bool, default=True
+        After the chunking tree, one pursuit against the full ``w`` over the vectors it kept.
+    l0_gammas, l1_alphas : array-like or None
+        Parameter grids of the dense baselines (None: their defaults).
+    random_state : int, RandomState or None
+        Seeds the probabilistic search.
+    client : None, "embedded", "sync", address or distributed.Client
+        Where the pool's partitions live (as for the KMP estimators). None with numpy input: in
+        this process.
+    verbose : int, default=0
+        Progress bar over the selected vectors.
+
+    Attributes
+    ----------
+    expansion_ : KernelExpansion — the compressed model (with its thresholds as intercept)
+    target_ : CompressionTarget — the model as an expansion and how its outputs are decided
+    n_vectors_ : int — vectors (kernel evaluations per prediction) of the compressed model
+    rkhs_error_ : ndarray (m,) — ``‖w_j − ŵ_j‖²`` of the chosen level
+    path_ : list of dict — per level: ``n_vectors``, ``rkhs_error`` (summed over outputs),
+        ``rkhs_error_rel``, and ``train_error`` / ``val_error`` when labelled data were given
+        (error rate for classifiers with re-optimised thresholds, mean squared error otherwise)
+    wsq_ : ndarray (m,) — ``‖w_j‖²``
+    seconds_ : float — time of the selection itself (the path), excluding error evaluation
+    classes_ : ndarray — the model's classes (classifiers)
+    """
+
+    def __init__(self, n_vectors=0.2, *, method="hmp", backfit=True, candidates=None, coupled="auto",
+                 select="n_vectors", rkhs_tol=1e-3, optimize_threshold=True, chunk_vectors=None, refine=True,
+                 l0_gammas=None, l1_alphas=None, random_state=None, client=None, verbose=0):
+        self.n_vectors = n_vectors
+        self.method = method
+        self.backfit = backfit
+        self.candidates = candidates
+        self.coupled = coupled
+        self.select = select
+        self.rkhs_tol = rkhs_tol
+        self.optimize_threshold = optimize_threshold
+        self.chunk_vectors = chunk_vectors
+        self.refine = refine
+        self.l0_gammas = l0_gammas
+        self.l1_alphas = l1_alphas
+        self.random_state = random_state
+        self.client = client
+        self.verbose = verbose
+
+    # -- parameters and inputs ---------------------------------------------------------------
+    def _check_params(self):
+        _check_int_or_fraction("n_vectors", self.n_vectors, allow_none=False)
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
+        if self.select not in SELECT:
+            raise ValueError(f"select must be one of {SELECT}; got {self.select!r}")
+        if self.coupled not in ("auto", True, False):
+            raise ValueError(f"coupled must be True, False or 'auto'; got {self.coupled!r}")
+        if self.candidates is not None and not (isinstance(self.candidates, numbers.Integral) and self.candidates >= 1):
+            raise ValueError(f"candidates must be None or an int >= 1 (random pool points per iteration); "
+                             f"got {self.candidates!r}")
+        if not (isinstance(self.rkhs_tol, numbers.Real) and 0 <= self.rkhs_tol < 1):
+            raise ValueError(f"rkhs_tol must be a float in [0, 1) (relative to ‖w‖²); got {self.rkhs_tol!r}")
+        if self.chunk_vectors is not None:
+            if self.method != "hmp":
+                raise ValueError(f"chunk_vectors works with method='hmp' only; got method={self.method!r}")
+            if not (isinstance(self.chunk_vectors, numbers.Integral) and self.chunk_vectors >= 2):
+                raise ValueError(f"chunk_vectors must be None or an int >= 2; got {self.chunk_vectors!r}")
+        if self.method != "hmp" and self.candidates is not None:
+            raise ValueError(f"candidates (probabilistic search) works with method='hmp' only; got method={self.method!r}")
+
+    def _pool(self, target: CompressionTarget, X_pool):
+        """(store, numpy rows or None, pool_coef or None, in_memory)"""
+        exp = target.expansion
+        if X_pool is None:
+            rows = np.ascontiguousarray(exp.support_vectors)
+            return InMemoryStore(rows), rows, exp.coef, True
+        if is_store_like(X_pool):
+            store = as_store(X_pool)
+            self._check_width(store.n_features, exp)
+            # the store may hold the expansion's own centres (a model trained on it): each
+            # partition checks, and ‖w‖² is then a pass instead of O(n²) on the driver
+            own = exp.coef if store.n_rows == exp.n_vectors else None
+            return store, None, own, False
+        if is_dask_array(X_pool):
+            raise TypeError("X_pool as a dask array: write it to a store first (kmp_dask.store.store_from_dask) "
+                            "and pass the store or its path")
+        rows = np.asarray(X_pool)
+        if rows.ndim != 2:
+            raise ValueError(f"X_pool must be 2-D (n_candidates, n_features); got shape {rows.shape}")
+        if rows.dtype.kind not in "fiu" or not np.all(np.isfinite(rows)):
+            raise ValueError("X_pool must be finite numbers (no NaN / inf, no text)")
+        self._check_width(rows.shape[1], exp)
+        rows = np.ascontiguousarray(rows, dtype=np.float32 if rows.dtype == np.float32 else np.float64)
+        own = exp.coef if len(rows) == exp.n_vectors else None  # checked per partition (as for stores)
+        return InMemoryStore(rows), rows, own, True
+
+    @staticmethod
+    def _check_width(n_features, exp):
+        if n_features != exp.n_features:
+            raise ValueError(
+                f"X_pool has {n_features} features but the model's support vectors have {exp.n_features}; "
+                "pass candidate rows in the model's feature space (the rows it was trained on)")
+
+    def _resolve_size(self, n_terms: int, n_pool: int) -> int:
+        n = self.n_vectors
+        k = int(n) if isinstance(n, numbers.Integral) else max(1, int(round(n * n_terms)))
+        if k > n_pool:
+            raise ValueError(
+                f"n_vectors={self.n_vectors!r} asks for {k} vectors but the candidate pool has only {n_pool} rows; "
+                "pass a smaller n_vectors or a larger X_pool")
+        return k
+
+    # -- fit ---------------------------------------------------------------------------------
+    def fit(self, model, X_pool=None, y=None, *, X_val=None, y_val=None):
+        """Compress ``model`` (a fitted kernel model or a KernelExpansion).
+
+        Parameters
+        ----------
+        model : fitted SVC, NuSVC, SVR, NuSVR, KernelRidge, KMPClassifier, KMPRegressor or KernelExpansion
+        X_pool : array (P, d), store or path, optional
+            Candidate vectors (default: the model's own support vectors / training points).
+        y : array (P,), optional
+            Labels / targets of the pool rows: threshold re-optimisation and ``train_error``.
+        X_val, y_val : arrays, optional
+            Held-out data for ``val_error`` along the path and ``select="validation"``.
+        """
+        self._check_params()
+        target = as_compression_target(model)
+        exp = target.expansion
+        if len(exp.kernels) != 1:
+            raise ValueError(
+                f"the model uses {len(exp.kernels)} kernels (a mixed dictionary); reduced-set compression needs one "
+                "kernel (one RKHS). Compress each kernel's part separately, or fit with one kernel")
+        if exp.n_vectors == 0:
+            raise ValueError("the model has no support vectors (a constant model): there is nothing to compress")
+        if self.select == "validation" and (X_val is None or y_val is None):
+            raise ValueError("select='validation' needs held-out data: pass X_val and y_val to fit")
+        if y is not None and X_pool is None and len(np.asarray(y)) != exp.n_vectors:
+            raise ValueError(
+                f"y has {len(np.asarray(y))} labels but the default pool (the model's support vectors) has "
+                f"{exp.n_vectors} rows; pass X_pool with the rows y belongs to")
+        store, rows, pool_coef, in_memory = self._pool(target, X_pool)
+        if y is not None and len(np.asarray(y)) != store.n_rows:
+            raise ValueError(f"y has {len(np.asarray(y))} entries but X_pool has {store.n_rows} rows")
+        n_keep = self._resolve_size(exp.n_vectors, store.n_rows)
+        m = exp.n_outputs
+        coupled = True if self.coupled == "auto" else bool(self.coupled)
+        groups = [list(range(m))] if coupled else [[j] for j in range(m)]
+        self.target_ = target
+        self.classes_ = target.classes
+        t0 = time.perf_counter()
+        if self.method == "hmp":
+            levels, wsq = self._fit_hmp(exp, store, rows, pool_coef, in_memory, n_keep, groups)
+        else:
+            levels, wsq = self._fit_dense(exp, rows, pool_coef, n_keep, coupled)
+        self.seconds_ = time.perf_counter() - t0
+        self.wsq_ = wsq
+        self._levels = levels
+        self.path_ = self._evaluate_path(levels, wsq, rows, y, X_val, y_val)
+        chosen = self._choose(levels, wsq, n_keep)
+        self._pool_rows, self._pool_y = rows, y
+        self._finish(chosen, rows, y)
+        return self
+
+    def _fit_hmp(self, exp, store, rows, pool_coef, in_memory, n_keep, groups):
+        seed = int(np.random.RandomState(self.random_state).randint(0, 2**31 - 1)) if not isinstance(
+            self.random_state, np.random.RandomState) else int(self.random_state.randint(0, 2**31 - 1))
+        cb, bar = progress_callback(self.verbose, n_keep * len(groups))
+        path_len = n_keep if self.select == "n_vectors" else min(store.n_rows, max(n_keep, 1))
+        with resolve_client(self.client, in_memory=in_memory) as client:
+            if self.chunk_vectors is not None:
+                vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(self.chunk_vectors),
+                                                      keep=path_len)
+                if not self.refine:
+                    wsq = exp.rkhs_sqnorm()
+                    self.stop_reason_ = "chunk_tree"
+                    return _levels_from_fixed(exp, vecs, tree_coef, wsq), wsq
+                store, rows, pool_coef = InMemoryStore(np.ascontiguousarray(vecs)), np.ascontiguousarray(vecs), None
+                client = None  # the refinement pool is small: in this process
+            engine = make_engine(client, store)
+            try:
+                wsq, results = compress_on_pool(
+                    engine, exp, pool_coef, n_rows=store.n_rows, outputs_groups=groups,
+                    n_vectors=min(path_len, store.n_rows), backfit=bool(self.backfit), candidates=self.candidates,
+                    seed=seed, rkhs_tol=float(self.rkhs_tol) if self.select == "rkhs_tol" else 0.0, callback=cb)
+            finally:
+                engine.close()
+                if bar is not None:
+                    bar.close()
+        self.results_ = results
+        self.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
+        return _levels_from_pursuits(results, groups, exp.n_outputs), wsq
+
+    def _fit_dense(self, exp, rows, pool_coef, n_keep, coupled):
+        from ._sparse import l0_path, l1_path
+
+        if rows is None:
+            raise ValueError(f"method={self.method!r} builds the dense pool Gram: X_pool must be a numpy array "
+                             "(a store pool needs method='hmp')")
+        if len(rows) > DENSE_POOL_LIMIT:
+            raise ValueError(f"method={self.method!r} needs the {len(rows)} x {len(rows)} pool Gram (O(P³) time); "
+                             f"use method='hmp' for pools above {DENSE_POOL_LIMIT} rows")
+        kernel = exp.kernels[0]
+        X64 = rows.astype(np.float64)
+        Kzz = kernel(X64, X64)
+        f = exp.with_coef(exp.coef, 0.0).decision_function(X64)
+        own = pool_coef is not None and np.array_equal(X64, exp.support_vectors.astype(np.float64))
+        wsq = np.einsum("ij,ij->j", pool_coef, f) if own else exp.rkhs_sqnorm()
+        if self.method == "l1":
+            sparse = l1_path(Kzz, f, wsq, coupled=coupled, alphas=self.l1_alphas, n_levels=None)
+        else:
+            sparse = l0_path(Kzz, f, wsq, coupled=coupled, gammas=self.l0_gammas, n_levels=None)
+        levels = [_Level(lv.support, lv.coef, lv.rkhs_error) for lv in sparse if lv.n_vectors > 0]
+        if not levels:
+            raise ValueError(f"method={self.method!r} found no non-empty level; widen its parameter grid")
+        return levels, wsq
+
+    # -- path, level choice, thresholds ---------------------------------------------------------
+    def _evaluate_path(self, levels, wsq, rows, y, X_val, y_val):
+        total = float(np.sum(wsq))
+        path = []
+        for lv in levels:
+            entry = {"n_vectors": lv.n_vectors, "rkhs_error": float(np.sum(lv.rkhs_error)),
+                     "rkhs_error_rel": float(np.sum(lv.rkhs_error)) / total if total > 0 else 0.0}
+            path.append(entry)
+        labelled = [("train_error", rows, y)] if (y is not None and rows is not None) else []
+        if X_val is not None and y_val is not None:
+            labelled.append(("val_error", np.asarray(X_val), np.asarray(y_val)))
+        if not labelled:
+            return path
+        for i in _eval_positions(len(levels)):
+            for key, X, yy in labelled:
+                path[i][key] = self._error(levels[i], rows, X, yy, y)
+        return path
+
+    def _expansion(self, lv, rows, y):
+        """The level's KernelExpansion (vectors from the pool) with thresholds (re-optimised on
+        the labelled pool when asked)."""
+        exp = self.target_.expansion
+        vecs = lv.vectors if lv.vectors is not None else rows[lv.index]
+        out = KernelExpansion(np.asarray(vecs), lv.coef, exp.intercept, exp.kernels[0])
+        if self.optimize_threshold and y is not None and rows is not None and self.target_.kind != "regression":
+            F = out.decision_function(rows)
+            b = out.intercept.copy()
+            for j, (mask, lab) in enumerate(self.target_.output_labels(y)):
+                b[j] += best_threshold(F[mask, j], lab)
+            out = out.with_coef(out.coef, b)
+        return out
+
+    def _error(self, lv, rows, X, yy, y_pool):
+        exp = self._expansion(lv, rows, y_pool)
+        F = exp.decision_function(X)
+        if self.target_.kind == "regression":
+            Y = np.asarray(yy, dtype=np.float64).reshape(len(F), -1)
+            return float(np.mean((F - Y) ** 2))
+        return float(np.mean(self.target_.predict(F) != np.asarray(yy)))
+
+    def _choose(self, levels, wsq, n_keep):
+        if self.select == "n_vectors":
+            fits = [lv for lv in levels if lv.n_vectors <= n_keep]
+            return fits[-1] if fits else levels[0]
+        if self.select == "rkhs_tol":
+            total = float(np.sum(wsq))
+            for lv in levels:
+                if np.sum(lv.rkhs_error) <= self.rkhs_tol * total:
+                    return lv
+            return levels[-1]
+        scored = [(p["val_error"], p["n_vectors"], i) for i, p in enumerate(self.path_) if "val_error" in p]
+        return levels[min(scored)[2]]
+
+    def _finish(self, lv, rows, y):
+        self.expansion_ = self._expansion(lv, rows, y)
+        self.n_vectors_ = self.expansion_.n_vectors
+        self.rkhs_error_ = np.asarray(lv.rkhs_error, dtype=np.float64)
+        self.support_index_ = lv.index
+
+    def expansion_at(self, n_vectors: int) -> KernelExpansion:
+        """The path's model with ``n_vectors`` vectors (the largest level not above it), with
+        thresholds re-optimised as for ``expansion_``: one greedy run gives every level."""
+        check_is_fitted(self, "expansion_")
+        fits = [lv for lv in self._levels if lv.n_vectors <= int(n_vectors)]
+        if not fits:
+            raise ValueError(f"n_vectors must be at least {self._levels[0].n_vectors} (the path's smallest level); "
+                             f"got {n_vectors!r}")
+        return self._expansion(fits[-1], self._pool_rows, self._pool_y)
+
+    # -- prediction ----------------------------------------------------------------------------
+    def decision_function(self, X):
+        """The compressed model's decision values (as the original's; binary / one output: 1-D)."""
+        check_is_fitted(self, "expansion_")
+        F = self.expansion_.decision_function(X)
+        return F[:, 0] if F.ndim == 2 and F.shape[1] == 1 else F
+
+    def predict(self, X):
+        """Predictions decided from the compressed decision values exactly as the original model."""
+        check_is_fitted(self, "expansion_")
+        F = self.expansion_.decision_function(X)
+        if not isinstance(F, np.ndarray):
+            F = F.compute()
+        return self.target_.predict(F)
+
+    def score(self, X, y):
+        """Accuracy (classifiers) or R² (regressors) of the compressed model."""
+        pred = self.predict(X)
+        y = np.asarray(y)
+        if self.target_.kind == "regression":
+            from sklearn.metrics import r2_score
+
+            return float(r2_score(y, pred))
+        return float(np.mean(pred == y))
+
+
+class _Level:
+    """One compression level: pool rows (or explicit vectors), coefficients (n, m), RKHS errors (m,)."""
+
+    def __init__(self, index, coef, rkhs_error, vectors=None):
+        self.index = np.asarray(index, dtype=np.int64)
+        self.coef = np.asarray(coef, dtype=np.float64)
+        self.rkhs_error = np.asarray(rkhs_error, dtype=np.float64)
+        self.vectors = vectors
+
+    @property
+    def n_vectors(self) -> int:
+        return len(self.index)
+
+
+def _levels_from_pursuits(results, groups, m):
+    """Levels of one coupled path, or of independent per-output paths run in step (level k:
+    each output's first k vectors; the union is what a prediction evaluates)."""
+    if len(results) == 1 and len(groups[0]) == m:
+        res = results[0]
+        out = []
+        for it in range(1, res.n_levels):
+            index, coef = res.prefix_coef(it)
+            pos = {i: k for k, i in enumerate(res.index.tolist())}
+            vectors = res.vectors[[pos[i] for i in index.tolist()]]
+            out.append(_Level(index, coef, res.rkhs_error[it], vectors))
+        return out
+    longest = max(r.n_levels for r in results)
+    out = []
+    for it in range(1, longest):
+        union, rows, per = [], {}, []
+        for res in results:
+            lvl = min(it, res.n_levels - 1)
+            index, coef = res.prefix_coef(lvl)
+            pos = {i: k for k, i in enumerate(res.index.tolist())}
+            for i in index.tolist():
+                if i not in rows:
+                    rows[i] = res.vectors[pos[i]]
+                    union.append(i)
+            per.append((index, coef, res.rkhs_error[lvl]))
+        where = {i: k for k, i in enumerate(union)}
+        coef_all = np.zeros((len(union), m))
+        err = np.zeros(m)
+        for (index, coef, e), group in zip(per, groups):
+            for j_local, j in enumerate(group):
+                coef_all[[where[i] for i in index.tolist()], j] = coef[:, j_local]
+                err[j] = e[j_local]
+        out.append(_Level(np.asarray(union), coef_all, err, np.asarray([rows[i] for i in union])))
+    return out
+
+
+def _levels_from_fixed(exp, vecs, coef, wsq):
+    """The chunking tree's result as one level (no refinement), with its exact RKHS error
+    ``‖w‖² − 2 Σ β f(z) + βᵀ K_zz β``."""
+    kernel = exp.kernels[0]
+    vecs = np.asarray(vecs, dtype=np.float64)
+    f = exp.with_coef(exp.coef, 0.0).decision_function(vecs)
+    err = wsq - 2 * np.einsum("ij,ij->j", coef, f) + np.einsum("ij,ik,kj->j", coef, kernel(vecs, vecs), coef)
+    return [_Level(np.arange(len(vecs)), coef, np.maximum(err, 0.0), vecs)]
+
+
+def _eval_positions(n: int, count: int = 50) -> list[int]:
+    """Level positions at which labelled errors are computed: all when few, else ~count spread
+    geometrically, always the last."""
+    if n <= count:
+        return list(range(n))
+    pts = {int(round(x)) - 1 for x in np.geomspace(1, n, num=count)}
+    pts.add(n - 1)
+    return sorted(p for p in pts if 0 <= p < n)
+
+
+def compress(model, n_vectors=0.2, *, X_pool=None, y=None, X_val=None, y_val=None, **params):
+    """Compress ``model`` and return the fitted :class:`ReducedSetCompressor` (its
+    ``expansion_`` is the compressed model; ``predict`` / ``decision_function`` use it)."""
+    return ReducedSetCompressor(n_vectors, **params).fit(model, X_pool, y, X_val=X_val, y_val=y_val)
