@@ -7,5 +7,7 @@ from ._version import __version__
 from .estimators import KMPClassifier, KMPRegressor
 from .expansion import KernelExpansion
 from .kernels import Kernel, get_kernel
+from .reduced import ReducedSetCompressor, compress
 
-__all__ = ["KMPClassifier", "KMPRegressor", "Kernel", "KernelExpansion", "get_kernel", "__version__"]
+__all__ = ["KMPClassifier", "KMPRegressor", "Kernel", "KernelExpansion", "ReducedSetCompressor", "compress",
+           "get_kernel", "__version__"]

@@ -6,7 +6,8 @@
   root); nor does anything they import, transitively. The one exception: functions in
   ``expansion.py`` may import ``kmp_dask.parallel`` / ``kmp_dask.store`` (chunk-wise evaluation of
   dask and store input).
-* ``estimators/`` imports no dask, distributed or zarr: it hands dask arrays to ``parallel/``.
+* ``estimators/`` and ``reduced/`` (the estimator layers) import no dask, distributed or zarr: they
+  hand dask arrays and clusters to ``parallel/``.
 * ``store/`` imports neither ``estimators/`` nor the package root (which imports the estimators).
 """
 
@@ -24,7 +25,8 @@ ROOT = "kmp_dask"
 
 NUMERIC_LAYERS = ("kernels", "linalg", "losses", "blockops", "greedy", "expansion")
 THIRD_PARTY_DASK_SIDE = ("dask", "distributed", "zarr", "sklearn")
-KMP_DASK_SIDE = ("parallel", "store", "estimators", "datasets", "cli")
+KMP_DASK_SIDE = ("parallel", "store", "estimators", "reduced", "datasets", "cli")
+ESTIMATOR_LAYERS = ("estimators", "reduced")  #: scikit-learn-facing layers: no dask, distributed or zarr
 EXPANSION_LAZY_OK = ("kmp_dask.parallel", "kmp_dask.store")
 
 
@@ -141,7 +143,7 @@ def _report(title: str, bad: list[str]) -> str:
 
 def test_the_layers_exist():
     """Guard against a vacuous pass (a renamed directory, a wrong path)."""
-    for layer in NUMERIC_LAYERS + ("estimators", "store", "parallel"):
+    for layer in NUMERIC_LAYERS + ("estimators", "reduced", "store", "parallel"):
         assert _layer_modules([layer]), f"no module found for layer {layer!r} under {PKG_DIR}"
 
 
@@ -200,10 +202,10 @@ def test_numeric_layers_stay_dask_free_transitively():
 
 def test_estimators_use_parallel_for_dask():
     bad = [f"{imp.where()}: imports {imp.module}"
-           for mod in _layer_modules(["estimators"]) for imp in MODULES[mod]
+           for mod in _layer_modules(ESTIMATOR_LAYERS) for imp in MODULES[mod]
            if _under(imp.module, ("dask", "distributed", "zarr"))]
     assert not bad, _report(
-        "estimators/ must not import dask, distributed or zarr (also inside functions); put the dask "
+        "estimators/ and reduced/ must not import dask, distributed or zarr (also inside functions); put the dask "
         "code in kmp_dask/parallel/ and call it", bad)
 
 
