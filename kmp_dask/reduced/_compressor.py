@@ -41,7 +41,7 @@ from ..expansion import KernelExpansion
 from ..parallel import make_engine, resolve_client
 from ..parallel._reduced import chunked_compression, compress_on_pool
 from ..store import InMemoryStore, as_store
-from ._models import CompressionTarget, as_compression_target
+from ._models import CompressionTarget, _ovr_transform, as_compression_target
 
 __all__ = ["ReducedSetCompressor", "compress", "best_threshold", "METHODS", "SELECT"]
 
@@ -264,6 +264,8 @@ class ReducedSetCompressor(BaseEstimator):
         groups = [list(range(m))] if coupled else [[j] for j in range(m)]
         self.target_ = target
         self.classes_ = target.classes
+        # one-vs-one models whose decision_function shows the one-vs-rest view (SVC's default)
+        self._ovr_view = target.kind == "ovo" and getattr(model, "decision_function_shape", "ovo") == "ovr"
         t0 = time.perf_counter()
         if self.method == "hmp":
             levels, wsq = self._fit_hmp(exp, store, rows, pool_coef, in_memory, n_keep, groups)
@@ -325,7 +327,7 @@ class ReducedSetCompressor(BaseEstimator):
         if self.method == "l1":
             sparse = l1_path(Kzz, f, wsq, coupled=coupled, alphas=self.l1_alphas, n_levels=None)
         else:
-            sparse = l0_path(Kzz, f, wsq, coupled=coupled, gammas=self.l0_gammas, n_levels=None)
+            sparse = l0_path(Kzz, f, wsq, coupled=coupled, gammas=self.l0_gammas, n_levels=None, max_iter=300)
         levels = [_Level(lv.support, lv.coef, lv.rkhs_error) for lv in sparse if lv.n_vectors > 0]
         if not levels:
             raise ValueError(f"method={self.method!r} found no non-empty level; widen its parameter grid")
@@ -402,9 +404,15 @@ class ReducedSetCompressor(BaseEstimator):
 
     # -- prediction ----------------------------------------------------------------------------
     def decision_function(self, X):
-        """The compressed model's decision values (as the original's; binary / one output: 1-D)."""
+        """The compressed model's decision values, shaped as the original's: binary / one output
+        1-D; a one-vs-one SVC with ``decision_function_shape="ovr"`` (its default) its one-vs-rest
+        view (n, n_classes), else one column per pair of classes. ``expansion_`` gives the raw
+        per-output values."""
         check_is_fitted(self, "expansion_")
         F = self.expansion_.decision_function(X)
+        if self._ovr_view:  # SVC(decision_function_shape="ovr"): its one-vs-rest view of the pairs
+            F = F if isinstance(F, np.ndarray) else F.compute()
+            return _ovr_transform(F, self.target_.pairs, len(self.target_.classes))
         return F[:, 0] if F.ndim == 2 and F.shape[1] == 1 else F
 
     def predict(self, X):

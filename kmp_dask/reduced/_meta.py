@@ -1,0 +1,106 @@
+"""Fit-then-compress in one scikit-learn estimator: :class:`ReducedSetClassifier`, :class:`ReducedSetRegressor`.
+
+:class:`~kmp_dask.reduced.ReducedSetCompressor` takes an already fitted model; these meta-estimators
+take ``fit(X, y)`` like any scikit-learn estimator: they fit a clone of ``estimator`` (default an
+RBF ``SVC`` / ``KernelRidge``), then compress it with the training rows as the candidate pool
+(and their labels for the thresholds). So a compressed kernel model can sit in a ``Pipeline``,
+be grid-searched over ``n_vectors``, and pass scikit-learn's own estimator checks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.svm import SVC
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._compressor import ReducedSetCompressor
+
+__all__ = ["ReducedSetClassifier", "ReducedSetRegressor"]
+
+
+class _ReducedSetModel(BaseEstimator):
+    _default_estimator = None
+
+    def __init__(self, estimator=None, *, n_vectors=0.2, method="hmp", backfit=True, candidates=None,
+                 coupled="auto", optimize_threshold=True, random_state=None, client=None):
+        self.estimator = estimator
+        self.n_vectors = n_vectors
+        self.method = method
+        self.backfit = backfit
+        self.candidates = candidates
+        self.coupled = coupled
+        self.optimize_threshold = optimize_threshold
+        self.random_state = random_state
+        self.client = client
+
+    def _fit(self, X, y):
+        est = clone(self.estimator) if self.estimator is not None else self._default_estimator()
+        self.estimator_ = est.fit(X, y)
+        comp = ReducedSetCompressor(
+            n_vectors=self.n_vectors, method=self.method, backfit=self.backfit, candidates=self.candidates,
+            coupled=self.coupled, optimize_threshold=self.optimize_threshold, random_state=self.random_state,
+            client=self.client)
+        self.compressor_ = comp.fit(self.estimator_, X, y)
+        self.expansion_ = comp.expansion_
+        self.n_vectors_ = comp.n_vectors_
+        return self
+
+
+class ReducedSetClassifier(ClassifierMixin, _ReducedSetModel):
+    """Fit a kernel classifier (default ``SVC(kernel="rbf")``) and keep a reduced-set version.
+
+    Parameters are those of :class:`~kmp_dask.reduced.ReducedSetCompressor` plus ``estimator``
+    (any classifier :func:`~kmp_dask.reduced.as_compression_target` accepts). Attributes:
+    ``estimator_`` (the full model), ``compressor_``, ``expansion_``, ``n_vectors_``, ``classes_``.
+    """
+
+    _default_estimator = staticmethod(lambda: SVC(kernel="rbf"))
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y)
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        return self._fit(X, y)
+
+    def decision_function(self, X):
+        """Decision values of the compressed model (shaped as the original estimator's)."""
+        check_is_fitted(self, "compressor_")
+        X = validate_data(self, X, reset=False)
+        return self.compressor_.decision_function(X)
+
+    def predict(self, X):
+        """Predicted classes. A one-vs-one model with the one-vs-rest decision view (SVC's
+        default) predicts the argmax of that view, so ``predict`` agrees with
+        ``decision_function`` even where pairwise votes tie (a compressed model meets ties that
+        libsvm's vote would send to the lowest class)."""
+        check_is_fitted(self, "compressor_")
+        X = validate_data(self, X, reset=False)
+        if self.compressor_._ovr_view:
+            return self.classes_.take(np.argmax(self.compressor_.decision_function(X), axis=1))
+        return self.compressor_.predict(X)
+
+
+class ReducedSetRegressor(RegressorMixin, _ReducedSetModel):
+    """Fit a kernel regressor (default ``KernelRidge(kernel="rbf")``) and keep a reduced-set version.
+
+    Parameters as :class:`ReducedSetClassifier`; ``optimize_threshold`` has no effect.
+    """
+
+    _default_estimator = staticmethod(lambda: KernelRidge(kernel="rbf"))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True  # a multi-target model is compressed with coupled selection
+        return tags
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True)
+        return self._fit(X, y)
+
+    def predict(self, X):
+        check_is_fitted(self, "compressor_")
+        X = validate_data(self, X, reset=False)
+        return self.compressor_.predict(X)
