@@ -13,26 +13,28 @@ import time
 __all__ = ["progress_callback"]
 
 
-def _fmt(record):
-    parts = [f"basis {record['iteration'] + 1}"]
+def _fmt(record, unit="basis"):
+    parts = [f"{unit} {record['iteration'] + 1}"]
     if record.get("residual_norm") is not None:
         parts.append(f"residual {record['residual_norm']:.4g}")
+    if record.get("rkhs_error_rel") is not None:
+        parts.append(f"rkhs_error {record['rkhs_error_rel']:.3g}")
     if record.get("val_score") is not None:
         parts.append(f"validation {record['val_score']:.4g}")
     return parts
 
 
-def progress_callback(verbose, total):
+def progress_callback(verbose, total, *, desc="kmp", unit="basis"):
     """Return ``(callback, closer)``: what to call after each iteration and at the end."""
     if not verbose:
         return None, None
     if verbose is True or verbose == 1:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total, desc="kmp", unit="basis", leave=True)
+        bar = tqdm(total=total, desc=desc, unit=unit, leave=True)
 
         def callback(record):
-            post = dict(p.split(" ", 1) for p in _fmt(record)[1:])
+            post = dict(p.split(" ", 1) for p in _fmt(record, unit)[1:])
             bar.set_postfix(post, refresh=False)
             bar.update(1)
 
@@ -44,8 +46,8 @@ def progress_callback(verbose, total):
     def callback(record):
         n = record["iteration"] + 1
         if n % every == 0 or n == total:
-            line = ", ".join(_fmt(record) + [f"{time.perf_counter() - t0:.1f} s"])
-            print(f"[kmp] {line}", file=sys.stderr, flush=True)
+            line = ", ".join(_fmt(record, unit) + [f"{time.perf_counter() - t0:.1f} s"])
+            print(f"[{desc}] {line}", file=sys.stderr, flush=True)
 
     class _Closer:
         def close(self):

@@ -142,7 +142,8 @@ def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: 
     rkhs_tol : float — stop when ``Σ_j ‖w_j − ŵ_j‖² ≤ rkhs_tol · Σ_j ‖w_j‖²``
     top : int — best candidates each partition returns (next ones are tried when the best is
         dependent on the selected vectors)
-    callback : callable(iteration, info) or None
+    callback : callable(record) or None — after each selection, with ``iteration`` (from 0),
+        ``n_vectors``, ``rkhs_error`` and ``rkhs_error_rel``
     """
     t0 = time.perf_counter()
     wsq = np.asarray(wsq, dtype=np.float64).reshape(-1)
@@ -237,7 +238,8 @@ def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: 
         else:
             effects.append(rs_effects.move(move_w, c, coef))
         if callback is not None:
-            callback(it, {"n_vectors": counts[-1], "rkhs_error": float(err.sum()), "wsq": total})
+            callback({"iteration": it - 1, "n_vectors": counts[-1], "rkhs_error": float(err.sum()),
+                      "rkhs_error_rel": float(err.sum()) / total if total > 0 else 0.0})
     if backfit:
         index = np.asarray(sel_index, dtype=np.int64)
         vectors = np.asarray(sel_rows).reshape(len(sel_rows), -1)

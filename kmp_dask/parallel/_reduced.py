@@ -80,8 +80,6 @@ def chunked_compression(client, expansion, *, piece_vectors: int, keep: int, ari
     vectors. Each further level merges ``arity`` reduced pieces and compresses the union to
     ``keep`` again, until one piece is left. ``client=None`` runs the same tree in this process.
     """
-    from distributed import wait
-
     kernel = expansion.kernels[0]
     sv, coef = expansion.support_vectors, expansion.coef
     bounds = list(range(0, len(sv), int(piece_vectors))) + [len(sv)]
@@ -96,11 +94,10 @@ def chunked_compression(client, expansion, *, piece_vectors: int, keep: int, ari
     while len(futures) > 1:
         futures = [client.submit(_merge_and_compress, kernel_f, keep, *futures[i : i + arity], pure=False)
                    for i in range(0, len(futures), arity)]
-    done, not_done = wait(futures, timeout=timeout)
-    if not_done:
-        for f in futures:
-            f.cancel()
+    try:
+        return futures[0].result(timeout=timeout)
+    except TimeoutError:
+        futures[0].cancel()
         raise TimeoutError(
             f"chunked compression did not finish within {timeout:.0f} s; raise `timeout` (dask config "
-            "kmp_dask.pass-timeout) or use larger pieces / fewer vectors per piece")
-    return futures[0].result()
+            "kmp_dask.pass-timeout) or use larger pieces / fewer vectors per piece") from None

@@ -283,7 +283,7 @@ class ReducedSetCompressor(BaseEstimator):
     def _fit_hmp(self, exp, store, rows, pool_coef, in_memory, n_keep, groups):
         seed = int(np.random.RandomState(self.random_state).randint(0, 2**31 - 1)) if not isinstance(
             self.random_state, np.random.RandomState) else int(self.random_state.randint(0, 2**31 - 1))
-        cb, bar = progress_callback(self.verbose, n_keep * len(groups))
+        cb, bar = progress_callback(self.verbose, n_keep * len(groups), desc="reduced set", unit="vector")
         path_len = n_keep if self.select == "n_vectors" else min(store.n_rows, max(n_keep, 1))
         with resolve_client(self.client, in_memory=in_memory) as client:
             if self.chunk_vectors is not None:

@@ -167,3 +167,10 @@ def test_mixed_kernel_expansion_is_refused():
 def test_validation_select_needs_validation_data(binary):
     with pytest.raises(ValueError, match="X_val and y_val"):
         ReducedSetCompressor(select="validation").fit(binary[0])
+
+
+def test_progress_lines_with_verbose(binary, capsys):
+    svc, X, y, _, _ = binary
+    ReducedSetCompressor(n_vectors=6, verbose=3).fit(svc, X, y)
+    err = capsys.readouterr().err
+    assert "[reduced set] vector 3" in err and "[reduced set] vector 6" in err and "rkhs_error" in err

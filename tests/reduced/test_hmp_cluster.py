@@ -47,8 +47,8 @@ def test_killed_worker_and_streamed_pool_give_the_same_path(pool_store, process_
     with ActorEngine(process_client, specs) as eng:
         victim = eng._holders[0]["addr"]
 
-        def kill(it, info):
-            if it == 15:
+        def kill(record):
+            if record["iteration"] == 15:
                 os.kill(pids[victim], signal.SIGKILL)
 
         killed = _path(eng, exp, store.n_rows, callback=kill)
@@ -64,3 +64,31 @@ def test_killed_worker_and_streamed_pool_give_the_same_path(pool_store, process_
         np.testing.assert_allclose(res.coef, ref.coef, rtol=1e-11, atol=1e-12 * np.abs(ref.coef).max())
         np.testing.assert_allclose(res.rkhs_error, ref.rkhs_error, rtol=1e-10, atol=1e-12 * ref.wsq.max())
     assert killed.coef.tobytes() == streamed.coef.tobytes()  # same worker-side arithmetic
+
+
+def test_chunking_tree_on_workers_survives_a_killed_worker(process_client):
+    """The §3.6 tree as dask tasks gives the in-process tree; a worker SIGKILLed while its pieces
+    run is recomputed by dask (every task is a pure function of the expansion's pieces)."""
+    import threading
+
+    from kmp_dask.parallel._reduced import chunked_compression
+
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(6000, 5))
+    exp = KernelExpansion(X, rng.normal(size=(6000, 2)), 0.0, get_kernel("rbf", gamma=0.3))
+    ref_vecs, ref_coef = chunked_compression(None, exp, piece_vectors=750, keep=120)
+    vecs, coef = chunked_compression(process_client, exp, piece_vectors=750, keep=120, timeout=300)
+    np.testing.assert_array_equal(vecs, ref_vecs)
+    np.testing.assert_allclose(coef, ref_coef, rtol=1e-10, atol=1e-12 * np.abs(ref_coef).max())
+    process_client.wait_for_workers(2, timeout=120)
+    pids = list(process_client.run(os.getpid).values())
+    timer = threading.Timer(0.5, lambda: os.kill(pids[0], signal.SIGKILL))
+    timer.start()
+    try:
+        vecs2, coef2 = chunked_compression(process_client, exp, piece_vectors=750, keep=120, timeout=300)
+    finally:
+        timer.cancel()
+    np.testing.assert_array_equal(vecs2, ref_vecs)
+    np.testing.assert_allclose(coef2, ref_coef, rtol=1e-10, atol=1e-12 * np.abs(ref_coef).max())
+    process_client.wait_for_workers(2, timeout=120)
+    assert pids[0] not in process_client.run(os.getpid).values()  # the kill did land
