@@ -48,6 +48,11 @@ import pandas as pd  # noqa: E402
 from kmp_dask.exceptions import DegenerateFitWarning, KernelWidthWarning  # noqa: E402
 from kmp_dask.store import InMemoryStore  # noqa: E402
 
+# issue-10 rows (reduced-set compression)
+from sklearn.svm import SVC  # noqa: E402
+
+from kmp_dask import ReducedSetCompressor  # noqa: E402
+
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(60, 3))
 Y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
@@ -55,6 +60,7 @@ X_NAN = X.copy()
 X_NAN[5, 1] = np.nan
 X_INF = X.copy()
 X_INF[7, 2] = np.inf
+_SVC = SVC(C=10.0, gamma=0.5).fit(X, Y)
 
 
 def _csv(rows: list[str], edit: Callable[[list[str]], None] | None = None) -> str:
@@ -247,6 +253,23 @@ CASES = [
     Case("dask-X-nan-fit", lambda ws: KMPClassifier(client="sync").fit(da.from_array(X_NAN, chunks=20),
                                                                         da.from_array(Y, chunks=20)),
          DataValidationError, ("non-finite value (nan)", "row 5, column 1", "before calling fit"), ("before ingest",)),
+    # --- reduced-set compression (issue 10) --------------------------------------------------------
+    Case("compress-unfitted", lambda ws: ReducedSetCompressor().fit(SVC()), NotFittedError, ("SVC", "fit")),
+    Case("compress-precomputed", lambda ws: ReducedSetCompressor().fit(SVC(kernel="precomputed").fit(X @ X.T, Y)),
+         ValueError, ("precomputed",)),
+    Case("compress-not-a-model", lambda ws: ReducedSetCompressor().fit("svc.pkl"), TypeError, ("SVC", "KernelRidge")),
+    Case("compress-too-many-vectors", lambda ws: ReducedSetCompressor(n_vectors=500).fit(_SVC), ValueError,
+         ("n_vectors=500", "pool has only", "smaller n_vectors")),
+    Case("compress-pool-width", lambda ws: ReducedSetCompressor(n_vectors=3).fit(_SVC, X[:, :2]), ValueError,
+         ("X_pool has 2 features", "3", "feature space")),
+    Case("compress-pool-nan", lambda ws: ReducedSetCompressor(n_vectors=3).fit(_SVC, X_NAN), ValueError,
+         ("X_pool must be finite",)),
+    Case("compress-n_vectors=0", lambda ws: ReducedSetCompressor(n_vectors=0).fit(_SVC), ValueError,
+         ("n_vectors must be", "got 0")),
+    Case("compress-dense-store-pool", lambda ws: ReducedSetCompressor(n_vectors=3, method="l1").fit(_SVC, ws.good),
+         ValueError, ("X_pool must be a numpy array", "method='hmp'")),
+    Case("compress-y-wrong-length", lambda ws: ReducedSetCompressor(n_vectors=3).fit(_SVC, X, Y[:-1]), ValueError,
+         ("y has 59", "60 rows")),
 ]
 
 COMMANDS = [
