@@ -1,5 +1,6 @@
 """scikit-learn estimators: validate, settle defaults, build the engine, call a driver."""
 
 from ._kmp import KMPClassifier, KMPRegressor
+from ._kpca import SparseKernelPCA
 
-__all__ = ["KMPClassifier", "KMPRegressor"]
+__all__ = ["KMPClassifier", "KMPRegressor", "SparseKernelPCA"]

@@ -22,7 +22,8 @@ from ..parallel import encode_dask_labels
 from ..store import DataStore, InMemoryStore, as_store, store_from_dask
 from ..store._validation import as_numpy_X
 
-__all__ = ["is_dask_array", "is_store_like", "fit_input", "check_dask_X", "sample_rows", "validate_numeric"]
+__all__ = ["is_dask_array", "is_store_like", "fit_input", "unsupervised_input", "check_dask_X", "sample_rows",
+           "validate_numeric"]
 
 
 def is_dask_array(X) -> bool:
@@ -86,6 +87,29 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
         y = column_or_1d(y, warn=True)
         estimator._input_classes, y = np.unique(y, return_inverse=True)
     yield InMemoryStore(X, y, chunk_rows=chunk_rows or _default_memory_chunks(X))
+
+
+@contextlib.contextmanager
+def unsupervised_input(estimator, X, *, chunk_rows=None):
+    """Yield a store holding X for an unsupervised ``fit`` (a store's ``y`` is ignored); sets
+    ``n_features_in_``. Temporary stores made for dask input are deleted when the context exits."""
+    if is_store_like(X):
+        store = as_store(X)
+        estimator.n_features_in_ = store.n_features
+        yield store
+        return
+    if is_dask_array(X):
+        check_dask_X(X)
+        validate_data(estimator, X, skip_check_array=True)
+        with tempfile.TemporaryDirectory(prefix="kmp-dask-fit-") as tmp:
+            try:
+                store = store_from_dask(os.path.join(tmp, "data.zarr"), X, None, chunk_rows=chunk_rows)
+            except DataValidationError as e:
+                raise _in_fit(e) from None
+            yield store
+        return
+    X = validate_numeric(X, validate_data, estimator, X, dtype=[np.float64, np.float32])
+    yield InMemoryStore(X, chunk_rows=chunk_rows or _default_memory_chunks(X))
 
 
 def _default_memory_chunks(X) -> int:

@@ -1,0 +1,143 @@
+"""Sparse kernel PCA by matching pursuit: :class:`SparseKernelPCA` (Hussain & Shawe-Taylor §3)."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, check_random_state
+
+from ..exceptions import DegenerateFitWarning
+from ..expansion import KernelExpansion
+from ..greedy import n_candidates_for
+from ..greedy._sparse_kpca import principal_directions, sparse_kernel_pca
+from ..kernels import get_kernel
+from ..parallel import make_engine, map_rows_predict, resolve_client
+from ._inputs import is_dask_array, is_store_like, predict_input, unsupervised_input
+from ._progress import progress_callback
+
+__all__ = ["SparseKernelPCA"]
+
+
+class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Sparse kernel PCA: greedily chosen points, Nyström projection, principal directions.
+
+    Matching pursuit on the kernel matrix (Hussain & Shawe-Taylor §3; Smola & Schölkopf's sparse
+    greedy matrix approximation): each step picks the point whose deflated feature-space direction
+    carries the most variance, ``argmax_z ‖K̃[:, z]‖² / K̃(z, z)``, and deflates the kernel by it (a
+    pivoted partial Cholesky of K, whose columns live with the data partitions on the workers).
+    ``transform`` projects ``φ(x)`` onto the span of the chosen points (Nyström) and returns its
+    coordinates on the principal directions inside that span, sorted by variance: a kernel
+    expansion over the chosen points only. With every point chosen this is kernel PCA.
+
+    Parameters
+    ----------
+    n_components : int, default=50
+        Points chosen = dimension of the span = components returned.
+    kernel : str, default="rbf"
+        Kernel name (``"rbf"``, ``"laplacian"``, ``"poly"``, ``"sigmoid"``, ``"linear"``).
+    gamma, degree, coef0, kernel_params
+        Kernel parameters (gamma=None: 1 / n_features).
+    candidates : None, "auto" or int, default=None
+        None: every point is a candidate at every step (exact; the driver holds the rows — small
+        data); "auto": 59 random points per step (the best of them is among the top 5 % with
+        probability 0.95); an int: that many.
+    rank_tol : float, default=1e-10
+        Stop when every point's residual ``K̃(x, x)`` is below ``rank_tol · max k(x, x)`` (the
+        kernel matrix's numerical rank is reached): ``stop_reason_ = "rank"`` and a
+        :class:`~kmp_dask.exceptions.DegenerateFitWarning` when fewer than ``n_components``.
+    random_state, client, verbose, chunk_rows
+        As for :class:`~kmp_dask.KMPRegressor`.
+
+    Attributes
+    ----------
+    components_index_ : ndarray (k,) rows chosen, in order
+    basis_vectors_ : ndarray (k, n_features) the chosen points
+    expansion_ : KernelExpansion — ``transform`` as a kernel expansion over the chosen points
+    eigenvalues_ : ndarray (k,) of the centred kernel matrix restricted to the span
+        (scikit-learn's ``KernelPCA.eigenvalues_`` when every point is chosen)
+    explained_variance_ : ndarray (k,) ``eigenvalues_ / n_samples``
+    trace_residual_path_ : ndarray (k + 1,) ``tr(K − K̂_j)`` after j points (j = 0: ``tr K``)
+    n_components_ : int; stop_reason_ : str; n_passes_ : int
+    """
+
+    def __init__(self, n_components=50, *, kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_params=None,
+                 candidates=None, rank_tol=1e-10, random_state=None, client=None, verbose=0, chunk_rows=None):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.candidates = candidates
+        self.rank_tol = rank_tol
+        self.random_state = random_state
+        self.client = client
+        self.verbose = verbose
+        self.chunk_rows = chunk_rows
+
+    def _check_params(self):
+        if not (isinstance(self.n_components, numbers.Integral) and not isinstance(self.n_components, bool)
+                and self.n_components >= 1):
+            raise ValueError(f"n_components must be an int >= 1; got {self.n_components!r}")
+        c = self.candidates
+        if not (c is None or c == "auto" or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
+            raise ValueError(f"candidates must be None (all points), 'auto' (59) or an int >= 1; got {c!r}")
+        if not (isinstance(self.rank_tol, numbers.Real) and 0 <= self.rank_tol < 1):
+            raise ValueError(f"rank_tol must be a float in [0, 1); got {self.rank_tol!r}")
+
+    def fit(self, X, y=None):
+        """Choose the points and the principal directions. ``X``: numpy, dask array or store."""
+        self._check_params()
+        seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
+        in_memory = not (is_store_like(X) or is_dask_array(X))
+        with unsupervised_input(self, X, chunk_rows=self.chunk_rows) as store:
+            kernel = get_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
+                                kernel_params=self.kernel_params, n_features=store.n_features)
+            s = None if self.candidates is None else (n_candidates_for(0.05, 0.95) if self.candidates == "auto"
+                                                      else int(self.candidates))
+            if s is not None and s >= store.n_rows:
+                s = None
+            n = min(int(self.n_components), store.n_rows)
+            cb, bar = progress_callback(self.verbose, n, desc="sparse kpca", unit="point")
+            with resolve_client(self.client, in_memory=in_memory) as client:
+                engine = make_engine(client, store)
+                try:
+                    res = sparse_kernel_pca(engine, kernel=kernel, n_rows=store.n_rows, n_features=store.n_features,
+                                            dtype=store.dtype, n_components=n, candidates=s,
+                                            random_state=np.random.default_rng(seed), rank_tol=float(self.rank_tol),
+                                            callback=cb)
+                finally:
+                    engine.close()
+                    if bar is not None:
+                        bar.close()
+        self.kernel_ = kernel
+        self.components_index_ = res.index
+        self.basis_vectors_ = res.vectors
+        self.trace_residual_path_ = res.trace
+        self.stop_reason_ = res.stop_reason
+        self.n_passes_ = res.n_passes
+        self.n_components_ = len(res.index)
+        eig, _, coef, offset = principal_directions(res)
+        self.eigenvalues_ = eig
+        self.explained_variance_ = eig / res.n_rows
+        self.expansion_ = KernelExpansion(res.vectors, coef, offset, kernel)
+        self._n_features_out = self.n_components_
+        if self.n_components_ < int(self.n_components):
+            warnings.warn(
+                f"SparseKernelPCA chose {self.n_components_} points, fewer than n_components={self.n_components}: "
+                f"stop_reason={self.stop_reason_!r} (every remaining point lies in the span of the chosen ones to "
+                f"rank_tol={self.rank_tol}; the kernel matrix has numerical rank {self.n_components_}). "
+                "Ask for fewer components, or a narrower kernel (larger gamma).", DegenerateFitWarning, stacklevel=2)
+        return self
+
+    def transform(self, X):
+        """Coordinates on the principal directions inside the span (n_samples, n_components_);
+        numpy in → numpy out, dask array or store in → lazy dask array."""
+        check_is_fitted(self, "expansion_")
+        kind, Xv = predict_input(self, X)
+        if kind == "dask":
+            return map_rows_predict(Xv, self.expansion_)
+        return self.expansion_.evaluate_block(Xv)
