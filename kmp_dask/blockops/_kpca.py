@@ -11,10 +11,13 @@ columns ``L`` (a :class:`~kmp_dask.blockops.ColumnCache`, like KMP's basis colum
 residual diagonal ``d(x) = K̃(x, x) = k(x, x) − ‖L(x)‖²`` — each point's squared distance to the
 span, whose sum is the trace residual ``tr(K − LLᵀ)``.
 
+Sparse KCCA (§4) is the same state over two *views* (column slices of the rows, each with its
+own kernel, columns and residual): one chosen row deflates both.
+
 *Effects* (slots ``kpca`` ⊃ ``kpca.columns``): :func:`kpca_init`, :func:`kpca_add` (the chosen
-point's column and the deflated diagonal). *Queries*: :func:`kpca_score` (candidate scores,
-trace residual, largest residual, fetched rows), :func:`kpca_moments` (``Σ L``, ``LᵀL`` for the
-principal directions inside the span).
+point's column and the deflated diagonal, per view). *Queries*: :func:`kpca_score` (candidate
+sums, trace residual, largest residual, fetched rows), :func:`kpca_moments` (``Σ L``, ``LᵀL``
+per view pair, for the directions inside the span).
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ import numpy as np
 
 from ._journal import Effect
 from ._partition import Partition, fetch_rows
-from ._state import ColumnCache, Workspace, cross64, kernel_block, readonly, sqnorm
+from ._state import ColumnCache, Workspace, kernel_block, readonly, sqnorm
 
-__all__ = ["KPCASetup", "KPCAColumn", "KPCAScoreQuery", "KPCAState", "kpca_init", "kpca_add", "kpca_score",
-           "kpca_moments", "kpca_effects"]
+__all__ = ["KPCASetup", "KPCAColumn", "KPCAScoreQuery", "KPCAState", "ViewState", "kpca_init", "kpca_add",
+           "kpca_score", "kpca_moments", "kpca_effects"]
 
 #: Upper bound on the number of kernel values held at once per partition (row blocking).
 BLOCK_ELEMENTS = 1 << 22
@@ -36,43 +39,65 @@ BLOCK_ELEMENTS = 1 << 22
 
 @dataclass(frozen=True)
 class KPCASetup:
-    kernel: object
+    """One kernel per *view*; ``columns[v]`` is view v's slice of the row's features (None: all
+    of them). Sparse KPCA has one view; sparse KCCA two (the columns of each view side by side)."""
+
+    kernels: tuple
+    columns: tuple = (None,)
     capacity: int = 16
 
 
 @dataclass(frozen=True)
 class KPCAColumn:
-    """The chosen point: its row ``z``, its coordinates ``lz`` (k,) on the current columns and
-    its residual ``dz = K̃(z, z)`` (> 0); global row ``index``."""
+    """The chosen point: its row ``z``, per view its coordinates ``lz[v]`` (k,) on the current
+    columns and its residual ``dz[v] = K̃_v(z, z)`` (> 0); global row ``index``."""
 
     z: np.ndarray
-    lz: np.ndarray
-    dz: float
+    lz: tuple
+    dz: tuple
     index: int
 
 
 @dataclass(frozen=True)
 class KPCAScoreQuery:
-    """Candidates ``Z`` (s, d) with their coordinates ``LZ`` (s, k) on the current columns (None:
-    no candidates), and global rows to ``fetch``."""
+    """Candidates ``Z`` (s, d) with, per view, their coordinates ``LZ[v]`` (s, k) on the current
+    columns (None: no candidates), and global rows to ``fetch``."""
 
     Z: np.ndarray | None = None
-    LZ: np.ndarray | None = None
+    LZ: tuple | None = None
     fetch: np.ndarray | None = None
 
 
 @dataclass
-class KPCAState:
+class ViewState:
+    """One view: its rows (a column slice of the partition's rows), squared norms, kernel,
+    columns ``L`` and residual diagonal ``d``."""
+
     X: np.ndarray
     sq: np.ndarray
     kernel: object
+    columns: object
     cache: ColumnCache
     d: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        own = self.X.nbytes if self.columns is not None else 0  # a slice is a copy
+        return own + self.sq.nbytes + self.cache.nbytes + self.d.nbytes
+
+
+@dataclass
+class KPCAState:
+    views: list
     work: Workspace = field(default_factory=Workspace)
 
     @property
     def nbytes(self) -> int:
-        return self.sq.nbytes + self.cache.nbytes + self.d.nbytes + self.work.nbytes
+        return sum(v.nbytes for v in self.views) + self.work.nbytes
+
+
+def _view_rows(X, columns):
+    return X if columns is None else np.ascontiguousarray(X[:, slice(*columns)])
 
 
 def _st(part: Partition) -> KPCAState:
@@ -80,33 +105,37 @@ def _st(part: Partition) -> KPCAState:
 
 
 def kpca_init(part: Partition, msg: KPCASetup) -> None:
-    X = part.X
-    d = np.asarray(msg.kernel.diag(X), dtype=np.float64).copy()
-    part.state["kpca"] = KPCAState(readonly(X), readonly(sqnorm(X)), msg.kernel,
-                                   ColumnCache(len(X), 0, X.dtype, msg.capacity), d)
+    views = []
+    for kernel, columns in zip(msg.kernels, msg.columns):
+        X = _view_rows(part.X, columns)
+        d = np.asarray(kernel.diag(X), dtype=np.float64).copy()
+        views.append(ViewState(readonly(X), readonly(sqnorm(X)), kernel, columns,
+                               ColumnCache(len(X), 0, X.dtype, msg.capacity), d))
+    part.state["kpca"] = KPCAState(views)
 
 
 def kpca_add(part: Partition, col: KPCAColumn) -> None:
-    """Append ``l(x) = (k(x, z) − L(x)·lz) / √dz`` and deflate ``d(x) −= l(x)²`` (clipped at 0)."""
+    """Per view: append ``l(x) = (k(x, z) − L(x)·lz) / √dz`` and deflate ``d(x) −= l(x)²``."""
     st = _st(part)
-    z = np.asarray(col.z, dtype=st.X.dtype).reshape(1, -1)
-    l = kernel_block(st.kernel, st.X, st.sq, z, sqnorm(z))[:, 0].astype(np.float64)
-    if st.cache.n:
-        l -= st.cache.train().astype(np.float64, copy=False) @ np.asarray(col.lz, dtype=np.float64)
-    l /= np.sqrt(col.dz)
-    st.cache.pend(l.astype(st.cache.dtype, copy=False), l[:0].astype(st.cache.dtype))
-    st.cache.accept()
-    st.d -= l * l
-    np.maximum(st.d, 0.0, out=st.d)
-    lo, hi = part.start, part.stop
-    if lo <= col.index < hi:
-        st.d[col.index - lo] = 0.0  # the chosen point now lies in the span, exactly
+    z_full = np.asarray(col.z).reshape(1, -1)
+    for v, lz, dz in zip(st.views, col.lz, col.dz):
+        z = _view_rows(z_full, v.columns).astype(v.X.dtype, copy=False)
+        l = kernel_block(v.kernel, v.X, v.sq, z, sqnorm(z))[:, 0].astype(np.float64)
+        if v.cache.n:
+            l -= v.cache.train().astype(np.float64, copy=False) @ np.asarray(lz, dtype=np.float64)
+        l /= np.sqrt(dz)
+        v.cache.pend(l.astype(v.cache.dtype, copy=False), l[:0].astype(v.cache.dtype))
+        v.cache.accept()
+        v.d -= l * l
+        np.maximum(v.d, 0.0, out=v.d)
+        if part.start <= col.index < part.stop:
+            v.d[col.index - part.start] = 0.0  # the chosen point now lies in the span, exactly
 
 
 class kpca_effects:  # noqa: N801 (a namespace of Effect constructors)
     @staticmethod
-    def init(kernel, capacity: int = 16) -> Effect:
-        return Effect(kpca_init, KPCASetup(kernel, int(capacity)), "kpca", resets=True)
+    def init(kernels, columns=(None,), capacity: int = 16) -> Effect:
+        return Effect(kpca_init, KPCASetup(tuple(kernels), tuple(columns), int(capacity)), "kpca", resets=True)
 
     @staticmethod
     def add(col: KPCAColumn) -> Effect:
@@ -114,38 +143,50 @@ class kpca_effects:  # noqa: N801 (a namespace of Effect constructors)
 
 
 def kpca_score(part: Partition, q: KPCAScoreQuery) -> dict:
-    """``trace`` = Σ d(x); ``dmax``/``argmax`` = the largest residual and its global row;
-    for candidates ``Z``: ``sq`` (s,) = Σ_x K̃(x, z)² over the partition's rows; fetched rows."""
+    """Per view: ``trace`` (V,) = Σ d(x), ``dmax`` (V,) the largest residual; for candidates
+    ``Z``: ``sq`` (V, s) = Σ_x K̃_v(x, z)² and, with two views, ``cross`` (s,) = Σ_x K̃_0(x, z)
+    K̃_1(x, z) over the partition's rows; fetched rows."""
     st = _st(part)
-    out = {"trace": float(st.d.sum()), "n": len(st.d)}
-    i = int(np.argmax(st.d)) if len(st.d) else 0
-    out["dmax"] = float(st.d[i]) if len(st.d) else 0.0
-    out["argmax"] = part.start + i
+    V = len(st.views)
+    out = {"trace": np.array([v.d.sum() for v in st.views]), "n": len(st.views[0].d),
+           "dmax": np.array([v.d.max() if len(v.d) else 0.0 for v in st.views])}
     if q.Z is not None and len(q.Z):
-        Z = np.asarray(q.Z, dtype=st.X.dtype)
-        Zsq = sqnorm(Z)
-        s = len(Z)
-        LZ = None if q.LZ is None or st.cache.n == 0 else np.asarray(q.LZ, dtype=np.float64)
-        B = st.cache.train()
+        Z_full = np.asarray(q.Z)
+        s = len(Z_full)
+        n_rows = len(st.views[0].X)
         rows = max(1, BLOCK_ELEMENTS // max(s, 1))
-        acc = np.zeros(s)
-        for a in range(0, len(st.X), rows):
-            b = min(a + rows, len(st.X))
-            K = kernel_block(st.kernel, st.X[a:b], st.sq[a:b], Z, Zsq).astype(np.float64, copy=False)
-            if LZ is not None:
-                K = K - B[a:b].astype(np.float64, copy=False) @ LZ.T
-            acc += np.einsum("ij,ij->j", K, K)
-        out["sq"] = acc
+        sq = np.zeros((V, s))
+        cross = np.zeros(s) if V == 2 else None
+        Zs = [_view_rows(Z_full, v.columns).astype(v.X.dtype, copy=False) for v in st.views]
+        Zsq = [sqnorm(Z) for Z in Zs]
+        LZ = [None if q.LZ is None or v.cache.n == 0 else np.asarray(q.LZ[i], dtype=np.float64)
+              for i, v in enumerate(st.views)]
+        for a in range(0, n_rows, rows):
+            b = min(a + rows, n_rows)
+            blocks = []
+            for i, v in enumerate(st.views):
+                K = kernel_block(v.kernel, v.X[a:b], v.sq[a:b], Zs[i], Zsq[i]).astype(np.float64, copy=False)
+                if LZ[i] is not None:
+                    K = K - v.cache.train()[a:b].astype(np.float64, copy=False) @ LZ[i].T
+                sq[i] += np.einsum("ij,ij->j", K, K)
+                blocks.append(K)
+            if cross is not None:
+                cross += np.einsum("ij,ij->j", blocks[0], blocks[1])
+        out["sq"] = sq
+        if cross is not None:
+            out["cross"] = cross
     if q.fetch is not None:
         out["fetched"] = fetch_rows(part, q.fetch)
     return out
 
 
 def kpca_moments(part: Partition, msg=None) -> dict:
-    """``n``, ``sum`` = Σ_x L(x) (k,) and ``gram`` = Σ_x L(x) L(x)ᵀ (k, k), in float64."""
+    """``n``, per view ``sum`` = Σ_x L_v(x) (k,), and ``gram[(u, v)]`` = Σ_x L_u(x) L_v(x)ᵀ
+    (k, k) for u ≤ v, in float64."""
     st = _st(part)
-    B = st.cache.train()
-    k = B.shape[1]
-    B64 = B.astype(np.float64, copy=False)
-    gram = B64.T @ B64 if k else np.zeros((0, 0))
-    return {"n": B.shape[0], "sum": cross64(B, np.ones(B.shape[0])) if k else np.zeros(0), "gram": gram}
+    Bs = [v.cache.train().astype(np.float64, copy=False) for v in st.views]
+    out = {"n": Bs[0].shape[0], "sum": [B.sum(axis=0) for B in Bs], "gram": {}}
+    for u in range(len(Bs)):
+        for w in range(u, len(Bs)):
+            out["gram"][(u, w)] = Bs[u].T @ Bs[w]
+    return out

@@ -116,7 +116,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self.kernel_ = kernel
         self.components_index_ = res.index
         self.basis_vectors_ = res.vectors
-        self.trace_residual_path_ = res.trace
+        self.trace_residual_path_ = res.trace[:, 0]
         self.stop_reason_ = res.stop_reason
         self.n_passes_ = res.n_passes
         self.n_components_ = len(res.index)

@@ -29,86 +29,107 @@ from ..linalg import IncrementalCholesky
 from ._candidates import gather_rows
 from ._sampling import RandomCandidates
 
-__all__ = ["KPCAResult", "sparse_kernel_pca", "principal_directions"]
+__all__ = ["KPCAResult", "sparse_kernel_pca", "principal_directions", "canonical_directions"]
 
 MAX_STALLS = 8
 
 
 @dataclass
 class KPCAResult:
-    """``index`` (k,) chosen rows in order, ``vectors`` (k, d), ``L`` (k, k) Cholesky factor of
-    their Gram, ``trace`` (k + 1,) trace residual after 0..k points (row 0: tr K), ``dmax``
-    (k + 1,) largest residual, ``stop_reason``, ``n_passes``, ``seconds``, ``n_rows``;
-    ``mean`` (k,) and ``gram`` (k, k): ``Σ L(x)/N`` and ``Σ L(x) L(x)ᵀ`` over the data."""
+    """``index`` (k,) chosen rows in order, ``vectors`` (k, d) their full rows, ``L`` per view the
+    (k, k) Cholesky factor of the chosen points' Gram, ``trace`` (k + 1, V) trace residual per view
+    after 0..k points (row 0: tr K), ``dmax`` (k + 1, V) largest residual, ``stop_reason``,
+    ``n_passes``, ``seconds``, ``n_rows``; ``mean`` per view ``Σ L(x)/N`` and ``gram[(u, v)]`` =
+    ``Σ L_u(x) L_v(x)ᵀ`` over the data."""
 
     index: np.ndarray
     vectors: np.ndarray
-    L: np.ndarray
+    L: list
     trace: np.ndarray
     dmax: np.ndarray
     stop_reason: str
     n_passes: int
     seconds: float
     n_rows: int
-    mean: np.ndarray | None = None
-    gram: np.ndarray | None = None
+    mean: list | None = None
+    gram: dict | None = None
 
 
-def _coords(chol: IncrementalCholesky, kernel, S: list, Z: np.ndarray) -> np.ndarray:
+def _view(Z: np.ndarray, columns) -> np.ndarray:
+    return Z if columns is None else Z[:, slice(*columns)]
+
+
+def _coords(chol: IncrementalCholesky, kernel, S: np.ndarray, Z: np.ndarray) -> np.ndarray:
     """``L(Z) = L_SS⁻¹ k_S(Z)`` (s, k)."""
-    if not S:
+    if len(S) == 0:
         return np.zeros((len(Z), 0))
-    KSZ = kernel(np.asarray(S), Z).astype(np.float64)
-    return chol.solve_lower(KSZ).T
+    return chol.solve_lower(kernel(S, Z).astype(np.float64)).T
+
+
+def _score(res, dz, tol):
+    """Matching-pursuit quotient per candidate: one view ``Σ K̃² / K̃(z, z)`` (Algorithm 1, the
+    trace drop); two views ``Σ K̃_x K̃_y / √(Σ K̃_x² Σ K̃_y²)`` (§4's quotient)."""
+    sq = np.sum([r["sq"] for r in res], axis=0)
+    ok = np.all(dz > tol, axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if len(dz) == 1:
+            score = sq[0] / dz[0]
+        else:
+            cross = np.sum([r["cross"] for r in res], axis=0)
+            score = cross / np.sqrt(sq[0] * sq[1])
+    return np.where(ok & np.isfinite(score), score, -np.inf)
 
 
 def sparse_kernel_pca(engine, *, kernel, n_rows: int, n_features: int, dtype, n_components: int,
                       candidates: int | None = None, random_state=None, rank_tol: float = 1e-10,
-                      callback=None) -> KPCAResult:
+                      callback=None, columns=(None,)) -> KPCAResult:
     """Greedy selection of ``n_components`` points over the engine's partitions.
 
-    ``candidates=None``: every row is a candidate in every iteration (exact; the driver holds all
-    rows — small data only); an int ``s``: s random rows per iteration (the "59-trick").
-    Stops early when the largest residual ``K̃(x, x)`` over all rows falls below
-    ``rank_tol · max k(x, x)`` (the kernel matrix's numerical rank is reached).
+    ``kernel`` is one kernel (sparse KPCA) or a tuple with one kernel per view, ``columns`` the
+    views' feature slices ``(start, stop)`` (sparse KCCA: two views). ``candidates=None``: every
+    row is a candidate in every iteration (exact; the driver holds all rows — small data only);
+    an int ``s``: s random rows per iteration (the "59-trick"). Stops early when, in some view,
+    the largest residual ``K̃(x, x)`` over all rows falls below ``rank_tol · max k(x, x)`` (the
+    kernel matrix's numerical rank is reached).
     """
     t0 = time.perf_counter()
+    kernels = tuple(kernel) if isinstance(kernel, (tuple, list)) else (kernel,)
+    V = len(kernels)
     rng = random_state if random_state is not None else np.random.default_rng(0)
     exact = candidates is None
     sampler = None if exact else RandomCandidates(n_rows, int(candidates))
     capacity = max(1, min(int(n_components), 4096))
-    chol = IncrementalCholesky(capacity)
+    chols = [IncrementalCholesky(capacity) for _ in kernels]
     S_rows: list[np.ndarray] = []
     S_index: list[int] = []
     dead: set[int] = set()
     traces, dmaxes = [], []
-    # first pass: init, and the rows of the first candidates
     idx_next = np.arange(n_rows, dtype=np.int64) if exact else sampler.draw(rng, set())
-    res = engine.run(kpca_score, KPCAScoreQuery(fetch=idx_next), (kpca_effects.init(kernel, capacity),))
+    res = engine.run(kpca_score, KPCAScoreQuery(fetch=idx_next), (kpca_effects.init(kernels, columns, capacity),))
     n_passes = 1
-    kmax = max(r["dmax"] for r in res)
+    kmax = np.max([r["dmax"] for r in res], axis=0)  # (V,) max k(x, x)
     idx, Z = idx_next, gather_rows(res, idx_next, n_features, dtype)
-    LZ = np.zeros((len(idx), 0))  # exact mode: kept up to date on the driver
+    LZ = [np.zeros((len(idx), 0)) for _ in kernels]  # exact mode: kept up to date on the driver
     effects: list = []
     reason, stalls = "n_components", 0
     while True:
+        S = np.asarray(S_rows).reshape(len(S_rows), n_features)
         if not exact:
-            LZ = _coords(chol, kernel, S_rows, Z)
-        dz = np.asarray(kernel.diag(Z), dtype=np.float64) - np.einsum("ij,ij->i", LZ, LZ)
+            LZ = [_coords(c, k, _view(S, col), _view(Z, col)) for c, k, col in zip(chols, kernels, columns)]
+        dz = np.stack([np.asarray(k.diag(_view(Z, col)), dtype=np.float64) - np.einsum("ij,ij->i", L, L)
+                       for k, col, L in zip(kernels, columns, LZ)])
         idx_next = None if exact else sampler.draw(rng, set(S_index) | dead)
-        res = engine.run(kpca_score, KPCAScoreQuery(Z, LZ, idx_next), effects)
+        res = engine.run(kpca_score, KPCAScoreQuery(Z, tuple(LZ), idx_next), effects)
         n_passes += 1
         effects = []
-        traces.append(sum(r["trace"] for r in res))
-        dmaxes.append(max(r["dmax"] for r in res))
+        traces.append(np.sum([r["trace"] for r in res], axis=0))
+        dmaxes.append(np.max([r["dmax"] for r in res], axis=0))
         if len(S_index) >= n_components:
             break
-        if dmaxes[-1] <= rank_tol * kmax:
+        if np.any(dmaxes[-1] <= rank_tol * kmax):
             reason = "rank"
             break
-        sq = np.sum([r["sq"] for r in res], axis=0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            score = np.where(dz > rank_tol * kmax, sq / dz, -np.inf)
+        score = _score(res, dz, (rank_tol * kmax)[:, None])
         taken = np.isin(idx, np.fromiter(set(S_index) | dead, dtype=np.int64, count=len(S_index) + len(dead)))
         score[taken] = -np.inf
         order = np.lexsort((idx, -score))
@@ -116,9 +137,14 @@ def sparse_kernel_pca(engine, *, kernel, n_rows: int, n_features: int, dtype, n_
         for j in order[:8]:
             if not np.isfinite(score[j]):
                 break
-            cross = kernel(np.asarray(S_rows), Z[j : j + 1])[:, 0].astype(np.float64) if S_rows else np.zeros(0)
-            if chol.append(cross, float(kernel.diag(Z[j : j + 1])[0])):
-                pick = int(j)
+            trial = [c.copy() for c in chols]
+            ok = True
+            for c, k, col in zip(trial, kernels, columns):
+                zj = _view(Z[j : j + 1], col)
+                cross = k(_view(S, col), zj)[:, 0].astype(np.float64) if len(S) else np.zeros(0)
+                ok = ok and c.append(cross, float(k.diag(zj)[0]))
+            if ok:
+                chols, pick = trial, int(j)
                 break
             dead.add(int(idx[j]))
         if pick is None:
@@ -129,27 +155,33 @@ def sparse_kernel_pca(engine, *, kernel, n_rows: int, n_features: int, dtype, n_
             idx, Z = idx_next, gather_rows(res, idx_next, n_features, dtype)
             continue
         stalls = 0
-        z, lz, d = Z[pick].copy(), LZ[pick].copy(), float(chol.L[-1, -1] ** 2)
+        z = Z[pick].copy()
+        lz = tuple(L[pick].copy() for L in LZ)
+        d = tuple(float(c.L[-1, -1] ** 2) for c in chols)
         effects = [kpca_effects.add(KPCAColumn(z, lz, d, int(idx[pick])))]
         S_rows.append(z)
         S_index.append(int(idx[pick]))
-        if exact:  # every row's coordinates on the new column, on the driver
-            new = (kernel(Z, z[None, :])[:, 0].astype(np.float64) - LZ @ lz) / np.sqrt(d)
-            LZ = np.hstack([LZ, new[:, None]])
+        if exact:  # every row's coordinates on the new columns, on the driver
+            LZ = [np.hstack([L, ((k(_view(Z, col), _view(z[None, :], col))[:, 0].astype(np.float64) - L @ l)
+                                 / np.sqrt(dv))[:, None]])
+                  for L, k, col, l, dv in zip(LZ, kernels, columns, lz, d)]
         else:
             idx, Z = idx_next, gather_rows(res, idx_next, n_features, dtype)
         if callback is not None:
-            callback({"iteration": len(S_index) - 1, "trace_residual": traces[-1] - score[pick],
-                      "residual_norm": (traces[-1] - score[pick]) / traces[0] if traces[0] > 0 else 0.0})
+            drop = score[pick] if V == 1 else None
+            rec = {"iteration": len(S_index) - 1, "score": float(score[pick])}
+            if drop is not None:
+                rec["residual_norm"] = (traces[-1][0] - drop) / traces[0][0] if traces[0][0] > 0 else 0.0
+            callback(rec)
     mom = engine.run(kpca_moments, None, effects)
     n_passes += 1
     n = sum(m["n"] for m in mom)
     k = len(S_index)
-    total = np.sum([m["sum"] for m in mom], axis=0) if k else np.zeros(0)
-    gram = np.sum([m["gram"] for m in mom], axis=0) if k else np.zeros((0, 0))
+    means = [np.sum([m["sum"][v] for m in mom], axis=0) / max(n, 1) if k else np.zeros(0) for v in range(V)]
+    gram = {key: np.sum([m["gram"][key] for m in mom], axis=0) for key in mom[0]["gram"]}
     return KPCAResult(np.asarray(S_index, dtype=np.int64), np.asarray(S_rows).reshape(k, n_features),
-                      np.array(chol.L), np.asarray(traces), np.asarray(dmaxes), reason, n_passes,
-                      time.perf_counter() - t0, n, total / max(n, 1), gram)
+                      [np.array(c.L) for c in chols], np.asarray(traces), np.asarray(dmaxes), reason, n_passes,
+                      time.perf_counter() - t0, n, means, gram)
 
 
 def principal_directions(result: KPCAResult):
@@ -161,10 +193,40 @@ def principal_directions(result: KPCAResult):
     coefficients ``L_SS⁻ᵀ V`` and intercept ``−μᵀV``. ``eigenvalues`` are ``N·λ_i`` (those of the
     centred kernel matrix, as scikit-learn's ``KernelPCA.eigenvalues_``).
     """
-    n, mu = result.n_rows, result.mean
-    C = result.gram / n - np.outer(mu, mu)
+    n, mu = result.n_rows, result.mean[0]
+    C = result.gram[(0, 0)] / n - np.outer(mu, mu)
     w, V = np.linalg.eigh((C + C.T) / 2)
     order = np.argsort(w)[::-1]
     w, V = np.maximum(w[order], 0.0), V[:, order]
-    coef = solve_triangular(result.L.T, V, lower=False) if len(mu) else np.zeros((0, 0))
+    coef = solve_triangular(result.L[0].T, V, lower=False) if len(mu) else np.zeros((0, 0))
     return w * n, V, coef, -(mu @ V)
+
+
+def canonical_directions(result: KPCAResult, reg: float = 1e-3):
+    """CCA inside the two views' sparse subspaces (§4): ``(correlations, (coef_x, off_x), (coef_y, off_y))``.
+
+    Coordinates ``a = L_x(x)``, ``b = L_y(y)`` (k each) are centred; with covariances
+    ``C_aa + reg·I``, ``C_bb + reg·I`` (``reg`` relative to their mean eigenvalue) and ``C_ab``,
+    the SVD of ``C_aa^{-1/2} C_ab C_bb^{-1/2} = U S Wᵀ`` gives the canonical correlations ``S`` and
+    directions ``C_aa^{-1/2} U``, ``C_bb^{-1/2} W``. Each view's projection is a kernel expansion
+    over the chosen points (coefficients ``L_SS⁻ᵀ`` times the direction, intercept from the mean).
+    """
+    n = result.n_rows
+    mx, my = result.mean
+    Caa = result.gram[(0, 0)] / n - np.outer(mx, mx)
+    Cbb = result.gram[(1, 1)] / n - np.outer(my, my)
+    Cab = result.gram[(0, 1)] / n - np.outer(mx, my)
+
+    def inv_sqrt(C):
+        C = (C + C.T) / 2
+        k = len(C)
+        lam = reg * max(np.trace(C) / max(k, 1), 1e-300)
+        w, U = np.linalg.eigh(C + lam * np.eye(k))
+        return (U / np.sqrt(np.maximum(w, 1e-300))) @ U.T
+
+    Ra, Rb = inv_sqrt(Caa), inv_sqrt(Cbb)
+    U, s, Wt = np.linalg.svd(Ra @ Cab @ Rb)
+    Da, Db = Ra @ U, Rb @ Wt.T
+    coef_x = solve_triangular(result.L[0].T, Da, lower=False)
+    coef_y = solve_triangular(result.L[1].T, Db, lower=False)
+    return s, (coef_x, -(mx @ Da)), (coef_y, -(my @ Db))
