@@ -18,7 +18,7 @@ from ..parallel import make_engine, map_rows_predict, resolve_client
 from ._inputs import is_dask_array, is_store_like, predict_input, unsupervised_input
 from ._progress import progress_callback
 
-__all__ = ["SparseKernelPCA"]
+__all__ = ["SparseKernelPCA", "SparseKCCA"]
 
 
 class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -141,3 +141,115 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         if kind == "dask":
             return map_rows_predict(Xv, self.expansion_)
         return self.expansion_.evaluate_block(Xv)
+
+
+class SparseKCCA(BaseEstimator):
+    """Sparse kernel CCA by matching pursuit (Hussain & Shawe-Taylor §4).
+
+    Two views of the same rows (``X`` and ``Y``, each with its own kernel). Each step picks the
+    row maximising ``ρ_i = (K̃_x K̃_y)_ii / √((K̃_x²)_ii (K̃_y²)_ii)`` — how well the two views' deflated
+    kernel columns of that row agree — and deflates both kernels by it (as sparse KPCA does, one
+    view each). Standard regularised CCA then runs inside the two k-dimensional sparse subspaces;
+    ``transform`` gives the canonical variates of each view as kernel expansions over the chosen
+    rows only.
+
+    Parameters
+    ----------
+    n_components : int, default=20
+        Rows chosen (the dimension of each view's subspace); the canonical pairs returned.
+    kernel_x, gamma_x, kernel_y, gamma_y, degree, coef0
+        Each view's kernel (gamma None: 1 / that view's n_features).
+    reg : float, default=1e-3
+        CCA regulariser, relative to each view's mean variance inside its subspace.
+    candidates, rank_tol, random_state, client, verbose
+        As for :class:`SparseKernelPCA`.
+
+    Attributes
+    ----------
+    components_index_, basis_vectors_x_, basis_vectors_y_, correlations_ (training canonical
+    correlations, decreasing), expansion_x_, expansion_y_ (KernelExpansion each),
+    trace_residual_path_ (k + 1, 2), n_components_, stop_reason_.
+    """
+
+    def __init__(self, n_components=20, *, kernel_x="rbf", gamma_x=None, kernel_y="rbf", gamma_y=None, degree=3,
+                 coef0=1.0, reg=1e-3, candidates=None, rank_tol=1e-10, random_state=None, client=None, verbose=0):
+        self.n_components = n_components
+        self.kernel_x = kernel_x
+        self.gamma_x = gamma_x
+        self.kernel_y = kernel_y
+        self.gamma_y = gamma_y
+        self.degree = degree
+        self.coef0 = coef0
+        self.reg = reg
+        self.candidates = candidates
+        self.rank_tol = rank_tol
+        self.random_state = random_state
+        self.client = client
+        self.verbose = verbose
+
+    def fit(self, X, Y):
+        """Choose rows and canonical directions from the paired views ``X`` (n, dx), ``Y`` (n, dy)."""
+        SparseKernelPCA._check_params(self)
+        if not (isinstance(self.reg, numbers.Real) and self.reg >= 0):
+            raise ValueError(f"reg must be a float >= 0; got {self.reg!r}")
+        from sklearn.utils.validation import check_array
+
+        X = check_array(X, dtype=[np.float64, np.float32])
+        Y = check_array(Y, dtype=[np.float64, np.float32], ensure_2d=False)
+        Y = Y[:, None] if Y.ndim == 1 else Y
+        if len(X) != len(Y):
+            raise ValueError(f"the two views must have one row per sample each: X has {len(X)} rows, Y has {len(Y)}; "
+                             "pass the same samples in the same order")
+        self.n_features_in_ = X.shape[1]
+        dx, dy = X.shape[1], Y.shape[1]
+        XY = np.hstack([X, Y.astype(X.dtype, copy=False)])
+        kx = get_kernel(self.kernel_x, gamma=self.gamma_x, degree=self.degree, coef0=self.coef0, n_features=dx)
+        ky = get_kernel(self.kernel_y, gamma=self.gamma_y, degree=self.degree, coef0=self.coef0, n_features=dy)
+        seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
+        s = None if self.candidates is None else (n_candidates_for(0.05, 0.95) if self.candidates == "auto"
+                                                  else int(self.candidates))
+        if s is not None and s >= len(XY):
+            s = None
+        n = min(int(self.n_components), len(XY))
+        from ..store import InMemoryStore
+
+        store = InMemoryStore(XY)
+        cb, bar = progress_callback(self.verbose, n, desc="sparse kcca", unit="pair")
+        with resolve_client(self.client, in_memory=True) as client:
+            engine = make_engine(client, store)
+            try:
+                res = sparse_kernel_pca(engine, kernel=(kx, ky), columns=((0, dx), (dx, dx + dy)), n_rows=len(XY),
+                                        n_features=dx + dy, dtype=XY.dtype, n_components=n, candidates=s,
+                                        random_state=np.random.default_rng(seed), rank_tol=float(self.rank_tol),
+                                        callback=cb)
+            finally:
+                engine.close()
+                if bar is not None:
+                    bar.close()
+        from ..greedy._sparse_kpca import canonical_directions
+
+        corr, (cx, ox), (cy, oy) = canonical_directions(res, float(self.reg))
+        self.components_index_ = res.index
+        self.basis_vectors_x_ = res.vectors[:, :dx]
+        self.basis_vectors_y_ = res.vectors[:, dx:]
+        self.trace_residual_path_ = res.trace
+        self.stop_reason_ = res.stop_reason
+        self.n_components_ = len(res.index)
+        self.correlations_ = corr
+        self.expansion_x_ = KernelExpansion(self.basis_vectors_x_, cx, ox, kx)
+        self.expansion_y_ = KernelExpansion(self.basis_vectors_y_, cy, oy, ky)
+        if self.n_components_ < int(self.n_components):
+            warnings.warn(
+                f"SparseKCCA chose {self.n_components_} rows, fewer than n_components={self.n_components}: "
+                f"stop_reason={self.stop_reason_!r} (one view's kernel matrix reached its numerical rank). "
+                "Ask for fewer components.", DegenerateFitWarning, stacklevel=2)
+        return self
+
+    def transform(self, X, Y=None):
+        """Canonical variates of ``X`` (n, n_components_) and, with ``Y``, also of ``Y``."""
+        check_is_fitted(self, "expansion_x_")
+        Fx = self.expansion_x_.decision_function(np.asarray(X))
+        if Y is None:
+            return Fx
+        Y = np.asarray(Y)
+        return Fx, self.expansion_y_.decision_function(Y[:, None] if Y.ndim == 1 else Y)
