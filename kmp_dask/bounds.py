@@ -91,6 +91,7 @@ import numpy as np
 __all__ = [
     "kpca_compression_bound",
     "kpca_bound_path",
+    "kpca_bound_from_means",
     "kpca_bound_argmin",
     "kmp_bound",
     "kmp_bound_from_count",
@@ -291,6 +292,28 @@ def kpca_bound_path(residuals_out_per_k: Sequence, m: int, R: float, delta: floa
             raise ValueError(f"cumulative_min=True needs strictly increasing k; got ks = {kk.tolist()}")
         b = np.minimum.accumulate(b)
     return b
+
+
+def kpca_bound_from_means(mean_residuals, ks, m: int, R: float, delta: float = 0.05) -> np.ndarray:
+    """B_k from the *mean* residual outside the compression set at each k (vectorised).
+
+    What a distributed fit has without holding residuals per point: the trace residual
+    ``tr(K − K̃_k)`` summed over the data, divided by ``m − k`` (the chosen points have residual 0).
+
+    Parameters
+    ----------
+    mean_residuals : array-like (n,) — mean of ‖P⊥φ(x_j)‖² over the m − k points outside, each in [0, R²]
+    ks : array-like of int (n,) — the compression-set sizes, 0 <= k <= m
+    m, R, delta : as in :func:`kpca_compression_bound`
+    """
+    m = _check_int("m", m, 1)
+    R2 = _check_positive("R", R) ** 2
+    delta = _check_delta(delta)
+    means = _check_residuals(mean_residuals, R2, "mean_residuals")
+    kk = np.asarray(ks)
+    if kk.shape != means.shape or not np.issubdtype(kk.dtype, np.integer) or np.any((kk < 0) | (kk > m)):
+        raise ValueError(f"ks must be integers in [0, m={m}], one per mean residual; got {np.asarray(ks).tolist()[:10]}")
+    return _kpca_core(means, kk, m, R2, delta)
 
 
 def kpca_bound_argmin(residuals_out_per_k: Sequence, m: int, R: float, delta: float = 0.05, *,

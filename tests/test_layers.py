@@ -1,6 +1,6 @@
 """The layer rule, read from the source with ``ast`` (every import statement, also inside functions).
 
-* The numerical layers — ``kernels/``, ``linalg/``, ``losses.py``, ``blockops/``, ``greedy/`` and
+* The numerical layers — ``kernels/``, ``linalg/``, ``losses.py``, ``bounds.py``, ``blockops/``, ``greedy/`` and
   ``expansion.py`` — import no dask, distributed, zarr or scikit-learn, and none of the kmp_dask
   modules that do (``parallel/``, ``store/``, ``estimators/``, ``datasets/``, ``cli.py``, the package
   root); nor does anything they import, transitively. The one exception: functions in
@@ -23,7 +23,7 @@ import pytest
 PKG_DIR = Path(__file__).resolve().parents[1] / "kmp_dask"
 ROOT = "kmp_dask"
 
-NUMERIC_LAYERS = ("kernels", "linalg", "losses", "blockops", "greedy", "expansion")
+NUMERIC_LAYERS = ("kernels", "linalg", "losses", "bounds", "blockops", "greedy", "expansion")
 THIRD_PARTY_DASK_SIDE = ("dask", "distributed", "zarr", "sklearn")
 KMP_DASK_SIDE = ("parallel", "store", "estimators", "reduced", "datasets", "cli")
 ESTIMATOR_LAYERS = ("estimators", "reduced")  #: scikit-learn-facing layers: no dask, distributed or zarr

@@ -101,6 +101,7 @@ class ScoreQuery:
     want_cross: bool = False
     fetch: np.ndarray | None = None
     val: ValQuery | None = None
+    count_above: float | None = None  #: count training rows with max_j |R_ij| above this (squared loss)
 
 
 @dataclass(frozen=True)
@@ -296,12 +297,15 @@ def _validation(st: KMPState, q: ValQuery) -> dict:
 
 def kmp_score(part: Partition, q: ScoreQuery) -> dict:
     """The data pass: ``rss`` (m,) = ‖R‖², ``rsum`` (m,) = ΣR (the bias atom's correlation),
-    ``loss`` (other losses), candidate reductions, validation sums, fetched rows."""
+    ``loss`` (other losses), ``n_above`` (rows with an error above ``count_above``), candidate
+    reductions, validation sums, fetched rows."""
     st = _kmp(part)
     R = st.fit.R
     out = {"rss": np.einsum("ij,ij->j", R, R), "rsum": R.sum(axis=0)}
     if st.loss is not None:
         out["loss"] = st.fit.loss_sum()
+    if q.count_above is not None and st.loss is None:  # |y − f(x)| > γ: the KMP bound's training errors
+        out["n_above"] = int(np.count_nonzero(np.max(np.abs(R), axis=1) > q.count_above)) if len(R) else 0
     if q.cand is not None:
         out.update(_score_candidates(st, q.cand, q.cand_sq, q.want_cross))
     if q.val is not None:

@@ -84,6 +84,23 @@ def _check_params(est):
     positive_int = isinstance(re, numbers.Integral) and not isinstance(re, bool) and re >= 1
     if not (re is None or (isinstance(re, str) and re == "auto") or positive_int):
         bad("refit_every", "'auto', None or a positive int")
+    if est.stopping not in (None, "bound"):
+        bad("stopping", "None (n_basis, tol, early stopping) or 'bound' (the minimum of Hussain & Shawe-Taylor's "
+                        "KMP bound)")
+    if est.stopping == "bound":
+        squared = est.loss in ("squared", None) or getattr(est.loss, "name", None) == "squared"
+        if not squared or est.fit_mode == "basic":
+            raise ValueError(
+                f"stopping='bound' needs loss='squared' with fit_mode='backfit' or 'prefit' (the bound's minimum is "
+                f"cut from the exact prefix models); got loss={est.loss!r}, fit_mode={est.fit_mode!r}")
+        if est.bound_threshold is None and not est._is_classifier:
+            raise ValueError("stopping='bound' needs bound_threshold (γ > 0): a training point counts as an error "
+                             "when |y − f(x)| > γ (e.g. the noise level you accept, in units of y)")
+    if est.bound_threshold is not None and not (isinstance(est.bound_threshold, numbers.Real)
+                                                and est.bound_threshold > 0):
+        bad("bound_threshold", "None or a float > 0 (γ of the KMP bound)")
+    if not (isinstance(est.bound_delta, numbers.Real) and 0 < est.bound_delta < 1):
+        bad("bound_delta", "a float in (0, 1) (the bound's confidence parameter δ)")
     if est.loss not in ("squared", None) and est.fit_mode == "prefit" and not (
         hasattr(est.loss, "name") and est.loss.name == "squared"
     ):
@@ -121,6 +138,9 @@ class _BaseKMP(BaseEstimator):
         loss="squared",
         loss_params=None,
         refit_every="auto",
+        stopping=None,
+        bound_threshold=None,
+        bound_delta=0.05,
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -144,6 +164,9 @@ class _BaseKMP(BaseEstimator):
         self.loss = loss
         self.loss_params = loss_params
         self.refit_every = refit_every
+        self.stopping = stopping
+        self.bound_threshold = bound_threshold
+        self.bound_delta = bound_delta
 
     _is_classifier = False
 
@@ -191,7 +214,7 @@ class _BaseKMP(BaseEstimator):
                         random_state=np.random.default_rng(seed), ridge=float(self.ridge), tol=self.tol,
                         fit_intercept=self.fit_intercept, validation_fraction=float(self.validation_fraction),
                         n_iter_no_change=self.n_iter_no_change, split_seed=seed, callback=cb,
-                        loss=self.loss_, refit_every=self.refit_every,
+                        loss=self.loss_, refit_every=self.refit_every, error_threshold=self._bound_threshold(),
                     )
                     if bar is not None:
                         bar.close()
@@ -209,8 +232,46 @@ class _BaseKMP(BaseEstimator):
         self.n_iter_ = len(result.history)
         self.expansion_ = result.expansion
         self._path = result if result.has_prefix_models else None
+        if self.stopping == "bound":
+            self._cut_at_bound_minimum(result)
         _warn_if_degenerate(self, sample)
         return self
+
+    def _bound_threshold(self):
+        if self.stopping != "bound":
+            return None
+        return float(self.bound_threshold) if self.bound_threshold is not None else 1.0
+
+    def _cut_at_bound_minimum(self, result):
+        """Hussain & Shawe-Taylor's Theorem 3 along the path; keep the prefix model at its minimum.
+
+        ``t_k`` counts the training rows with ``|y − f_k(x)| > γ`` over all training rows (the
+        theorem counts those outside the basis: at most k fewer, so the bound used is slightly
+        pessimistic), capped at ``m − k``.
+        """
+        from ..bounds import kmp_bound_from_count
+
+        m = result.n_train
+        counts = [result.n_errors0] + [h.get("n_errors") for h in result.history]
+        ks, bounds = [], []
+        for k, t in enumerate(counts):
+            if t is None or k >= m:
+                continue
+            ks.append(k)
+            bounds.append(kmp_bound_from_count(min(int(t), m - k), k, m, float(self.bound_delta)))
+        self.bound_path_ = np.asarray(bounds)
+        self.bound_errors_ = np.asarray([counts[k] for k in ks])
+        best = ks[int(np.argmin(bounds))]
+        if best < self.n_basis_ and self._path is not None:
+            exp = self._path.prefix_expansion(best)
+            self.expansion_ = exp
+            self.dual_coef_ = exp.coef
+            self.intercept_ = exp.intercept
+            self.basis_vectors_ = exp.support_vectors
+            self.basis_indices_ = self.basis_indices_[:best]
+            self.basis_kernels_ = self.basis_kernels_[:best]
+            self.n_basis_ = best
+            self.stop_reason_ = "bound"
 
     def expansion_at(self, k: int) -> KernelExpansion:
         """The model with the first ``k`` selected basis functions, exactly as the fit had it.
@@ -402,6 +463,16 @@ _PARAMETERS = """
         Newton line search (see :mod:`kmp_dask.losses`).
     loss_params : dict or None, default=None
         Parameters of the loss, e.g. ``{"target": 0.65}`` for tanh, ``{"delta": 1.0}`` for huber.
+    stopping : None or "bound", default=None
+        "bound": grow the path to ``n_basis`` and keep the size where Hussain & Shawe-Taylor's
+        KMP bound (Theorem 3, :func:`kmp_dask.bounds.kmp_bound_from_count`) is smallest — a
+        stopping rule without a validation set (squared loss, ``backfit``/``prefit``).
+        ``bound_path_`` holds the bound for each size, ``bound_errors_`` the training errors t.
+    bound_threshold : float or None, default=None
+        γ of the bound: a training row is an error when ``|y − f(x)| > γ`` (targets ±1 for
+        classifiers, where the default 1.0 counts wrong signs). Required for regression.
+    bound_delta : float, default=0.05
+        The bound's confidence parameter δ.
     refit_every : "auto", int or None, default="auto"
         Other losses with ``fit_mode="backfit"``: a Newton refit of all coefficients every that
         many iterations, or ("auto") every iteration up to 10 basis functions and then each time

@@ -34,8 +34,15 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     Parameters
     ----------
-    n_components : int, default=50
-        Points chosen = dimension of the span = components returned.
+    n_components : int or "bound", default=50
+        Points chosen = dimension of the span = components returned. "bound": grow the path to
+        ``max_components`` and keep the size where the sample-compression bound (Hussain &
+        Shawe-Taylor, Corollary 1: :func:`kmp_dask.bounds.kpca_bound_from_means`) is smallest;
+        ``bound_path_`` holds it for every size.
+    max_components : int, default=200
+        Path length when ``n_components="bound"``.
+    bound_delta : float, default=0.05
+        The bound's confidence parameter δ.
     kernel : str, default="rbf"
         Kernel name (``"rbf"``, ``"laplacian"``, ``"poly"``, ``"sigmoid"``, ``"linear"``).
     gamma, degree, coef0, kernel_params
@@ -64,8 +71,11 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     """
 
     def __init__(self, n_components=50, *, kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_params=None,
-                 candidates=None, rank_tol=1e-10, random_state=None, client=None, verbose=0, chunk_rows=None):
+                 candidates=None, rank_tol=1e-10, max_components=200, bound_delta=0.05, random_state=None,
+                 client=None, verbose=0, chunk_rows=None):
         self.n_components = n_components
+        self.max_components = max_components
+        self.bound_delta = bound_delta
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -79,9 +89,17 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self.chunk_rows = chunk_rows
 
     def _check_params(self):
-        if not (isinstance(self.n_components, numbers.Integral) and not isinstance(self.n_components, bool)
-                and self.n_components >= 1):
-            raise ValueError(f"n_components must be an int >= 1; got {self.n_components!r}")
+        bound = isinstance(self.n_components, str) and self.n_components == "bound"
+        if not bound and not (isinstance(self.n_components, numbers.Integral)
+                              and not isinstance(self.n_components, bool) and self.n_components >= 1):
+            raise ValueError(f"n_components must be an int >= 1 or 'bound'; got {self.n_components!r}")
+        for name in ("max_components",):
+            v = getattr(self, name, 1)
+            if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1):
+                raise ValueError(f"{name} must be an int >= 1; got {v!r}")
+        delta = getattr(self, "bound_delta", 0.05)
+        if not (isinstance(delta, numbers.Real) and 0 < delta < 1):
+            raise ValueError(f"bound_delta must be a float in (0, 1) (the bound's confidence δ); got {delta!r}")
         c = self.candidates
         if not (c is None or c == "auto" or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
             raise ValueError(f"candidates must be None (all points), 'auto' (59) or an int >= 1; got {c!r}")
@@ -100,7 +118,8 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                                                       else int(self.candidates))
             if s is not None and s >= store.n_rows:
                 s = None
-            n = min(int(self.n_components), store.n_rows)
+            by_bound = self.n_components == "bound"
+            n = min(int(self.max_components if by_bound else self.n_components), store.n_rows)
             cb, bar = progress_callback(self.verbose, n, desc="sparse kpca", unit="point")
             with resolve_client(self.client, in_memory=in_memory) as client:
                 engine = make_engine(client, store)
@@ -114,6 +133,8 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                     if bar is not None:
                         bar.close()
         self.kernel_ = kernel
+        if by_bound:
+            res = self._cut_at_bound_minimum(res)
         self.components_index_ = res.index
         self.basis_vectors_ = res.vectors
         self.trace_residual_path_ = res.trace[:, 0]
@@ -125,13 +146,29 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self.explained_variance_ = eig / res.n_rows
         self.expansion_ = KernelExpansion(res.vectors, coef, offset, kernel)
         self._n_features_out = self.n_components_
-        if self.n_components_ < int(self.n_components):
+        if not by_bound and self.n_components_ < int(self.n_components):
             warnings.warn(
                 f"SparseKernelPCA chose {self.n_components_} points, fewer than n_components={self.n_components}: "
                 f"stop_reason={self.stop_reason_!r} (every remaining point lies in the span of the chosen ones to "
                 f"rank_tol={self.rank_tol}; the kernel matrix has numerical rank {self.n_components_}). "
                 "Ask for fewer components, or a narrower kernel (larger gamma).", DegenerateFitWarning, stacklevel=2)
         return self
+
+    def _cut_at_bound_minimum(self, res):
+        """Corollary 1 along the path: ``B_k`` from the mean residual of the m − k points outside
+        the compression set (``tr(K − K̃_k)/(m − k)``; R² = max k(x, x)); keep the k minimising it."""
+        from ..bounds import kpca_bound_from_means
+        from ..greedy._sparse_kpca import truncate
+
+        m = res.n_rows
+        trace = res.trace[:, 0]
+        ks = np.arange(len(trace))
+        keep = ks < m
+        R2 = float(res.dmax[0, 0])
+        means = np.clip(trace[keep] / (m - ks[keep]), 0.0, R2)
+        self.bound_path_ = kpca_bound_from_means(means, ks[keep], m, np.sqrt(R2), float(self.bound_delta))
+        best = int(ks[keep][int(np.argmin(self.bound_path_))])
+        return truncate(res, best) if best < len(res.index) else res
 
     def transform(self, X):
         """Coordinates on the principal directions inside the span (n_samples, n_components_);
@@ -189,6 +226,9 @@ class SparseKCCA(BaseEstimator):
 
     def fit(self, X, Y):
         """Choose rows and canonical directions from the paired views ``X`` (n, dx), ``Y`` (n, dy)."""
+        if isinstance(self.n_components, str):
+            raise ValueError(f"n_components must be an int >= 1 for SparseKCCA; got {self.n_components!r} "
+                             "(the bound rule is for SparseKernelPCA and the KMP estimators)")
         SparseKernelPCA._check_params(self)
         if not (isinstance(self.reg, numbers.Real) and self.reg >= 0):
             raise ValueError(f"reg must be a float >= 0; got {self.reg!r}")

@@ -103,8 +103,9 @@ class Pursuit:
 
     def __init__(self, engine, strategy, *, kernels, n_rows, n_features, dtype, targets, n_basis, candidates,
                  ridge, tol, fit_intercept, validation_fraction, n_iter_no_change, split_seed, callback,
-                 max_tries, loss):
+                 max_tries, loss, error_threshold=None):
         self.engine, self.strategy = engine, strategy
+        self.error_threshold = error_threshold
         self.kernels, self.n_features, self.dtype = list(kernels), n_features, dtype
         self.n_basis, self.tol, self.callback, self.max_tries = n_basis, tol, callback, max_tries
         stats = engine.run(kmp_stats, StatsQuery(targets, validation_fraction, split_seed))
@@ -170,7 +171,7 @@ class Pursuit:
     def step(self, cands, fetch):
         """The scoring pass (with the previous iteration's acceptance and residual update)."""
         q = ScoreQuery(None if cands is None else cands.Z, None if cands is None else cands.Z_sq,
-                       self.strategy.want_cross and bool(self.atoms), fetch, self.val_query)
+                       self.strategy.want_cross and bool(self.atoms), fetch, self.val_query, self.error_threshold)
         res = self.send(kmp_score, q, step=True)
         self.recorder.record_pass(res, len(self.atoms), self.coef)
         if self.callback is not None and self.recorder.history:
@@ -396,7 +397,7 @@ def kernel_matching_pursuit(
     fit_mode: str = "backfit", candidates="all", random_state=None, ridge: float = 0.0, tol: float | None = None,
     fit_intercept: bool = True, validation_fraction: float = 0.0, n_iter_no_change: int | None = None,
     split_seed: int = 0, callback=None, max_tries: int = 5, loss=None, refit_every: int | str | None = "auto",
-    line_search_steps: int = 3, final_refit_steps: int = 25,
+    line_search_steps: int = 3, final_refit_steps: int = 25, error_threshold: float | None = None,
 ) -> PursuitResult:
     """Greedy selection of ``n_basis`` kernel functions centred on training rows.
 
@@ -436,6 +437,10 @@ def kernel_matching_pursuit(
         Other losses in ``backfit`` mode: Newton refit schedule (:func:`~._newton.refit_due`).
     line_search_steps, final_refit_steps : int
         Other losses: line-search passes per iteration, Newton steps of the final refit.
+    error_threshold : float or None
+        Squared loss: every scoring pass also counts the training rows with ``|y − f(x)| > γ``
+        (γ = this), recorded as ``n_errors`` (and ``result.n_errors0`` before any atom) — the
+        training errors of Hussain & Shawe-Taylor's KMP bound (:func:`kmp_dask.bounds.kmp_bound_from_count`).
 
     Returns
     -------
@@ -459,6 +464,8 @@ def kernel_matching_pursuit(
         engine, strategy, kernels=kernels, n_rows=n_rows, n_features=n_features, dtype=dtype, targets=targets,
         n_basis=n_basis, candidates=candidates, ridge=ridge, tol=tol, fit_intercept=fit_intercept,
         validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, split_seed=split_seed,
-        callback=callback, max_tries=max_tries, loss=loss,
+        callback=callback, max_tries=max_tries, loss=loss, error_threshold=error_threshold,
     )
-    return pursuit.run(rng)
+    result = pursuit.run(rng)
+    result.n_errors0 = pursuit.recorder.n_errors0
+    return result

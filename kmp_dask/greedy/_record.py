@@ -25,6 +25,7 @@ class Recorder:
         self.val_sizes: list[int] = []
         self._best = None
         self.last_rss = None
+        self.n_errors0 = None  #: training errors above the bound's threshold before any atom
 
     def record_pass(self, res, n_atoms: int, coef) -> None:
         """Residual norm and validation score of the current model (``n_atoms`` atoms, ``coef``)."""
@@ -45,6 +46,12 @@ class Recorder:
                 self._best = (n_atoms, coef.copy())
             self.val_scores.append(vs)
             self.val_sizes.append(n_atoms)
+        if "n_above" in res[0]:
+            n_above = int(sum(r["n_above"] for r in res))
+            if self.history:
+                self.history[-1]["n_errors"] = n_above
+            else:
+                self.n_errors0 = n_above
         if self.history:
             self.history[-1]["residual_norm"] = float(np.sqrt(rss))
             self.history[-1]["val_score"] = vs

@@ -61,6 +61,7 @@ class PursuitResult:
     expansion: KernelExpansion | None = None
     gram_factor: np.ndarray | None = field(default=None, repr=False)
     ytd: np.ndarray | None = field(default=None, repr=False)
+    n_errors0: int | None = None  #: training rows with |y − f| > γ before any atom (bound stopping)
     _bias_first: bool = field(default=False, repr=False)
     _offset: np.ndarray | None = field(default=None, repr=False)
 

@@ -29,7 +29,7 @@ from ..linalg import IncrementalCholesky
 from ._candidates import gather_rows
 from ._sampling import RandomCandidates
 
-__all__ = ["KPCAResult", "sparse_kernel_pca", "principal_directions", "canonical_directions"]
+__all__ = ["KPCAResult", "sparse_kernel_pca", "principal_directions", "canonical_directions", "truncate"]
 
 MAX_STALLS = 8
 
@@ -230,3 +230,12 @@ def canonical_directions(result: KPCAResult, reg: float = 1e-3):
     coef_x = solve_triangular(result.L[0].T, Da, lower=False)
     coef_y = solve_triangular(result.L[1].T, Db, lower=False)
     return s, (coef_x, -(mx @ Da)), (coef_y, -(my @ Db))
+
+
+def truncate(result: KPCAResult, k: int) -> KPCAResult:
+    """The result of the same run after its first ``k`` points: the columns are nested, so the
+    factors, means and Grams are the leading blocks (exact, no data pass)."""
+    k = int(k)
+    return KPCAResult(result.index[:k], result.vectors[:k], [L[:k, :k] for L in result.L], result.trace[: k + 1],
+                      result.dmax[: k + 1], "bound", result.n_passes, result.seconds, result.n_rows,
+                      [mu[:k] for mu in result.mean], {key: g[:k, :k] for key, g in result.gram.items()})
