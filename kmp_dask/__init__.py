@@ -4,10 +4,10 @@ Public names are re-exported here; no logic lives in this module.
 """
 
 from ._version import __version__
-from .estimators import KMPClassifier, KMPRegressor, SparseKCCA, SparseKernelPCA
+from .estimators import MMDA, CVMClassifier, KMPClassifier, KMPRegressor, SparseKCCA, SparseKernelPCA
 from .expansion import KernelExpansion
 from .kernels import Kernel, get_kernel
 from .reduced import ReducedSetCompressor, compress
 
-__all__ = ["KMPClassifier", "KMPRegressor", "Kernel", "KernelExpansion", "ReducedSetCompressor", "SparseKCCA", "SparseKernelPCA",
+__all__ = ["CVMClassifier", "MMDA", "KMPClassifier", "KMPRegressor", "Kernel", "KernelExpansion", "ReducedSetCompressor", "SparseKCCA", "SparseKernelPCA",
            "compress", "get_kernel", "__version__"]

@@ -1,6 +1,7 @@
 """scikit-learn estimators: validate, settle defaults, build the engine, call a driver."""
 
+from ._cvm import MMDA, CVMClassifier
 from ._kmp import KMPClassifier, KMPRegressor
 from ._kpca import SparseKCCA, SparseKernelPCA
 
-__all__ = ["KMPClassifier", "KMPRegressor", "SparseKCCA", "SparseKernelPCA"]
+__all__ = ["CVMClassifier", "MMDA", "KMPClassifier", "KMPRegressor", "SparseKCCA", "SparseKernelPCA"]

@@ -44,7 +44,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     bound_delta : float, default=0.05
         The bound's confidence parameter δ.
     kernel : str, default="rbf"
-        Kernel name (``"rbf"``, ``"laplacian"``, ``"poly"``, ``"sigmoid"``, ``"linear"``).
+        Kernel name (``"rbf"``, ``"laplacian"``, ``"polynomial"``, ``"sigmoid"``, ``"linear"``).
     gamma, degree, coef0, kernel_params
         Kernel parameters (gamma=None: 1 / n_features).
     candidates : None, "auto" or int, default=None

@@ -1,0 +1,258 @@
+"""Core vector machines and MMDA features: :class:`CVMClassifier`, :class:`MMDA` (Tsang, Kocsor & Kwok)."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, check_random_state
+
+from ..expansion import KernelExpansion
+from ..kernels import get_kernel
+from ..parallel import resolve_client
+from ..parallel._cvm import fit_binary_problems
+from ._inputs import fit_input, is_dask_array, is_store_like, predict_input, sample_rows
+
+__all__ = ["CVMClassifier", "MMDA"]
+
+
+class _CVMBase(BaseEstimator):
+    def __init__(self, *, C=1.0, eps=1e-3, kernel="rbf", gamma=None, kernel_params=None, candidates=59,
+                 max_core=5000, random_state=None, client=None, chunk_rows=None):
+        self.C = C
+        self.eps = eps
+        self.kernel = kernel
+        self.gamma = gamma
+        self.kernel_params = kernel_params
+        self.candidates = candidates
+        self.max_core = max_core
+        self.random_state = random_state
+        self.client = client
+        self.chunk_rows = chunk_rows
+
+    def _check_params(self):
+        if not (isinstance(self.C, numbers.Real) and not isinstance(self.C, bool) and self.C > 0):
+            raise ValueError(f"C must be a float > 0 (the L2-SVM's penalty); got {self.C!r}")
+        if not (isinstance(self.eps, numbers.Real) and 0 < self.eps < 1):
+            raise ValueError(f"eps must be a float in (0, 1) (the ball's (1+eps) approximation); got {self.eps!r}")
+        c = self.candidates
+        if not (c is None or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
+            raise ValueError(f"candidates must be None (every row each iteration) or an int >= 1; got {c!r}")
+        if not (isinstance(self.max_core, numbers.Integral) and self.max_core >= 2):
+            raise ValueError(f"max_core must be an int >= 2; got {self.max_core!r}")
+
+    def _fit_problems(self, X, y, n_components=0):
+        """Validate, find the classes, run the binary problems; returns (store facts, results)."""
+        self._check_params()
+        in_memory = not (is_store_like(X) or is_dask_array(X))
+        if in_memory and y is not None:
+            check_classification_targets(np.asarray(y))
+        self._input_classes = None
+        with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=True) as store:
+            kernel = get_kernel(self.kernel, gamma=self.gamma, kernel_params=self.kernel_params,
+                                n_features=store.n_features)
+            sample = sample_rows(store)
+            kappa = _constant_diagonal(kernel, sample)
+            codes, names = _classes(self, store)
+            if len(codes) < 2:
+                raise ValueError(f"{type(self).__name__} needs at least 2 classes in y; got {len(codes)} class "
+                                 f"({list(names)}). A one-class problem has no margin to find.")
+            positives = [codes[1]] if len(codes) == 2 else list(codes)
+            rs = check_random_state(self.random_state)
+            seeds = [int(rs.randint(0, 2**31 - 1)) for _ in positives]
+            with resolve_client(self.client, in_memory=in_memory) as client:
+                results = fit_binary_problems(
+                    client, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
+                    eps=float(self.eps), n_rows=store.n_rows, candidates=self.candidates,
+                    max_core=int(self.max_core), n_components=n_components)
+        self.classes_ = np.asarray(names)
+        self.kernel_ = kernel
+        return results
+
+
+def _constant_diagonal(kernel, sample) -> float:
+    """κ = k(x, x), which the minimum-enclosing-ball view needs to be the same for every x."""
+    probe = sample if sample is not None and len(sample) else np.zeros((1, 1))
+    d = np.asarray(kernel.diag(probe), dtype=np.float64)
+    if not np.allclose(d, d[0], rtol=1e-9, atol=0):
+        raise ValueError(
+            f"kernel={kernel!r} has k(x, x) varying from {d.min():.4g} to {d.max():.4g}; core vector machines need a "
+            "kernel with constant k(x, x) (the minimum enclosing ball view of the SVM): use 'rbf' or 'laplacian'")
+    return float(d[0])
+
+
+def _classes(est, store):
+    from ..blockops import StatsQuery, kmp_stats
+    from ..parallel import make_engine
+
+    if est._input_classes is not None:
+        return np.arange(len(est._input_classes)), est._input_classes
+    names = store.attrs.get("classes")
+    with make_engine(None, store) if store.url is None else _null_engine(store) as engine:
+        parts = engine.run(kmp_stats, StatsQuery(unique_labels=True))
+    codes = np.unique(np.concatenate([p["labels"] for p in parts]))
+    if names is not None:
+        return codes, np.asarray(names)[codes.astype(int)]
+    return codes, codes
+
+
+class _null_engine:  # noqa: N801 — labels of a store without a cluster: read in this process
+    def __init__(self, store):
+        from ..parallel import InProcessEngine, partition_specs
+
+        self._eng = InProcessEngine(partition_specs(store))
+
+    def __enter__(self):
+        return self._eng
+
+    def __exit__(self, *exc):
+        self._eng.close()
+
+
+class CVMClassifier(ClassifierMixin, _CVMBase):
+    """L2-SVM by core vector machine (Tsang, Kwok & Cheung), one-vs-rest for several classes.
+
+    The SVM with squared slacks is a minimum enclosing ball in the feature space of
+    ``k̃ = y_i y_j (k + 1) + δ_ij / C``; the core-set loop finds a (1+eps)-approximate ball from a
+    small core set, measuring distances with data passes on the engine (the furthest of
+    ``candidates`` random rows per iteration, a full pass before declaring convergence). The
+    MEB dual on the core set is a small QP solved on the driver (pairwise SMO steps, warm-started).
+
+    Parameters
+    ----------
+    C : float, default=1.0
+    eps : float, default=1e-3
+        Every training point ends within (1+eps)·R of the ball's centre (checked by a full pass).
+    kernel : "rbf" or "laplacian"; gamma, kernel_params
+        A kernel with constant k(x, x) (the ball view needs it).
+    candidates : int or None, default=59
+        Rows measured per iteration (None: all — no probabilistic speed-up).
+    max_core : int, default=5000
+    random_state, client, chunk_rows
+        As for :class:`~kmp_dask.KMPClassifier`. With a cluster, a binary problem runs its passes
+        on the workers; the binary problems of a multi-class fit run as parallel tasks.
+
+    Attributes
+    ----------
+    classes_, core_indices_ (array, or list per class), dual_coef_ (α·y per core vector, same
+    shape), intercept_ (per problem), radius_ (R per problem), n_iter_ (per problem),
+    expansion_ (KernelExpansion over the union of core vectors; one output, or one per class),
+    n_full_passes_, stop_reason_.
+    """
+
+    def fit(self, X, y=None):
+        results = self._fit_problems(X, y)
+        union, pos = [], {}
+        for r in results:
+            for g, row in zip(r.core_index.tolist(), r.core_rows):
+                if g not in pos:
+                    pos[g] = len(union)
+                    union.append(row)
+        coef = np.zeros((len(union), len(results)))
+        for j, r in enumerate(results):
+            coef[[pos[g] for g in r.core_index.tolist()], j] = r.a
+        intercept = np.array([r.intercept for r in results])
+        self.expansion_ = KernelExpansion(np.asarray(union), coef, intercept, self.kernel_)
+        one = len(results) == 1
+        self.core_indices_ = results[0].core_index if one else [r.core_index for r in results]
+        self.dual_coef_ = results[0].a if one else [r.a for r in results]
+        self.intercept_ = intercept
+        self.radius_ = np.sqrt(np.array([r.R2 for r in results]))
+        self.n_iter_ = np.array([r.n_iter for r in results])
+        self.n_full_passes_ = np.array([r.n_full_passes for r in results])
+        self.stop_reason_ = [r.stop_reason for r in results]
+        self.results_ = results
+        return self
+
+    def decision_function(self, X):
+        check_is_fitted(self, "expansion_")
+        kind, Xv = predict_input(self, X)
+        if kind == "dask":
+            from ..parallel import map_rows_predict
+
+            F = map_rows_predict(Xv, self.expansion_)
+        else:
+            F = self.expansion_.evaluate_block(Xv)
+        return F[:, 0] if F.shape[1] == 1 else F
+
+    def predict(self, X):
+        F = self.decision_function(X)
+        if not isinstance(F, np.ndarray):
+            F = F.compute()
+        if F.ndim == 1:
+            return self.classes_.take((F > 0).astype(int))
+        return self.classes_.take(np.argmax(F, axis=1))
+
+
+class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
+    """Maximum margin discriminant analysis features by core vector machines (Tsang, Kocsor & Kwok).
+
+    Feature q+1 of a binary problem is the L2-SVM direction orthogonal (in feature space) to the
+    q found so far: the CVM run with the kernel deflated by them (the partitions keep their rows'
+    projections on the earlier features), ``u_{q+1} = w/‖w‖``. Multi-class: one-vs-rest, the
+    features of all binary problems concatenated. ``transform`` is a kernel expansion over the
+    union of core vectors.
+
+    Parameters
+    ----------
+    n_components : int, default=3
+        Features per binary problem (the paper found 3–5 per class best).
+    C, eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows
+        As for :class:`CVMClassifier`.
+
+    Attributes
+    ----------
+    classes_, expansion_ (KernelExpansion, one output per feature), n_features_out_,
+    components_per_problem_ (list), kernel_evaluations_per_feature_ (vectors in the expansion
+    per feature: what ``transform`` costs), core_sizes_ (core vectors per feature).
+    """
+
+    def __init__(self, n_components=3, *, C=1.0, eps=1e-3, kernel="rbf", gamma=None, kernel_params=None,
+                 candidates=59, max_core=5000, random_state=None, client=None, chunk_rows=None):
+        super().__init__(C=C, eps=eps, kernel=kernel, gamma=gamma, kernel_params=kernel_params,
+                         candidates=candidates, max_core=max_core, random_state=random_state, client=client,
+                         chunk_rows=chunk_rows)
+        self.n_components = n_components
+
+    def fit(self, X, y=None):
+        if not (isinstance(self.n_components, numbers.Integral) and not isinstance(self.n_components, bool)
+                and self.n_components >= 1):
+            raise ValueError(f"n_components must be an int >= 1 (features per binary problem); got {self.n_components!r}")
+        problems = self._fit_problems(X, y, n_components=int(self.n_components))
+        union, pos, columns = [], {}, []
+        for features in problems:
+            prev = []  # this problem's earlier features, as coefficient vectors over the union
+            for res, (S, a, PSa, norm) in features:
+                c = {}
+                for g, row, w in zip(res.core_index.tolist(), S, a):
+                    if g not in pos:
+                        pos[g] = len(union)
+                        union.append(row)
+                    c[pos[g]] = c.get(pos[g], 0.0) + w / norm
+                for q, cq in enumerate(prev):  # minus the parts along the earlier features
+                    for i, v in cq.items():
+                        c[i] = c.get(i, 0.0) - PSa[q] / norm * v
+                prev.append(c)
+                columns.append(c)
+        coef = np.zeros((len(union), len(columns)))
+        for j, c in enumerate(columns):
+            for i, v in c.items():
+                coef[i, j] = v
+        self.expansion_ = KernelExpansion(np.asarray(union), coef, 0.0, self.kernel_)
+        self.components_per_problem_ = [len(f) for f in problems]
+        self.core_sizes_ = [len(res.core_index) for f in problems for res, _ in f]
+        self.n_features_out_ = self._n_features_out = len(columns)
+        self.kernel_evaluations_per_feature_ = len(union) / max(len(columns), 1)
+        return self
+
+    def transform(self, X):
+        """Features ``u_qᵀφ(x)`` (n_samples, n_features_out_); numpy or lazy dask for dask/store input."""
+        check_is_fitted(self, "expansion_")
+        kind, Xv = predict_input(self, X)
+        if kind == "dask":
+            from ..parallel import map_rows_predict
+
+            return map_rows_predict(Xv, self.expansion_)
+        return self.expansion_.evaluate_block(Xv)

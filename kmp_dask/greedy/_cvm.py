@@ -1,0 +1,226 @@
+"""Core vector machines and MMDA features: the driver side (Tsang, Kocsor & Kwok; DESIGN.md §3).
+
+The L2-SVM is the minimum enclosing ball (MEB) of the points ``φ̃(x_i)`` with kernel
+``k̃(z_i, z_j) = y_i y_j (k̂(x_i, x_j) + 1) + δ_ij / C`` and constant diagonal ``κ̃ = κ + 1 + 1/C``.
+The core-set loop (Bădoiu–Clarkson, as CVM runs it)::
+
+    S ← {a random row}; α ← (1)
+    repeat
+        α ← argmin_{α ∈ simplex} αᵀ K̃_S α          (the MEB dual on S: :func:`simplex_qp`, warm-started)
+        R² ← κ̃ − αᵀ K̃_S α
+        z ← the furthest of ``candidates`` random rows (one pass)   (probabilistic speed-up)
+        if ‖c − φ̃(z)‖² ≤ (1+ε)² R²: z ← the furthest of all rows (a full pass)
+        if ‖c − φ̃(z)‖² ≤ (1+ε)² R²: stop — every row lies within (1+ε)R
+        S ← S ∪ {z}
+
+The driver holds the core rows, their targets, their projections on the MMDA features found so
+far, and α (all small); the data are touched only by distance passes
+(:func:`~kmp_dask.blockops._cvm.cvm_furthest`). The decision function is
+``f(x) = Σ_s α_s y_s (k̂(x_s, x) + 1)``, i.e. ``w = Σ α_s y_s φ̂(x_s)``, ``b = Σ α_s y_s``.
+
+MMDA: feature q+1 is the CVM run with the kernel deflated by features 1..q (the partitions keep
+their rows' projections ``P``), ``u_{q+1} = w/‖w‖``. No dask here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..blockops._cvm import CVMQuery, cvm_effects, cvm_furthest
+from ._sampling import RandomCandidates
+
+__all__ = ["CVMResult", "core_vector_machine", "simplex_qp", "mmda_feature", "QP_TOL"]
+
+QP_TOL = 1e-9
+"""The MEB dual on the core set is solved until no point's gradient is below the active level by
+more than ``QP_TOL · κ̃`` (far inside the (1+ε) approximation the core-set loop guarantees)."""
+
+
+def simplex_qp(Q: np.ndarray, alpha: np.ndarray, tol: float, max_iter: int = 10_000):
+    """``argmin αᵀQα`` over the simplex (α ≥ 0, Σα = 1), Q symmetric positive definite, by a
+    primal active-set method warm-started from the feasible ``alpha``.
+
+    On the active set A the equality-constrained minimum is closed form, ``α_A ∝ Q_AA⁻¹ 1``. If it
+    is feasible, the KKT check adds the point outside A with the smallest gradient when that is
+    below the active gradient by more than ``tol`` (else α is optimal); if not, α moves toward it
+    until a weight reaches 0, which leaves A. In the core-set loop the new point enters with
+    weight 0 and the active set changes by a few points per iteration, so each call is a few
+    small dense solves. Returns ``(alpha, n_steps)``.
+    """
+    n = len(Q)
+    a = np.array(alpha, dtype=np.float64)
+    a[a < 0] = 0.0
+    if not a.sum() > 0:
+        a = np.zeros(n)
+        a[int(np.argmin(np.diag(Q)))] = 1.0
+    a /= a.sum()
+    active = np.flatnonzero(a > 0)
+    for it in range(max_iter):
+        QA = Q[np.ix_(active, active)]
+        try:
+            z = np.linalg.solve(QA, np.ones(len(active)))
+        except np.linalg.LinAlgError:
+            z = np.linalg.lstsq(QA, np.ones(len(active)), rcond=None)[0]
+        target = z / z.sum()
+        if np.all(target >= 0):
+            a[:] = 0.0
+            a[active] = target
+            g = Q @ a  # half the gradient: on A it equals αᵀQα
+            level = float(target @ (QA @ target))
+            outside = np.ones(n, dtype=bool)
+            outside[active] = False
+            if not outside.any():
+                return a, it
+            cand = np.flatnonzero(outside)
+            i = int(cand[np.argmin(g[cand])])
+            if g[i] >= level - tol / 2:
+                return a, it
+            active = np.append(active, i)
+            continue
+        cur = a[active]
+        d = target - cur
+        neg = d < 0
+        t = float(np.min(cur[neg] / -d[neg]))
+        new = cur + t * d
+        new[new < 1e-15] = 0.0
+        a[:] = 0.0
+        a[active] = new
+        a /= a.sum()
+        active = active[a[active] > 0]
+    return a, max_iter
+
+
+@dataclass
+class CVMResult:
+    """``core_index`` (n,) global rows of the core set in order of entry; ``core_rows`` (n, d);
+    ``core_y`` (n,) ±1; ``core_P`` (n, q) projections on the features the run was deflated by;
+    ``alpha`` (n,) MEB weights (the SVM's dual variables); ``R2`` the ball's squared radius;
+    ``objective`` ``αᵀK̃α``; ``n_iter``; ``n_full_passes``; ``n_passes``; ``stop_reason``
+    ("converged" or "max_core"); ``kernel_evaluations`` (distance passes and core Gram);
+    ``seconds``."""
+
+    core_index: np.ndarray
+    core_rows: np.ndarray
+    core_y: np.ndarray
+    core_P: np.ndarray
+    alpha: np.ndarray
+    R2: float
+    objective: float
+    n_iter: int
+    n_full_passes: int
+    n_passes: int
+    stop_reason: str
+    kernel_evaluations: int
+    seconds: float
+
+    @property
+    def a(self) -> np.ndarray:
+        """``α ∘ y`` over the core set: the decision function's coefficients."""
+        return self.alpha * self.core_y
+
+    @property
+    def intercept(self) -> float:
+        return float(self.a.sum())
+
+
+def _ktilde(kernel, S, y, P, C):
+    K = kernel(S, S).astype(np.float64)
+    if P.shape[1]:
+        K = K - P @ P.T
+    return np.outer(y, y) * (K + 1.0) + np.eye(len(S)) / C
+
+
+def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n_rows: int,
+                        candidates: int | None = 59, random_state=None, max_core: int = 5000,
+                        n_features_deflated: int = 0, callback=None) -> CVMResult:
+    """One binary L2-SVM by the core-set loop over the engine's partitions.
+
+    The partitions must hold the rows (:func:`~kmp_dask.blockops._cvm.cvm_effects.init`), the
+    binary targets (``targets``) and ``n_features_deflated`` MMDA projections. ``kappa`` is the
+    kernel's constant diagonal κ; ``candidates=None`` measures every row in every iteration (no
+    probabilistic speed-up).
+    """
+    t0 = time.perf_counter()
+    rng = random_state if random_state is not None else np.random.default_rng(0)
+    kt = kappa + 1.0 + 1.0 / C
+    sampler = None if candidates is None else RandomCandidates(n_rows, int(candidates))
+    first = np.array([int(rng.integers(0, n_rows))])
+    q0 = CVMQuery(np.zeros((0, 1)), np.zeros(0), np.zeros((0, n_features_deflated)), 0.0, kt, cand=first)
+    res = engine.run(cvm_furthest, q0)
+    n_passes, evals = 1, 0
+    idx, rows, ys, Ps = _best(res)
+    core_index, core_rows, core_y, core_P = [idx], [rows], [ys], [Ps]
+    alpha = np.ones(1)
+    n_iter = n_full = 0
+    reason = "converged"
+    while True:
+        S, y, P = np.asarray(core_rows), np.asarray(core_y), np.asarray(core_P).reshape(len(core_rows), -1)
+        Q = _ktilde(kernel, S, y, P, C)
+        evals += len(S)  # the new core row's Gram entries
+        alpha, _ = simplex_qp(Q, alpha, QP_TOL * kt)
+        obj = float(alpha @ Q @ alpha)
+        R2 = kt - obj
+        if len(core_index) >= max_core:
+            reason = "max_core"
+            break
+        a = alpha * y
+        exclude = np.asarray(sorted(core_index), dtype=np.int64)
+        base = dict(S=S, a=a, PS=P, aKa=obj, kappa=kt, exclude=exclude)
+        far = None
+        if sampler is not None:
+            cand = sampler.draw(rng, set(core_index))
+            res = engine.run(cvm_furthest, CVMQuery(cand=cand, **base))
+            n_passes += 1
+            evals += len(cand) * len(S)
+            far = _best(res, with_dist=True)
+        if far is None or far[4] <= (1 + eps) ** 2 * R2:
+            res = engine.run(cvm_furthest, CVMQuery(cand=None, **base))  # full pass before stopping
+            n_passes += 1
+            n_full += 1
+            evals += (n_rows - len(S)) * len(S)
+            far = _best(res, with_dist=True)
+            if far is None or far[4] <= (1 + eps) ** 2 * R2:
+                break
+        idx, rows, ys, Ps, _ = far
+        core_index.append(idx)
+        core_rows.append(rows)
+        core_y.append(ys)
+        core_P.append(Ps)
+        alpha = np.append(alpha, 0.0)
+        n_iter += 1
+        if callback is not None:
+            callback({"iteration": n_iter - 1, "n_core": len(core_index), "R2": R2})
+    return CVMResult(np.asarray(core_index, dtype=np.int64), np.asarray(core_rows), np.asarray(core_y),
+                     np.asarray(core_P).reshape(len(core_index), -1), alpha, float(R2), obj, n_iter, n_full,
+                     n_passes, reason, int(evals), time.perf_counter() - t0)
+
+
+def _best(results, with_dist=False):
+    """The furthest row over the partitions (ties: lowest global row)."""
+    parts = [r for r in results if len(r["index"])]
+    if not parts:
+        return None
+    dist = np.concatenate([r["dist"] for r in parts])
+    index = np.concatenate([r["index"] for r in parts])
+    k = int(np.lexsort((index, -dist))[0])
+    flat = [(p, i) for p in parts for i in range(len(p["index"]))]
+    p, i = flat[k]
+    out = (int(p["index"][i]), np.array(p["rows"][i]), float(p["y"][i]), np.array(p["P"][i]))
+    return out + (float(p["dist"][i]),) if with_dist else out
+
+
+def mmda_feature(kernel, res: CVMResult):
+    """The MMDA feature of a CVM run on the deflated kernel: ``u = w/‖w‖`` with
+    ``w = (I − UUᵀ) Σ_s a_s φ(x_s)``, ``‖w‖² = aᵀ (K_SS − P_S P_Sᵀ) a``. Returns ``(S, a, PSa, norm)``
+    (``PSa = P_Sᵀ a``: u's component along each earlier feature is removed), or None when w = 0."""
+    S, a, P = res.core_rows, res.a, res.core_P
+    K = kernel(S, S).astype(np.float64)
+    if P.shape[1]:
+        K = K - P @ P.T
+    w2 = float(a @ K @ a)
+    if not w2 > 1e-14 * max(float(np.abs(a).sum()) ** 2, 1e-300):
+        return None
+    return S, a, P.T @ a, float(np.sqrt(w2))

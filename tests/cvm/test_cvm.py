@@ -1,0 +1,151 @@
+"""Core vector machines and MMDA against a dense L2-SVM, invariants, real clusters, sklearn checks."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris, make_classification
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from kmp_dask import MMDA, CVMClassifier
+from kmp_dask.blockops._cvm import cvm_effects
+from kmp_dask.greedy._cvm import core_vector_machine, simplex_qp
+from kmp_dask.kernels import get_kernel
+from kmp_dask.parallel import ActorEngine, InProcessEngine, partition_specs
+from kmp_dask.store import InMemoryStore, create_store
+
+GAMMA, C, EPS = 0.3, 10.0, 1e-3
+
+
+def _data(n=400, seed=0):
+    return make_classification(n, n_features=5, n_informative=4, n_redundant=0, random_state=seed)
+
+
+def _dense_meb(X, y, kernel, C):
+    """The exact L2-SVM dual as a minimum enclosing ball: min αᵀK̃α over the simplex, all points."""
+    yy = np.where(y == 1, 1.0, -1.0)
+    Q = np.outer(yy, yy) * (kernel(X, X) + 1.0) + np.eye(len(X)) / C
+    a, _ = simplex_qp(Q, np.full(len(X), 1.0 / len(X)), 1e-12)
+    return Q, a, yy
+
+
+def test_cvm_is_within_the_paper_guarantee_of_the_exact_l2svm():
+    X, y = _data(n=250)
+    k = get_kernel("rbf", gamma=GAMMA)
+    est = CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y)
+    res = est.results_[0]
+    Q, a_star, yy = _dense_meb(X, y, k, C)
+    kt = 1.0 + 1.0 + 1.0 / C
+    R2_star = kt - a_star @ Q @ a_star
+    assert res.R2 <= R2_star * (1 + 1e-9)  # the core set's ball is never larger than the exact one
+    assert R2_star <= (1 + EPS) ** 2 * res.R2  # and within the (1+ε)² guarantee
+    # every training point within (1+ε)R of the centre (a dense check, independent of the passes)
+    alpha = np.zeros(len(X))
+    alpha[res.core_index] = res.alpha
+    dist2 = alpha @ Q @ alpha - 2 * Q @ alpha + kt
+    assert dist2.max() <= (1 + EPS) ** 2 * res.R2 * (1 + 1e-9)
+    # the decision function is the primal of the ball: f(x) = Σ α y (k + 1)
+    F = k(X, X[res.core_index]) @ (res.alpha * yy[res.core_index]) + np.sum(res.alpha * yy[res.core_index])
+    np.testing.assert_allclose(est.decision_function(X), F, rtol=1e-10, atol=1e-12)
+
+
+def test_probabilistic_and_exhaustive_search_reach_the_same_guarantee():
+    X, y = _data(n=300, seed=1)
+    full = CVMClassifier(C=C, eps=EPS, gamma=GAMMA, candidates=None, random_state=0).fit(X, y)
+    fast = CVMClassifier(C=C, eps=EPS, gamma=GAMMA, candidates=59, random_state=0).fit(X, y)
+    r1, r2 = full.results_[0], fast.results_[0]
+    assert abs(r1.R2 - r2.R2) <= ((1 + EPS) ** 2 - 1) * max(r1.R2, r2.R2)
+    assert np.mean(full.predict(X) == fast.predict(X)) > 0.97
+
+
+def test_multiclass_one_vs_rest_and_class_names():
+    X, y = load_iris(return_X_y=True)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    est = CVMClassifier(C=C, gamma=0.5, random_state=0).fit(X, names)
+    assert est.classes_.tolist() == ["setosa", "versicolor", "virginica"]
+    assert est.decision_function(X).shape == (150, 3)
+    assert est.score(X, names) > 0.95
+
+
+def test_mmda_features_are_orthonormal_and_the_first_is_the_svm_direction():
+    X, y = _data(n=200, seed=2)
+    k = get_kernel("rbf", gamma=GAMMA)
+    mmda = MMDA(3, C=C, gamma=GAMMA, random_state=0).fit(X, y)
+    Z, U = mmda.expansion_.support_vectors, mmda.expansion_.coef
+    G = U.T @ k(Z, Z) @ U  # u_pᵀu_q through the kernel
+    np.testing.assert_allclose(np.diag(G), 1.0, atol=1e-6)
+    assert np.abs(G - np.diag(np.diag(G))).max() < 1e-6
+    svm = CVMClassifier(C=C, gamma=GAMMA, random_state=0).fit(X, y)  # same seed: the same first run
+    res = svm.results_[0]
+    w_norm = np.sqrt(res.a @ k(res.core_rows, res.core_rows) @ res.a)
+    np.testing.assert_allclose(mmda.transform(X)[:, 0], (svm.decision_function(X) - svm.intercept_[0]) / w_norm,
+                               rtol=1e-8, atol=1e-10)
+
+
+def test_mmda_multiclass_concatenates_features_per_problem():
+    X, y = load_iris(return_X_y=True)
+    mmda = MMDA(3, C=C, gamma=0.5, random_state=0).fit(X, y)
+    assert mmda.transform(X).shape == (150, 9) and mmda.components_per_problem_ == [3, 3, 3]
+    assert mmda.kernel_evaluations_per_feature_ == len(mmda.expansion_.support_vectors) / 9
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"C": 0}, "C must be a float > 0"), ({"C": -1.0}, "C must be a float > 0"),
+    ({"eps": 0}, r"eps must be a float in \(0, 1\)"), ({"eps": 1.5}, r"eps must be a float in \(0, 1\)"),
+    ({"kernel": "polynomial"}, "constant k\\(x, x\\)"), ({"candidates": 0}, "candidates must be"),
+])
+def test_bad_parameters_are_named(params, match):
+    X, y = _data(n=60)
+    with pytest.raises(ValueError, match=match):
+        CVMClassifier(**params).fit(X, y)
+
+
+def test_single_class_and_continuous_labels_are_refused():
+    X, y = _data(n=60)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        CVMClassifier().fit(X, np.zeros(60))
+    with pytest.raises(ValueError, match="Unknown label type"):
+        CVMClassifier().fit(X, np.linspace(0, 1, 60))
+
+
+def test_binary_problem_on_workers_survives_a_killed_worker(tmp_path, process_client):
+    X, y = make_classification(40_000, n_features=8, random_state=3)
+    store = create_store(str(tmp_path / "c.zarr"), X, y, chunk_rows=10_000)
+    specs = partition_specs(store)
+    k = get_kernel("rbf", gamma=0.1)
+    kw = dict(kernel=k, kappa=1.0, C=C, eps=1e-2, n_rows=store.n_rows, candidates=59)
+    setup = [cvm_effects.init(k), cvm_effects.targets(1)]
+    with InProcessEngine(specs) as eng:
+        eng.run(None, None, setup)
+        ref = core_vector_machine(eng, random_state=np.random.default_rng(0), **kw)
+    pids = process_client.run(os.getpid)
+    with ActorEngine(process_client, specs) as eng:
+        eng.run(None, None, setup)
+        victim = eng._holders[0]["addr"]
+
+        def kill(rec):
+            if rec["iteration"] == 10:
+                os.kill(pids[victim], signal.SIGKILL)
+
+        res = core_vector_machine(eng, random_state=np.random.default_rng(0), callback=kill, **kw)
+        assert eng.n_restarts >= 1
+    process_client.wait_for_workers(2, timeout=120)
+    assert res.core_index.tolist() == ref.core_index.tolist()
+    np.testing.assert_allclose(res.alpha, ref.alpha, rtol=1e-9, atol=1e-12)
+
+
+def test_one_vs_rest_problems_as_tasks_equal_the_in_process_fit(process_client):
+    X, y = load_iris(return_X_y=True)
+    local = CVMClassifier(C=C, gamma=0.5, random_state=0).fit(X, y)
+    tasks = CVMClassifier(C=C, gamma=0.5, random_state=0, client=process_client).fit(X, y)
+    for a, b in zip(local.core_indices_, tasks.core_indices_):
+        assert a.tolist() == b.tolist()
+    np.testing.assert_allclose(tasks.decision_function(X), local.decision_function(X), rtol=1e-9, atol=1e-12)
+
+
+@parametrize_with_checks([CVMClassifier(C=10.0), MMDA(2, C=10.0)])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
