@@ -19,7 +19,7 @@ __all__ = ["CVMClassifier", "MMDA"]
 
 
 class _CVMBase(BaseEstimator):
-    def __init__(self, *, C=1.0, eps=1e-3, kernel="rbf", gamma=None, kernel_params=None, candidates=59,
+    def __init__(self, *, C=1.0, eps=1e-4, kernel="rbf", gamma=None, kernel_params=None, candidates=59,
                  max_core=5000, random_state=None, client=None, chunk_rows=None):
         self.C = C
         self.eps = eps
@@ -123,8 +123,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     Parameters
     ----------
     C : float, default=1.0
-    eps : float, default=1e-3
+    eps : float, default=1e-4
         Every training point ends within (1+eps)·R of the ball's centre (checked by a full pass).
+        Measured (docs/cvm.md): the paper's 1e-3 left banana at 0.822 test accuracy against
+        SVC's 0.900; 1e-4 reached 0.8995 (452 core vectors, 4.5 s for 2,000 rows).
     kernel : "rbf" or "laplacian"; gamma, kernel_params
         A kernel with constant k(x, x) (the ball view needs it).
     candidates : int or None, default=59
@@ -209,7 +211,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     per feature: what ``transform`` costs), core_sizes_ (core vectors per feature).
     """
 
-    def __init__(self, n_components=3, *, C=1.0, eps=1e-3, kernel="rbf", gamma=None, kernel_params=None,
+    def __init__(self, n_components=3, *, C=1.0, eps=1e-4, kernel="rbf", gamma=None, kernel_params=None,
                  candidates=59, max_core=5000, random_state=None, client=None, chunk_rows=None):
         super().__init__(C=C, eps=eps, kernel=kernel, gamma=gamma, kernel_params=kernel_params,
                          candidates=candidates, max_core=max_core, random_state=random_state, client=client,

@@ -39,7 +39,28 @@ QP_TOL = 1e-9
 more than ``QP_TOL · κ̃`` (far inside the (1+ε) approximation the core-set loop guarantees)."""
 
 
+_BLAS = None
+
+
+def _one_blas_thread():
+    """A context with BLAS limited to one thread (threadpoolctl): the QP's solves are small
+    (support-sized), and multi-threaded BLAS on them was measured 10–20× slower on a busy 2-core
+    machine (banana, eps=3e-4: 15.5 s → 1.35 s per fit) — threads spin for work that is not there."""
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
+
+
 def simplex_qp(Q: np.ndarray, alpha: np.ndarray, tol: float, max_iter: int = 10_000):
+    """See :func:`_simplex_qp`; runs with BLAS on one thread."""
+    with _one_blas_thread():
+        return _simplex_qp(Q, alpha, tol, max_iter)
+
+
+def _simplex_qp(Q: np.ndarray, alpha: np.ndarray, tol: float, max_iter: int = 10_000):
     """``argmin αᵀQα`` over the simplex (α ≥ 0, Σα = 1), Q symmetric positive definite, by a
     primal active-set method warm-started from the feasible ``alpha``.
 
@@ -133,6 +154,21 @@ def _ktilde(kernel, S, y, P, C):
     return np.outer(y, y) * (K + 1.0) + np.eye(len(S)) / C
 
 
+def _grow(Q, kernel, S, y, P, C):
+    """``K̃`` of the core set after its last row joined: one new row and column (O(|S|·d))."""
+    n = len(S)
+    k = kernel(S[:-1], S[-1:])[:, 0].astype(np.float64)
+    kzz = float(kernel.diag(S[-1:])[0])
+    if P.shape[1]:
+        k = k - P[:-1] @ P[-1]
+        kzz = kzz - float(P[-1] @ P[-1])
+    out = np.empty((n, n))
+    out[:-1, :-1] = Q
+    out[:-1, -1] = out[-1, :-1] = y[:-1] * y[-1] * (k + 1.0)
+    out[-1, -1] = kzz + 1.0 + 1.0 / C
+    return out
+
+
 def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n_rows: int,
                         candidates: int | None = 59, random_state=None, max_core: int = 5000,
                         n_features_deflated: int = 0, callback=None) -> CVMResult:
@@ -156,10 +192,12 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
     alpha = np.ones(1)
     n_iter = n_full = 0
     reason = "converged"
+    Q = _ktilde(kernel, np.asarray(core_rows), np.asarray(core_y), np.asarray(core_P).reshape(1, -1), C)
     while True:
         S, y, P = np.asarray(core_rows), np.asarray(core_y), np.asarray(core_P).reshape(len(core_rows), -1)
-        Q = _ktilde(kernel, S, y, P, C)
-        evals += len(S)  # the new core row's Gram entries
+        if len(Q) < len(S):  # the new core row's entries only (the Gram grows by one row and column)
+            Q = _grow(Q, kernel, S, y, P, C)
+            evals += len(S)
         alpha, _ = simplex_qp(Q, alpha, QP_TOL * kt)
         obj = float(alpha @ Q @ alpha)
         R2 = kt - obj
