@@ -70,11 +70,7 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
         validate_data(estimator, X, skip_check_array=True)
         if is_classifier and getattr(y, "dtype", np.dtype(float)).kind not in "biuf":
             estimator._input_classes, y = encode_dask_labels(y)
-        with tempfile.TemporaryDirectory(prefix="kmp-dask-fit-") as tmp:
-            try:
-                store = store_from_dask(os.path.join(tmp, "data.zarr"), X, y, chunk_rows=chunk_rows)
-            except DataValidationError as e:
-                raise _in_fit(e) from None
+        with _temporary_store(X, y, chunk_rows) as store:
             yield store
         return
     X, y = validate_numeric(
@@ -90,6 +86,17 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
 
 
 @contextlib.contextmanager
+def _temporary_store(X, y, chunk_rows):
+    """dask arrays written once to a temporary zarr store that workers read (deleted on exit)."""
+    with tempfile.TemporaryDirectory(prefix="kmp-dask-fit-") as tmp:
+        try:
+            store = store_from_dask(os.path.join(tmp, "data.zarr"), X, y, chunk_rows=chunk_rows)
+        except DataValidationError as e:
+            raise _in_fit(e) from None
+        yield store
+
+
+@contextlib.contextmanager
 def unsupervised_input(estimator, X, *, chunk_rows=None):
     """Yield a store holding X for an unsupervised ``fit`` (a store's ``y`` is ignored); sets
     ``n_features_in_``. Temporary stores made for dask input are deleted when the context exits."""
@@ -101,11 +108,7 @@ def unsupervised_input(estimator, X, *, chunk_rows=None):
     if is_dask_array(X):
         check_dask_X(X)
         validate_data(estimator, X, skip_check_array=True)
-        with tempfile.TemporaryDirectory(prefix="kmp-dask-fit-") as tmp:
-            try:
-                store = store_from_dask(os.path.join(tmp, "data.zarr"), X, None, chunk_rows=chunk_rows)
-            except DataValidationError as e:
-                raise _in_fit(e) from None
+        with _temporary_store(X, None, chunk_rows) as store:
             yield store
         return
     X = validate_numeric(X, validate_data, estimator, X, dtype=[np.float64, np.float32])

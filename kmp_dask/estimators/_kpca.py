@@ -21,6 +21,21 @@ from ._progress import progress_callback
 __all__ = ["SparseKernelPCA", "SparseKCCA"]
 
 
+def _select(est, store, in_memory, *, n_components, seed, desc, unit, **kw):
+    """The greedy selection on an engine over ``store`` (progress shown per ``est.verbose``)."""
+    cb, bar = progress_callback(est.verbose, n_components, desc=desc, unit=unit)
+    with resolve_client(est.client, in_memory=in_memory) as client:
+        engine = make_engine(client, store)
+        try:
+            return sparse_kernel_pca(engine, n_rows=store.n_rows, n_features=store.n_features, dtype=store.dtype,
+                                     n_components=n_components, random_state=np.random.default_rng(seed),
+                                     rank_tol=float(est.rank_tol), callback=cb, **kw)
+        finally:
+            engine.close()
+            if bar is not None:
+                bar.close()
+
+
 class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Sparse kernel PCA: greedily chosen points, Nyström projection, principal directions.
 
@@ -120,18 +135,8 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                 s = None
             by_bound = self.n_components == "bound"
             n = min(int(self.max_components if by_bound else self.n_components), store.n_rows)
-            cb, bar = progress_callback(self.verbose, n, desc="sparse kpca", unit="point")
-            with resolve_client(self.client, in_memory=in_memory) as client:
-                engine = make_engine(client, store)
-                try:
-                    res = sparse_kernel_pca(engine, kernel=kernel, n_rows=store.n_rows, n_features=store.n_features,
-                                            dtype=store.dtype, n_components=n, candidates=s,
-                                            random_state=np.random.default_rng(seed), rank_tol=float(self.rank_tol),
-                                            callback=cb)
-                finally:
-                    engine.close()
-                    if bar is not None:
-                        bar.close()
+            res = _select(self, store, in_memory, kernel=kernel, n_components=n, candidates=s, seed=seed,
+                          desc="sparse kpca", unit="point")
         self.kernel_ = kernel
         if by_bound:
             res = self._cut_at_bound_minimum(res)
@@ -254,18 +259,8 @@ class SparseKCCA(BaseEstimator):
         from ..store import InMemoryStore
 
         store = InMemoryStore(XY)
-        cb, bar = progress_callback(self.verbose, n, desc="sparse kcca", unit="pair")
-        with resolve_client(self.client, in_memory=True) as client:
-            engine = make_engine(client, store)
-            try:
-                res = sparse_kernel_pca(engine, kernel=(kx, ky), columns=((0, dx), (dx, dx + dy)), n_rows=len(XY),
-                                        n_features=dx + dy, dtype=XY.dtype, n_components=n, candidates=s,
-                                        random_state=np.random.default_rng(seed), rank_tol=float(self.rank_tol),
-                                        callback=cb)
-            finally:
-                engine.close()
-                if bar is not None:
-                    bar.close()
+        res = _select(self, store, True, kernel=(kx, ky), columns=((0, dx), (dx, dx + dy)), n_components=n,
+                      candidates=s, seed=seed, desc="sparse kcca", unit="pair")
         from ..greedy._sparse_kpca import canonical_directions
 
         corr, (cx, ox), (cy, oy) = canonical_directions(res, float(self.reg))

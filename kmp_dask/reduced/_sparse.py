@@ -215,6 +215,18 @@ def _check_grid(name: str, values, *, allow_zero: bool) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 
 
+def _check_common(Kzz, f, wsq, n_levels, max_iter, tol):
+    """The checks both paths share: ``(K, F, wsq, n_levels, max_iter)``."""
+    K = _check_kzz(Kzz)
+    F = _check_f(f, K.shape[0])
+    w = _check_wsq(wsq, F.shape[1])
+    n_levels = _check_n_levels(n_levels)
+    max_iter = _check_positive_int("max_iter", max_iter)
+    if not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"tol must be a finite positive float; got {tol!r}.")
+    return K, F, w, n_levels, max_iter
+
+
 def rkhs_error(Kzz, f, wsq, support, coef) -> np.ndarray:
     """``‖w_j − Σ_k coef[k, j] φ(z_{support[k]})‖²`` per output, from pool quantities only.
 
@@ -408,14 +420,8 @@ def l1_path(Kzz, f, wsq, *, n_levels=10, coupled=True, refit=True, alphas=None, 
     third of the 100 default λ stop at ``max_iter`` (relative duality gap ≈ 4e-5 instead of 1e-6),
     taking ~13 s; with cond ≈ 40 the path takes ~3 s and converges.
     """
-    K = _check_kzz(Kzz)
+    K, F, w, n_levels, max_iter = _check_common(Kzz, f, wsq, n_levels, max_iter, tol)
     P = K.shape[0]
-    F = _check_f(f, P)
-    w = _check_wsq(wsq, F.shape[1])
-    n_levels = _check_n_levels(n_levels)
-    max_iter = _check_positive_int("max_iter", max_iter)
-    if not (np.isfinite(tol) and tol > 0):
-        raise ValueError(f"tol must be a finite positive float; got {tol!r}.")
     m = F.shape[1]
     group = bool(coupled) and m > 1
 
@@ -622,14 +628,8 @@ def l0_path(Kzz, f, wsq, *, gammas=None, n_levels=10, coupled=True, refit=True, 
         (per size the run with the smallest total error; dominated larger levels dropped).
         ``param`` is the γ of the run. Empty if ``f == 0``.
     """
-    K = _check_kzz(Kzz)
+    K, F, w, n_levels, max_iter = _check_common(Kzz, f, wsq, n_levels, max_iter, tol)
     P = K.shape[0]
-    F = _check_f(f, P)
-    w = _check_wsq(wsq, F.shape[1])
-    n_levels = _check_n_levels(n_levels)
-    max_iter = _check_positive_int("max_iter", max_iter)
-    if not (np.isfinite(tol) and tol > 0):
-        raise ValueError(f"tol must be a finite positive float; got {tol!r}.")
     m = F.shape[1]
     d = np.diag(K)
     pos = d > 0
