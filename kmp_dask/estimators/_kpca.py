@@ -201,8 +201,12 @@ class SparseKCCA(BaseEstimator):
         Rows chosen (the dimension of each view's subspace); the canonical pairs returned.
     kernel_x, gamma_x, kernel_y, gamma_y, degree, coef0
         Each view's kernel (gamma None: 1 / that view's n_features).
-    reg : float, default=1e-3
-        CCA regulariser, relative to each view's mean variance inside its subspace.
+    reg : float, default=0.1
+        CCA regulariser, relative to each view's mean variance inside its subspace. Measured
+        (benchmarks/sparse_kpca.py, optdigits halves, k = 200): reg = 1e-3 gave held-out
+        correlations .55/.57/.76 for the first pairs — §4's quotient is a cosine, so rows isolated
+        in both views score 1 and weakly regularised pairs sit on a few of them — while 0.1 gave
+        .94/.93/.89, level with Nyström + CCA (.94/.93/.87) and dense KCCA (.94/.95/.90).
     candidates, rank_tol, random_state, client, verbose
         As for :class:`SparseKernelPCA`.
 
@@ -214,7 +218,7 @@ class SparseKCCA(BaseEstimator):
     """
 
     def __init__(self, n_components=20, *, kernel_x="rbf", gamma_x=None, kernel_y="rbf", gamma_y=None, degree=3,
-                 coef0=1.0, reg=1e-3, candidates=None, rank_tol=1e-10, random_state=None, client=None, verbose=0):
+                 coef0=1.0, reg=0.1, candidates=None, rank_tol=1e-10, random_state=None, client=None, verbose=0):
         self.n_components = n_components
         self.kernel_x = kernel_x
         self.gamma_x = gamma_x
