@@ -259,6 +259,11 @@ class ReducedSetCompressor(BaseEstimator):
         if y is not None and len(np.asarray(y)) != store.n_rows:
             raise ValueError(f"y has {len(np.asarray(y))} entries but X_pool has {store.n_rows} rows")
         n_keep = self._resolve_size(exp.n_vectors, store.n_rows)
+        if self.chunk_vectors is not None and int(self.chunk_vectors) <= n_keep:
+            raise ValueError(
+                f"chunk_vectors={self.chunk_vectors} must exceed the compressed size ({n_keep} vectors): each piece "
+                "of the expansion is compressed to that size, so smaller pieces are not compressed at all. Use "
+                "pieces several times larger than n_vectors, or chunk_vectors=None")
         m = exp.n_outputs
         coupled = True if self.coupled == "auto" else bool(self.coupled)
         groups = [list(range(m))] if coupled else [[j] for j in range(m)]

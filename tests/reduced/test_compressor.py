@@ -150,6 +150,7 @@ def test_more_vectors_than_the_pool_and_wrong_width(binary):
     ({"method": "l2"}, "method must be"), ({"select": "best"}, "select must be"),
     ({"candidates": 0}, "candidates must be"), ({"rkhs_tol": -1}, "rkhs_tol must be"),
     ({"chunk_vectors": 10, "method": "l1"}, "chunk_vectors works with method='hmp'"),
+    ({"chunk_vectors": 20, "n_vectors": 30}, "chunk_vectors=20 must exceed the compressed size"),
 ])
 def test_bad_parameters_are_named(binary, params, match):
     with pytest.raises(ValueError, match=match):
