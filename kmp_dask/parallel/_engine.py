@@ -310,7 +310,25 @@ class ActorEngine:
     def n_partitions(self) -> int:
         return len(self.specs)
 
-    def _start(self, addr, group):
+    def _start(self, addr, group, attempts: int = 3):
+        """Start a holder for ``group`` on ``addr``; a worker lost while it starts (killed during
+        the engine's start-up) is replaced by another live worker, up to ``attempts`` times."""
+        for attempt in range(attempts):
+            try:
+                return self._start_once(addr, group)
+            except (MemoryBudgetError, SchedulerLostError, TimeoutError):
+                raise
+            except Exception as exc:  # e.g. "Worker holding Actor was lost"
+                live = sorted(self._workers())  # the scheduler gone: SchedulerLostError
+                if addr in live and "lost" not in str(exc).lower() or attempt == attempts - 1 or not live:
+                    raise
+                logger.warning("worker %s lost while its partition holder started (%s); starting it on another "
+                               "worker", addr, exc)
+                others = [w for w in live if w != addr] or live
+                addr = others[attempt % len(others)]
+        raise AssertionError("unreachable")
+
+    def _start_once(self, addr, group):
         fut = self.client.submit(PartitionHolder, group, self.memory_fraction, self.local_x, self.budget_bytes, actor=True,
                                  workers=[addr], allow_other_workers=True, pure=False)
         try:

@@ -106,3 +106,26 @@ def test_lost_scheduler_is_a_clear_error_not_a_key_error():
     eng.client = GoneClient()
     with pytest.raises(SchedulerLostError, match="scheduler .* unreachable"):
         eng._workers()
+
+
+def test_worker_lost_while_its_holder_starts_is_replaced(process_client, monkeypatch):
+    """A worker killed while the engine starts (the random-kill benchmark's "engine_start" phase:
+    "Worker holding Actor was lost") costs a retry on another worker, not the fit."""
+    X, y = _data()
+    specs = partition_specs(InMemoryStore(X, y, chunk_rows=100))
+    real = ActorEngine._start_once
+    failed = []
+
+    def flaky(self, addr, group):
+        if not failed:
+            failed.append(addr)
+            raise RuntimeError("Worker holding Actor was lost.  Status of actor-future: error")
+        return real(self, addr, group)
+
+    monkeypatch.setattr(ActorEngine, "_start_once", flaky)
+    with ActorEngine(process_client, specs) as eng:
+        res = eng.run(kmp_stats, StatsQuery({"kind": "regression"}))
+        assert failed and all(h["addr"] != failed[0] for h in eng._holders[:1])
+    with InProcessEngine(specs) as ref:
+        expected = ref.run(kmp_stats, StatsQuery({"kind": "regression"}))
+    assert [r["y_sum"].tobytes() for r in res] == [r["y_sum"].tobytes() for r in expected]
