@@ -70,6 +70,7 @@ def _arguments(p):
     p.add_argument("--mmda-datasets", default=None, help="part 2 datasets (default optdigits,satimage,letter)")
     p.add_argument("--parts", default="1,2,3,4", help="which parts to run (default 1,2,3,4)")
     p.add_argument("--scale-budget", type=float, default=540.0, help="seconds for part 4 (default 540)")
+    p.add_argument("--scale-sizes", default=None, help="part 4 row counts, comma-separated (default 1e5,3e5,1e6)")
     p.add_argument("--par-repeats", type=int, default=2, help="repeats per cluster size in part 3 (default 2)")
 
 
@@ -539,7 +540,8 @@ def main(args):
             cluster.close()
     if 4 in parts:
         with tempfile.TemporaryDirectory(prefix="cvm_scale_") as tmp:
-            result["scale"] = part_scale(cfg["scale"], args.scale_budget, tmp)
+            sizes = [int(float(v)) for v in args.scale_sizes.split(",")] if args.scale_sizes else cfg["scale"]
+            result["scale"] = part_scale(sizes, args.scale_budget, tmp)
         save()
     log(f"targets: {result.get('targets')}")
 
