@@ -207,8 +207,11 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     Attributes
     ----------
     classes_, expansion_ (KernelExpansion, one output per feature), n_features_out_,
-    components_per_problem_ (list), kernel_evaluations_per_feature_ (vectors in the expansion
-    per feature: what ``transform`` costs), core_sizes_ (core vectors per feature).
+    components_per_problem_ (list), kernel_evaluations_per_feature_ (distinct vectors of the
+    whole expansion ÷ features: what ``transform`` costs per feature, the vectors being shared),
+    vectors_per_feature_ (each feature's own expansion size, as the paper's Table 6 counts it:
+    it grows with the feature's index, each feature carrying the earlier ones' core vectors),
+    core_sizes_ (core vectors of each feature's CVM).
     """
 
     def __init__(self, n_components=3, *, C=1.0, eps=1e-4, kernel="rbf", gamma=None, kernel_params=None,
@@ -247,6 +250,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
         self.core_sizes_ = [len(res.core_index) for f in problems for res, _ in f]
         self.n_features_out_ = self._n_features_out = len(columns)
         self.kernel_evaluations_per_feature_ = len(union) / max(len(columns), 1)
+        self.vectors_per_feature_ = np.count_nonzero(coef, axis=0)
         return self
 
     def transform(self, X):

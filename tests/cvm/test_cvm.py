@@ -90,6 +90,8 @@ def test_mmda_multiclass_concatenates_features_per_problem():
     mmda = MMDA(3, C=C, gamma=0.5, random_state=0).fit(X, y)
     assert mmda.transform(X).shape == (150, 9) and mmda.components_per_problem_ == [3, 3, 3]
     assert mmda.kernel_evaluations_per_feature_ == len(mmda.expansion_.support_vectors) / 9
+    per = mmda.vectors_per_feature_
+    assert per.shape == (9,) and np.all(per[1:3] >= per[0]) and np.all(per <= len(mmda.expansion_.support_vectors))
 
 
 @pytest.mark.parametrize("params, match", [
