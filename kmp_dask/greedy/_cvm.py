@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from ..blockops._cvm import CVMQuery, cvm_effects, cvm_furthest
 from ._sampling import RandomCandidates
@@ -114,6 +115,84 @@ def _simplex_qp(Q: np.ndarray, alpha: np.ndarray, tol: float, max_iter: int = 10
     return a, max_iter
 
 
+class ActiveSetQP:
+    """:func:`simplex_qp` across the calls of one core-set loop, keeping the Cholesky factor of
+    ``Q_AA`` between them: ``Q`` only grows (a new core row at the end) and the active set mostly
+    only grows, so a point joining A extends the factor by one row (O(|A|²)) instead of a fresh
+    O(|A|³) solve; a point leaving A (rare in the L2-SVM) refactors. Same steps and tolerance as
+    :func:`simplex_qp`."""
+
+    def __init__(self):
+        self.active = np.zeros(0, dtype=np.int64)
+        self.L = np.zeros((0, 0))
+
+    def _factor(self, Q, active):
+        if len(active) == len(self.active) + 1 and np.array_equal(active[:-1], self.active):
+            i = active[-1]
+            c = Q[self.active, i]
+            v = solve_triangular(self.L, c, lower=True, check_finite=False) if len(c) else c
+            d2 = Q[i, i] - float(v @ v)
+            if d2 > 1e-14 * Q[i, i]:
+                L = np.zeros((len(active), len(active)))
+                L[:-1, :-1] = self.L
+                L[-1, :-1] = v
+                L[-1, -1] = np.sqrt(d2)
+                self.active, self.L = active, L
+                return
+        if not np.array_equal(active, self.active):
+            self.active = active.copy()
+            self.L = np.linalg.cholesky(Q[np.ix_(active, active)])
+
+    def solve(self, Q, alpha, tol, max_iter: int = 10_000):
+        with _one_blas_thread():
+            return self._solve(Q, alpha, tol, max_iter)
+
+    def _solve(self, Q, alpha, tol, max_iter):
+        n = len(Q)
+        a = np.zeros(n)
+        a[: len(alpha)] = alpha
+        a /= a.sum()
+        active = np.flatnonzero(a > 0)
+        if len(self.active) and set(self.active.tolist()) == set(active.tolist()):
+            active = self.active.copy()  # keep the factor's order
+        for it in range(max_iter):
+            try:
+                self._factor(Q, active)
+            except np.linalg.LinAlgError:
+                return _simplex_qp(Q, a, tol, max_iter)
+            ones = np.ones(len(active))
+            z = solve_triangular(self.L.T, solve_triangular(self.L, ones, lower=True, check_finite=False),
+                                 lower=False, check_finite=False)
+            target = z / z.sum()
+            if np.all(target >= 0):
+                a[:] = 0.0
+                a[active] = target
+                level = float(target @ (Q[np.ix_(active, active)] @ target)) if len(active) < 64 else \
+                    float(1.0 / z.sum())  # αᵀQα at the equality optimum is 1 / (1ᵀQ⁻¹1)
+                outside = np.ones(n, dtype=bool)
+                outside[active] = False
+                if not outside.any():
+                    return a, it
+                cand = np.flatnonzero(outside)
+                g = Q[cand] @ a
+                j = int(np.argmin(g))
+                if g[j] >= level - tol / 2:
+                    return a, it
+                active = np.append(active, cand[j])
+                continue
+            cur = a[active]
+            d = target - cur
+            neg = d < 0
+            t = float(np.min(cur[neg] / -d[neg]))
+            new = cur + t * d
+            new[new < 1e-15] = 0.0
+            a[:] = 0.0
+            a[active] = new
+            a /= a.sum()
+            active = active[a[active] > 0]
+        return a, max_iter
+
+
 @dataclass
 class CVMResult:
     """``core_index`` (n,) global rows of the core set in order of entry; ``core_rows`` (n, d);
@@ -193,12 +272,13 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
     n_iter = n_full = 0
     reason = "converged"
     Q = _ktilde(kernel, np.asarray(core_rows), np.asarray(core_y), np.asarray(core_P).reshape(1, -1), C)
+    qp = ActiveSetQP()
     while True:
         S, y, P = np.asarray(core_rows), np.asarray(core_y), np.asarray(core_P).reshape(len(core_rows), -1)
         if len(Q) < len(S):  # the new core row's entries only (the Gram grows by one row and column)
             Q = _grow(Q, kernel, S, y, P, C)
             evals += len(S)
-        alpha, _ = simplex_qp(Q, alpha, QP_TOL * kt)
+        alpha, _ = qp.solve(Q, alpha, QP_TOL * kt)
         obj = float(alpha @ Q @ alpha)
         R2 = kt - obj
         if len(core_index) >= max_core:
