@@ -146,60 +146,24 @@ def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: 
         ``n_vectors``, ``rkhs_error`` and ``rkhs_error_rel``
     """
     t0 = time.perf_counter()
-    wsq = np.asarray(wsq, dtype=np.float64).reshape(-1)
-    m = len(wsq)
     rng = random_state if random_state is not None else np.random.default_rng(0)
     sampler = None if candidates is None else RandomCandidates(n_rows, int(candidates))
-    capacity = max(1, min(int(n_vectors), 4096))
-    effects = [rs_effects.start(outputs, capacity)]
-    chol = IncrementalCholesky(capacity)
-    sel_index: list[int] = []
-    sel_rows: list[np.ndarray] = []
-    dependent: set[int] = set()
-    ctilde = np.zeros((0, m))
-    coef = np.zeros((0, m))  # per cache column (backfit: per vector; basic: per step)
-    steps: list = []
-    err = wsq.copy()
-    errs, sses, counts = [err.copy()], [], [0]
-    total = float(wsq.sum())
-    n_passes, reason, it, stalls = 0, "n_vectors", 0, 0
+    model = _HMPModel(kernel, wsq, n_vectors, backfit)
+    effects = [rs_effects.start(outputs, model.capacity)]
+    sses, n_passes, stalls = [], 0, 0
     while True:
-        excluded = set(sel_index) | dependent if backfit else set(dependent)
+        excluded = model.excluded()
         cand = None if sampler is None else sampler.draw(rng, excluded)
         exclude = np.asarray(sorted(excluded), dtype=np.int64)
-        results = engine.run(rs_score, RSScoreQuery(cand, exclude, top), effects)
+        results = engine.run(rs_score, RSScoreQuery(cand, exclude, top), effects)  # applies the last choice
         effects = []
         n_passes += 1
         sses.append(np.sum([r["rss"] for r in results], axis=0))
-        if counts[-1] >= n_vectors:
-            reason = "n_vectors"
-            break
-        if not backfit and it >= BASIC_MAX_STEPS * n_vectors:
-            reason = "max_iter"
-            break
-        if total > 0 and err.sum() <= rkhs_tol * total:
-            reason = "rkhs_tol" if rkhs_tol > 0 else "converged"
-            break
         best = _merge_candidates(results)
-        if best is None:
-            reason = "exhausted"
+        reason = model.stop_rule(best, rkhs_tol)
+        if reason is not None:
             break
-        if not best["score"][0] > 1e-15 * max(total, 1e-300):
-            reason = "converged"
-            break
-        pick = None
-        for j in range(len(best["index"])):
-            z, kzz = best["rows"][j], float(best["kdiag"][j])
-            if not backfit:
-                pick = j
-                break
-            cross = kernel(np.asarray(sel_rows), z[None, :])[:, 0].astype(np.float64) if sel_rows else np.zeros(0)
-            v = chol.solve_lower(cross)
-            delta = kzz - float(v @ v)
-            if delta > MIN_PIVOT * kzz and chol.append(cross, kzz):
-                pick = j
-                break
-            dependent.add(int(best["index"][j]))
+        pick = model.admissible(best)                          # best candidate not dependent on the basis
         if pick is None:  # every returned candidate is dependent: they are excluded from now on
             stalls += 1
             if stalls >= MAX_STALLS:
@@ -207,53 +171,119 @@ def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: 
                 break
             continue
         stalls = 0
+        effects = model.add(best, pick)                        # coefficients, RKHS error, the partitions' move
+        if callback is not None:
+            callback(model.record())
+    return model.result(reason, sses, n_passes, time.perf_counter() - t0)
+
+
+class _HMPModel:
+    """What the driver holds during a pursuit: the selected rows, the Cholesky factor of their
+    Gram (backfitting), the coefficients per cache column, ``c̃ = L⁻¹ f(s)`` or the basic steps,
+    and the RKHS error after each iteration."""
+
+    def __init__(self, kernel, wsq, n_vectors, backfit):
+        self.kernel, self.n_vectors, self.backfit = kernel, int(n_vectors), backfit
+        self.wsq = np.asarray(wsq, dtype=np.float64).reshape(-1)
+        self.m = len(self.wsq)
+        self.total = float(self.wsq.sum())
+        self.capacity = max(1, min(self.n_vectors, 4096))
+        self.chol = IncrementalCholesky(self.capacity)
+        self.sel_index: list[int] = []
+        self.sel_rows: list[np.ndarray] = []
+        self.dependent: set[int] = set()
+        self.ctilde = np.zeros((0, self.m))
+        self.coef = np.zeros((0, self.m))  # per cache column (backfit: per vector; basic: per step)
+        self.steps: list = []
+        self.err = self.wsq.copy()
+        self.errs, self.counts = [self.err.copy()], [0]
+        self.it = 0
+
+    def excluded(self) -> set:
+        return set(self.sel_index) | self.dependent if self.backfit else set(self.dependent)
+
+    def stop_rule(self, best, rkhs_tol):
+        if self.counts[-1] >= self.n_vectors:
+            return "n_vectors"
+        if not self.backfit and self.it >= BASIC_MAX_STEPS * self.n_vectors:
+            return "max_iter"
+        if self.total > 0 and self.err.sum() <= rkhs_tol * self.total:
+            return "rkhs_tol" if rkhs_tol > 0 else "converged"
+        if best is None:
+            return "exhausted"
+        if not best["score"][0] > 1e-15 * max(self.total, 1e-300):
+            return "converged"
+        return None
+
+    def admissible(self, best):
+        """The first returned candidate that can join the basis (backfitting: its part orthogonal
+        to the selected vectors is not negligible; it is appended to the Cholesky factor); the
+        others tried are marked dependent."""
+        for j in range(len(best["index"])):
+            if not self.backfit:
+                return j
+            z, kzz = best["rows"][j], float(best["kdiag"][j])
+            rows = self.sel_rows
+            cross = self.kernel(np.asarray(rows), z[None, :])[:, 0].astype(np.float64) if rows else np.zeros(0)
+            v = self.chol.solve_lower(cross)
+            if kzz - float(v @ v) > MIN_PIVOT * kzz and self.chol.append(cross, kzz):
+                return j
+            self.dependent.add(int(best["index"][j]))
+        return None
+
+    def add(self, best, pick) -> list:
+        """Update the coefficients and the RKHS error for the chosen vector; return the effects
+        that bring the partitions' columns and residual along (applied by the next pass)."""
         idx, z, r = int(best["index"][pick]), best["rows"][pick], best["r"][pick].astype(np.float64)
-        if backfit:
-            k = chol.size
-            Lkk = float(chol.L[k - 1, k - 1])
-            v = chol.L[k - 1, : k - 1]
-            w = solve_triangular(chol.L[: k - 1, : k - 1].T, v, lower=False) if k > 1 else None
+        if self.backfit:
+            L, k = self.chol.L, self.chol.size
+            Lkk = float(L[k - 1, k - 1])
+            w = solve_triangular(L[: k - 1, : k - 1].T, L[k - 1, : k - 1], lower=False) if k > 1 else None
             c = r / (Lkk * Lkk)
-            coef = np.vstack([coef - (np.outer(w, c) if w is not None else 0.0), c[None, :]])
+            self.coef = np.vstack([self.coef - (np.outer(w, c) if w is not None else 0.0), c[None, :]])
             ct = r / Lkk
-            ctilde = np.vstack([ctilde, ct[None, :]])
-            err = err - ct * ct
-            move_w = w
+            self.ctilde = np.vstack([self.ctilde, ct[None, :]])
+            self.err = self.err - ct * ct
         else:
             kzz = float(best["kdiag"][pick])
-            c = r / kzz
-            coef = np.vstack([coef, c[None, :]])
-            steps.append((idx, c))
-            err = err - r * r / kzz
-            move_w = None
-        sel_index.append(idx)
-        sel_rows.append(np.array(z))
-        it += 1
-        err = np.maximum(err, 0.0)
-        errs.append(err.copy())
-        counts.append(len(sel_index) if backfit else len(set(sel_index)))
+            c, w = r / kzz, None
+            self.coef = np.vstack([self.coef, c[None, :]])
+            self.steps.append((idx, c))
+            self.err = self.err - r * r / kzz
+        self.sel_index.append(idx)
+        self.sel_rows.append(np.array(z))
+        self.it += 1
+        self.err = np.maximum(self.err, 0.0)
+        self.errs.append(self.err.copy())
+        self.counts.append(len(self.sel_index) if self.backfit else len(set(self.sel_index)))
         effects = [*rs_effects.add(Atom(np.array(z), 0, idx))]
-        if it % RESYNC_EVERY == 0:
-            effects.append(rs_effects.set_coef(coef))
+        if self.it % RESYNC_EVERY == 0:
+            effects.append(rs_effects.set_coef(self.coef))
         else:
-            effects.append(rs_effects.move(move_w, c, coef))
-        if callback is not None:
-            callback({"iteration": it - 1, "n_vectors": counts[-1], "rkhs_error": float(err.sum()),
-                      "rkhs_error_rel": float(err.sum()) / total if total > 0 else 0.0})
-    if backfit:
-        index = np.asarray(sel_index, dtype=np.int64)
-        vectors = np.asarray(sel_rows).reshape(len(sel_rows), -1)
-        final = coef
-    else:
-        index, final = _merge_steps(steps, m)
-        first = {i: sel_rows[k] for k, i in reversed(list(enumerate(sel_index)))}
-        vectors = np.asarray([first[i] for i in index.tolist()]).reshape(len(index), -1)
-    return HMPResult(
-        index=index, vectors=vectors, coef=final, wsq=wsq, rkhs_error=np.asarray(errs), pool_sse=np.asarray(sses),
-        n_vectors_at=np.asarray(counts), stop_reason=reason, backfit=backfit, n_passes=n_passes,
-        seconds=time.perf_counter() - t0, L=np.array(chol.L) if backfit else None,
-        ctilde=ctilde if backfit else None, steps=None if backfit else steps,
-    )
+            effects.append(rs_effects.move(w, c, self.coef))
+        return effects
+
+    def record(self) -> dict:
+        e = float(self.err.sum())
+        return {"iteration": self.it - 1, "n_vectors": self.counts[-1], "rkhs_error": e,
+                "rkhs_error_rel": e / self.total if self.total > 0 else 0.0}
+
+    def result(self, reason, sses, n_passes, seconds) -> HMPResult:
+        if self.backfit:
+            index = np.asarray(self.sel_index, dtype=np.int64)
+            vectors = np.asarray(self.sel_rows).reshape(len(self.sel_rows), -1)
+            final = self.coef
+        else:
+            index, final = _merge_steps(self.steps, self.m)
+            first = {i: self.sel_rows[k] for k, i in reversed(list(enumerate(self.sel_index)))}
+            vectors = np.asarray([first[i] for i in index.tolist()]).reshape(len(index), -1)
+        return HMPResult(
+            index=index, vectors=vectors, coef=final, wsq=self.wsq, rkhs_error=np.asarray(self.errs),
+            pool_sse=np.asarray(sses), n_vectors_at=np.asarray(self.counts), stop_reason=reason,
+            backfit=self.backfit, n_passes=n_passes, seconds=seconds,
+            L=np.array(self.chol.L) if self.backfit else None, ctilde=self.ctilde if self.backfit else None,
+            steps=None if self.backfit else self.steps,
+        )
 
 
 def pool_errors(engine, result: HMPResult, levels, values: bool = False):

@@ -132,21 +132,7 @@ def sparse_kernel_pca(engine, *, kernel, n_rows: int, n_features: int, dtype, n_
         score = _score(res, dz, (rank_tol * kmax)[:, None])
         taken = np.isin(idx, np.fromiter(set(S_index) | dead, dtype=np.int64, count=len(S_index) + len(dead)))
         score[taken] = -np.inf
-        order = np.lexsort((idx, -score))
-        pick = None
-        for j in order[:8]:
-            if not np.isfinite(score[j]):
-                break
-            trial = [c.copy() for c in chols]
-            ok = True
-            for c, k, col in zip(trial, kernels, columns):
-                zj = _view(Z[j : j + 1], col)
-                cross = k(_view(S, col), zj)[:, 0].astype(np.float64) if len(S) else np.zeros(0)
-                ok = ok and c.append(cross, float(k.diag(zj)[0]))
-            if ok:
-                chols, pick = trial, int(j)
-                break
-            dead.add(int(idx[j]))
+        pick, chols = _admit(chols, kernels, columns, S, Z, idx, score, dead)  # best point independent of S
         if pick is None:
             stalls += 1
             if exact or stalls >= MAX_STALLS:
@@ -162,9 +148,7 @@ def sparse_kernel_pca(engine, *, kernel, n_rows: int, n_features: int, dtype, n_
         S_rows.append(z)
         S_index.append(int(idx[pick]))
         if exact:  # every row's coordinates on the new columns, on the driver
-            LZ = [np.hstack([L, ((k(_view(Z, col), _view(z[None, :], col))[:, 0].astype(np.float64) - L @ l)
-                                 / np.sqrt(dv))[:, None]])
-                  for L, k, col, l, dv in zip(LZ, kernels, columns, lz, d)]
+            LZ = _extend_coords(LZ, kernels, columns, Z, z, lz, d)
         else:
             idx, Z = idx_next, gather_rows(res, idx_next, n_features, dtype)
         if callback is not None:
@@ -173,15 +157,39 @@ def sparse_kernel_pca(engine, *, kernel, n_rows: int, n_features: int, dtype, n_
             if drop is not None:
                 rec["residual_norm"] = (traces[-1][0] - drop) / traces[0][0] if traces[0][0] > 0 else 0.0
             callback(rec)
-    mom = engine.run(kpca_moments, None, effects)
-    n_passes += 1
+    mom = engine.run(kpca_moments, None, effects)  # the last choice, then Σ L and Σ L Lᵀ
     n = sum(m["n"] for m in mom)
     k = len(S_index)
     means = [np.sum([m["sum"][v] for m in mom], axis=0) / max(n, 1) if k else np.zeros(0) for v in range(V)]
     gram = {key: np.sum([m["gram"][key] for m in mom], axis=0) for key in mom[0]["gram"]}
     return KPCAResult(np.asarray(S_index, dtype=np.int64), np.asarray(S_rows).reshape(k, n_features),
-                      [np.array(c.L) for c in chols], np.asarray(traces), np.asarray(dmaxes), reason, n_passes,
+                      [np.array(c.L) for c in chols], np.asarray(traces), np.asarray(dmaxes), reason, n_passes + 1,
                       time.perf_counter() - t0, n, means, gram)
+
+
+def _extend_coords(LZ, kernels, columns, Z, z, lz, d):
+    """Rows' coordinates on a new column ``l(x) = (k(x, z) − L(x)·L(z)) / √d``, per view."""
+    return [np.hstack([L, ((k(_view(Z, col), _view(z[None, :], col))[:, 0].astype(np.float64) - L @ l)
+                           / np.sqrt(dv))[:, None]])
+            for L, k, col, l, dv in zip(LZ, kernels, columns, lz, d)]
+
+
+def _admit(chols, kernels, columns, S, Z, idx, score, dead, tries: int = 8):
+    """The best-scoring candidate (of the first ``tries``) whose every view's Cholesky factor
+    accepts it; returns ``(position or None, factors)``. Rejected rows join ``dead``."""
+    for j in np.lexsort((idx, -score))[:tries]:
+        if not np.isfinite(score[j]):
+            break
+        trial = [c.copy() for c in chols]
+        ok = True
+        for c, k, col in zip(trial, kernels, columns):
+            zj = _view(Z[j : j + 1], col)
+            cross = k(_view(S, col), zj)[:, 0].astype(np.float64) if len(S) else np.zeros(0)
+            ok = ok and c.append(cross, float(k.diag(zj)[0]))
+        if ok:
+            return int(j), trial
+        dead.add(int(idx[j]))
+    return None, chols
 
 
 def principal_directions(result: KPCAResult):

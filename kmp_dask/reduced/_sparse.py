@@ -421,10 +421,20 @@ def l1_path(Kzz, f, wsq, *, n_levels=10, coupled=True, refit=True, alphas=None, 
     taking ~13 s; with cond ≈ 40 the path takes ~3 s and converges.
     """
     K, F, w, n_levels, max_iter = _check_common(Kzz, f, wsq, n_levels, max_iter, tol)
-    P = K.shape[0]
     m = F.shape[1]
     group = bool(coupled) and m > 1
+    A, T = _lasso_design(K, F, w)
+    lams = _lambda_grid(F, group, alphas)
+    if lams is None:
+        return []
+    path = _lasso_coefficients(A, T, lams, group, tol, max_iter)
+    return _collect(_l1_levels(K, F, w, lams, path, group, refit), n_levels)
 
+
+def _lasso_design(K, F, w):
+    """``A = Lᵀ`` and ``T = L⁻¹F`` with ``K + εI = LLᵀ`` (βᵀKβ − 2βᵀf = ‖Aβ − T‖² − const);
+    checks that ``wsq`` is at least the projection's norm ``fᵀK⁻¹f``."""
+    P = K.shape[0]
     eps = _JITTER * max(float(np.mean(np.diag(K))), np.finfo(float).tiny)
     try:
         L = scipy.linalg.cholesky(K + eps * np.eye(P), lower=True, check_finite=False)
@@ -444,17 +454,25 @@ def l1_path(Kzz, f, wsq, *, n_levels=10, coupled=True, refit=True, alphas=None, 
             "the pool span (fᵀKzz⁻¹f), which is impossible for wsq = ‖w‖²: f and wsq do not describe "
             "the same expansion (or the kernels differ). Recompute wsq = alpha.T @ K(sv, sv) @ alpha."
         )
+    return A, T
 
+
+def _lambda_grid(F, group, alphas):
+    """λ from the largest useful value down (None when f = 0: every λ gives the empty model)."""
     row = np.sqrt(np.sum(F * F, axis=1)) if group else np.max(np.abs(F), axis=1)
     lam_max = 2.0 * float(np.max(row))
     if lam_max == 0.0:
-        return []
+        return None
     if alphas is None:
-        lams = lam_max * np.geomspace(1.0, 1e-4, 100)
-    else:
-        lams = np.sort(_check_grid("alphas", alphas, allow_zero=False))[::-1]
-    sk_alphas = lams / (2.0 * P)
+        return lam_max * np.geomspace(1.0, 1e-4, 100)
+    return np.sort(_check_grid("alphas", alphas, allow_zero=False))[::-1]
 
+
+def _lasso_coefficients(A, T, lams, group, tol, max_iter):
+    """The lasso path (n_λ, P, m) by scikit-learn's coordinate descent; its ConvergenceWarnings
+    are counted and reported once."""
+    P, m = A.shape[0], T.shape[1]
+    sk_alphas = lams / (2.0 * P)
     gram = A.T @ A  # = Kzz + εI up to rounding: single-output CD on the Gram is ~5x faster
 
     def run(target):
@@ -488,9 +506,14 @@ def l1_path(Kzz, f, wsq, *, n_levels=10, coupled=True, refit=True, alphas=None, 
             "supports there may be off (refit=True still gives the best β on each). Raise max_iter "
             "or tol, or use a shorter alphas grid.",
             ConvergenceWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
+    return path
 
+
+def _l1_levels(K, F, w, lams, path, group, refit):
+    """One candidate level per λ (refits shared between equal supports)."""
+    m = F.shape[1]
     cache: dict[tuple, SparseLevel] = {}
     candidates = []
     for lam, B in zip(lams, path):
@@ -508,7 +531,7 @@ def l1_path(Kzz, f, wsq, *, n_levels=10, coupled=True, refit=True, alphas=None, 
             candidates.append(cache[key])
         else:
             candidates.append(_level(K, F, w, supports, coefs_, False, lam))
-    return _collect(candidates, n_levels)
+    return candidates
 
 
 # ----------------------------------------------------------------------------------------------
