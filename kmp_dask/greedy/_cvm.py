@@ -56,71 +56,23 @@ def _one_blas_thread():
 
 
 def simplex_qp(Q: np.ndarray, alpha: np.ndarray, tol: float, max_iter: int = 10_000):
-    """See :func:`_simplex_qp`; runs with BLAS on one thread."""
-    with _one_blas_thread():
-        return _simplex_qp(Q, alpha, tol, max_iter)
-
-
-def _simplex_qp(Q: np.ndarray, alpha: np.ndarray, tol: float, max_iter: int = 10_000):
     """``argmin αᵀQα`` over the simplex (α ≥ 0, Σα = 1), Q symmetric positive definite, by a
-    primal active-set method warm-started from the feasible ``alpha``.
-
-    On the active set A the equality-constrained minimum is closed form, ``α_A ∝ Q_AA⁻¹ 1``. If it
-    is feasible, the KKT check adds the point outside A with the smallest gradient when that is
-    below the active gradient by more than ``tol`` (else α is optimal); if not, α moves toward it
-    until a weight reaches 0, which leaves A. In the core-set loop the new point enters with
-    weight 0 and the active set changes by a few points per iteration, so each call is a few
-    small dense solves. Returns ``(alpha, n_steps)``.
-    """
-    n = len(Q)
-    a = np.array(alpha, dtype=np.float64)
-    a[a < 0] = 0.0
-    if not a.sum() > 0:
-        a = np.zeros(n)
-        a[int(np.argmin(np.diag(Q)))] = 1.0
-    a /= a.sum()
-    active = np.flatnonzero(a > 0)
-    for it in range(max_iter):
-        QA = Q[np.ix_(active, active)]
-        try:
-            z = np.linalg.solve(QA, np.ones(len(active)))
-        except np.linalg.LinAlgError:
-            z = np.linalg.lstsq(QA, np.ones(len(active)), rcond=None)[0]
-        target = z / z.sum()
-        if np.all(target >= 0):
-            a[:] = 0.0
-            a[active] = target
-            g = Q @ a  # half the gradient: on A it equals αᵀQα
-            level = float(target @ (QA @ target))
-            outside = np.ones(n, dtype=bool)
-            outside[active] = False
-            if not outside.any():
-                return a, it
-            cand = np.flatnonzero(outside)
-            i = int(cand[np.argmin(g[cand])])
-            if g[i] >= level - tol / 2:
-                return a, it
-            active = np.append(active, i)
-            continue
-        cur = a[active]
-        d = target - cur
-        neg = d < 0
-        t = float(np.min(cur[neg] / -d[neg]))
-        new = cur + t * d
-        new[new < 1e-15] = 0.0
-        a[:] = 0.0
-        a[active] = new
-        a /= a.sum()
-        active = active[a[active] > 0]
-    return a, max_iter
+    primal active-set method warm-started from the feasible ``alpha`` (:class:`ActiveSetQP`, for
+    one call). Returns ``(alpha, n_steps)``."""
+    return ActiveSetQP().solve(Q, alpha, tol, max_iter)
 
 
 class ActiveSetQP:
-    """:func:`simplex_qp` across the calls of one core-set loop, keeping the Cholesky factor of
-    ``Q_AA`` between them: ``Q`` only grows (a new core row at the end) and the active set mostly
-    only grows, so a point joining A extends the factor by one row (O(|A|²)) instead of a fresh
-    O(|A|³) solve; a point leaving A (rare in the L2-SVM) refactors. Same steps and tolerance as
-    :func:`simplex_qp`."""
+    """The MEB dual on the core set, ``argmin αᵀQα`` over the simplex, across the calls of one
+    core-set loop.
+
+    On the active set A the equality-constrained minimum is closed form, ``α_A ∝ Q_AA⁻¹ 1``. If it
+    is feasible, the KKT check adds the point outside A with the smallest gradient when that is
+    below the active level by more than ``tol`` (else α is optimal); if not, α moves toward it
+    until a weight reaches 0, which leaves A. The Cholesky factor of ``Q_AA`` is kept between
+    calls: ``Q`` only grows (a new core row at the end, entering with weight 0) and the active set
+    mostly only grows, so a joining point extends the factor by one row (O(|A|²)) instead of a
+    fresh O(|A|³) solve; a point leaving A (rare in the L2-SVM) refactors."""
 
     def __init__(self):
         self.active = np.zeros(0, dtype=np.int64)
@@ -140,8 +92,12 @@ class ActiveSetQP:
                 self.active, self.L = active, L
                 return
         if not np.array_equal(active, self.active):
-            self.active = active.copy()
-            self.L = np.linalg.cholesky(Q[np.ix_(active, active)])
+            QA = Q[np.ix_(active, active)]
+            try:
+                L = np.linalg.cholesky(QA)
+            except np.linalg.LinAlgError:  # Q is positive definite by construction (δ/C): rounding only
+                L = np.linalg.cholesky(QA + 1e-12 * np.trace(QA) / len(QA) * np.eye(len(QA)))
+            self.active, self.L = active.copy(), L
 
     def solve(self, Q, alpha, tol, max_iter: int = 10_000):
         with _one_blas_thread():
@@ -150,16 +106,15 @@ class ActiveSetQP:
     def _solve(self, Q, alpha, tol, max_iter):
         n = len(Q)
         a = np.zeros(n)
-        a[: len(alpha)] = alpha
+        a[: len(alpha)] = np.maximum(alpha, 0.0)
+        if not a.sum() > 0:
+            a[int(np.argmin(np.diag(Q)))] = 1.0
         a /= a.sum()
         active = np.flatnonzero(a > 0)
         if len(self.active) and set(self.active.tolist()) == set(active.tolist()):
             active = self.active.copy()  # keep the factor's order
         for it in range(max_iter):
-            try:
-                self._factor(Q, active)
-            except np.linalg.LinAlgError:
-                return _simplex_qp(Q, a, tol, max_iter)
+            self._factor(Q, active)
             ones = np.ones(len(active))
             z = solve_triangular(self.L.T, solve_triangular(self.L, ones, lower=True, check_finite=False),
                                  lower=False, check_finite=False)
