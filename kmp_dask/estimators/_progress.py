@@ -3,14 +3,47 @@
 ``verbose=0``: silent. ``verbose=1`` (or True): a tqdm bar (notebook-aware through
 ``tqdm.auto``) with the residual norm and validation score as postfix. ``verbose=k ≥ 2``: one
 plain line on stderr every ``k`` iterations — for logs, batch jobs and CI, where bars are noise.
+
+Whatever ``verbose`` says, the listeners registered with :func:`iteration_listener` (a context
+variable, so threads and notebooks do not see each other's) receive every iteration's record
+too, with the fit's ``desc`` — the CLI's ``--log-json`` writes them as JSON lines.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
 import time
 
-__all__ = ["progress_callback"]
+__all__ = ["progress_callback", "iteration_listener"]
+
+_LISTENERS: contextvars.ContextVar[tuple] = contextvars.ContextVar("kmp_dask_iteration_listeners", default=())
+
+
+@contextlib.contextmanager
+def iteration_listener(fn):
+    """Inside the block, every fit calls ``fn(desc, record)`` after each iteration."""
+    token = _LISTENERS.set(_LISTENERS.get() + (fn,))
+    try:
+        yield fn
+    finally:
+        _LISTENERS.reset(token)
+
+
+def _with_listeners(callback, desc):
+    """``callback`` (or None) extended by the registered listeners."""
+    listeners = _LISTENERS.get()
+    if not listeners:
+        return callback
+
+    def both(record):
+        if callback is not None:
+            callback(record)
+        for fn in listeners:
+            fn(desc, record)
+
+    return both
 
 
 def _fmt(record, unit="basis"):
@@ -26,6 +59,11 @@ def _fmt(record, unit="basis"):
 
 def progress_callback(verbose, total, *, desc="kmp", unit="basis"):
     """Return ``(callback, closer)``: what to call after each iteration and at the end."""
+    callback, closer = _progress(verbose, total, desc, unit)
+    return _with_listeners(callback, desc), closer
+
+
+def _progress(verbose, total, desc, unit):
     if not verbose:
         return None, None
     if verbose is True or verbose == 1:
@@ -46,7 +84,9 @@ def progress_callback(verbose, total, *, desc="kmp", unit="basis"):
     def callback(record):
         n = record["iteration"] + 1
         if n % every == 0 or n == total:
-            line = ", ".join(_fmt(record, unit) + [f"{time.perf_counter() - t0:.1f} s"])
+            elapsed = time.perf_counter() - t0
+            left = elapsed / n * max(total - n, 0) if total else 0.0
+            line = ", ".join(_fmt(record, unit) + [f"{elapsed:.1f} s elapsed, ≤{left:.0f} s left"])
             print(f"[{desc}] {line}", file=sys.stderr, flush=True)
 
     class _Closer:

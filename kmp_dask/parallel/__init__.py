@@ -1,12 +1,12 @@
 """Everything about dask: where partitions live, how passes run, lazy chunk-wise prediction."""
 
-from ._client import embedded_cluster, resolve_client
+from ._client import connect, embedded_cluster, resolve_client
 from ._engine import ActorEngine, InProcessEngine, PartitionHolder
 from ._labels import encode_dask_labels
 from ._maprows import map_blocks_rows, map_rows_predict
 from ._setup import make_engine, partition_specs
 
 __all__ = [
-    "ActorEngine", "InProcessEngine", "PartitionHolder", "embedded_cluster", "resolve_client",
+    "ActorEngine", "InProcessEngine", "PartitionHolder", "connect", "embedded_cluster", "resolve_client",
     "make_engine", "partition_specs", "map_rows_predict", "map_blocks_rows", "encode_dask_labels",
 ]

@@ -31,7 +31,7 @@ import contextlib
 import json
 import os
 
-__all__ = ["resolve_client", "embedded_cluster", "check_client", "check_scheduler_address"]
+__all__ = ["resolve_client", "embedded_cluster", "connect", "check_client", "check_scheduler_address"]
 
 #: Seconds allowed to close a client (a half-made one included); closing never blocks longer.
 CLOSE_TIMEOUT = 10.0
@@ -54,22 +54,28 @@ def _connect_timeout(timeout) -> float:
 
 
 @contextlib.contextmanager
-def embedded_cluster(n_workers: int | None = None, *, timeout=None):
-    """A process ``LocalCluster`` with single-threaded workers and its client, closed on exit.
+def embedded_cluster(n_workers: int | None = None, *, threads_per_worker: int = 1, memory_limit="auto",
+                     local_directory=None, dashboard: bool = True, timeout=None):
+    """A process ``LocalCluster`` and its client, closed on exit.
 
-    Every socket of the cluster (scheduler, nannies, workers, dashboard) listens on
-    127.0.0.1. The client is current only inside the ``with`` block and is never registered
-    as dask's global default client.
+    Defaults are the laptop's: one single-threaded worker per core (at most 8), dask's
+    ``memory_limit="auto"`` (the machine's memory shared between the workers). Every socket
+    of the cluster (scheduler, nannies, workers, dashboard) listens on 127.0.0.1. The client
+    is current only inside the ``with`` block and is never registered as dask's global
+    default client.
     """
-    from distributed import Client, LocalCluster
+    from distributed import LocalCluster
 
     n = n_workers or max(1, min(os.cpu_count() or 1, 8))
+    kw = {"local_directory": str(local_directory)} if local_directory is not None else {}
     with LocalCluster(
         n_workers=n,
-        threads_per_worker=1,
+        threads_per_worker=int(threads_per_worker),
+        memory_limit=memory_limit,
         processes=True,
         host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
+        dashboard_address="127.0.0.1:0" if dashboard else None,
+        **kw,
     ) as cluster:
         with _new_client(cluster, _connect_timeout(timeout), what="the embedded LocalCluster") as client:
             yield client
@@ -171,7 +177,21 @@ def check_client(client) -> None:
 
 
 @contextlib.contextmanager
-def _new_client(target, timeout: float, *, what: str):
+def connect(scheduler: str, *, security=None, timeout=None):
+    """A client of the running scheduler at ``scheduler`` (address or scheduler file), closed on exit.
+
+    ``security`` is a ``distributed.Security`` (TLS certificates) or None. The address is
+    checked before connecting; the wait is bounded by ``timeout`` (default dask's
+    ``distributed.comm.timeouts.connect``) and ends in a ``ConnectionError``.
+    """
+    address = _read_scheduler_file(scheduler) if _is_scheduler_file(scheduler) else check_scheduler_address(scheduler)
+    what = f"the dask scheduler at {address!r}" + (f" (from {scheduler!r})" if address != scheduler else "")
+    with _new_client(address, _connect_timeout(timeout), what=what, security=security) as c:
+        yield c
+
+
+@contextlib.contextmanager
+def _new_client(target, timeout: float, *, what: str, security=None):
     """Connect a client to ``target`` (address or cluster), current inside the block, closed after.
 
     The client is made with ``set_as_default=False``; if the connection fails the half-made
@@ -187,7 +207,8 @@ def _new_client(target, timeout: float, *, what: str):
             return super().start(**kwargs)
 
     try:
-        client = _Client(target, timeout=timeout, set_as_default=False)
+        kw = {"security": security} if security is not None else {}
+        client = _Client(target, timeout=timeout, set_as_default=False, **kw)
     except BaseException as exc:
         for c in made:
             _close_quietly(c)
@@ -248,9 +269,7 @@ def resolve_client(client, *, in_memory: bool, timeout=None):
             yield c
         return
     if isinstance(client, str):
-        address = _read_scheduler_file(client) if _is_scheduler_file(client) else check_scheduler_address(client)
-        what = f"the dask scheduler at {address!r}" + (f" (from {client!r})" if address != client else "")
-        with _new_client(address, _connect_timeout(timeout), what=what) as c:
+        with connect(client, timeout=timeout) as c:
             yield c
         return
     if client is not None:

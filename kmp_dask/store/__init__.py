@@ -3,6 +3,7 @@
 See docs/store.md for the on-disk layout, the attribute schema and the
 atomicity and one-writer-per-chunk rules.
 """
+from ._arrays import store_from_arrays
 from ._base import DataStore, RowReader, StoreCorruptError, default_chunk_rows, row_partitions
 from ._ingest import (
     as_store,
@@ -33,6 +34,7 @@ __all__ = [
     "default_chunk_rows",
     "open_store",
     "row_partitions",
+    "store_from_arrays",
     "store_from_blocks",
     "store_from_csv",
     "store_from_dask",

@@ -1,0 +1,75 @@
+"""The ``kmp-dask`` command group and its error handling (see the package docstring).
+
+Expected errors (bad input, existing or missing paths, damaged stores, unreachable schedulers)
+are printed as one ``Error: ...`` line with exit status 1; ``kmp-dask --traceback ...`` shows
+the full Python traceback instead. Anything else (a bug) keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+
+__all__ = ["main"]
+
+#: Built-in errors that are about the user's input or environment, not bugs.
+_EXPECTED_BUILTINS = (FileExistsError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
+                      PermissionError, ConnectionError)
+
+
+def _raised_in_kmp_dask(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is kmp_dask code (our own checks)."""
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and str(last.tb_frame.f_globals.get("__name__", "")).startswith("kmp_dask")
+
+
+def is_expected_error(exc: BaseException) -> bool:
+    """Errors reported in one line: kmp_dask's own exception classes, file-system and connection
+    errors, and ``ValueError`` / ``TypeError`` raised by kmp_dask's input checks."""
+    if type(exc).__module__.startswith("kmp_dask") or isinstance(exc, _EXPECTED_BUILTINS):
+        return True
+    return type(exc) in (ValueError, TypeError) and _raised_in_kmp_dask(exc)
+
+
+def one_line_message(exc: BaseException) -> str:
+    """``exc``'s message on one line, Python argument names replaced by the CLI's options."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, FileExistsError):
+        text = text.replace("pass overwrite=True", "pass --overwrite")
+    return text
+
+
+class _Main(click.Group):
+    """The command group: expected errors become one ``Error: ...`` line (exit status 1)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            if ctx.meta.get("kmp_dask.traceback") or not is_expected_error(exc):
+                raise
+            raise click.ClickException(one_line_message(exc)) from None
+
+
+def _want_progress(flag) -> bool:
+    """``--progress/--no-progress``; by default only when stderr is a terminal."""
+    return sys.stderr.isatty() if flag is None else bool(flag)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kmp-dask")
+@click.option("--traceback", "show_traceback", is_flag=True,
+              help="Show the full Python traceback of errors instead of one line.")
+@click.pass_context
+def main(ctx, show_traceback):
+    """Sparse kernel learning (kernel matching pursuit) on chunked zarr data with dask."""
+    ctx.meta["kmp_dask.traceback"] = show_traceback

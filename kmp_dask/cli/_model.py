@@ -1,0 +1,250 @@
+"""``train``, ``evaluate``, ``predict``, ``compress``, ``report``: saved models from and to stores.
+
+Each command checks everything it can before any work (store there, output free or
+``--overwrite``, options valid), then runs on the cluster ``_where.running`` gives it. Models
+are saved in the open format (:func:`kmp_dask.save`, docs/models.md), written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+import numpy as np
+
+from ._main import main
+from ._params import ALGORITHMS, all_param_flags, build_params, class_for, parse_value, read_config
+from ._where import running, where_options
+
+
+def _check_output_free(path, overwrite: bool, option: str) -> None:
+    p = Path(path)
+    if p.exists() and not overwrite:
+        raise FileExistsError(f"{option} {str(p)!r} already exists; pass --overwrite to replace it")
+
+
+def _open_store(path):
+    from ..store import open_store
+
+    return open_store(path)
+
+
+def _load_model(path):
+    from .. import load
+
+    return load(path)
+
+
+def _verbose(quiet: bool):
+    """tqdm bar on a terminal, a line every 10 iterations in logs, nothing with --quiet."""
+    if quiet:
+        return 0
+    return 1 if sys.stderr.isatty() else 10
+
+
+class _JsonLog:
+    """``--log-json FILE``: one JSON line per iteration (appended, so a resumed run continues it)."""
+
+    def __init__(self, path, algorithm):
+        self.fh = open(path, "a", encoding="utf-8") if path else None
+        self.algorithm = algorithm
+
+    def __call__(self, desc, record):
+        line = {"time": datetime.now(timezone.utc).isoformat(), "algorithm": self.algorithm, "stage": desc}
+        line.update(record)
+        self.fh.write(json.dumps(line, default=_json_default) + "\n")
+        self.fh.flush()
+
+    def close(self):
+        if self.fh is not None:
+            self.fh.close()
+
+
+def _json_default(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return str(v)
+
+
+def param_options(fn):
+    """One ``--name`` flag per estimator parameter (see ``_params``)."""
+    for name, text in reversed(all_param_flags()):
+        fn = click.option("--" + name.replace("_", "-"), "param__" + name, default=None, metavar="VALUE",
+                          help=text or None)(fn)
+    return fn
+
+
+TRAIN_EPILOG = """\b
+Examples:
+  kmp-dask train data/train.zarr --model kmp.model --n-basis 200 --gamma 0.5
+  kmp-dask train data/train.zarr --model kmp.model --config kmp.toml --checkpoint ckpt/
+  kmp-dask train data/train.zarr --model kmp.model --checkpoint ckpt/ --resume   # after a kill
+  kmp-dask train data/train.zarr --model cvm.model --algorithm cvm --C 10 --scheduler tcp://127.0.0.1:8786
+"""
+
+
+@main.command(epilog=TRAIN_EPILOG)
+@click.argument("store")
+@click.option("--model", "model_path", required=True, type=click.Path(), help="Where to save the fitted model.")
+@click.option("--algorithm", type=click.Choice(sorted(ALGORITHMS)), default=None,
+              help="kmp (default), cvm, mmda or skpca; may also be the config file's 'algorithm' key.")
+@click.option("--task", type=click.Choice(["auto", "classification", "regression"]), default="auto",
+              show_default=True, help="kmp/skpca: classifier or regressor; auto = classification when "
+                                      "the store has class names.")
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
+              help="TOML file of estimator parameters (flat keys, e.g. n_basis = 200); flags win.")
+@click.option("--overwrite", is_flag=True, help="Replace --model if it exists.")
+@click.option("--checkpoint", default=None, type=click.Path(file_okay=False),
+              help="kmp: save the driver's state here every --checkpoint-every iterations.")
+@click.option("--checkpoint-every", default=10, show_default=True, type=click.IntRange(1))
+@click.option("--resume", is_flag=True, help="Continue the fit saved in --checkpoint (identical model).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@click.option("--log-json", default=None, type=click.Path(dir_okay=False),
+              help="Append one JSON line per iteration to this file (for batch jobs).")
+@where_options
+@param_options
+def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint, checkpoint_every, resume, quiet,
+          log_json, where, **params):
+    """Fit a model on the zarr STORE and save it to --model (open format, see docs/models.md)."""
+    from .. import save  # noqa: F401
+
+    config = read_config(config_path) if config_path else {}
+    algorithm = algorithm or config.pop("algorithm", "kmp")
+    config.pop("algorithm", None)
+    if algorithm not in ALGORITHMS:
+        raise click.BadParameter(f"unknown algorithm {algorithm!r}; use one of {', '.join(sorted(ALGORITHMS))}",
+                                 param_hint="algorithm (in --config)")
+    _check_output_free(model_path, overwrite, "--model")
+    if (checkpoint or resume) and algorithm != "kmp":
+        raise click.UsageError(f"--checkpoint/--resume are supported for --algorithm kmp only (got {algorithm})")
+    if resume and not checkpoint:
+        raise click.UsageError("--resume needs --checkpoint DIR (the directory of the interrupted fit)")
+    st = _open_store(store)
+    task = task if task != "auto" else ("classification" if st.attrs.get("classes") is not None else "regression")
+    cls = class_for(algorithm, task)
+    flags = {k[len("param__"):]: parse_value(v) for k, v in params.items() if v is not None}
+    est = cls(**build_params(cls, config, flags, config_name=config_path))
+    if "verbose" in est.get_params():
+        est.set_params(verbose=_verbose(quiet))
+    fit_kw = {"checkpoint": checkpoint, "checkpoint_every": checkpoint_every, "resume": resume} if checkpoint else {}
+    seconds = _fit(est, st, where, quiet, log_json, algorithm, fit_kw)
+    save(est, model_path, overwrite=overwrite)
+    if not quiet:
+        click.echo(f"trained {type(est).__name__} on {st.n_rows} rows in {seconds:.1f} s: {_size(est)}; "
+                   f"saved to {model_path}")
+
+
+def _fit(est, st, where, quiet, log_json, algorithm, fit_kw) -> float:
+    from ..estimators._progress import iteration_listener
+
+    log = _JsonLog(log_json, algorithm)
+    try:
+        with running(where, quiet=quiet) as client:
+            est.set_params(client=client)
+            t0 = time.perf_counter()
+            if log.fh is not None:
+                with iteration_listener(log):
+                    est.fit(st.url, **fit_kw)
+            else:
+                est.fit(st.url, **fit_kw)
+            seconds = time.perf_counter() - t0
+    finally:
+        log.close()
+    est.set_params(client=None)
+    return seconds
+
+
+def _size(est) -> str:
+    for attr, what in (("n_basis_", "basis functions"), ("n_vectors_", "vectors"),
+                       ("n_components_", "components"), ("core_indices_", "core vectors")):
+        v = getattr(est, attr, None)
+        if v is not None:
+            n = len(v) if attr == "core_indices_" else int(v)
+            return f"{n} {what}"
+    return "fitted"
+
+
+@main.command(epilog="\b\nExamples:\n  kmp-dask evaluate kmp.model data/test.zarr\n"
+                     "  kmp-dask evaluate kmp.model data/test.zarr --json --output metrics.json")
+@click.argument("model_path", metavar="MODEL")
+@click.argument("store")
+@click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
+@click.option("--output", default=None, type=click.Path(dir_okay=False), help="Also write the JSON metrics here.")
+@click.option("--overwrite", is_flag=True, help="Replace --output if it exists.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but the metrics.")
+@where_options
+def evaluate(model_path, store, as_json, output, overwrite, quiet, where):
+    """Accuracy and per-class metrics (classifiers) or R², MSE, MAE (regressors) on a labelled STORE."""
+    from ..evaluation import evaluate as run_evaluate
+
+    if output:
+        _check_output_free(output, overwrite, "--output")
+    model = _load_model(model_path)
+    st = _open_store(store)
+    with running(where, quiet=quiet or as_json) as client:
+        metrics = run_evaluate(model, st, client=client)
+    metrics = {"model": str(model_path), "store": st.url, **metrics}
+    text = json.dumps(metrics, indent=2)
+    if output:
+        _atomic_write_text(output, text)
+    click.echo(text if as_json else _metrics_text(metrics))
+
+
+def _metrics_text(m) -> str:
+    if m["task"] == "regression":
+        return f"{m['n_rows']} rows: R² {m['r2']:.4f}, MSE {m['mse']:.4g}, MAE {m['mae']:.4g}"
+    lines = [f"{m['n_rows']} rows: accuracy {m['accuracy']:.4f}",
+             f"{'class':>16} {'precision':>9} {'recall':>9} {'f1':>9} {'support':>9}"]
+    for c, v in m["per_class"].items():
+        lines.append(f"{c[:16]:>16} {v['precision']:9.4f} {v['recall']:9.4f} {v['f1']:9.4f} {v['support']:9d}")
+    if m["n_unknown_labels"]:
+        lines.append(f"{m['n_unknown_labels']} rows have a label the model never saw (counted as errors)")
+    return "\n".join(lines)
+
+
+def _atomic_write_text(path, text: str) -> None:
+    import os
+    import tempfile
+
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent if str(p.parent) else ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@main.command(epilog="\b\nExamples:\n  kmp-dask predict kmp.model data/test.zarr --output pred.zarr\n"
+                     "  kmp-dask predict mmda.model data/train.zarr --output features.zarr   # X = features, y = labels")
+@click.argument("model_path", metavar="MODEL")
+@click.argument("store")
+@click.option("--output", required=True, type=click.Path(), help="The zarr store to write.")
+@click.option("--overwrite", is_flag=True, help="Replace --output if it exists (once the new one is complete).")
+@click.option("--quiet", "-q", is_flag=True)
+@where_options
+def predict(model_path, store, output, overwrite, quiet, where):
+    """Write MODEL's predictions over STORE, chunk by chunk, to a new zarr store (--output).
+
+    Classifiers: y = predicted class (names in the store's classes), X = decision values.
+    Regressors: X and y = predictions. Transformers (mmda, skpca): X = features, y = STORE's labels.
+    """
+    from ..evaluation import predict_to_store
+    from ..store import check_target_free
+
+    check_target_free(output, overwrite=overwrite)
+    model = _load_model(model_path)
+    st = _open_store(store)
+    with running(where, quiet=quiet) as client:
+        out = predict_to_store(model, st, output, overwrite=overwrite, client=client,
+                               provenance={"model_path": str(model_path)})
+    if not quiet:
+        click.echo(f"wrote {out.n_rows} rows x {out.n_features} to {out.url}")

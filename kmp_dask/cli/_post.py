@@ -1,0 +1,120 @@
+"""``compress`` and ``report``: what comes after a fit (reduced sets; an HTML report)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+
+from ._main import main
+from ._model import _check_output_free, _open_store, _verbose
+from ._where import running, where_options
+
+PICKLE_HELP = ("MODEL is a scikit-learn model file (joblib/pickle): unpickling runs whatever code the file "
+               "holds, so it is only done with this flag — pass it only for files you made or trust. "
+               "kmp_dask models (the open format) never need it.")
+
+
+def _is_kmp_model(path: Path) -> bool:
+    return path.is_dir() and (path / "model.json").is_file()
+
+
+def _load_any(path: str, trust_pickle: bool):
+    """A kmp_dask model (open format), or a joblib file only with ``--trust-pickle``."""
+    from .. import load
+
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"MODEL {path!r} does not exist")
+    if p.is_dir():
+        return load(p)
+    if not trust_pickle:
+        raise click.UsageError(f"{path!r} is not a kmp_dask model directory; if it is a scikit-learn model file, "
+                               "pass --trust-pickle (unpickling runs code from the file: only for files you trust)")
+    import joblib
+
+    try:
+        return joblib.load(p)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means "not a model file"
+        raise click.UsageError(f"{path!r} could not be read as a joblib model file: {type(exc).__name__}: {exc}") from None
+
+
+@main.command(epilog="\b\nExamples:\n  kmp-dask compress kmp.model --n-vectors 20 --model kmp20.model\n"
+                     "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 50 --data train.zarr --model svc50.model")
+@click.argument("source", metavar="MODEL")
+@click.option("--n-vectors", required=True, help="Vectors to keep: an int, or a fraction of the model's (0.2).")
+@click.option("--model", "model_path", required=True, type=click.Path(), help="Where to save the compressed model.")
+@click.option("--data", default=None, help="A labelled store: the candidate pool and the rows used to re-fit thresholds.")
+@click.option("--method", type=click.Choice(["hmp", "l0", "l1"]), default="hmp", show_default=True)
+@click.option("--candidates", default=None, help="Probabilistic search: candidates per iteration (int); default all.")
+@click.option("--random-state", default=0, show_default=True, type=int)
+@click.option("--trust-pickle", is_flag=True, help=PICKLE_HELP)
+@click.option("--overwrite", is_flag=True, help="Replace --model if it exists.")
+@click.option("--quiet", "-q", is_flag=True)
+@where_options
+def compress(source, n_vectors, model_path, data, method, candidates, random_state, trust_pickle, overwrite, quiet,
+             where):
+    """Compress MODEL (kmp_dask model or scikit-learn SVC/SVR/KernelRidge file) by reduced-set selection."""
+    from .. import ReducedSetCompressor, save
+    from ._params import parse_value
+
+    _check_output_free(model_path, overwrite, "--model")
+    model = _load_any(source, trust_pickle)
+    st = _open_store(data) if data else None
+    n = parse_value(n_vectors)
+    if isinstance(n, bool) or not isinstance(n, (int, float)):
+        raise click.BadParameter(f"expected an int or a fraction in (0, 1); got {n_vectors!r}", param_hint="--n-vectors")
+    comp = ReducedSetCompressor(n_vectors=n, method=method, random_state=random_state, verbose=_verbose(quiet),
+                                candidates=None if candidates is None else int(candidates))
+    with running(where, quiet=quiet) as client:
+        comp.set_params(client=client)
+        comp.fit(model, st.url if st is not None else None)
+    comp.set_params(client=None)
+    save(comp, model_path, overwrite=overwrite)
+    if not quiet:
+        click.echo(f"compressed {type(model).__name__} to {comp.n_vectors_} vectors; saved to {model_path}")
+
+
+@main.command(epilog="\b\nExamples:\n  kmp-dask report kmp.model --output report.html\n"
+                     "  kmp-dask report kmp.model kmp20.model --data test.zarr --evaluation metrics.json "
+                     "--output report.html")
+@click.argument("models", nargs=-1, required=True, metavar="MODEL...")
+@click.option("--output", required=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
+@click.option("--data", default=None, help="A store: a sample of its rows for accuracy-vs-size curves and feature scatter.")
+@click.option("--sample-rows", default=2000, show_default=True, type=click.IntRange(10, 10**6),
+              help="Rows of --data read for the plots.")
+@click.option("--evaluation", "evaluations", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="JSON written by `evaluate --output` (repeatable), shown as tables.")
+@click.option("--title", default=None)
+@click.option("--overwrite", is_flag=True, help="Replace --output if it exists.")
+def report(models, output, data, sample_rows, evaluations, title, overwrite):
+    """Write a self-contained HTML report (plots embedded as PNG) of one or more saved models."""
+    from .. import load
+    from ..report import write_report
+
+    _check_output_free(output, overwrite, "--output")
+    loaded = [(Path(m).name, load(m)) for m in models]
+    X = y = None
+    if data:
+        X, y = _sample(_open_store(data), sample_rows)
+    evals = {}
+    for path in evaluations:
+        try:
+            evals[Path(path).stem] = json.loads(Path(path).read_text())
+        except ValueError as exc:
+            raise click.BadParameter(f"{path!r} is not JSON: {exc}", param_hint="--evaluation") from None
+    out = write_report(loaded, output, X=X, y=y, evaluations=evals or None, title=title, overwrite=overwrite)
+    click.echo(f"report written to {out}")
+
+
+def _sample(store, n: int):
+    """Up to ``n`` rows of ``store`` (a seeded sample, in row order) with labels as class names."""
+    rng = np.random.default_rng(0)
+    idx = np.sort(rng.choice(store.n_rows, size=min(n, store.n_rows), replace=False))
+    X, y = store.read_rows(idx)
+    names = store.attrs.get("classes")
+    if y is not None and names is not None:
+        y = np.asarray(names).take(np.asarray(y, dtype=np.int64))
+    return X, y

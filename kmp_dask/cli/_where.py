@@ -1,0 +1,144 @@
+"""Where a command runs: ``--scheduler`` / ``--scheduler-file`` (a running cluster, optionally
+over TLS) or, by default, an embedded process ``LocalCluster`` on 127.0.0.1.
+
+Every option is checked before any work (a malformed address, a missing scheduler or
+certificate file fails at once, with one line); every wait on the cluster is bounded
+(``--connect-timeout``). The dashboard link is printed to stderr when there is one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+_FIX = ("Pass an address such as tcp://127.0.0.1:8786 (printed by `dask scheduler`) or a "
+        "scheduler file (.json), or omit --scheduler to use an embedded cluster.")
+
+
+@dataclass(frozen=True)
+class Where:
+    """The parsed ``--scheduler …`` / ``--workers …`` / ``--tls-…`` options of one command."""
+
+    scheduler: str | None = None
+    workers: int | None = None
+    threads_per_worker: int = 1
+    memory_limit: str = "auto"
+    local_directory: str | None = None
+    tls_ca_file: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    connect_timeout: float = 30.0
+
+    @property
+    def tls(self) -> bool:
+        return any((self.tls_ca_file, self.tls_cert, self.tls_key))
+
+
+def where_options(fn):
+    """Add the where-to-run options to a command; it receives them as ``where=Where(...)``."""
+    opts = [
+        click.option("--scheduler", default=None, metavar="ADDRESS",
+                     help="A running scheduler's address (tcp://host:8786, tls://host:8786) or scheduler "
+                          "file. Default: an embedded LocalCluster of processes on 127.0.0.1."),
+        click.option("--scheduler-file", default=None, type=click.Path(dir_okay=False),
+                     help="The JSON file written by `dask scheduler --scheduler-file FILE`."),
+        click.option("--workers", default=None, type=click.IntRange(1, 256),
+                     help="Embedded cluster: worker processes (default: one per core, at most 8)."),
+        click.option("--threads-per-worker", default=1, show_default=True, type=click.IntRange(1, 256),
+                     help="Embedded cluster: threads per worker."),
+        click.option("--memory-limit", default="auto", show_default=True,
+                     help="Embedded cluster: memory limit per worker, e.g. 2GB ('auto' shares the machine's)."),
+        click.option("--local-directory", default=None, type=click.Path(file_okay=False),
+                     help="Embedded cluster: workers' scratch directory (where partitions page out of core)."),
+        click.option("--tls-ca-file", default=None, type=click.Path(exists=True, dir_okay=False),
+                     help="TLS: the certificate authority that signed the scheduler's certificate."),
+        click.option("--tls-cert", default=None, type=click.Path(exists=True, dir_okay=False),
+                     help="TLS: this client's certificate."),
+        click.option("--tls-key", default=None, type=click.Path(exists=True, dir_okay=False),
+                     help="TLS: this client's private key."),
+        click.option("--connect-timeout", default=30.0, show_default=True, type=click.FloatRange(0.1, 3600),
+                     help="Seconds to wait for the scheduler before giving up with an error."),
+    ]
+
+    @functools.wraps(fn)
+    def wrapper(*args, scheduler, scheduler_file, workers, threads_per_worker, memory_limit, local_directory,
+                tls_ca_file, tls_cert, tls_key, connect_timeout, **kwargs):
+        where = Where(scheduler, workers, threads_per_worker, memory_limit, local_directory,
+                      tls_ca_file, tls_cert, tls_key, connect_timeout)
+        if scheduler_file is not None:
+            if scheduler is not None:
+                raise click.UsageError("pass either --scheduler or --scheduler-file, not both")
+            where = Where(**{**where.__dict__, "scheduler": scheduler_file})
+        check_where(where)
+        return fn(*args, where=where, **kwargs)
+
+    for opt in reversed(opts):
+        wrapper = opt(wrapper)
+    return wrapper
+
+
+def check_where(where: Where) -> None:
+    """Refuse bad options before any work: the address's form, missing files, TLS pieces."""
+    from ..parallel._client import check_scheduler_address
+
+    if where.scheduler is not None:
+        s = where.scheduler
+        if s.endswith(".json") or Path(s).is_file():
+            if not Path(s).is_file():
+                raise click.BadParameter(f"no scheduler file at {s!r}. {_FIX}", param_hint="--scheduler")
+        else:
+            try:
+                check_scheduler_address(s, name="--scheduler", fix=_FIX)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--scheduler") from None
+            if where.tls and not s.startswith("tls://"):
+                raise click.BadParameter(f"{s!r}: TLS certificates were given, so the address must start with tls://",
+                                         param_hint="--scheduler")
+    if where.tls:
+        if where.scheduler is None:
+            raise click.UsageError("--tls-* options need --scheduler or --scheduler-file (the embedded cluster is local)")
+        missing = [n for n, v in (("--tls-ca-file", where.tls_ca_file), ("--tls-cert", where.tls_cert),
+                                  ("--tls-key", where.tls_key)) if not v]
+        if missing:
+            raise click.UsageError(f"TLS needs all of --tls-ca-file, --tls-cert and --tls-key; missing {', '.join(missing)}")
+
+
+def _security(where: Where):
+    if not where.tls:
+        return None
+    from distributed import Security
+
+    return Security(tls_ca_file=where.tls_ca_file, tls_client_cert=where.tls_cert, tls_client_key=where.tls_key,
+                    require_encryption=True)
+
+
+@contextlib.contextmanager
+def running(where: Where, *, quiet: bool = False):
+    """A ``distributed.Client`` for the command, closed (and the embedded cluster stopped) after."""
+    from ..parallel import connect, embedded_cluster
+
+    if where.scheduler is not None:
+        cm = connect(where.scheduler, security=_security(where), timeout=where.connect_timeout)
+    else:
+        cm = embedded_cluster(where.workers, threads_per_worker=where.threads_per_worker,
+                              memory_limit=where.memory_limit, local_directory=where.local_directory,
+                              timeout=where.connect_timeout)
+    with cm as client:
+        if not quiet:
+            _announce(client, where)
+        yield client
+
+
+def _announce(client, where: Where) -> None:
+    info = client.scheduler_info(n_workers=-1)
+    workers = info.get("workers", {})
+    what = where.scheduler or "embedded LocalCluster"
+    threads = sum(w.get("nthreads", 0) for w in workers.values())
+    click.echo(f"dask: {len(workers)} workers, {threads} threads ({what})", err=True)
+    link = getattr(client, "dashboard_link", None)
+    if link and info.get("services", {}).get("dashboard"):
+        click.echo(f"dask dashboard: {link}", err=True)
