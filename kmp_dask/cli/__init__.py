@@ -24,7 +24,7 @@ are printed as one ``Error: ...`` line with exit status 1; ``kmp-dask --tracebac
 the full Python traceback instead. Anything else (a bug) keeps its traceback.
 """
 
-from . import _data, _demo, _model, _post  # noqa: F401  (register the commands)
+from . import _data, _demo, _model, _post, _run  # noqa: F401  (register the commands)
 from ._main import is_expected_error, main, one_line_message
 
 __all__ = ["main", "is_expected_error", "one_line_message"]

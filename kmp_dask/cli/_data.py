@@ -17,11 +17,13 @@ from ._main import _want_progress, main
 @click.option("--overwrite", is_flag=True, help="Replace TARGET if it exists (only once the new store is complete).")
 @click.option("--n-rows", default=None, type=int, help="Rows for synthetic:classification / synthetic:regression.")
 @click.option("--seed", default=0, show_default=True, help="Seed for synthetic generators.")
+@click.option("--start-row", default=0, show_default=True, type=click.IntRange(0),
+              help="Synthetic sources: first row of the seeded sequence (a held-out store: --start-row N_TRAIN).")
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar of rows written (default: only on a terminal).")
 @click.option("--labels", default=None, type=click.Path(exists=True, dir_okay=False),
               help="For a .npy SOURCE: a .npy file of labels (one per row).")
-def ingest(source, target, chunk_rows, overwrite, n_rows, seed, progress, labels):
+def ingest(source, target, chunk_rows, overwrite, n_rows, seed, start_row, progress, labels):
     """Write SOURCE into a zarr store at TARGET.
 
     SOURCE is keel:NAME, sklearn:NAME, synthetic:classification, synthetic:regression,
@@ -44,7 +46,7 @@ def ingest(source, target, chunk_rows, overwrite, n_rows, seed, progress, labels
         if not n_rows:
             raise click.BadParameter("synthetic sources need --n-rows", param_hint="--n-rows")
         st = gen(target, n_rows, chunk_rows=chunk_rows, random_state=seed, overwrite=overwrite,
-                 progress=progress)
+                 progress=progress, start_row=start_row)
     elif source.endswith(".csv"):
         st = store.store_from_csv(target, source, chunk_rows=chunk_rows or 100_000, overwrite=overwrite,
                                   progress=progress)

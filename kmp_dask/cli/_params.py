@@ -23,31 +23,20 @@ from pathlib import Path
 
 import click
 
-#: ``--algorithm`` values → (classifier class name, regressor class name or None).
-ALGORITHMS = {
-    "kmp": ("KMPClassifier", "KMPRegressor"),
-    "cvm": ("CVMClassifier", None),
-    "mmda": ("MMDA", None),
-    "skpca": ("SparseKernelPCA", "SparseKernelPCA"),
-}
+from ..pipeline._spec import ALGORITHMS, estimator_class  # noqa: E402  (one table for CLI and pipelines)
+
 #: Parameters the CLI sets itself.
 RESERVED = ("client", "verbose")
 
 
-def estimator_class(name: str):
-    import kmp_dask
-
-    return getattr(kmp_dask, name)
-
-
 def class_for(algorithm: str, task: str):
     """The estimator class of ``algorithm`` for a store whose task is ``task``."""
-    clf, reg = ALGORITHMS[algorithm]
-    if task == "regression":
-        if reg is None:
-            raise click.UsageError(f"--algorithm {algorithm} needs class labels; this store holds a regression target")
-        return estimator_class(reg)
-    return estimator_class(clf)
+    from ..pipeline._spec import class_for as _class_for
+
+    try:
+        return _class_for(algorithm, task)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def param_names(cls) -> list[str]:

@@ -163,10 +163,21 @@ def _gen_chunk_rows(chunk_rows, n_rows: int, n_features: int, dtype) -> int:
     return max(GEN_BLOCK_ROWS, rows - rows % GEN_BLOCK_ROWS) if rows >= GEN_BLOCK_ROWS else rows
 
 
+def _rows_from(fn, offset: int, start: int, stop: int):
+    return fn(start + offset, stop + offset)
+
+
+def _shifted(fn, start_row: int):
+    """``fn(start, stop)`` moved to rows ``[start_row + start, start_row + stop)`` (picklable)."""
+    if isinstance(start_row, bool) or not isinstance(start_row, (int, np.integer)) or start_row < 0:
+        raise ValueError(f"start_row must be an int >= 0; got {start_row!r}")
+    return fn if start_row == 0 else functools.partial(_rows_from, fn, int(start_row))
+
+
 def make_classification_store(target, n_rows: int, n_features: int = 54, n_classes: int = 7, *,
                               chunk_rows=None, random_state: int = 0, dtype="float32",
                               overwrite=False, client=None, storage_options=None,
-                              progress=None) -> ZarrStore:
+                              progress=None, start_row: int = 0) -> ZarrStore:
     """Write the synthetic classification dataset chunk by chunk (see :func:`make_classification`).
 
     Parameters
@@ -186,16 +197,19 @@ def make_classification_store(target, n_rows: int, n_features: int = 54, n_class
     storage_options : dict, optional
     progress : bool or callable, optional
         Rows written, as for :func:`~kmp_dask.store.create_store` (serial writes only).
+    start_row : int, default=0
+        First row of the (infinite) seeded sequence to write: a held-out store of the same
+        distribution is ``start_row=n_train`` with the same ``random_state``.
 
     Returns
     -------
     ZarrStore
     """
     _check_params(n_rows, random_state, n_features)
-    fn = functools.partial(classification_rows, n_features=int(n_features),
-                           n_classes=int(n_classes), random_state=int(random_state), dtype=dtype)
+    fn = _shifted(functools.partial(classification_rows, n_features=int(n_features),
+                           n_classes=int(n_classes), random_state=int(random_state), dtype=dtype), start_row)
     params = dict(generator="make_classification", n_rows=int(n_rows), n_features=int(n_features),
-                  n_classes=int(n_classes), random_state=int(random_state),
+                  n_classes=int(n_classes), random_state=int(random_state), start_row=int(start_row),
                   dtype=str(np.dtype(dtype)), gen_block_rows=GEN_BLOCK_ROWS)
     return store_from_blocks(
         target, int(n_rows), fn, chunk_rows=_gen_chunk_rows(chunk_rows, n_rows, n_features, dtype),
@@ -207,10 +221,10 @@ def make_classification_store(target, n_rows: int, n_features: int = 54, n_class
 def make_regression_store(target, n_rows: int, n_features: int = 8, *, noise: float = 0.1,
                           chunk_rows=None, random_state: int = 0, dtype="float32",
                           overwrite=False, client=None, storage_options=None,
-                          progress=None) -> ZarrStore:
+                          progress=None, start_row: int = 0) -> ZarrStore:
     """Write the synthetic regression dataset chunk by chunk (see :func:`make_regression`).
 
-    Parameters are as for :func:`make_classification_store`, plus ``noise``
+    Parameters are as for :func:`make_classification_store` (``start_row`` too), plus ``noise``
     (standard deviation of the Gaussian noise added to ``y``).
 
     Returns
@@ -218,10 +232,10 @@ def make_regression_store(target, n_rows: int, n_features: int = 8, *, noise: fl
     ZarrStore
     """
     _check_params(n_rows, random_state, n_features)
-    fn = functools.partial(regression_rows, n_features=int(n_features), noise=float(noise),
-                           random_state=int(random_state), dtype=dtype)
+    fn = _shifted(functools.partial(regression_rows, n_features=int(n_features), noise=float(noise),
+                                    random_state=int(random_state), dtype=dtype), start_row)
     params = dict(generator="make_regression", n_rows=int(n_rows), n_features=int(n_features),
-                  noise=float(noise), random_state=int(random_state),
+                  noise=float(noise), random_state=int(random_state), start_row=int(start_row),
                   dtype=str(np.dtype(dtype)), gen_block_rows=GEN_BLOCK_ROWS)
     return store_from_blocks(
         target, int(n_rows), fn, chunk_rows=_gen_chunk_rows(chunk_rows, n_rows, n_features, dtype),

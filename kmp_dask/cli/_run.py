@@ -1,0 +1,48 @@
+"""``run``: a declarative pipeline file end to end (kmp_dask.pipeline; docs/pipelines.md)."""
+
+from __future__ import annotations
+
+import click
+
+from ._main import main
+from ._where import Where, running, where_options
+
+RUN_EPILOG = """\b
+Examples:
+  kmp-dask run pipelines/covertype_skmp.toml                 # full size, embedded cluster
+  kmp-dask run pipelines/covertype_skmp.toml --small --output runs/try
+  kmp-dask run pipelines/covertype_skmp.toml --resume        # after a kill: identical model
+  kmp-dask run pipelines/covertype_skmp.toml --scheduler-file cluster/scheduler.json
+"""
+
+
+@main.command(epilog=RUN_EPILOG)
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@click.option("--output", default=None, type=click.Path(file_okay=False),
+              help="Run directory (default: the pipeline's 'output', else runs/NAME).")
+@click.option("--small", is_flag=True, help="Apply the pipeline's [small] overrides (tests, a quick look).")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run in its directory (skips finished steps).")
+@click.option("--overwrite", is_flag=True, help="Replace the run directory if it exists.")
+@click.option("--quiet", "-q", is_flag=True)
+@where_options
+def run(pipeline, output, small, resume, overwrite, quiet, where):
+    """Run PIPELINE (a TOML file): data → model → compress / features → evaluate → report."""
+    from pathlib import Path
+
+    from ..pipeline import load_spec, run_pipeline
+
+    spec = load_spec(pipeline, small=small)
+    out = Path(output or spec.get("output") or Path("runs") / spec["name"])
+    if out.exists() and not (resume or overwrite):
+        raise FileExistsError(f"output directory {str(out)!r} exists; pass --overwrite to replace it, "
+                              "or --resume to continue the run in it")
+    if where.scheduler is None:
+        r = spec.get("run", {})
+        where = Where(**{**where.__dict__, "workers": where.workers or r.get("workers"),
+                         "threads_per_worker": r.get("threads_per_worker", where.threads_per_worker),
+                         "memory_limit": r.get("memory_limit", where.memory_limit)})
+    log = (lambda *_: None) if quiet else (lambda m: click.echo(m, err=True))
+    with running(where, quiet=quiet) as client:
+        summary = run_pipeline(spec, out, client=client, overwrite=overwrite, resume=resume, log=log)
+    click.echo(f"pipeline {spec['name']} finished in {summary['seconds']:.1f} s; results in {out}/summary.json, "
+               f"report {out}/report.html")

@@ -1,0 +1,118 @@
+"""Run a pipeline: each step writes its outputs under the run directory and a completion record
+``steps/STEP.json``; ``resume`` skips completed steps and continues an interrupted KMP fit
+from its checkpoint (``checkpoint/``), giving the identical model.
+
+Steps, in order: ``data`` (one store per ``[data.NAME]``), ``model`` (a kmp_dask estimator,
+or a scikit-learn one for pipelines that compress it), ``compress``, ``features`` (a
+transformer's output over stores, as new stores NAME_features), ``downstream`` (a
+scikit-learn classifier on those features), ``evaluate``, ``report``. A finished run leaves
+``summary.json``: every step's results, seconds, and peak memory of the driver and workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["run_pipeline", "RunDirectory"]
+
+
+class RunDirectory:
+    """The one directory a run writes; step records written atomically."""
+
+    def __init__(self, root, *, overwrite: bool, resume: bool):
+        self.root = Path(root)
+        if self.root.exists() and not resume:
+            if not overwrite:
+                raise FileExistsError(f"output directory {str(self.root)!r} exists; pass overwrite=True to replace "
+                                      "it, or resume=True to continue the run in it")
+            shutil.rmtree(self.root)
+        (self.root / "steps").mkdir(parents=True, exist_ok=True)
+
+    def path(self, *parts) -> Path:
+        return self.root.joinpath(*parts)
+
+    def done(self, step: str):
+        p = self.path("steps", f"{step}.json")
+        return json.loads(p.read_text()) if p.is_file() else None
+
+    def record(self, step: str, result: dict) -> dict:
+        p = self.path("steps", f"{step}.json")
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=2, default=_json_default))
+        os.replace(tmp, p)
+        return result
+
+
+def _json_default(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return str(v)
+
+
+def _data_step(spec, run, client):
+    from ._steps import make_store
+
+    out = {}
+    for name, d in spec["data"].items():
+        st = make_store(d, run.path("data", f"{name}.zarr"), client)
+        out[name] = {"path": str(run.path("data", f"{name}.zarr")), "n_rows": st.n_rows, "n_features": st.n_features}
+    return out
+
+
+def _peak_memory(client) -> dict:
+    driver = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    workers = {}
+    if client is not None:
+        workers = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    return {"driver_peak_rss_bytes": int(driver), "workers_peak_rss_bytes": {k: int(v) for k, v in workers.items()}}
+
+
+def _steps(spec):
+    from . import _steps as s
+
+    yield "data", _data_step
+    yield "model", s.model_step
+    for name, fn in (("compress", s.compress_step), ("features", s.features_step),
+                     ("downstream", s.downstream_step), ("evaluate", s.evaluate_step)):
+        if name in spec:
+            yield name, fn
+    yield "report", s.report_step
+
+
+def run_pipeline(spec: dict, output, *, client, overwrite: bool = False, resume: bool = False, log=print) -> dict:
+    """Run ``spec`` (from :func:`load_spec`) into ``output`` on ``client``; return the summary."""
+    run = RunDirectory(output, overwrite=overwrite, resume=resume)
+    (run.path("pipeline.json")).write_text(json.dumps(spec, indent=2, default=_json_default))
+    results, t_all = {}, time.perf_counter()
+    for name, fn in _steps(spec):
+        previous = run.done(name) if resume else None
+        if previous is not None:
+            log(f"[{spec['name']}] {name}: done in an earlier run, skipped")
+            results[name] = previous
+            continue
+        log(f"[{spec['name']}] {name} ...")
+        t0 = time.perf_counter()
+        res = fn(spec, run, client, resume=resume) if name != "data" else fn(spec, run, client)
+        res = {**res, "seconds": time.perf_counter() - t0}
+        results[name] = run.record(name, res)
+        log(f"[{spec['name']}] {name}: {_short(res)}")
+    summary = {"pipeline": spec["name"], "output": str(run.root), "seconds": time.perf_counter() - t_all,
+               "steps": results, "memory": _peak_memory(client)}
+    run.record("summary", summary)
+    shutil.copyfile(run.path("steps", "summary.json"), run.path("summary.json"))
+    return summary
+
+
+def _short(res: dict) -> str:
+    keys = ("accuracy", "r2", "n_basis", "n_vectors", "n_components", "downstream_accuracy", "report")
+    parts = [f"{k} {res[k]:.4g}" if isinstance(res[k], float) else f"{k} {res[k]}" for k in keys if k in res]
+    return ", ".join(parts + [f"{res['seconds']:.1f} s"])

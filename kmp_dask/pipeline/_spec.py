@@ -1,0 +1,134 @@
+"""Pipeline files: one TOML file describing data → model → (compress | features → downstream)
+→ evaluate → report, and where it runs. See docs/pipelines.md for the format.
+
+A spec is validated whole before anything runs: unknown tables or keys, a step that names a
+data set the file does not define, a missing model — each one clear error naming the key.
+``[small]`` holds dotted-path overrides applied by ``--small`` (the tests' switch), e.g.
+``"data.train.n_rows" = 4000``.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from pathlib import Path
+
+__all__ = ["load_spec", "SpecError"]
+
+TABLES = {"name", "description", "output", "data", "model", "compress", "features", "downstream", "evaluate",
+          "report", "run", "small"}
+DATA_KEYS = {"source", "n_rows", "seed", "start_row", "part", "test_size", "chunk_rows", "n_features", "n_classes"}
+MODEL_KEYS = {"algorithm", "task", "params", "checkpoint_every", "estimator"}
+COMPRESS_KEYS = {"n_vectors", "method", "data", "params"}
+FEATURES_KEYS = {"data"}
+DOWNSTREAM_KEYS = {"estimator", "params", "train", "test"}
+EVALUATE_KEYS = {"data"}
+REPORT_KEYS = {"data", "title", "sample_rows"}
+RUN_KEYS = {"workers", "threads_per_worker", "memory_limit"}
+#: scikit-learn estimators a pipeline may name (``model.estimator`` / ``downstream.estimator``).
+SKLEARN = {"SVC": "sklearn.svm", "SVR": "sklearn.svm", "NuSVC": "sklearn.svm", "KernelRidge": "sklearn.kernel_ridge",
+           "KNeighborsClassifier": "sklearn.neighbors", "LogisticRegression": "sklearn.linear_model",
+           "RidgeClassifier": "sklearn.linear_model", "LinearSVC": "sklearn.svm"}
+
+
+#: ``algorithm`` values (CLI ``--algorithm``, pipelines' ``model.algorithm``) → (classifier, regressor).
+ALGORITHMS = {
+    "kmp": ("KMPClassifier", "KMPRegressor"),
+    "cvm": ("CVMClassifier", None),
+    "mmda": ("MMDA", None),
+    "skpca": ("SparseKernelPCA", "SparseKernelPCA"),
+}
+
+
+def estimator_class(name: str):
+    import kmp_dask
+
+    return getattr(kmp_dask, name)
+
+
+def class_for(algorithm: str, task: str):
+    """The estimator class of ``algorithm`` for data whose task is ``task``."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; use one of {', '.join(sorted(ALGORITHMS))}")
+    clf, reg = ALGORITHMS[algorithm]
+    if task == "regression":
+        if reg is None:
+            raise ValueError(f"algorithm {algorithm} needs class labels; this store holds a regression target")
+        return estimator_class(reg)
+    return estimator_class(clf)
+
+
+class SpecError(ValueError):
+    """The pipeline file is not valid; the message names the file and the key."""
+
+
+def _check_keys(where: str, table, allowed: set, path) -> None:
+    if not isinstance(table, dict):
+        raise SpecError(f"{path}: [{where}] must be a table")
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise SpecError(f"{path}: unknown key {unknown[0]!r} in [{where}]; allowed: {', '.join(sorted(allowed))}")
+
+
+def _apply_small(spec: dict, path) -> dict:
+    out = copy.deepcopy(spec)
+    for dotted, value in spec.get("small", {}).items():
+        *parents, leaf = dotted.split(".")
+        node = out
+        for key in parents:
+            if not isinstance(node.get(key), dict):
+                raise SpecError(f"{path}: [small] key {dotted!r} names no table of the pipeline")
+            node = node[key]
+        node[leaf] = value
+    return out
+
+
+def _data_refs(spec: dict) -> list[tuple[str, str]]:
+    refs = [("evaluate.data", spec.get("evaluate", {}).get("data")), ("report.data", spec.get("report", {}).get("data")),
+            ("compress.data", spec.get("compress", {}).get("data"))]
+    refs += [("features.data", d) for d in spec.get("features", {}).get("data", [])]
+    return [(k, v) for k, v in refs if v is not None]
+
+
+def validate(spec: dict, path) -> None:
+    _check_keys("top level", spec, TABLES, path)
+    if "data" not in spec or not spec["data"]:
+        raise SpecError(f"{path}: a pipeline needs a [data.NAME] table (e.g. [data.train])")
+    for name, d in spec["data"].items():
+        _check_keys(f"data.{name}", d, DATA_KEYS, path)
+        if "source" not in d:
+            raise SpecError(f"{path}: [data.{name}] needs a 'source' (synthetic:classification, keel:NAME, ...)")
+    if "model" not in spec:
+        raise SpecError(f"{path}: a pipeline needs a [model] table")
+    for table, keys in (("model", MODEL_KEYS), ("compress", COMPRESS_KEYS), ("features", FEATURES_KEYS),
+                        ("downstream", DOWNSTREAM_KEYS), ("evaluate", EVALUATE_KEYS), ("report", REPORT_KEYS),
+                        ("run", RUN_KEYS)):
+        if table in spec:
+            _check_keys(table, spec[table], keys, path)
+    algo = spec["model"].get("algorithm", "kmp")
+    if algo not in ALGORITHMS:
+        raise SpecError(f"{path}: model.algorithm = {algo!r}; use one of {', '.join(sorted(ALGORITHMS))}")
+    for est in (spec["model"].get("estimator"), spec.get("downstream", {}).get("estimator")):
+        if est is not None and est not in SKLEARN:
+            raise SpecError(f"{path}: estimator {est!r} is not one a pipeline may use; choose from {', '.join(sorted(SKLEARN))}")
+    names = set(spec["data"]) | {f"{d}_features" for d in spec.get("features", {}).get("data", [])}
+    for key, ref in _data_refs(spec) + [("downstream.train", spec.get("downstream", {}).get("train")),
+                                        ("downstream.test", spec.get("downstream", {}).get("test"))]:
+        if ref is not None and ref not in names:
+            raise SpecError(f"{path}: {key} = {ref!r} names no data set; defined: {', '.join(sorted(names))}")
+
+
+def load_spec(path, *, small: bool = False) -> dict:
+    """The validated pipeline at ``path`` (with ``[small]`` applied when ``small``)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no pipeline file at {str(p)!r}")
+    try:
+        spec = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{p}: not valid TOML: {exc}") from None
+    if small:
+        spec = _apply_small(spec, p)
+    validate(spec, p)
+    spec.setdefault("name", p.stem)
+    return spec

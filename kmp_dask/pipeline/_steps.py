@@ -1,0 +1,189 @@
+"""The steps of a pipeline run (see ``_runner``); each returns a JSON-able result dict."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._spec import SKLEARN, class_for
+
+
+def make_store(d: dict, target: Path, client):
+    """One ``[data.NAME]`` table → a zarr store at ``target`` (replacing a partial one)."""
+    from ..datasets import make_classification_store, make_regression_store
+
+    src = d["source"]
+    if src in ("synthetic:classification", "synthetic:regression"):
+        gen = make_classification_store if src.endswith("classification") else make_regression_store
+        kw = {k: d[k] for k in ("n_features", "n_classes") if k in d}
+        if src.endswith("regression"):
+            kw.pop("n_classes", None)
+        return gen(target, int(d["n_rows"]), random_state=int(d.get("seed", 0)), start_row=int(d.get("start_row", 0)),
+                   chunk_rows=d.get("chunk_rows"), overwrite=True, client=client, **kw)
+    if src.startswith(("keel:", "sklearn:")):
+        return _split_store(d, target)
+    raise ValueError(f"data source {src!r}: use synthetic:classification, synthetic:regression, keel:NAME or sklearn:NAME")
+
+
+def _split_store(d: dict, target: Path):
+    """Part ``train`` or ``test`` of a bundled data set: a seeded stratified split, standardised
+    with the training part's mean and standard deviation (the same for both parts)."""
+    from sklearn.model_selection import train_test_split
+
+    from ..datasets import load
+    from ..store import create_store
+
+    ds = load(d["source"])
+    part = d.get("part", "train")
+    if part not in ("train", "test"):
+        raise ValueError(f"data part must be 'train' or 'test'; got {part!r}")
+    strat = ds.y if ds.task == "classification" else None
+    Xtr, Xte, ytr, yte = train_test_split(ds.X, ds.y, test_size=float(d.get("test_size", 0.3)),
+                                          random_state=int(d.get("seed", 0)), stratify=strat)
+    mean, std = Xtr.mean(axis=0), Xtr.std(axis=0)
+    std[std == 0] = 1.0
+    X, y = (Xtr, ytr) if part == "train" else (Xte, yte)
+    prov = {"source": d["source"], "part": part, "test_size": d.get("test_size", 0.3), "seed": d.get("seed", 0),
+            "standardised": "train mean/std"}
+    return create_store(target, (X - mean) / std, y, classes=ds.classes, overwrite=True,
+                        feature_names=ds.feature_names, provenance=prov)
+
+
+def _store(run, name):
+    from ..store import open_store
+
+    return open_store(run.path("data", f"{name}.zarr"))
+
+
+def _read_all(store, max_rows: int | None = None):
+    n = store.n_rows if max_rows is None else min(store.n_rows, max_rows)
+    X, y = store.read_range(0, n)
+    names = store.attrs.get("classes")
+    if y is not None and names is not None:
+        y = np.asarray(names).take(np.asarray(y, dtype=np.int64))
+    return X, y
+
+
+def _sklearn(name: str, params: dict):
+    return getattr(importlib.import_module(SKLEARN[name]), name)(**params)
+
+
+def model_step(spec, run, client, *, resume=False):
+    """Fit ``[model]`` on the ``train`` data set (or the first one) and save it."""
+    from .. import save
+
+    m = spec["model"]
+    train = "train" if "train" in spec["data"] else next(iter(spec["data"]))
+    st = _store(run, train)
+    if "estimator" in m:  # a scikit-learn model, fitted in memory, to be compressed
+        import joblib
+
+        est = _sklearn(m["estimator"], m.get("params", {}))
+        X, y = _read_all(st)
+        est.fit(X, y)
+        joblib.dump(est, run.path("model.joblib"))
+        return {"estimator": m["estimator"], "n_support": int(getattr(est, "n_support_", np.array([0])).sum())}
+    task = m.get("task") or ("classification" if st.attrs.get("classes") is not None else "regression")
+    cls = class_for(m.get("algorithm", "kmp"), task)
+    est = cls(**m.get("params", {}))
+    est.set_params(client=client)
+    fit_kw = {}
+    if m.get("algorithm", "kmp") == "kmp":
+        fit_kw = {"checkpoint": str(run.path("checkpoint")), "checkpoint_every": int(m.get("checkpoint_every", 10)),
+                  "resume": resume}
+    est.fit(st.url, **fit_kw)
+    est.set_params(client=None)
+    save(est, run.path("model"), overwrite=True)
+    out = {"estimator": cls.__name__, "history": getattr(est, "history_", None)}
+    for attr in ("n_basis_", "n_components_", "n_vectors_"):
+        if hasattr(est, attr):
+            out[attr.rstrip("_")] = int(getattr(est, attr))
+    return out
+
+
+def load_model(run):
+    """The run's model: the open-format one, or the scikit-learn one it trained (its own file)."""
+    from .. import load
+
+    if run.path("model").exists():
+        return load(run.path("model"))
+    import joblib
+
+    return joblib.load(run.path("model.joblib"))  # written by this run's model step
+
+
+def compress_step(spec, run, client, *, resume=False):
+    from .. import ReducedSetCompressor, save
+
+    c = spec["compress"]
+    X, y = _read_all(_store(run, c.get("data", "train")))
+    comp = ReducedSetCompressor(n_vectors=c["n_vectors"], method=c.get("method", "hmp"), **c.get("params", {}))
+    t0 = time.perf_counter()
+    comp.fit(load_model(run), X, y)
+    seconds = time.perf_counter() - t0
+    save(comp, run.path("compressed"), overwrite=True)
+    path = {k: np.asarray(v).tolist() for k, v in comp.path_.items()} if isinstance(comp.path_, dict) else None
+    return {"n_vectors": int(comp.n_vectors_), "compress_seconds": seconds, "path": path}
+
+
+def features_step(spec, run, client, *, resume=False):
+    from ..evaluation import predict_to_store
+
+    model = load_model(run)
+    out = {}
+    for name in spec["features"]["data"]:
+        target = run.path("data", f"{name}_features.zarr")
+        st = predict_to_store(model, _store(run, name), target, overwrite=True, client=client)
+        out[name] = {"path": str(target), "n_features": st.n_features}
+    return out
+
+
+def downstream_step(spec, run, client, *, resume=False):
+    """A scikit-learn classifier on the features (read into memory: n × n_components)."""
+    d = spec["downstream"]
+    Xtr, ytr = _read_all(_store(run, d.get("train", "train_features")))
+    Xte, yte = _read_all(_store(run, d.get("test", "test_features")))
+    est = _sklearn(d["estimator"], d.get("params", {})).fit(Xtr, ytr)
+    return {"estimator": d["estimator"], "downstream_accuracy": float(np.mean(est.predict(Xte) == yte)),
+            "n_features": int(Xtr.shape[1])}
+
+
+def evaluate_step(spec, run, client, *, resume=False):
+    from ..evaluation import evaluate, model_kind
+
+    st = _store(run, spec["evaluate"].get("data", "test"))
+    out = {}
+    for name in ("model", "compressed"):
+        p = run.path(name)
+        if not p.exists():
+            continue
+        from .. import load
+
+        model = load(p)
+        if model_kind(model) != "transformer":
+            out[name] = evaluate(model, st, client=client)
+    if run.path("model.joblib").exists():
+        X, y = _read_all(st)
+        out["sklearn_model"] = {"accuracy": float(np.mean(load_model(run).predict(X) == y))}
+    first = next(iter(out.values()), {})
+    return {**out, **({"accuracy": first["accuracy"]} if "accuracy" in first else {}),
+            **({"r2": first["r2"]} if "r2" in first else {})}
+
+
+def report_step(spec, run, client, *, resume=False):
+    from .. import load
+    from ..report import write_report
+
+    r = spec.get("report", {})
+    models = [(n, load(run.path(n))) for n in ("model", "compressed") if run.path(n).exists()]
+    X = y = None
+    if r.get("data"):
+        X, y = _read_all(_store(run, r["data"]), int(r.get("sample_rows", 2000)))
+    evals = run.done("evaluate")
+    evals = {k: v for k, v in (evals or {}).items() if isinstance(v, dict) and "task" in v} or None
+    out = write_report(models, run.path("report.html"), X=X, y=y, evaluations=evals,
+                       title=r.get("title", spec["name"]), overwrite=True)
+    return {"report": str(out)}
