@@ -1,0 +1,92 @@
+"""Bad arguments exit non-zero with one clear line naming the problem, and write nothing (issue 13)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from kmp_dask.cli import main
+from kmp_dask.cli._params import parse_value
+from kmp_dask.store import create_store
+
+
+@pytest.fixture
+def ws(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    create_store(tmp_path / "train.zarr", X, (X[:, 0] > 0).astype(int), classes=["a", "b"])
+    (tmp_path / "not_a_model").mkdir()
+    (tmp_path / "not_a_model" / "x.txt").write_text("hello")
+    (tmp_path / "svc.joblib").write_bytes(b"\x80\x04not really a pickle")
+    (tmp_path / "bad.toml").write_text("n_basis = 5\nno_such_param = 1\n")
+    (tmp_path / "exists.kmp").mkdir()
+    return tmp_path
+
+
+def _listing(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+CASES = {
+    "missing store": (["train", "{ws}/nope.zarr", "--model", "{ws}/m.kmp", "--workers", "1"], "nope.zarr"),
+    "model file that is not one": (["evaluate", "{ws}/not_a_model", "{ws}/train.zarr"], "not a kmp_dask model"),
+    "unknown config key": (["train", "{ws}/train.zarr", "--model", "{ws}/m.kmp", "--config", "{ws}/bad.toml"],
+                           "no_such_param"),
+    "output exists": (["train", "{ws}/train.zarr", "--model", "{ws}/exists.kmp"], "--overwrite"),
+    "pickle without --trust-pickle": (["compress", "{ws}/svc.joblib", "--n-vectors", "5", "--model", "{ws}/c.kmp"],
+                                      "--trust-pickle"),
+    "predict output exists": (["predict", "{ws}/not_a_model", "{ws}/train.zarr", "--output", "{ws}/train.zarr"],
+                              "--overwrite"),
+    "report output exists": (["report", "{ws}/exists.kmp", "--output", "{ws}/bad.toml"], "--overwrite"),
+    "flag the algorithm lacks": (["train", "{ws}/train.zarr", "--model", "{ws}/m.kmp", "--algorithm", "cvm",
+                                  "--n-basis", "5"], "--n-basis"),
+    "bad scheduler address": (["train", "{ws}/train.zarr", "--model", "{ws}/m.kmp", "--scheduler", "localhost"],
+                              "--scheduler"),
+    "resume without checkpoint": (["train", "{ws}/train.zarr", "--model", "{ws}/m.kmp", "--resume"], "--checkpoint"),
+    "ingest npz without X": (["ingest", "{ws}/e.npz", "{ws}/o.zarr"], "'X'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_argument_is_one_line_and_writes_nothing(ws, case):
+    np.savez(ws / "e.npz", Z=np.zeros((3, 2)))
+    args, needle = CASES[case]
+    before = _listing(ws)
+    result = CliRunner().invoke(main, [a.format(ws=ws) for a in args])
+    assert result.exit_code != 0, result.output
+    lines = [ln for ln in result.output.strip().splitlines() if ln.strip()]
+    assert lines[-1].startswith("Error") and needle in result.output, result.output
+    assert "Traceback" not in result.output
+    assert _listing(ws) == before
+
+
+def test_parse_value():
+    assert parse_value("0.5") == 0.5 and parse_value("100") == 100 and parse_value("auto") == "auto"
+    assert parse_value("none") is None and parse_value("true") is True
+    assert parse_value("0.1,1,10") == [0.1, 1, 10] and parse_value("[1, 2]") == [1, 2]
+
+
+def test_ingest_npy_and_npz_directory(tmp_path):
+    rng = np.random.default_rng(1)
+    parts = [rng.normal(size=(n, 4)).astype(np.float32) for n in (70, 50)]
+    (tmp_path / "d").mkdir()
+    for i, X in enumerate(parts):
+        np.savez(tmp_path / "d" / f"part{i}.npz", X=X, y=(X[:, 0] > 0).astype(np.int32))
+    np.save(tmp_path / "X.npy", parts[0])
+    np.save(tmp_path / "y.npy", (parts[0][:, 0] > 0).astype(np.int32))
+    runner = CliRunner()
+    r1 = runner.invoke(main, ["ingest", str(tmp_path / "d"), str(tmp_path / "a.zarr"), "--chunk-rows", "32"])
+    r2 = runner.invoke(main, ["ingest", str(tmp_path / "X.npy"), str(tmp_path / "b.zarr"), "--labels",
+                              str(tmp_path / "y.npy")])
+    assert r1.exit_code == 0 and r2.exit_code == 0, r1.output + r2.output
+    from kmp_dask.store import open_store
+
+    a, b = open_store(tmp_path / "a.zarr"), open_store(tmp_path / "b.zarr")
+    Xa, ya = a.read_range(0, a.n_rows)
+    np.testing.assert_array_equal(Xa, np.concatenate(parts))
+    np.testing.assert_array_equal(ya, (np.concatenate(parts)[:, 0] > 0).astype(np.int32))
+    assert b.n_rows == 70 and a.row_chunks[0] == 32
+    assert os.path.isdir(tmp_path / "a.zarr")
