@@ -1,0 +1,93 @@
+"""``kmp-dask run``: the four pipelines end to end on small data (issue 14)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kmp_dask import load
+from kmp_dask.pipeline import SpecError, load_spec
+
+from ._run import kmp_dask_cmd, run_cli
+
+pytestmark = pytest.mark.timeout(900)
+PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
+
+
+def _summary(out):
+    s = json.loads((out / "summary.json").read_text())
+    assert (out / "report.html").stat().st_size > 5000
+    return s
+
+
+def test_pipeline1_on_embedded_cluster(tmp_path):
+    out = tmp_path / "run"
+    run_cli("run", PIPELINES / "covertype_skmp.toml", "--small", "--output", out, "--workers", 2)
+    s = _summary(out)
+    assert s["steps"]["model"]["n_basis"] == 25
+    assert 0.3 < s["steps"]["evaluate"]["accuracy"] <= 1.0
+    assert s["memory"]["driver_peak_rss_bytes"] > 0 and len(s["memory"]["workers_peak_rss_bytes"]) == 2
+    again = run_cli("run", PIPELINES / "covertype_skmp.toml", "--small", "--output", out, check=False)
+    assert again.returncode == 1 and "--overwrite" in again.stderr  # nothing overwritten
+
+
+def test_pipeline1_on_dask_scheduler_and_workers(tmp_path, cli_cluster):
+    out = tmp_path / "run"
+    run_cli("run", PIPELINES / "covertype_skmp.toml", "--small", "--output", out, "--scheduler-file", cli_cluster)
+    assert _summary(out)["steps"]["model"]["n_basis"] == 25
+
+
+@pytest.mark.parametrize("name,check", [
+    ("svc_compress", lambda s: s["steps"]["compress"]["n_vectors"] >= 1 and "sklearn_model" in s["steps"]["evaluate"]),
+    ("mmda_features", lambda s: s["steps"]["downstream"]["downstream_accuracy"] > 0.5),
+    ("sparse_kpca", lambda s: s["steps"]["model"]["n_components"] >= 1),
+])
+def test_pipelines_2_to_4(tmp_path, name, check):
+    out = tmp_path / "run"
+    run_cli("run", PIPELINES / f"{name}.toml", "--small", "--output", out, "--workers", 2)
+    assert check(_summary(out))
+
+
+def test_killed_pipeline_resumes_to_the_identical_model(tmp_path):
+    spec = (PIPELINES / "covertype_skmp.toml").read_text().replace("checkpoint_every = 10", "checkpoint_every = 2")
+    spec = spec.replace('"model.params.n_basis" = 25', '"model.params.n_basis" = 60')
+    (tmp_path / "p.toml").write_text(spec)
+    ref = tmp_path / "ref"
+    run_cli("run", tmp_path / "p.toml", "--small", "--output", ref, "--workers", 2, "--quiet")
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(kmp_dask_cmd() + ["run", str(tmp_path / "p.toml"), "--small", "--output", str(out),
+                                              "--workers", "2"], start_new_session=True, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (out / "checkpoint").exists() or not any((out / "checkpoint").iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before a checkpoint was written"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert not (out / "summary.json").exists()
+    run_cli("run", tmp_path / "p.toml", "--small", "--output", out, "--workers", 2, "--resume", "--quiet")
+    a, b = load(ref / "model"), load(out / "model")
+    np.testing.assert_array_equal(a.basis_indices_, b.basis_indices_)
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+
+
+def test_spec_errors_name_the_key(tmp_path):
+    p = tmp_path / "p.toml"
+    p.write_text('[data.train]\nsource = "synthetic:classification"\nn_rows = 10\n[model]\nalgorithm = "kmp"\n'
+                 '[evaluate]\ndata = "test"\n')
+    with pytest.raises(SpecError, match="evaluate.data = 'test' names no data set"):
+        load_spec(p)
+    p.write_text('[data.train]\nsource = "x"\nbogus = 1\n[model]\n')
+    with pytest.raises(SpecError, match="unknown key 'bogus' in \\[data.train\\]"):
+        load_spec(p)
+    for f in PIPELINES.glob("*.toml"):
+        load_spec(f)
+        load_spec(f, small=True)
