@@ -1,0 +1,105 @@
+"""Figures as PNG bytes, drawn with matplotlib's object API on an Agg canvas.
+
+No pyplot and no ``matplotlib.use``: a :class:`~matplotlib.figure.Figure` with its own
+:class:`~matplotlib.backends.backend_agg.FigureCanvasAgg` leaves the process's backend (a
+notebook's inline or widget backend) untouched and keeps no global figure registry.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from ._series import Curve
+
+__all__ = ["line_png", "bar_png", "scatter_png"]
+
+SIZE = (7.0, 3.6)  #: inches; at DPI, 700 × 360 pixels
+DPI = 100
+
+
+def _figure() -> tuple[Figure, object]:
+    fig = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def _draw(ax, curves, colours, *, logy=False):
+    for c, colour in zip(curves, colours):
+        ax.plot(c.x, c.y, color=colour, label=c.label, marker=c.marker or None, markersize=4, linewidth=1.5,
+                linestyle=c.linestyle)
+    if logy and all(np.all(c.y > 0) for c in curves):
+        ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+
+
+def line_png(title: str, xlabel: str, ylabel: str, curves: list[Curve], *, right_label: str = "",
+             logy: bool = False, vline: float | None = None, vlabel: str = "") -> bytes:
+    """Curves against a shared x; those with ``right=True`` on a second y axis."""
+    fig, ax = _figure()
+    colours = [f"C{i}" for i in range(len(curves))]
+    left = [(c, k) for c, k in zip(curves, colours) if not c.right]
+    right = [(c, k) for c, k in zip(curves, colours) if c.right]
+    _draw(ax, [c for c, _ in left], [k for _, k in left], logy=logy)
+    handles, labels = ax.get_legend_handles_labels()
+    if right:
+        ax2 = ax.twinx()
+        _draw(ax2, [c for c, _ in right], [k for _, k in right])
+        ax2.set_ylabel(right_label)
+        h2, l2 = ax2.get_legend_handles_labels()
+        handles, labels = handles + h2, labels + l2
+    if vline is not None:
+        handles.append(ax.axvline(vline, color="0.3", linestyle="--", linewidth=1))
+        labels.append(vlabel)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(handles), 4), fontsize="small",
+                   frameon=False)
+    return _png(fig)
+
+
+def bar_png(title: str, xlabel: str, ylabel: str, values: np.ndarray) -> bytes:
+    fig, ax = _figure()
+    ax.bar(np.arange(1, len(values) + 1), values, color="C0")
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(True, axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def _is_categorical(y) -> bool:
+    y = np.asarray(y)
+    return y.dtype.kind not in "fc" or len(np.unique(y)) <= 20
+
+
+def scatter_png(title: str, F: np.ndarray, y=None) -> bytes:
+    """First two columns of ``F`` (one column: against the row index), coloured by ``y``."""
+    fig, ax = _figure()
+    xs, ys = (F[:, 0], F[:, 1]) if F.shape[1] > 1 else (np.arange(len(F)), F[:, 0])
+    kw = dict(s=9, alpha=0.7, linewidths=0)
+    if y is None:
+        ax.scatter(xs, ys, color="C0", **kw)
+    elif _is_categorical(y):
+        y = np.asarray(y)
+        for i, label in enumerate(np.unique(y)):
+            m = y == label
+            ax.scatter(xs[m], ys[m], color=f"C{i % 10}", label=str(label), **kw)
+        ax.legend(loc="best", fontsize="small", markerscale=2, title="y")
+    else:
+        sc = ax.scatter(xs, ys, c=np.asarray(y, dtype=float), cmap="viridis", **kw)
+        fig.colorbar(sc, ax=ax, label="y")
+    ax.set(title=title, xlabel="feature 1" if F.shape[1] > 1 else "row",
+           ylabel="feature 2" if F.shape[1] > 1 else "feature 1")
+    ax.grid(True, alpha=0.3)
+    return _png(fig)
