@@ -16,6 +16,7 @@ from ..blockops import StatsQuery, kmp_stats
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning
 from ..expansion import KernelExpansion
 from ..greedy import FIT_MODES, kernel_matching_pursuit, n_candidates_for
+from ..greedy._checkpoint import open_checkpoint
 from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
 from ..parallel import make_engine, map_blocks_rows, map_rows_predict, resolve_client
@@ -191,13 +192,15 @@ class _BaseKMP(BaseEstimator):
             return n_candidates_for(self.eps, self.q)
         return self.candidates
 
-    def _fit(self, X, y):
+    def _fit(self, X, y, checkpoint=None, checkpoint_every=10, resume=False):
         _check_params(self)
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(0, 2**31 - 1))
         in_memory = not (is_store_like(X) or is_dask_array(X))
         self._input_classes = None
         with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=self._is_classifier) as store:
+            ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
+                                   params=self.get_params(deep=False), store=store, store_is_input=is_store_like(X))
             self.kernels_ = self._resolve_kernels(store.n_features)
             self.kernel_ = self.kernels_[0]
             self.loss_ = get_loss(self.loss, kind="classification" if self._is_classifier else "regression",
@@ -215,6 +218,7 @@ class _BaseKMP(BaseEstimator):
                         fit_intercept=self.fit_intercept, validation_fraction=float(self.validation_fraction),
                         n_iter_no_change=self.n_iter_no_change, split_seed=seed, callback=cb,
                         loss=self.loss_, refit_every=self.refit_every, error_threshold=self._bound_threshold(),
+                        checkpoint=ckpt,
                     )
                     if bar is not None:
                         bar.close()
@@ -588,7 +592,7 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
         tags.target_tags.multi_output = True
         return tags
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Fit on numpy/dask ``X, y`` or on a store (``y=None``).
 
         Parameters
@@ -597,12 +601,25 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
             Training rows, or a store (or its path / URL) holding ``X`` and ``y``.
         y : array-like or dask array of shape (n_samples,) or (n_samples, n_outputs), or None
             Targets; None when ``X`` is a store.
+        checkpoint : str, path or None
+            A directory where the fit saves its state (one file, replaced atomically) every
+            ``checkpoint_every`` iterations and when it ends; the final checkpoint is kept. A
+            checkpoint already there is never overwritten: pass ``resume=True`` to continue it
+            (same estimator, parameters and data, else ``ValueError`` naming the difference;
+            the model is then identical to an uninterrupted fit's; a complete checkpoint gives
+            its model at once), or remove it. The file is a pickle: resume only your own
+            checkpoints (docs/engine.md, "Checkpoints").
+        checkpoint_every : int, default=10
+            Iterations between two saves.
+        resume : bool, default=False
+            Continue the checkpoint in ``checkpoint``; with none there, the fit starts from
+            scratch.
 
         Returns
         -------
         self : KMPRegressor
         """
-        return self._fit(X, y)
+        return self._fit(X, y, checkpoint, checkpoint_every, resume)
 
     def _targets(self, engine, store):
         ys = store.y_shape
@@ -673,7 +690,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
 
     _is_classifier = True
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Fit on numpy/dask ``X, y`` or on a store (``y=None``).
 
         Parameters
@@ -682,6 +699,19 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
             Training rows, or a store (or its path / URL) holding ``X`` and ``y``.
         y : array-like or dask array of shape (n_samples,), or None
             Class labels; None when ``X`` is a store.
+        checkpoint : str, path or None
+            A directory where the fit saves its state (one file, replaced atomically) every
+            ``checkpoint_every`` iterations and when it ends; the final checkpoint is kept. A
+            checkpoint already there is never overwritten: pass ``resume=True`` to continue it
+            (same estimator, parameters and data, else ``ValueError`` naming the difference;
+            the model is then identical to an uninterrupted fit's; a complete checkpoint gives
+            its model at once), or remove it. The file is a pickle: resume only your own
+            checkpoints (docs/engine.md, "Checkpoints").
+        checkpoint_every : int, default=10
+            Iterations between two saves.
+        resume : bool, default=False
+            Continue the checkpoint in ``checkpoint``; with none there, the fit starts from
+            scratch.
 
         Returns
         -------
@@ -689,7 +719,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         """
         if y is not None and not is_dask_array(y):
             check_classification_targets(np.asarray(y))
-        return self._fit(X, y)
+        return self._fit(X, y, checkpoint, checkpoint_every, resume)
 
     def _targets(self, engine, store):
         names = store.attrs.get("classes")

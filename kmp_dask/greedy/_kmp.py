@@ -14,7 +14,9 @@ Gram (n, n), the coefficients (n, m), the candidate rows (s, d), the RNG — and
 through an *engine*: ``engine.run(query, msg, effects)`` returns per-partition results in
 partition order. Every state change of the partitions is an *effect* the engine journals
 (``blockops/_journal.py``), so a partition lost with its worker is rebuilt by replaying the
-journal; this module holds no restore code. It never imports dask.
+journal; this module holds no restore code. It never imports dask. A checkpoint
+(``_checkpoint.py``) is the driver's own state, saved by one line of the loop; resuming replays
+the saved journal on a new engine and continues the loop where it was.
 
 One iteration = two passes: the scoring pass (which also applies the previous iteration's
 accepted column and residual update, and returns the rows of the next candidates, drawn
@@ -42,6 +44,7 @@ from ..blockops import BIAS_ATOM, KMPSetup, ScoreQuery, StatsQuery, ValQuery, km
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning
 from ..linalg import IncrementalCholesky
 from ._candidates import CandidateSet, gather_rows
+from ._checkpoint import NO_CHECKPOINT
 from ._record import Recorder
 from ._result import PursuitResult, StopReason, make_result, prefix_coef
 from ._sampling import AllCandidates, RandomCandidates, validation_eligibility
@@ -103,8 +106,9 @@ class Pursuit:
 
     def __init__(self, engine, strategy, *, kernels, n_rows, n_features, dtype, targets, n_basis, candidates,
                  ridge, tol, fit_intercept, validation_fraction, n_iter_no_change, split_seed, callback,
-                 max_tries, loss, error_threshold=None):
+                 max_tries, loss, error_threshold=None, checkpoint=None):
         self.engine, self.strategy = engine, strategy
+        self.checkpoint = checkpoint or NO_CHECKPOINT
         self.error_threshold = error_threshold
         self.kernels, self.n_features, self.dtype = list(kernels), n_features, dtype
         self.n_basis, self.tol, self.callback, self.max_tries = n_basis, tol, callback, max_tries
@@ -139,6 +143,20 @@ class Pursuit:
         self.excluded: set[int] = set()
         # effects queued for the next pass
         self._accept, self._residual, self._moves = False, None, 0
+
+    # -- checkpoints: everything but the engine, the callback and the checkpoint itself -----------
+    _DETACHED = ("engine", "callback", "checkpoint")
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k not in self._DETACHED}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, engine=None, callback=None, checkpoint=NO_CHECKPOINT)
+
+    def attach(self, engine, callback, checkpoint):
+        """A pursuit restored from a checkpoint talks to ``engine`` (its partitions replayed)."""
+        self.engine, self.callback, self.checkpoint = engine, callback, checkpoint or NO_CHECKPOINT
+        return self
 
     # -- talking to the partitions ----------------------------------------------------------------
     def accept(self, w, beta):
@@ -187,15 +205,11 @@ class Pursuit:
         return col
 
     # -- the algorithm ----------------------------------------------------------------------------
-    def run(self, rng) -> PursuitResult:
-        idx = self.sampler.draw(rng, self.excluded)
-        res = self.send(kmp_score, ScoreQuery(fetch=idx), (kmp_effects.init(self.setup),))
-        cands = CandidateSet(idx, gather_rows(res, idx, self.n_features, self.dtype), len(self.kernels))
-        self.rss0 = self._initial_rss(res)
-        if self.bias_column:
-            self._add_bias_column()
+    def run(self, rng, resume_at=None) -> PursuitResult:
+        """The pursuit; ``resume_at=(t, cands)`` continues a checkpoint saved after iteration t − 1."""
+        t_first, cands = resume_at if resume_at is not None else (0, self._begin(rng))
         stop, score = StopReason.N_BASIS, None
-        for t in range(self.n_basis):
+        for t in range(t_first, self.n_basis):
             t0 = time.perf_counter()
             idx_next = None if self.sampler.exhaustive else self.sampler.draw(rng, self.excluded)
             res = self.step(cands, idx_next)                          # score all candidates
@@ -221,12 +235,23 @@ class Pursuit:
                 cands = CandidateSet(idx_next, gather_rows(res, idx_next, self.n_features, self.dtype),
                                      len(self.kernels))
             self.recorder.history[-1]["seconds"] = time.perf_counter() - t0
+            self.checkpoint.maybe_save(self, t, cands, rng)           # every k iterations (if asked)
         else:
             stop = StopReason.N_BASIS
         self._finish()
         if stop in (StopReason.CONVERGED, StopReason.LINEAR_DEPENDENCE) and not self._n_row_atoms():
             stop = self._no_basis(stop, cands, score)
         return self._result(stop)
+
+    def _begin(self, rng) -> CandidateSet:
+        """Set up the partitions and draw the first candidates (and the intercept column)."""
+        idx = self.sampler.draw(rng, self.excluded)
+        res = self.send(kmp_score, ScoreQuery(fetch=idx), (kmp_effects.init(self.setup),))
+        cands = CandidateSet(idx, gather_rows(res, idx, self.n_features, self.dtype), len(self.kernels))
+        self.rss0 = self._initial_rss(res)
+        if self.bias_column:
+            self._add_bias_column()
+        return cands
 
     def _n_row_atoms(self) -> int:
         return sum(not a.is_bias for a in self.atoms)
@@ -392,12 +417,19 @@ def _gamma_hint(kernel, sample) -> str:
             f"good start (here gamma × median {what} = {gamma * scale:.2g}); or standardise X and use gamma=None.")
 
 
+def _restored(engine, callback, checkpoint, rng):
+    """The pursuit of a checkpoint on ``engine`` (its partitions replayed), and where it resumes."""
+    state, t, cands = checkpoint.restore(engine, rng)
+    return state.attach(engine, callback, checkpoint), (t + 1, cands)
+
+
 def kernel_matching_pursuit(
     engine, *, kernel, n_rows: int, n_features: int, dtype, targets: dict, n_basis: int,
     fit_mode: str = "backfit", candidates="all", random_state=None, ridge: float = 0.0, tol: float | None = None,
     fit_intercept: bool = True, validation_fraction: float = 0.0, n_iter_no_change: int | None = None,
     split_seed: int = 0, callback=None, max_tries: int = 5, loss=None, refit_every: int | str | None = "auto",
     line_search_steps: int = 3, final_refit_steps: int = 25, error_threshold: float | None = None,
+    checkpoint=None,
 ) -> PursuitResult:
     """Greedy selection of ``n_basis`` kernel functions centred on training rows.
 
@@ -441,6 +473,11 @@ def kernel_matching_pursuit(
         Squared loss: every scoring pass also counts the training rows with ``|y − f(x)| > γ``
         (γ = this), recorded as ``n_errors`` (and ``result.n_errors0`` before any atom) — the
         training errors of Hussain & Shawe-Taylor's KMP bound (:func:`kmp_dask.bounds.kmp_bound_from_count`).
+    checkpoint : :class:`~kmp_dask.greedy._checkpoint.Checkpoint` or None
+        Saves the driver's state every ``checkpoint.every`` iterations and the result at the end;
+        one holding a saved state (``resume``) continues it: its journal is replayed on
+        ``engine``'s fresh partitions and the loop goes on where it was (the other arguments
+        are then those of the saved fit, which :func:`~._checkpoint.open_checkpoint` checked).
 
     Returns
     -------
@@ -457,15 +494,23 @@ def kernel_matching_pursuit(
         loss = None
     if loss is not None and fit_mode == "prefit":
         raise ValueError("fit_mode='prefit' is defined for the squared loss only; use 'basic' or 'backfit'")
-    kernels = list(kernel) if isinstance(kernel, (list, tuple)) else [kernel]
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
-    strategy = make_strategy(fit_mode, loss, refit_every, line_search_steps, final_refit_steps)
-    pursuit = Pursuit(
-        engine, strategy, kernels=kernels, n_rows=n_rows, n_features=n_features, dtype=dtype, targets=targets,
-        n_basis=n_basis, candidates=candidates, ridge=ridge, tol=tol, fit_intercept=fit_intercept,
-        validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, split_seed=split_seed,
-        callback=callback, max_tries=max_tries, loss=loss, error_threshold=error_threshold,
-    )
-    result = pursuit.run(rng)
+    if checkpoint is not None and checkpoint.result is not None:
+        return checkpoint.result  # the checkpointed fit had finished
+    if checkpoint is not None and checkpoint.saved is not None:
+        pursuit, resume_at = _restored(engine, callback, checkpoint, rng)
+    else:
+        kernels = list(kernel) if isinstance(kernel, (list, tuple)) else [kernel]
+        strategy = make_strategy(fit_mode, loss, refit_every, line_search_steps, final_refit_steps)
+        pursuit, resume_at = Pursuit(
+            engine, strategy, kernels=kernels, n_rows=n_rows, n_features=n_features, dtype=dtype, targets=targets,
+            n_basis=n_basis, candidates=candidates, ridge=ridge, tol=tol, fit_intercept=fit_intercept,
+            validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, split_seed=split_seed,
+            callback=callback, max_tries=max_tries, loss=loss, error_threshold=error_threshold,
+            checkpoint=checkpoint,
+        ), None
+    result = pursuit.run(rng, resume_at)
     result.n_errors0 = pursuit.recorder.n_errors0
+    if checkpoint is not None:
+        checkpoint.save_result(result)
     return result

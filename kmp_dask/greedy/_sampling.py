@@ -34,10 +34,23 @@ def n_candidates_for(eps: float, q: float) -> int:
 def validation_eligibility(validation_fraction: float, split_seed: int):
     """Eligibility of global rows as candidates: not held out for validation (a pure function
     of the index, so the driver never holds an O(N) mask)."""
-    def eligible(idx: np.ndarray) -> np.ndarray:
-        return ~split_mask(idx, validation_fraction, split_seed)
-    eligible.keep_fraction = 1.0 - validation_fraction
-    return eligible
+    return ValidationEligibility(float(validation_fraction), int(split_seed))
+
+
+class ValidationEligibility:
+    """``(global indices) -> bool mask``: rows not held out for validation (picklable, so a
+    sampler is part of a checkpoint)."""
+
+    def __init__(self, validation_fraction: float, split_seed: int):
+        self.validation_fraction, self.split_seed = validation_fraction, split_seed
+        self.keep_fraction = 1.0 - validation_fraction
+
+    def __call__(self, idx: np.ndarray) -> np.ndarray:
+        return ~split_mask(idx, self.validation_fraction, self.split_seed)
+
+
+def _all_eligible(idx: np.ndarray) -> np.ndarray:
+    return np.ones(idx.shape, dtype=bool)
 
 
 class AllCandidates:
@@ -69,7 +82,7 @@ class RandomCandidates:
                  keep_fraction: float | None = None):
         self.n_rows = n_rows
         self.s = int(s)
-        self.eligible = eligible if eligible is not None else (lambda idx: np.ones(idx.shape, dtype=bool))
+        self.eligible = eligible if eligible is not None else _all_eligible
         self.n_train = n_rows if n_eligible is None else int(n_eligible)
         self.keep_fraction = getattr(self.eligible, "keep_fraction", None) if keep_fraction is None else keep_fraction
 

@@ -211,6 +211,17 @@ class IncrementalCholesky:
         new._size = self._size
         return new
 
+    def __getstate__(self) -> dict:
+        """Pickled without the unused part of the buffer (a fit's checkpoint early in a large
+        ``n_basis`` would otherwise carry all of it); restored at the same capacity."""
+        return {"capacity": self.capacity, "L": self.L.copy(), "ridge": self.ridge}
+
+    def __setstate__(self, state: dict) -> None:
+        n = len(state["L"])
+        self._buffer = np.zeros((state["capacity"], state["capacity"]))
+        self._buffer[:n, :n] = state["L"]
+        self._size, self.ridge = n, state["ridge"]
+
     def __repr__(self) -> str:
         return (
             f"IncrementalCholesky(size={self._size}, capacity={self.capacity}, "

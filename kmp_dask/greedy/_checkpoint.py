@@ -1,0 +1,276 @@
+"""Checkpoints of a KMP fit: the driver's state on disk, so a killed fit resumes where it was.
+
+What a checkpoint at the end of iteration ``t`` holds — everything the rest of the fit depends
+on, and nothing more:
+
+* the :class:`~kmp_dask.greedy._kmp.Pursuit` without its engine and callback (atoms,
+  coefficients, Cholesky factor, ``BᵀY``, excluded rows, sampler, history and validation
+  snapshots, intercept offset, the effects queued for the next pass, strategy state);
+* the loop position ``t`` and the next iteration's candidates (drawn during iteration ``t``);
+* the RNG's ``bit_generator.state``;
+* the engine's journal: the effects that bring freshly loaded partitions to their state at
+  that moment. Resuming builds a new engine over the same data and replays it with
+  ``engine.run(None, None, journal)`` — the same mechanism that rebuilds a lost worker's
+  partitions — so the partitions are bit for bit those of the interrupted fit and the resumed
+  fit ends with the identical model.
+
+Storage: one file ``<directory>/state.ckpt``, rewritten every ``every`` iterations, after the
+last iteration of the loop, and when the fit is complete (then it holds the finished result, and
+resuming it returns that result at once). Each write goes to ``state.tmp``, is flushed to disk,
+and replaces the old file with ``os.replace``: the previous checkpoint stays valid until the new
+one is complete. The file is a magic line, a JSON header line and a pickle. **Pickle runs code
+when loaded**: a checkpoint is written and read by the same user on their own disk, like a
+scratch file, and must not be accepted from anyone else (models are saved in the open format
+instead). The header — format version, kmp_dask version, the estimator's parameters, a
+fingerprint of the data, a SHA-256 of the pickle — is checked *before* anything is unpickled; a
+mismatch is a ``ValueError`` naming what differs.
+
+No data access here beyond the fingerprint (a few chunks read through the store's own reader),
+no dask.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import pickle
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .._version import __version__
+
+__all__ = ["Checkpoint", "NO_CHECKPOINT", "open_checkpoint", "checkpoint_info", "data_fingerprint",
+           "FORMAT_VERSION", "STATE_FILE"]
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+STATE_FILE, TMP_FILE = "state.ckpt", "state.tmp"
+_MAGIC = b"kmp_dask checkpoint\n"
+_UNCHECKED_PARAMS = ("client", "verbose")  #: where and how loudly a fit runs do not change its model
+
+
+class _NoCheckpoint:
+    """What a fit without ``checkpoint=`` saves: nothing."""
+
+    def maybe_save(self, pursuit, t, cands, rng) -> None:
+        pass
+
+
+NO_CHECKPOINT = _NoCheckpoint()
+
+
+class Checkpoint:
+    """A fit's checkpoint directory: saves the driver's state, and holds the state to resume.
+
+    Made by :func:`open_checkpoint`. ``header`` identifies the fit (``estimator``, ``params``,
+    ``data``); ``saved`` is the loaded payload when resuming (None: start from scratch).
+    """
+
+    def __init__(self, directory, every: int, header: dict, saved: dict | None = None):
+        self.directory, self.every, self.header, self.saved = Path(directory), int(every), header, saved
+        self.n_saves, self.seconds, self.nbytes = 0, 0.0, 0  #: measured, for benchmarks and logs
+
+    @property
+    def path(self) -> Path:
+        return self.directory / STATE_FILE
+
+    @property
+    def result(self):
+        """The finished result of a complete checkpoint, else None."""
+        return None if self.saved is None else self.saved.get("result")
+
+    def maybe_save(self, pursuit, t: int, cands, rng) -> None:
+        """At the end of iteration ``t``: save every ``every`` iterations and after the last one."""
+        if (t + 1) % self.every == 0 or t + 1 == pursuit.n_basis:
+            self.save_state(pursuit, t, cands, rng)
+
+    def save_state(self, pursuit, t: int, cands, rng) -> None:
+        payload = {"pursuit": pursuit, "t": int(t), "cands": cands, "rng": rng.bit_generator.state,
+                   "journal": tuple(pursuit.engine.journal)}
+        self._write(payload, iteration=int(t), complete=False)
+
+    def save_result(self, result) -> None:
+        """The fit is complete: keep its result (resuming returns it without any pass)."""
+        self._write({"result": result}, iteration=len(result.history) - 1, complete=True,
+                    stop_reason=result.stop_reason.value)
+
+    def restore(self, engine, rng):
+        """Replay the saved journal on ``engine``'s partitions, set ``rng``; return
+        ``(pursuit state, t, cands)`` with the pursuit not yet attached to the engine."""
+        s = self.saved
+        engine.run(None, None, s["journal"])  # fresh partitions → the state they had at iteration t
+        rng.bit_generator.state = s["rng"]
+        return s["pursuit"], s["t"], s["cands"]
+
+    def _write(self, payload: dict, **status) -> None:
+        t0 = time.perf_counter()
+        blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        head = {**self.header, **status, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "payload_bytes": len(blob), "payload_sha256": hashlib.sha256(blob).hexdigest()}
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self.directory / TMP_FILE
+        with open(tmp, "wb") as f:
+            f.write(_MAGIC)
+            f.write(json.dumps(head, sort_keys=True).encode() + b"\n")
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)  # atomic: the old checkpoint is valid until this line
+        _fsync_dir(self.directory)
+        self.n_saves += 1
+        self.seconds += time.perf_counter() - t0
+        self.nbytes = self.path.stat().st_size
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename durable (best effort: not every platform can open a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _read_header(path: Path) -> tuple[dict, int]:
+    """The JSON header of a checkpoint file and the offset of its payload."""
+    with open(path, "rb") as f:
+        magic = f.read(len(_MAGIC))
+        line = f.readline()
+        offset = f.tell()
+    if magic != _MAGIC:
+        raise ValueError(f"{path} is not a kmp_dask checkpoint (it does not start with {_MAGIC!r}); "
+                         "remove it, or pass another checkpoint directory")
+    try:
+        return json.loads(line), offset
+    except ValueError as exc:
+        raise ValueError(f"the checkpoint {path} has an unreadable header ({exc}); remove it to start again") from None
+
+
+def checkpoint_info(directory) -> dict | None:
+    """The header of the checkpoint in ``directory`` (iteration, complete, params, data, ...), or
+    None if there is none. Reads no pickle."""
+    path = Path(directory) / STATE_FILE
+    return _read_header(path)[0] if path.exists() else None
+
+
+def _differences(saved: dict, now: dict, prefix: str) -> list[str]:
+    keys = sorted(set(saved) | set(now))
+    return [f"{prefix}{k}: checkpoint {saved.get(k)!r}, now {now.get(k)!r}" for k in keys if saved.get(k) != now.get(k)]
+
+
+def _check_header(path: Path, saved: dict, header: dict) -> None:
+    """Refuse a checkpoint written by another version, or for other parameters or data."""
+    if saved.get("format") != FORMAT_VERSION or saved.get("kmp_dask_version") != __version__:
+        raise ValueError(
+            f"the checkpoint {path} was written by kmp_dask {saved.get('kmp_dask_version')} (format "
+            f"{saved.get('format')}); this is kmp_dask {__version__} (format {FORMAT_VERSION}). Resume it with "
+            "that version, or remove it to start again.")
+    diffs = (_differences({"estimator": saved.get("estimator")}, {"estimator": header["estimator"]}, "")
+             + _differences(saved.get("params", {}), header["params"], "parameter ")
+             + _differences(saved.get("data", {}), header["data"], "data "))
+    if diffs:
+        raise ValueError(
+            f"the checkpoint {path} is of another fit; resume needs the same estimator, parameters and data. "
+            "Differences: " + "; ".join(diffs) + ". Fit with the checkpoint's settings, or remove it / pass "
+            "another checkpoint directory to start a new fit.")
+
+
+def _load(path: Path, header: dict) -> dict:
+    saved, offset = _read_header(path)
+    _check_header(path, saved, header)
+    with open(path, "rb") as f:
+        f.seek(offset)
+        blob = f.read()
+    if len(blob) != saved.get("payload_bytes") or hashlib.sha256(blob).hexdigest() != saved.get("payload_sha256"):
+        raise ValueError(f"the checkpoint {path} is damaged (its payload does not match the header's length and "
+                         "SHA-256); remove it to start again")
+    payload = pickle.loads(blob)  # noqa: S301 — the user's own file, header checked (see the module doc)
+    logger.info("resuming the fit from %s (iteration %s%s)", path, saved.get("iteration"),
+                ", complete" if saved.get("complete") else "")
+    return payload
+
+
+def open_checkpoint(directory, *, every=10, resume=False, estimator: str, params: dict, store,
+                    store_is_input: bool = True) -> Checkpoint | None:
+    """The checkpoint of a fit (None without ``directory``), checked against this fit.
+
+    * a checkpoint in ``directory`` and ``resume=False`` → ``FileExistsError`` (never overwritten);
+    * ``resume=True`` and a checkpoint → loaded, after its header is checked against ``estimator``,
+      ``params`` (``client`` and ``verbose`` ignored) and the data's fingerprint (``ValueError``
+      naming every difference);
+    * ``resume=True`` and no checkpoint → the fit starts from scratch (logged, no warning: a job
+      that always passes ``resume=True`` is the intended use).
+
+    ``store_is_input``: the store is the user's own (its URL is part of the fingerprint), not a
+    temporary copy of array input.
+    """
+    if directory is None:
+        if resume:
+            raise ValueError("resume=True needs checkpoint=<directory> (where the interrupted fit saved its state)")
+        return None
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise ValueError(f"checkpoint_every must be a positive int (iterations between saves); got {every!r}")
+    path = Path(directory) / STATE_FILE
+    if path.exists() and not resume:
+        raise FileExistsError(
+            f"a checkpoint already exists at {path}; pass resume=True to continue it, or remove it to start a "
+            "new fit")
+    header = {"format": FORMAT_VERSION, "kmp_dask_version": __version__, "estimator": estimator,
+              "params": _jsonable_params(params), "data": data_fingerprint(store, with_location=store_is_input)}
+    saved = _load(path, header) if path.exists() else None
+    if resume and saved is None:
+        logger.info("no checkpoint at %s: the fit starts from scratch", path)
+    return Checkpoint(directory, int(every), header, saved)
+
+
+def _jsonable(v):
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (np.random.RandomState, np.random.Generator)):
+        return f"<{type(v).__name__}>"  # its state moved on since; the checkpoint holds the fit's own RNG
+    return repr(v)
+
+
+def _jsonable_params(params: dict) -> dict:
+    out = {k: _jsonable(v) for k, v in params.items() if k not in _UNCHECKED_PARAMS}
+    return json.loads(json.dumps(out, sort_keys=True))  # tuples → lists, as read back
+
+
+def data_fingerprint(store, *, with_location: bool = True) -> dict:
+    """What identifies the data of a fit: location, shape, dtype, chunking, the store's summary
+    statistics (mean / std of every column over all rows) and a SHA-256 of rows — all of them for
+    a store without a location (in memory), else the first and the last storage chunk."""
+    attrs = store.attrs
+    summary = {k: attrs.get(k) for k in ("n_rows", "mean", "std", "classes", "feature_names")}
+    sizes = [int(c) for c in store.row_chunks]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
+    chunks = range(len(sizes)) if store.url is None else sorted({0, len(sizes) - 1})
+    h = hashlib.sha256()
+    for c in chunks if sizes else ():
+        X, y = store.read_range(starts[c], starts[c + 1])
+        h.update(np.ascontiguousarray(X).tobytes())
+        if y is not None:
+            h.update(np.ascontiguousarray(y).tobytes())
+    return {
+        "location": store.url if with_location else None,
+        "n_rows": int(store.n_rows), "n_features": int(store.n_features), "dtype": str(np.dtype(store.dtype)),
+        "y_shape": list(store.y_shape or ()), "row_chunks": hashlib.sha256(str(sizes).encode()).hexdigest()[:16],
+        "summary_sha256": hashlib.sha256(json.dumps(_jsonable(summary), sort_keys=True).encode()).hexdigest(),
+        "rows_sha256": h.hexdigest(),
+    }
