@@ -7,7 +7,8 @@ from ._version import __version__
 from .estimators import MMDA, CVMClassifier, KMPClassifier, KMPRegressor, SparseKCCA, SparseKernelPCA
 from .expansion import KernelExpansion
 from .kernels import Kernel, get_kernel
+from .persist import load, save
 from .reduced import ReducedSetCompressor, compress
 
 __all__ = ["CVMClassifier", "MMDA", "KMPClassifier", "KMPRegressor", "Kernel", "KernelExpansion", "ReducedSetCompressor", "SparseKCCA", "SparseKernelPCA",
-           "compress", "get_kernel", "__version__"]
+           "compress", "get_kernel", "load", "save", "__version__"]

@@ -26,7 +26,7 @@ ROOT = "kmp_dask"
 NUMERIC_LAYERS = ("kernels", "linalg", "losses", "bounds", "blockops", "greedy", "expansion")
 THIRD_PARTY_DASK_SIDE = ("dask", "distributed", "zarr", "sklearn")
 KMP_DASK_SIDE = ("parallel", "store", "estimators", "reduced", "datasets", "cli")
-ESTIMATOR_LAYERS = ("estimators", "reduced", "report")  #: scikit-learn-facing layers: no dask, distributed or zarr
+ESTIMATOR_LAYERS = ("estimators", "reduced", "report", "persist")  #: scikit-learn-facing layers: no dask, distributed or zarr
 EXPANSION_LAZY_OK = ("kmp_dask.parallel", "kmp_dask.store")
 
 

@@ -1,0 +1,156 @@
+"""``save`` / ``load`` / ``model_info``: the open model format on disk (docs/models.md).
+
+A model is a directory::
+
+    model.json      format name and version, kmp_dask version, creation time, class,
+                    parameters, a summary (sizes, classes), and every fitted attribute
+                    encoded by :mod:`._codec`
+    arrays/*.npy    the arrays, NumPy's own format, written and read without pickle
+
+``save`` writes into a temporary sibling directory and renames it into place; replacing an
+existing model (``overwrite=True``) renames the old one aside first and deletes it only after
+the new one is in place, so ``path`` never holds a half-written model. Loading imports no
+dask and unpickles nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from ._codec import ALLOWED, Encoder, decode, qualname, resolve
+
+__all__ = ["save", "load", "model_info", "FORMAT", "FORMAT_VERSION"]
+
+FORMAT = "kmp_dask-model"
+FORMAT_VERSION = 1
+#: Fitted attributes that hold a third-party model; not stored (prediction does not use them).
+DROPPED = ("estimator_",)
+SUMMARY = ("n_basis_", "n_vectors_", "n_components_", "n_features_in_", "n_iter_", "stop_reason_")
+
+
+def _check_model(model) -> None:
+    if qualname(model) not in ALLOWED or not hasattr(model, "__dict__"):
+        raise TypeError(f"model must be a fitted kmp_dask estimator or a KernelExpansion; got {type(model).__name__}")
+    if hasattr(model, "get_params") and not any(k.endswith("_") and not k.startswith("_") for k in vars(model)):
+        raise ValueError(f"model ({type(model).__name__}) is not fitted: fit it before saving")
+
+
+def _summary(model) -> dict:
+    out = {}
+    for k in SUMMARY:
+        v = getattr(model, k, None)
+        if isinstance(v, (int, np.integer, str)):
+            out[k] = v.item() if isinstance(v, np.generic) else v
+    if hasattr(model, "classes_"):
+        out["classes_"] = [c.item() if isinstance(c, np.generic) else c for c in np.asarray(model.classes_).tolist()]
+    return out
+
+
+def _document(model) -> tuple[dict, dict]:
+    from .._version import __version__
+
+    enc = Encoder()
+    state = {k: v for k, v in vars(model).items() if k not in DROPPED}
+    if "client" in state:
+        state["client"] = None
+    params = {k: v for k, v in model.get_params(deep=False).items() if k != "client"} if hasattr(model, "get_params") else {}
+    doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "kmp_dask_version": __version__,
+           "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "class": qualname(model),
+           "params": enc.encode(params, "params"), "summary": _summary(model),
+           "dropped": sorted(k for k in DROPPED if k in vars(model)),
+           "state": {k: enc.encode(v, k) for k, v in state.items()}}
+    return doc, enc.arrays
+
+
+def save(model, path, *, overwrite: bool = False) -> Path:
+    """Save a fitted kmp_dask model (or a KernelExpansion) to the directory ``path``."""
+    _check_model(model)
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"path {str(path)!r} already exists; pass overwrite=True to replace it")
+    doc, arrays = _document(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        (tmp / "arrays").mkdir()
+        for name, a in arrays.items():
+            np.save(tmp / name, a, allow_pickle=False)
+        (tmp / "model.json").write_text(json.dumps(doc, indent=1, allow_nan=True), encoding="utf-8")
+        _swap_in(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _swap_in(tmp: Path, path: Path) -> None:
+    old = None
+    if path.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+        os.rmdir(old)
+        os.replace(path, old)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        if old is not None:
+            os.replace(old, path)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
+
+
+def _read_document(path) -> tuple[Path, dict]:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no kmp_dask model at {str(path)!r}")
+    meta = path / "model.json"
+    if not meta.is_file():
+        raise ValueError(f"{str(path)!r} is not a kmp_dask model: it has no model.json "
+                         "(kmp_dask.save writes a directory holding model.json and arrays/)")
+    try:
+        doc = json.loads(meta.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{str(path)!r} is not a kmp_dask model: model.json is not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"{str(path)!r} is not a kmp_dask model: model.json has format "
+                         f"{doc.get('format') if isinstance(doc, dict) else None!r}, not {FORMAT!r}")
+    version = doc.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
+        raise ValueError(f"{str(path)!r} has model format version {version!r}, written by kmp_dask "
+                         f"{doc.get('kmp_dask_version')}; this kmp_dask reads format version {FORMAT_VERSION} "
+                         "and older. Upgrade kmp_dask to load it.")
+    return path, doc
+
+
+def load(path):
+    """The model saved at ``path`` by :func:`save` (no dask import, no unpickling)."""
+    path, doc = _read_document(path)
+    root = path.resolve()
+
+    def load_array(name):
+        f = (path / name).resolve()
+        if root not in f.parents:
+            raise ValueError(f"{str(path)!r}: array reference {name!r} points outside the model directory")
+        return np.load(f, allow_pickle=False)
+
+    cls = resolve(doc["class"])
+    obj = cls.__new__(cls)
+    for k, v in doc["state"].items():
+        object.__setattr__(obj, k, decode(v, load_array))
+    return obj
+
+
+def model_info(path) -> dict:
+    """What a saved model is, from its JSON only (class, versions, parameters, sizes)."""
+    path, doc = _read_document(path)
+    params = decode(doc.get("params", {}), lambda name: f"<array {name}>")
+    return {"path": str(path), "class": doc["class"].rsplit(".", 1)[-1], "format_version": doc["format_version"],
+            "kmp_dask_version": doc.get("kmp_dask_version"), "created": doc.get("created"),
+            "params": params, **doc.get("summary", {}), "dropped": doc.get("dropped", [])}
