@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +99,9 @@ def check_where(where: Where) -> None:
             if where.tls and not s.startswith("tls://"):
                 raise click.BadParameter(f"{s!r}: TLS certificates were given, so the address must start with tls://",
                                          param_hint="--scheduler")
+    if where.scheduler is not None and not where.tls and _address(where.scheduler).startswith("tls://"):
+        raise click.UsageError(f"the scheduler at {_address(where.scheduler)} speaks TLS: pass --tls-ca-file, "
+                               "--tls-cert and --tls-key (certificates signed by the cluster's CA)")
     if where.tls:
         if where.scheduler is None:
             raise click.UsageError("--tls-* options need --scheduler or --scheduler-file (the embedded cluster is local)")
@@ -105,6 +109,16 @@ def check_where(where: Where) -> None:
                                   ("--tls-key", where.tls_key)) if not v]
         if missing:
             raise click.UsageError(f"TLS needs all of --tls-ca-file, --tls-cert and --tls-key; missing {', '.join(missing)}")
+
+
+def _address(scheduler: str) -> str:
+    """The address itself, or the one a scheduler file records ('' when unreadable: checked later)."""
+    if scheduler.endswith(".json") or Path(scheduler).is_file():
+        try:
+            return str(json.loads(Path(scheduler).read_text())["address"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
+    return scheduler
 
 
 def _security(where: Where):

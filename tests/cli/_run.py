@@ -9,6 +9,11 @@ import sys
 from pathlib import Path
 
 
+def dask_cmd() -> list[str]:
+    exe = shutil.which("dask", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    return [exe] if exe else [sys.executable, "-m", "dask"]
+
+
 def kmp_dask_cmd() -> list[str]:
     exe = shutil.which("kmp-dask", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     return [exe] if exe else [sys.executable, "-c", "from kmp_dask.cli import main; main()"]
