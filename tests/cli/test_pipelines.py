@@ -38,10 +38,7 @@ def test_pipeline1_on_embedded_cluster(tmp_path):
     assert again.returncode == 1 and "--overwrite" in again.stderr  # nothing overwritten
 
 
-def test_pipeline1_on_dask_scheduler_and_workers(tmp_path, cli_cluster):
-    out = tmp_path / "run"
-    run_cli("run", PIPELINES / "covertype_skmp.toml", "--small", "--output", out, "--scheduler-file", cli_cluster)
-    assert _summary(out)["steps"]["model"]["n_basis"] == 25
+# pipeline 1 on the cluster/ start scripts' scheduler + workers: tests/cluster/test_cluster_live.py
 
 
 @pytest.mark.parametrize("name,check", [

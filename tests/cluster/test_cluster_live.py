@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from _cluster_helpers import CLUSTER, scheduler_address, script_env
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(900)
 
 
 def test_scripts_start_a_loopback_cluster_that_fits_kmp(tmp_path, procs):
@@ -50,6 +51,19 @@ def test_scripts_start_a_loopback_cluster_that_fits_kmp(tmp_path, procs):
     assert acc > 0.6, acc
     # the workers' scratch went where --local-directory said
     assert any(scratch.iterdir()), "workers did not use KMP_LOCAL_DIRECTORY"
+
+    # issue 14: pipeline 1 (small) end to end through `kmp-dask run` on these scripts' cluster
+    import json
+    import shutil
+
+    kmp = shutil.which("kmp-dask", path=str(Path(sys.executable).parent)) or "kmp-dask"
+    run = subprocess.run([kmp, "run", str(CLUSTER.parent / "pipelines" / "covertype_skmp.toml"), "--small",
+                          "--output", str(tmp_path / "run"), "--scheduler-file", str(sched_file)],
+                         capture_output=True, text=True, timeout=600, env=script_env())
+    assert run.returncode == 0, run.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["steps"]["model"]["n_basis"] == 25 and summary["steps"]["evaluate"]["accuracy"] > 0.3
+    assert len(summary["memory"]["workers_peak_rss_bytes"]) == 2
 
     # every listening socket of the scripts' processes is on 127.0.0.1 (HTTP servers included)
     pids = subprocess.run(["ps", "-o", "pid=", "-g", f"{sched.pid},{worker.pid}"], capture_output=True,
