@@ -90,3 +90,24 @@ def test_ingest_npy_and_npz_directory(tmp_path):
     np.testing.assert_array_equal(ya, (np.concatenate(parts)[:, 0] > 0).astype(np.int32))
     assert b.n_rows == 70 and a.row_chunks[0] == 32
     assert os.path.isdir(tmp_path / "a.zarr")
+
+
+def test_compress_a_trusted_scikit_learn_file(tmp_path):
+    import joblib
+    from sklearn.svm import SVC
+
+    from kmp_dask import load
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 2))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    create_store(tmp_path / "train.zarr", X, y, classes=[0, 1])
+    svc = SVC(gamma=1.0).fit(X, y)
+    joblib.dump(svc, tmp_path / "svc.joblib")
+    r = CliRunner().invoke(main, ["compress", str(tmp_path / "svc.joblib"), "--trust-pickle", "--n-vectors", "15",
+                                  "--data", str(tmp_path / "train.zarr"), "--model", str(tmp_path / "c.kmp"),
+                                  "--workers", "1", "--quiet"])
+    assert r.exit_code == 0, r.output
+    comp = load(tmp_path / "c.kmp")
+    assert comp.n_vectors_ == 15
+    assert np.mean(comp.predict(X) == svc.predict(X)) > 0.9
