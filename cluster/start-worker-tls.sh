@@ -6,8 +6,6 @@
 # Everything else as start-worker.sh (KMP_SCHEDULER / KMP_SCHEDULER_FILE, KMP_NWORKERS, ...).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-certs="${KMP_TLS_DIR:-$here/certs}"
-export KMP_TLS_CA_FILE="${KMP_TLS_CA_FILE:-$certs/ca.pem}"
-export KMP_TLS_CERT="${KMP_TLS_CERT:-$certs/node.pem}"
-export KMP_TLS_KEY="${KMP_TLS_KEY:-$certs/node.key}"
+# shellcheck source=cluster/_tls.sh
+source "$here/_tls.sh"
 exec "$here/start-worker.sh" "$@"

@@ -17,6 +17,7 @@ import click
 import numpy as np
 
 from ._main import main
+from ..pipeline._runner import json_default
 from ._params import ALGORITHMS, all_param_flags, build_params, class_for, parse_value, read_config
 from ._where import running, where_options
 
@@ -56,20 +57,12 @@ class _JsonLog:
     def __call__(self, desc, record):
         line = {"time": datetime.now(timezone.utc).isoformat(), "algorithm": self.algorithm, "stage": desc}
         line.update(record)
-        self.fh.write(json.dumps(line, default=_json_default) + "\n")
+        self.fh.write(json.dumps(line, default=json_default) + "\n")
         self.fh.flush()
 
     def close(self):
         if self.fh is not None:
             self.fh.close()
-
-
-def _json_default(v):
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    return str(v)
 
 
 def param_options(fn):

@@ -699,19 +699,8 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
             Training rows, or a store (or its path / URL) holding ``X`` and ``y``.
         y : array-like or dask array of shape (n_samples,), or None
             Class labels; None when ``X`` is a store.
-        checkpoint : str, path or None
-            A directory where the fit saves its state (one file, replaced atomically) every
-            ``checkpoint_every`` iterations and when it ends; the final checkpoint is kept. A
-            checkpoint already there is never overwritten: pass ``resume=True`` to continue it
-            (same estimator, parameters and data, else ``ValueError`` naming the difference;
-            the model is then identical to an uninterrupted fit's; a complete checkpoint gives
-            its model at once), or remove it. The file is a pickle: resume only your own
-            checkpoints (docs/engine.md, "Checkpoints").
-        checkpoint_every : int, default=10
-            Iterations between two saves.
-        resume : bool, default=False
-            Continue the checkpoint in ``checkpoint``; with none there, the fit starts from
-            scratch.
+        checkpoint, checkpoint_every, resume
+            Checkpoints of the fit, as for :meth:`KMPRegressor.fit`.
 
         Returns
         -------

@@ -45,12 +45,13 @@ class RunDirectory:
     def record(self, step: str, result: dict) -> dict:
         p = self.path("steps", f"{step}.json")
         tmp = p.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=2, default=_json_default))
+        tmp.write_text(json.dumps(result, indent=2, default=json_default))
         os.replace(tmp, p)
         return result
 
 
-def _json_default(v):
+def json_default(v):
+    """JSON for NumPy values (and ``str`` of anything else) in records and logs."""
     if isinstance(v, np.generic):
         return v.item()
     if isinstance(v, np.ndarray):
@@ -91,7 +92,7 @@ def _steps(spec):
 def run_pipeline(spec: dict, output, *, client, overwrite: bool = False, resume: bool = False, log=print) -> dict:
     """Run ``spec`` (from :func:`load_spec`) into ``output`` on ``client``; return the summary."""
     run = RunDirectory(output, overwrite=overwrite, resume=resume)
-    (run.path("pipeline.json")).write_text(json.dumps(spec, indent=2, default=_json_default))
+    (run.path("pipeline.json")).write_text(json.dumps(spec, indent=2, default=json_default))
     results, t_all = {}, time.perf_counter()
     for name, fn in _steps(spec):
         previous = run.done(name) if resume else None
