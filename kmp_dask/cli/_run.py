@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ._main import main
+from ._model import _verbose
 from ._where import Where, running, where_options
 
 RUN_EPILOG = """\b
@@ -43,6 +44,7 @@ def run(pipeline, output, small, resume, overwrite, quiet, where):
                          "memory_limit": r.get("memory_limit", where.memory_limit)})
     log = (lambda *_: None) if quiet else (lambda m: click.echo(m, err=True))
     with running(where, quiet=quiet) as client:
-        summary = run_pipeline(spec, out, client=client, overwrite=overwrite, resume=resume, log=log)
+        summary = run_pipeline(spec, out, client=client, overwrite=overwrite, resume=resume, log=log,
+                               verbose=_verbose(quiet))
     click.echo(f"pipeline {spec['name']} finished in {summary['seconds']:.1f} s; results in {out}/summary.json, "
                f"report {out}/report.html")

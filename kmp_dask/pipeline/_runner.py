@@ -26,8 +26,9 @@ __all__ = ["run_pipeline", "RunDirectory"]
 class RunDirectory:
     """The one directory a run writes; step records written atomically."""
 
-    def __init__(self, root, *, overwrite: bool, resume: bool):
+    def __init__(self, root, *, overwrite: bool, resume: bool, verbose=0):
         self.root = Path(root)
+        self.verbose = verbose  # the fits' progress (estimators' verbose)
         if self.root.exists() and not resume:
             if not overwrite:
                 raise FileExistsError(f"output directory {str(self.root)!r} exists; pass overwrite=True to replace "
@@ -89,9 +90,12 @@ def _steps(spec):
     yield "report", s.report_step
 
 
-def run_pipeline(spec: dict, output, *, client, overwrite: bool = False, resume: bool = False, log=print) -> dict:
-    """Run ``spec`` (from :func:`load_spec`) into ``output`` on ``client``; return the summary."""
-    run = RunDirectory(output, overwrite=overwrite, resume=resume)
+def run_pipeline(spec: dict, output, *, client, overwrite: bool = False, resume: bool = False, log=print,
+                 verbose=0) -> dict:
+    """Run ``spec`` (from :func:`load_spec`) into ``output`` on ``client``; return the summary.
+
+    ``verbose`` is given to the estimators that have it (unless the spec sets it): progress."""
+    run = RunDirectory(output, overwrite=overwrite, resume=resume, verbose=verbose)
     (run.path("pipeline.json")).write_text(json.dumps(spec, indent=2, default=json_default))
     results, t_all = {}, time.perf_counter()
     for name, fn in _steps(spec):

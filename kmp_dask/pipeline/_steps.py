@@ -90,6 +90,8 @@ def model_step(spec, run, client, *, resume=False):
     cls = class_for(m.get("algorithm", "kmp"), task)
     est = cls(**m.get("params", {}))
     est.set_params(client=client)
+    if "verbose" in est.get_params() and "verbose" not in m.get("params", {}):
+        est.set_params(verbose=run.verbose)
     fit_kw = {}
     if m.get("algorithm", "kmp") == "kmp":
         fit_kw = {"checkpoint": str(run.path("checkpoint")), "checkpoint_every": int(m.get("checkpoint_every", 10)),
@@ -120,7 +122,8 @@ def compress_step(spec, run, client, *, resume=False):
 
     c = spec["compress"]
     X, y = _read_all(_store(run, c.get("data", "train")))
-    comp = ReducedSetCompressor(n_vectors=c["n_vectors"], method=c.get("method", "hmp"), **c.get("params", {}))
+    comp = ReducedSetCompressor(n_vectors=c["n_vectors"], method=c.get("method", "hmp"),
+                                **{"verbose": run.verbose, **c.get("params", {})})
     t0 = time.perf_counter()
     comp.fit(load_model(run), X, y)
     seconds = time.perf_counter() - t0
