@@ -128,8 +128,7 @@ def compress_step(spec, run, client, *, resume=False):
     comp.fit(load_model(run), X, y)
     seconds = time.perf_counter() - t0
     save(comp, run.path("compressed"), overwrite=True)
-    path = {k: np.asarray(v).tolist() for k, v in comp.path_.items()} if isinstance(comp.path_, dict) else None
-    return {"n_vectors": int(comp.n_vectors_), "compress_seconds": seconds, "path": path}
+    return {"n_vectors": int(comp.n_vectors_), "compress_seconds": seconds, "path": comp.path_}
 
 
 def features_step(spec, run, client, *, resume=False):
