@@ -10,7 +10,18 @@ import click
 
 from ._main import _want_progress, main
 
-@main.command()
+INGEST_EPILOG = """\b
+Examples:
+  kmp-dask ingest keel:banana banana.zarr
+  kmp-dask ingest synthetic:classification train.zarr --n-rows 1000000 --seed 0
+  kmp-dask ingest synthetic:classification test.zarr --n-rows 100000 --seed 0 --start-row 1000000
+  kmp-dask ingest data.csv data.zarr --chunk-rows 100000
+  kmp-dask ingest X.npy data.zarr --labels y.npy
+  kmp-dask ingest parts/ data.zarr        # a directory of .npz files (arrays X, y)
+"""
+
+
+@main.command(epilog=INGEST_EPILOG)
 @click.argument("source")
 @click.argument("target", type=click.Path())
 @click.option("--chunk-rows", default=None, type=int, help="Rows per storage chunk (default ~16 MiB chunks).")
@@ -70,7 +81,7 @@ def ingest(source, target, chunk_rows, overwrite, n_rows, seed, start_row, progr
     click.echo(f"wrote {st!r}")
 
 
-@main.command()
+@main.command(epilog="\b\nExamples:\n  kmp-dask info train.zarr --verify\n  kmp-dask info kmp.model")
 @click.argument("target")
 @click.option("--verify", is_flag=True,
               help="Read every chunk of X and y back and check it; exit 1 naming the first corrupt chunk.")

@@ -111,3 +111,21 @@ def test_compress_a_trusted_scikit_learn_file(tmp_path):
     comp = load(tmp_path / "c.kmp")
     assert comp.n_vectors_ == 15
     assert np.mean(comp.predict(X) == svc.predict(X)) > 0.9
+
+
+@pytest.mark.parametrize("algorithm,extra", [("cvm", ["--C", "10"]), ("mmda", ["--n-components", "2"]),
+                                             ("skpca", ["--n-components", "5"])])
+def test_train_other_algorithms(tmp_path, algorithm, extra):
+    from kmp_dask import load
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 3))
+    create_store(tmp_path / "train.zarr", X, (X[:, 0] * X[:, 1] > 0).astype(int), classes=["a", "b"])
+    r = CliRunner().invoke(main, ["train", str(tmp_path / "train.zarr"), "--model", str(tmp_path / "m.kmp"),
+                                  "--algorithm", algorithm, "--random-state", "0", "--workers", "1", "--quiet",
+                                  *extra])
+    assert r.exit_code == 0, r.output
+    model = load(tmp_path / "m.kmp")
+    assert type(model).__name__ == {"cvm": "CVMClassifier", "mmda": "MMDA", "skpca": "SparseKernelPCA"}[algorithm]
+    out = model.predict(X) if algorithm == "cvm" else model.transform(X)
+    assert len(out) == 400
