@@ -303,17 +303,18 @@ resident and streaming the rest from its local directory on every pass (docs/eng
 core"). We plot time per iteration from the fit's own `history_` and the workers' memory, sampled
 from the cluster while the fit runs (the history does not record memory).
 
-**Full size**: 6·10⁶ rows × 54 float32 (1.3 GB) on 2 workers of 600 MB each — the store is larger than
-both limits together. **Small**: 40,000 rows on 2 workers of 1 GB (not out of core: a quick look).
+**Full size**: 10⁷ rows × 54 float32 (2.2 GB) on 2 workers of 1 GB each — the store is larger than
+both limits together (about a quarter of each worker's rows stay resident; tens of minutes on 2 cores). **Small**: 40,000 rows on 2 workers of 1 GB (not out of core: a quick look).
 A limit too small for even the streaming buffers fails at once with a `MemoryBudgetError` saying
-what to raise (300 MB is too small: a worker process itself uses ~180 MB).
+what to raise: a worker process itself uses ~180 MB, kmp_dask plans half the limit, and streaming
+needs two partitions of rows and state in flight (600 MB is too small for 40 basis functions).
 
 To run the same notebook on a remote cluster, replace the `LocalCluster` cell by
 `client = Client("tcp://scheduler-host:8786")` (or `Client(scheduler_file=...)`) and write the
 store where the workers can read it (a shared file system or object store URL)."""),
-    ("code", PARAMS + '''N_ROWS = 40_000 if SMALL else 6_000_000
-MEMORY_LIMIT = "1GB" if SMALL else "600MB"
-N_BASIS = 15 if SMALL else 40'''),
+    ("code", PARAMS + '''N_ROWS = 40_000 if SMALL else 10_000_000
+MEMORY_LIMIT = "1GB"
+N_BASIS = 15 if SMALL else 30'''),
     ("code", '''%matplotlib inline
 import tempfile, threading, time
 from pathlib import Path
