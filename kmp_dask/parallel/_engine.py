@@ -426,7 +426,8 @@ class ActorEngine:
                 f"the dask scheduler ({getattr(self.client, 'scheduler', None) and self.client.scheduler.address}) "
                 "is unreachable: it was stopped or killed, or the network to it is down. The fit cannot "
                 "continue (its workers' partitions were registered there); restart the scheduler and its "
-                "workers and fit again."
+                "workers and fit again — a KMP fit started with checkpoint=DIR continues from its last "
+                "checkpoint with resume=True (CLI: the same command with --resume)."
             ) from cause
         return info["workers"]
 
