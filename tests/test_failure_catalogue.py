@@ -241,6 +241,21 @@ CASES = [
     Case("score-store-sample_weight",
          lambda ws: KMPClassifier(n_basis=3, client="sync").fit(ws.good).score(ws.good, sample_weight=np.ones(60)),
          ValueError, ("sample_weight is not supported with y=None",)),
+    # --- sample_weight ------------------------------------------------------------------------------
+    Case("sample_weight-negative", lambda ws: KMPClassifier().fit(X, Y, sample_weight=np.r_[np.ones(59), -1.0]),
+         ValueError, ("sample_weight must be finite and >= 0", "-1.0", "row 59", "use 0 to leave a row out")),
+    Case("sample_weight-nan", lambda ws: KMPClassifier().fit(X, Y, sample_weight=np.r_[np.nan, np.ones(59)]),
+         ValueError, ("sample_weight must be finite", "nan", "row 0")),
+    Case("sample_weight-wrong-length", lambda ws: KMPRegressor().fit(X, X[:, 0], sample_weight=np.ones(59)),
+         ValueError, ("sample_weight must have shape (60,)", "got shape (59,)")),
+    Case("sample_weight-scalar", lambda ws: KMPRegressor().fit(X, X[:, 0], sample_weight=2.0),
+         ValueError, ("shape (60,)", "got the scalar 2.0", "sample_weight=None")),
+    Case("sample_weight-all-zero", lambda ws: KMPClassifier().fit(X, Y, sample_weight=np.zeros(60)),
+         ValueError, ("sample_weight is zero on every row", "positive weight")),
+    Case("sample_weight-text", lambda ws: KMPClassifier().fit(X, Y, sample_weight=["a"] * 60),
+         ValueError, ("sample_weight must be numbers", "could not convert")),
+    Case("sample_weight-store-length", lambda ws: KMPClassifier(client="sync").fit(ws.good, sample_weight=np.ones(7)),
+         ValueError, ("sample_weight must have shape (60,)", "got shape (7,)")),
     # --- text features on numpy / pandas input, NaN in dask input during a fit -------------------
     Case("X-text-cell", lambda ws: KMPClassifier().fit(
         np.array([[f"{a}", "x" if i == 7 else f"{b}", f"{c}"] for i, (a, b, c) in enumerate(X)]), Y),

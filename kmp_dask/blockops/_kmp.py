@@ -8,6 +8,12 @@ partition lives in ``part.state["kmp"]`` (a :class:`KMPState`):
 ``cache``    basis columns ``k(X, z_j)`` (a column of ones for the bias atom) and the pending one
 ``fit``      targets (minus the intercept offset for the squared loss), coefficients, residual
 ``Yva``      validation targets; ``labels_va`` validation labels (classification)
+``wtr``/``wva`` sample weights of the training / validation rows (None: every row weighs 1)
+
+Sample weights (``part.w``): every sum over rows is weighted — ``dᵀWR``, ``dᵀWd``, ``BᵀWd``,
+``Σ w r²``, ``Σ w ℓ``, the Newton statistics, the validation sums — so the pursuit solves
+``min Σ_i w_i ℓ(y_i, f(x_i))`` and a weight of 2 is the row counted twice. Columns, residual
+and fit stay unweighted; without weights no product changes (bit-identical to an unweighted fit).
 
 *Effects* (the only calls that change it; the engine journals them, see
 :mod:`~kmp_dask.blockops._journal`): :func:`kmp_init`, :func:`pend_column`,
@@ -29,7 +35,7 @@ from scipy.linalg.blas import dsyrk as _dsyrk
 
 from ..kernels import shared_blocks
 from ._journal import Effect
-from ._partition import Partition, fetch_rows, split_mask
+from ._partition import Partition, fetch_rows, split_mask, zero_weight_rows
 from ._state import ColumnCache, Residual, Views, Workspace, kernel_block, readonly, split_views, sqnorm
 
 __all__ = [
@@ -134,6 +140,8 @@ class KMPState:
     Yva: np.ndarray
     labels_va: np.ndarray | None
     work: Workspace = field(default_factory=Workspace)
+    wtr: np.ndarray | None = None
+    wva: np.ndarray | None = None
 
     @property
     def loss(self):
@@ -141,7 +149,8 @@ class KMPState:
 
     @property
     def nbytes(self) -> int:
-        return self.views.nbytes + self.cache.nbytes + self.fit.nbytes + self.Yva.nbytes + self.work.nbytes
+        w = sum(a.nbytes for a in (self.wtr, self.wva) if a is not None)
+        return self.views.nbytes + self.cache.nbytes + self.fit.nbytes + self.Yva.nbytes + self.work.nbytes + w
 
 
 def _kmp(part: Partition) -> KMPState:
@@ -173,8 +182,14 @@ def kmp_stats(part: Partition, msg: StatsQuery) -> dict:
         out["labels"] = np.unique(np.asarray(part.y).reshape(-1))
         return out
     Y = target_matrix(part.y[~val], msg.targets)
-    out["y_sum"] = Y.sum(axis=0)
-    out["y_sqsum"] = np.einsum("ij,ij->j", Y, Y)
+    if part.w is None:
+        out["y_sum"] = Y.sum(axis=0)
+        out["y_sqsum"] = np.einsum("ij,ij->j", Y, Y)
+        return out
+    w = part.w[~val]
+    out["w_sum"] = float(w.sum())
+    out["y_sum"] = w @ Y
+    out["y_sqsum"] = np.einsum("i,ij,ij->j", w, Y, Y)
     return out
 
 
@@ -188,8 +203,9 @@ def kmp_init(part: Partition, msg: KMPSetup) -> None:
     Ytr, Yva = views.split(Y - np.asarray(msg.offset, dtype=np.float64))
     labels_va = np.asarray(part.y).reshape(-1)[views.val] if msg.targets["kind"] == "ovr" else None
     cache = ColumnCache(len(views.Xtr), len(views.Xva), part.X.dtype, msg.capacity)
+    wtr, wva = (None, None) if part.w is None else (readonly(np.array(a, dtype=np.float64)) for a in views.split(part.w))
     part.state["kmp"] = KMPState(list(msg.kernels), views, cache, Residual(Ytr, msg.loss), readonly(Yva),
-                                 None if labels_va is None else readonly(labels_va))
+                                 None if labels_va is None else readonly(labels_va), wtr=wtr, wva=wva)
 
 
 def _column(st: KMPState, atom: Atom) -> tuple[np.ndarray, np.ndarray]:
@@ -263,36 +279,46 @@ def _score_candidates(st: KMPState, Z, Z_sq, want_cross: bool) -> dict:
     cross = np.zeros((S, n)) if want_cross else None
     rows = max(1, BLOCK_ELEMENTS // max(s, 1))
     Rc = R.astype(Xtr.dtype, copy=False)
-    buf = st.work.get("kernel_block", min(rows, len(Xtr)) * s, np.result_type(Xtr, Z))
+    dtype = np.result_type(Xtr, Z)
+    buf = st.work.get("kernel_block", min(rows, len(Xtr)) * s, dtype)
+    wbuf = None if st.wtr is None else st.work.get("kernel_block_w", min(rows, len(Xtr)) * s, dtype)
     for a in range(0, len(Xtr), rows):
         b = min(a + rows, len(Xtr))
         blocks = shared_blocks(kernels, Xtr[a:b], Z, X_sqnorm=sq_tr[a:b], Y_sqnorm=Z_sq) if len(kernels) > 1 else {}
         out = buf[: (b - a) * s].reshape(b - a, s)
         for q, kernel in enumerate(kernels):
             K = blocks.pop(q) if q in blocks else kernel_block(kernel, Xtr[a:b], sq_tr[a:b], Z, Z_sq, out=out)
+            Kw = K if wbuf is None else np.multiply(K, st.wtr[a:b, None], out=wbuf[: K.size].reshape(K.shape))
             sl = slice(q * s, (q + 1) * s)
-            corr[sl] += K.T @ Rc[a:b]
-            sqn[sl] += np.einsum("ij,ij->j", K, K)
+            corr[sl] += Kw.T @ Rc[a:b]
+            sqn[sl] += np.einsum("ij,ij->j", Kw, K)
             if want_cross and n:
-                cross[sl] += K.T @ st.cache.Btr[a:b, :n]
+                cross[sl] += Kw.T @ st.cache.Btr[a:b, :n]
     return {"corr": corr, "sqn": sqn, "cross": cross}
 
 
 def _validation(st: KMPState, q: ValQuery) -> dict:
     coef = st.fit.coef
     Fva = st.cache.val() @ coef if st.cache.n else np.zeros_like(st.Yva)
-    out = {"val_n": len(Fva)}
+    w = st.wva
+    out = {"val_n": len(Fva) if w is None else float(w.sum())}
     if st.loss is None:
         Rva = st.Yva - Fva
-        out["val_sse"] = float(np.einsum("ij,ij->", Rva, Rva))
+        out["val_sse"] = float(np.einsum("ij,ij->", Rva, Rva) if w is None else np.einsum("i,ij,ij->", w, Rva, Rva))
     else:
-        out["val_loss"] = float(st.loss.value(st.Yva, Fva).sum())
+        out["val_loss"] = float(_row_sum(st.loss.value(st.Yva, Fva), w).sum())
     if q.metric == "accuracy" and st.labels_va is not None:
         F = Fva + np.asarray(q.intercept, dtype=np.float64)
         classes = np.asarray(q.classes)
         pred = classes[(F[:, 0] > 0).astype(int)] if F.shape[1] == 1 else classes[np.argmax(F, axis=1)]
-        out["val_correct"] = int(np.sum(pred == st.labels_va))
+        hit = pred == st.labels_va
+        out["val_correct"] = int(np.sum(hit)) if w is None else float(w @ hit)
     return out
+
+
+def _row_sum(A: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """``Σ_i w_i A_i`` over rows (``Σ_i A_i`` without weights)."""
+    return A.sum(axis=0) if w is None else w @ A
 
 
 def kmp_score(part: Partition, q: ScoreQuery) -> dict:
@@ -300,18 +326,24 @@ def kmp_score(part: Partition, q: ScoreQuery) -> dict:
     ``loss`` (other losses), ``n_above`` (rows with an error above ``count_above``), candidate
     reductions, validation sums, fetched rows."""
     st = _kmp(part)
-    R = st.fit.R
-    out = {"rss": np.einsum("ij,ij->j", R, R), "rsum": R.sum(axis=0)}
+    R, w = st.fit.R, st.wtr
+    if w is None:
+        out = {"rss": np.einsum("ij,ij->j", R, R), "rsum": R.sum(axis=0)}
+    else:
+        out = {"rss": np.einsum("i,ij,ij->j", w, R, R), "rsum": w @ R}
     if st.loss is not None:
-        out["loss"] = st.fit.loss_sum()
+        out["loss"] = _row_sum(st.loss.value(st.fit.Y, st.fit.F), w)
     if q.count_above is not None and st.loss is None:  # |y − f(x)| > γ: the KMP bound's training errors
-        out["n_above"] = int(np.count_nonzero(np.max(np.abs(R), axis=1) > q.count_above)) if len(R) else 0
+        above = np.max(np.abs(R), axis=1) > q.count_above if len(R) else np.zeros(0, dtype=bool)
+        out["n_above"] = int(np.count_nonzero(above if w is None else above & (w > 0)))
     if q.cand is not None:
         out.update(_score_candidates(st, q.cand, q.cand_sq, q.want_cross))
     if q.val is not None:
         out.update(_validation(st, q.val))
     if q.fetch is not None:
         out["fetched"] = fetch_rows(part, q.fetch)
+        if part.w is not None:  # a row of weight 0 is not in the data: never a candidate
+            out["zero_weight"] = zero_weight_rows(part, q.fetch)
     return out
 
 
@@ -321,7 +353,8 @@ def kmp_column_stats(part: Partition, msg=None) -> dict:
     losses, the line-search statistics at step 0 (``loss``, ``grad``, ``hess``, each (1, m))."""
     st = _kmp(part)
     d = st.cache.pending[0].astype(np.float64)
-    out = {"cross": st.cache.cross(d, st.work), "sqn": float(d @ d), "corr": st.fit.R.T @ d, "ytd": st.fit.Y.T @ d}
+    wd = d if st.wtr is None else st.wtr * d
+    out = {"cross": st.cache.cross(wd, st.work), "sqn": float(d @ wd), "corr": st.fit.R.T @ wd, "ytd": st.fit.Y.T @ wd}
     if st.loss is not None:
         out.update(_line_stats(st, d, np.zeros((1, st.fit.m))))
     return out
@@ -329,15 +362,16 @@ def kmp_column_stats(part: Partition, msg=None) -> dict:
 
 def _line_stats(st: KMPState, d: np.ndarray, alphas: np.ndarray) -> dict:
     """Loss, directional gradient and curvature along ``d`` at each trial step (k, m)."""
-    loss, Y, F = st.loss, st.fit.Y, st.fit.F
+    loss, Y, F, w = st.loss, st.fit.Y, st.fit.F, st.wtr
     k, m = alphas.shape
     out = {"loss": np.zeros((k, m)), "grad": np.zeros((k, m)), "hess": np.zeros((k, m))}
-    d2 = d * d
+    wd = d if w is None else w * d
+    wd2 = wd * d
     for i in range(k):
         Fi = F + d[:, None] * alphas[i][None, :]
-        out["loss"][i] = loss.value(Y, Fi).sum(axis=0)
-        out["grad"][i] = d @ loss.gradient(Y, Fi)
-        out["hess"][i] = d2 @ loss.hessian(Y, Fi)
+        out["loss"][i] = _row_sum(loss.value(Y, Fi), w)
+        out["grad"][i] = wd @ loss.gradient(Y, Fi)
+        out["hess"][i] = wd2 @ loss.hessian(Y, Fi)
     return out
 
 
@@ -358,12 +392,16 @@ def kmp_refit_stats(part: Partition, q: RefitQuery) -> dict:
     n = B.shape[1]
     coefs = [np.asarray(c, dtype=np.float64).reshape(n, Y.shape[1]) for c in q.coefs]
     out = {"loss": np.zeros((len(coefs), Y.shape[1]))}
+    w = st.wtr
     for i, c in enumerate(coefs):
         F = B @ c
-        out["loss"][i] = loss.value(Y, F).sum(axis=0)
+        out["loss"][i] = _row_sum(loss.value(Y, F), w)
         if q.stats == i:
-            out["grad"] = B.T @ loss.gradient(Y, F)
-            out["hess"] = np.stack([_weighted_gram(B, h) for h in loss.hessian(Y, F).T])
+            G, H = loss.gradient(Y, F), loss.hessian(Y, F)
+            if w is not None:
+                G, H = w[:, None] * G, w[:, None] * H
+            out["grad"] = B.T @ G
+            out["hess"] = np.stack([_weighted_gram(B, h) for h in H.T])
     return out
 
 

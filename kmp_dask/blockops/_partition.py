@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Partition", "PartitionSpec", "split_mask", "fetch_rows", "partition_bounds",
+__all__ = ["Partition", "PartitionSpec", "split_mask", "fetch_rows", "zero_weight_rows", "partition_bounds",
            "PARTITION_BYTES", "MIN_PARTITIONS", "MIN_PARTITION_ROWS"]
 
 PARTITION_BYTES = 16 << 20
@@ -64,6 +64,7 @@ class PartitionSpec:
     stop: int
     reader: object  # has .read_range(start, stop) -> (X, y)
     row_bytes: int = 0  #: bytes per row of X and y (sizing before the rows are read)
+    w: np.ndarray | None = None  #: the rows' sample weights (float64, stop − start), or None: all 1
 
     @property
     def nbytes(self) -> int:
@@ -71,7 +72,8 @@ class PartitionSpec:
 
     def load(self) -> "Partition":
         X, y = self.reader.read_range(self.start, self.stop)
-        return Partition(self.index, self.start, self.stop, np.asarray(X), None if y is None else np.asarray(y))
+        return Partition(self.index, self.start, self.stop, np.asarray(X), None if y is None else np.asarray(y),
+                         w=self.w)
 
 
 @dataclass
@@ -84,6 +86,7 @@ class Partition:
     X: np.ndarray
     y: np.ndarray | None
     state: dict = field(default_factory=dict)
+    w: np.ndarray | None = None  #: sample weights of the rows (None: every row weighs 1)
 
     @property
     def n_rows(self) -> int:
@@ -121,3 +124,12 @@ def fetch_rows(part: Partition, global_idx) -> tuple[np.ndarray, np.ndarray]:
     g = np.asarray(global_idx, dtype=np.int64)
     own = g[(g >= part.start) & (g < part.stop)]
     return own, part.X[own - part.start]
+
+
+def zero_weight_rows(part: Partition, global_idx) -> np.ndarray:
+    """Global indices among ``global_idx`` (this partition's) whose sample weight is 0."""
+    if global_idx is None or part.w is None:
+        return np.empty(0, dtype=np.int64)
+    g = np.asarray(global_idx, dtype=np.int64)
+    own = g[(g >= part.start) & (g < part.stop)]
+    return own[part.w[own - part.start] == 0]

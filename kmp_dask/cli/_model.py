@@ -78,6 +78,7 @@ Examples:
   kmp-dask train data/train.zarr --model kmp.model --n-basis 200 --gamma 0.5
   kmp-dask train data/train.zarr --model kmp.model --config kmp.toml --checkpoint ckpt/
   kmp-dask train data/train.zarr --model kmp.model --checkpoint ckpt/ --resume   # after a kill
+  kmp-dask train data/train.zarr --model kmp.model --sample-weight weights.npy    # one weight per row
   kmp-dask train data/train.zarr --model cvm.model --algorithm cvm --C 10 --scheduler tcp://127.0.0.1:8786
 """
 
@@ -97,13 +98,15 @@ Examples:
               help="kmp: save the driver's state here every --checkpoint-every iterations.")
 @click.option("--checkpoint-every", default=10, show_default=True, type=click.IntRange(1))
 @click.option("--resume", is_flag=True, help="Continue the fit saved in --checkpoint (identical model).")
+@click.option("--sample-weight", "weights_path", default=None, type=click.Path(dir_okay=False, exists=True),
+              help="kmp: a .npy file of one non-negative weight per row of STORE (e.g. class weights).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--log-json", default=None, type=click.Path(dir_okay=False),
               help="Append one JSON line per iteration to this file (for batch jobs).")
 @where_options
 @param_options
-def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint, checkpoint_every, resume, quiet,
-          log_json, where, **params):
+def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint, checkpoint_every, resume,
+          weights_path, quiet, log_json, where, **params):
     """Fit a model on the zarr STORE and save it to --model (open format, see docs/models.md)."""
     from .. import save  # noqa: F401
 
@@ -118,6 +121,8 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
         raise click.UsageError(f"--checkpoint/--resume are supported for --algorithm kmp only (got {algorithm})")
     if resume and not checkpoint:
         raise click.UsageError("--resume needs --checkpoint DIR (the directory of the interrupted fit)")
+    if weights_path and algorithm != "kmp":
+        raise click.UsageError(f"--sample-weight is supported for --algorithm kmp only (got {algorithm})")
     st = _open_store(store)
     task = task if task != "auto" else ("classification" if st.attrs.get("classes") is not None else "regression")
     cls = class_for(algorithm, task)
@@ -126,11 +131,24 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
     if "verbose" in est.get_params():
         est.set_params(verbose=_verbose(quiet))
     fit_kw = {"checkpoint": checkpoint, "checkpoint_every": checkpoint_every, "resume": resume} if checkpoint else {}
+    if weights_path:
+        fit_kw["sample_weight"] = _read_weights(weights_path)
     seconds = _fit(est, st, where, quiet, log_json, algorithm, fit_kw)
     save(est, model_path, overwrite=overwrite)
     if not quiet:
         click.echo(f"trained {type(est).__name__} on {st.n_rows} rows in {seconds:.1f} s: {_size(est)}; "
                    f"saved to {model_path}")
+
+
+def _read_weights(path):
+    """The --sample-weight file: a .npy array read without unpickling (the fit checks its values)."""
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise click.BadParameter(f"{path!r} is not a .npy array of numbers ({e}); write one with "
+                                 "numpy.save('weights.npy', w)", param_hint="--sample-weight") from None
 
 
 def _fit(est, st, where, quiet, log_json, algorithm, fit_kw) -> float:

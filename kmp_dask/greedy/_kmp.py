@@ -117,12 +117,17 @@ class Pursuit:
         self.n_val = int(sum(s["n_val"] for s in stats))
         if self.n_train == 0:
             raise ValueError("no training rows: validation_fraction leaves nothing to fit")
+        # the weight of the training rows: their number, or the sum of their sample weights
+        self.w_train = float(sum(s["w_sum"] for s in stats)) if "w_sum" in stats[0] else self.n_train
+        if not self.w_train > 0:
+            raise ValueError("sample_weight is zero on every training row (after the validation split): nothing to fit. "
+                             "Give some rows a positive weight.")
         m = len(stats[0]["y_sum"])
         centre = fit_intercept and loss is None and not strategy.intercept_column
-        self.offset = _total(stats, "y_sum") / self.n_train if centre else np.zeros(m)
+        self.offset = _total(stats, "y_sum") / self.w_train if centre else np.zeros(m)
         self.bias_in_dictionary = fit_intercept and loss is not None
         self.bias_column = fit_intercept and strategy.intercept_column
-        self.lam = float(ridge) * self.n_train
+        self.lam = float(ridge) * self.w_train
         eligible = validation_eligibility(validation_fraction, split_seed)
         self.sampler = (AllCandidates(n_rows, eligible) if isinstance(candidates, str)
                         else RandomCandidates(n_rows, int(candidates), eligible, self.n_train))
@@ -151,6 +156,7 @@ class Pursuit:
         return {k: v for k, v in self.__dict__.items() if k not in self._DETACHED}
 
     def __setstate__(self, state):
+        state.setdefault("w_train", state["n_train"])  # checkpoints written before sample weights
         self.__dict__.update(state, engine=None, callback=None, checkpoint=NO_CHECKPOINT)
 
     def attach(self, engine, callback, checkpoint):
@@ -232,8 +238,7 @@ class Pursuit:
             self.strategy.add(self, col, w, t)                        # coefficients
             self.recorder.new_iteration(t, atom, score, j)
             if idx_next is not None:
-                cands = CandidateSet(idx_next, gather_rows(res, idx_next, self.n_features, self.dtype),
-                                     len(self.kernels))
+                cands = self._candidates(res, idx_next)
             self.recorder.history[-1]["seconds"] = time.perf_counter() - t0
             self.checkpoint.maybe_save(self, t, cands, rng)           # every k iterations (if asked)
         else:
@@ -247,11 +252,18 @@ class Pursuit:
         """Set up the partitions and draw the first candidates (and the intercept column)."""
         idx = self.sampler.draw(rng, self.excluded)
         res = self.send(kmp_score, ScoreQuery(fetch=idx), (kmp_effects.init(self.setup),))
-        cands = CandidateSet(idx, gather_rows(res, idx, self.n_features, self.dtype), len(self.kernels))
+        cands = self._candidates(res, idx)
         self.rss0 = self._initial_rss(res)
         if self.bias_column:
             self._add_bias_column()
         return cands
+
+    def _candidates(self, res, idx) -> CandidateSet:
+        """The fetched candidate rows; rows of sample weight 0 are never selected (not in the data)."""
+        for r in res:
+            if "zero_weight" in r:
+                self.excluded.update(r["zero_weight"].tolist())
+        return CandidateSet(idx, gather_rows(res, idx, self.n_features, self.dtype), len(self.kernels))
 
     def _n_row_atoms(self) -> int:
         return sum(not a.is_bias for a in self.atoms)
@@ -268,7 +280,7 @@ class Pursuit:
         Z = np.asarray(cands.Z, dtype=np.float64)
         sample = Z[np.unique(np.linspace(0, len(Z) - 1, min(len(Z), 64)).astype(np.intp))] if len(Z) else Z
         info = {"s": len(Z), "m": len(sample), "k": self.max_tries, "rss0": self.rss0,
-                "ridge": self.lam / max(self.n_train, 1),
+                "ridge": self.lam / max(self.w_train, 1e-300),
                 "best": float(np.max(score)) if score is not None and len(score) else 0.0}
         if len(Z) and np.all(Z == Z[0]):
             cause = "duplicates"
@@ -305,7 +317,7 @@ class Pursuit:
     def _initial_rss(self, res) -> float:
         if self.bias_column:  # measure progress from the intercept-only model, as with centring
             ys = _total(self._y, "y_sum")
-            return float((_total(self._y, "y_sqsum") - ys * ys / self.n_train).sum())
+            return float((_total(self._y, "y_sqsum") - ys * ys / self.w_train).sum())
         return float(_total(res, "rss").sum())
 
     def _add_bias_column(self):
@@ -332,7 +344,7 @@ class Pursuit:
         cands.mask_rows(score, self.excluded)
         if self.bias_in_dictionary:  # the constant function, scored like any atom: (Σ g)² / N
             rsum = _total(res, "rsum")
-            score = np.append(score, float(rsum @ rsum) / self.n_train if self.bias_pos is None else -np.inf)
+            score = np.append(score, float(rsum @ rsum) / self.w_train if self.bias_pos is None else -np.inf)
         if len(score) == 0 or not np.isfinite(score).any():
             return None
         return score

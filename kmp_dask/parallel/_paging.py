@@ -81,7 +81,8 @@ def _state_nbytes(part: Partition) -> int:
 
 def partition_nbytes(part: Partition) -> int:
     """Bytes a partition holds (rows + state, reserved cache capacity included)."""
-    return part.X.nbytes + (0 if part.y is None else part.y.nbytes) + _state_nbytes(part)
+    rows = part.X.nbytes + (0 if part.y is None else part.y.nbytes) + (0 if part.w is None else part.w.nbytes)
+    return rows + _state_nbytes(part)
 
 
 def _write_array(path: str, arr: np.ndarray) -> str:
@@ -260,7 +261,7 @@ class Pager:
                 meta = pickle.load(f)
             X = _read_array(os.path.join(d, "X.bin"), *meta["X"], self.pool)
             y = None if meta["y"] is None else _read_array(os.path.join(d, "y.bin"), *meta["y"], self.pool)
-            part = Partition(spec.index, spec.start, spec.stop, X, y)
+            part = Partition(spec.index, spec.start, spec.stop, X, y, w=spec.w)
         else:
             part = spec.load()
         if spec.index in self.has_state:

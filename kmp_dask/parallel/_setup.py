@@ -10,21 +10,30 @@ from ._engine import ActorEngine, InProcessEngine
 __all__ = ["partition_specs", "make_engine"]
 
 
-def partition_specs(store) -> list[PartitionSpec]:
+def partition_specs(store, sample_weight=None) -> list[PartitionSpec]:
     """The partitions of ``store``: row blocks within its storage chunks (:func:`partition_bounds`).
 
     The partition is the unit of every reduction, and partitions are summed in order on the
     driver; choosing them from the data alone (not from the number of workers or their memory)
     is what makes a fit bit-for-bit identical on 1 or many workers.
+
+    ``sample_weight`` (float64, one per row, or None) travels with the specs: each carries its
+    own rows' weights (8 bytes a row), so a weighted fit's partitions are rebuilt with them.
     """
     row_bytes = int(store.n_features) * np.dtype(store.dtype).itemsize
     ranges = partition_bounds(store.row_chunks, row_bytes)
     row_bytes += 8 * int(np.prod(store.y_shape[1:] or (1,))) if store.has_y else 0
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    row_bytes += 0 if w is None else 8
+
+    def weights(a, b):
+        return None if w is None else np.ascontiguousarray(w[a:b])
+
     if store.url is None:  # in-memory data: ship each worker only its own rows
-        return [PartitionSpec(i, a, b, _SliceReader(a, *store.read_range(a, b)), row_bytes)
+        return [PartitionSpec(i, a, b, _SliceReader(a, *store.read_range(a, b)), row_bytes, weights(a, b))
                 for i, (a, b) in enumerate(ranges)]
     reader = store.reader()
-    return [PartitionSpec(i, a, b, reader, row_bytes) for i, (a, b) in enumerate(ranges)]
+    return [PartitionSpec(i, a, b, reader, row_bytes, weights(a, b)) for i, (a, b) in enumerate(ranges)]
 
 
 class _SliceReader:
@@ -38,12 +47,13 @@ class _SliceReader:
         return self.X[a:b], None if self.y is None else self.y[a:b]
 
 
-def make_engine(client, store, **options):
+def make_engine(client, store, sample_weight=None, **options):
     """In-process engine when ``client`` is None, else one actor per dask worker.
 
+    ``sample_weight``: per-row weights carried by the partitions (see :func:`partition_specs`).
     ``options`` go to :class:`ActorEngine` (``memory_fraction``, ``pass_timeout``, ...).
     """
-    specs = partition_specs(store)
+    specs = partition_specs(store, sample_weight)
     if client is None:
         return InProcessEngine(specs)
     return ActorEngine(client, specs, **{**engine_config(), **options})

@@ -47,12 +47,17 @@ CASES = {
                               "--scheduler"),
     "resume without checkpoint": (["train", "{ws}/train.zarr", "--model", "{ws}/m.kmp", "--resume"], "--checkpoint"),
     "ingest npz without X": (["ingest", "{ws}/e.npz", "{ws}/o.zarr"], "'X'"),
+    "sample weights of another length": (["train", "{ws}/train.zarr", "--model", "{ws}/m.kmp", "--sample-weight",
+                                          "{ws}/w7.npy", "--workers", "1"], "shape (200,)"),
+    "sample weights not an array": (["train", "{ws}/train.zarr", "--model", "{ws}/m.kmp", "--sample-weight",
+                                     "{ws}/bad.toml"], "--sample-weight"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_argument_is_one_line_and_writes_nothing(ws, case):
     np.savez(ws / "e.npz", Z=np.zeros((3, 2)))
+    np.save(ws / "w7.npy", np.ones(7))
     args, needle = CASES[case]
     before = _listing(ws)
     result = CliRunner().invoke(main, [a.format(ws=ws) for a in args])
@@ -129,3 +134,23 @@ def test_train_other_algorithms(tmp_path, algorithm, extra):
     assert type(model).__name__ == {"cvm": "CVMClassifier", "mmda": "MMDA", "skpca": "SparseKernelPCA"}[algorithm]
     out = model.predict(X) if algorithm == "cvm" else model.transform(X)
     assert len(out) == 400
+
+
+def test_train_with_sample_weights_equals_the_python_fit(tmp_path):
+    """``--sample-weight w.npy`` on the embedded cluster gives the in-process weighted model."""
+    from kmp_dask import KMPClassifier, load
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(600, 3))
+    y = (X[:, 0] + X[:, 1] ** 2 > 1).astype(int)
+    w = np.where(y == 1, 3.0, 1.0)
+    create_store(tmp_path / "train.zarr", X, y, classes=["a", "b"])
+    np.save(tmp_path / "w.npy", w)
+    r = CliRunner().invoke(main, ["train", str(tmp_path / "train.zarr"), "--model", str(tmp_path / "m.kmp"),
+                                  "--sample-weight", str(tmp_path / "w.npy"), "--n-basis", "12", "--random-state", "0",
+                                  "--workers", "1", "--quiet"])
+    assert r.exit_code == 0, r.output
+    model = load(tmp_path / "m.kmp")
+    ref = KMPClassifier(n_basis=12, random_state=0).fit(str(tmp_path / "train.zarr"), sample_weight=w)
+    assert model.basis_indices_.tolist() == ref.basis_indices_.tolist()
+    assert np.array_equal(model.dual_coef_, ref.dual_coef_)

@@ -4,6 +4,37 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kmp_dask import KMPClassifier, KMPRegressor
 
+_REPEATED_ROWS = (
+    "check_sample_weight_equivalence_on_dense_data fits 15 rows with n_basis close to or above the number "
+    "of distinct rows: {why}. tests/estimators/test_sample_weight.py asserts the equivalence where the "
+    "pursuit does not run out of distinct rows."
+)
+_EXPECTED = {
+    # the held-out rows are a hash of the global row index: repeating rows changes which are held out
+    "validation": "validation_fraction > 0 holds out rows by a hash of their index, so the repeated data set "
+                  "has a different validation split than the weighted one (by design: the split is chunking-free).",
+    # fit_mode='basic' may pick a copy of a row already in the basis (another index, the same function)
+    "basic": _REPEATED_ROWS.format(why="in fit_mode='basic' the repeated data set offers copies of a basis row "
+                                       "as new candidates and the pursuit re-selects them, while a weighted row "
+                                       "is selected at most once"),
+    # near-interpolating bases: rounding differences amplified, and Newton refits stop at a tolerance
+    "exhaust": _REPEATED_ROWS.format(why="the basis interpolates the data, the Gram matrix is ill-conditioned and "
+                                         "rounding differences (or the Newton refits' stopping tolerance) "
+                                         "move predictions by more than rtol=1e-7"),
+}
+
+
+def _expected_failures(est):
+    if est.validation_fraction > 0:
+        why = _EXPECTED["validation"]
+    elif est.fit_mode == "basic":
+        why = _EXPECTED["basic"]
+    elif est.fit_mode == "prefit" or est.loss == "logistic":  # the two that exhaust the 15 rows here
+        why = _EXPECTED["exhaust"]
+    else:
+        return {}
+    return {"check_sample_weight_equivalence_on_dense_data": why}
+
 
 @parametrize_with_checks([
     KMPRegressor(n_basis=30),
@@ -13,6 +44,6 @@ from kmp_dask import KMPClassifier, KMPRegressor
     KMPClassifier(n_basis=15, loss="logistic"),
     KMPClassifier(n_basis=15, loss="tanh", fit_mode="basic", gamma=[0.1, 1.0]),
     KMPRegressor(n_basis=15, loss="huber"),
-])
+], expected_failed_checks=_expected_failures)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
