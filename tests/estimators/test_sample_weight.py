@@ -120,8 +120,8 @@ def test_class_weights_raise_minority_recall_on_an_imbalanced_keel_set():
     weighted = KMPClassifier(**kw).fit(Xtr, ytr, sample_weight=w)
     r_plain = recall_score(yte, plain.predict(Xte), average=None)
     r_weighted = recall_score(yte, weighted.predict(Xte), average=None)
-    assert r_weighted[1] > r_plain[1] + 0.1  # minority recall up (measured 0.63 → 0.89)
-    assert r_weighted[0] < r_plain[0]  # bought with majority recall, as expected
+    assert r_weighted[1] > r_plain[1] + 0.1  # minority recall up (measured 0.738 → 0.938)
+    assert r_weighted[0] < r_plain[0]  # bought with majority recall, as expected (0.981 → 0.928)
     assert r_weighted[0] > 0.7
 
 
