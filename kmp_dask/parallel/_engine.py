@@ -32,7 +32,7 @@ import logging
 import os
 import time
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from ..blockops import Journal, apply_effects
 from ._paging import MEMORY_FRACTION, TRANSIENT_BYTES, MemoryBudgetError, Pager, partition_nbytes, worker_budget
@@ -250,6 +250,14 @@ class PartitionHolder:
             self._pager.close()
 
 
+def _scheduler_lost_message(client) -> str:
+    address = getattr(client, "scheduler", None) and client.scheduler.address
+    return (f"the dask scheduler ({address}) is unreachable: it was stopped or killed, or the network to it is "
+            "down. The fit cannot continue (its workers' partitions were registered there); restart the scheduler "
+            "and its workers and fit again — a KMP fit started with checkpoint=DIR continues from its last "
+            "checkpoint with resume=True (CLI: the same command with --resume).")
+
+
 def _assign(specs, workers):
     """Contiguous runs of partitions, as even as possible, one run per worker."""
     n, w = len(specs), len(workers)
@@ -353,6 +361,30 @@ class ActorEngine:
         return {"addr": addr, "specs": group, "actor": actor, "future": fut}
 
     def run(self, op, msg=None, effects=()) -> list:
+        try:
+            return self._run(op, msg, effects)
+        except CancelledError as exc:  # the scheduler cancels every future when it goes away
+            if not self._scheduler_reachable():
+                raise SchedulerLostError(_scheduler_lost_message(self.client)) from exc
+            raise RuntimeError(
+                f"the dask scheduler cancelled a task of the fit ({exc}); it is still reachable, so something "
+                "cancelled it on purpose (client.cancel, a cluster restart, or the scheduler's own limits): "
+                "check its log, and fit again (a KMP fit with checkpoint=DIR resumes with resume=True)"
+            ) from exc
+
+    def _scheduler_reachable(self, timeout: float = 5.0) -> bool:
+        """A TCP connection to the scheduler's address succeeds within ``timeout`` seconds."""
+        import socket
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(self.client.scheduler.address)
+            with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
+                return True
+        except Exception:  # refused, unreachable, no address (client closed)
+            return False
+
+    def _run(self, op, msg, effects) -> list:
         self.n_calls += 1
         effects = tuple(effects)
         self.journal.record(effects)  # before sending: a holder rebuilt below replays them too
@@ -422,13 +454,7 @@ class ActorEngine:
         else:
             cause = None
         if "workers" not in info or self.client.status != "running":
-            raise SchedulerLostError(
-                f"the dask scheduler ({getattr(self.client, 'scheduler', None) and self.client.scheduler.address}) "
-                "is unreachable: it was stopped or killed, or the network to it is down. The fit cannot "
-                "continue (its workers' partitions were registered there); restart the scheduler and its "
-                "workers and fit again — a KMP fit started with checkpoint=DIR continues from its last "
-                "checkpoint with resume=True (CLI: the same command with --resume)."
-            ) from cause
+            raise SchedulerLostError(_scheduler_lost_message(self.client)) from cause
         return info["workers"]
 
     def _worker_lost(self, holder, exc=None) -> bool:
