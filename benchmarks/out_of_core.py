@@ -119,6 +119,8 @@ def main():
     ap.add_argument("--stream-share", type=float, default=0.75)
     ap.add_argument("--rss-rows", type=int, nargs="*", default=[1_000_000, 10_000_000])
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--workers", type=int, default=2, help="worker processes (1 thread each; default 2)")
+    ap.add_argument("--out", default=str(RESULTS / "out_of_core.json"))
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -136,8 +138,9 @@ def main():
     specs = partition_specs(store)
     per_part = max(s.nbytes for s in specs)
     out = {"benchmark": "out_of_core", "date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": args.rows,
-           "n_features": store.n_features, "n_partitions": len(specs), "n_basis": args.n_basis}
-    with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="4GB", host="127.0.0.1",
+           "n_features": store.n_features, "n_partitions": len(specs), "n_basis": args.n_basis,
+           "workers": args.workers, "cpu_count": os.cpu_count(), "load_average_at_start": list(os.getloadavg())}
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, memory_limit="4GB", host="127.0.0.1",
                       dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         bw = client.run(_disk_bandwidth)
         out["disk_read_gb_per_s"] = float(np.median(list(bw.values())))
@@ -174,8 +177,8 @@ def main():
                              check=True)
         rss.append(json.loads(res.stdout.strip().splitlines()[-1]))
     out["driver_peak_rss"] = rss
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "out_of_core.json").write_text(json.dumps(out, indent=2))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2))
     print(json.dumps(out, indent=2))
 
 

@@ -18,10 +18,12 @@ Storage: one file ``<directory>/state.ckpt``, rewritten every ``every`` iteratio
 last iteration of the loop, and when the fit is complete (then it holds the finished result, and
 resuming it returns that result at once). Each write goes to ``state.tmp``, is flushed to disk,
 and replaces the old file with ``os.replace``: the previous checkpoint stays valid until the new
-one is complete. The file is a magic line, a JSON header line and a pickle. **Pickle runs code
-when loaded**: a checkpoint is written and read by the same user on their own disk, like a
-scratch file, and must not be accepted from anyone else (models are saved in the open format
-instead). The header — format version, kmp_dask version, the estimator's parameters, a
+one is complete. The file is a magic line, a JSON header line and a pickle, read back with a
+restricted unpickler (``blockops/_safe_pickle.py``: only kmp_dask's algorithm-state classes, the
+blockops functions a journal names and NumPy arrays resolve; ``os.system`` and the like are
+refused before they run). Still, a checkpoint is written and read by the same user on their own
+disk, like a scratch file, and should not be accepted from anyone else (models are saved in the
+open format instead). The header — format version, kmp_dask version, the estimator's parameters, a
 fingerprint of the data, a SHA-256 of the pickle — is checked *before* anything is unpickled; a
 mismatch is a ``ValueError`` naming what differs.
 
@@ -42,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from .._version import __version__
+from ..blockops._safe_pickle import UnsafePickleError, restricted_loads
 
 __all__ = ["Checkpoint", "NO_CHECKPOINT", "open_checkpoint", "checkpoint_info", "data_fingerprint",
            "FORMAT_VERSION", "STATE_FILE"]
@@ -194,7 +197,10 @@ def _load(path: Path, header: dict) -> dict:
     if len(blob) != saved.get("payload_bytes") or hashlib.sha256(blob).hexdigest() != saved.get("payload_sha256"):
         raise ValueError(f"the checkpoint {path} is damaged (its payload does not match the header's length and "
                          "SHA-256); remove it to start again")
-    payload = pickle.loads(blob)  # noqa: S301 — the user's own file, header checked (see the module doc)
+    try:  # only kmp_dask's state classes and NumPy resolve (blockops/_safe_pickle.py)
+        payload = restricted_loads(blob)
+    except UnsafePickleError as e:
+        raise ValueError(f"the checkpoint {path} cannot be resumed: {e}") from None
     logger.info("resuming the fit from %s (iteration %s%s)", path, saved.get("iteration"),
                 ", complete" if saved.get("complete") else "")
     return payload

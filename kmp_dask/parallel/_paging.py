@@ -33,6 +33,7 @@ import tempfile
 import numpy as np
 
 from ..blockops import Partition
+from ..blockops._safe_pickle import RestrictedUnpickler
 
 __all__ = ["Pager", "worker_budget", "MemoryBudgetError", "MEMORY_FRACTION", "TRANSIENT_BYTES"]
 
@@ -180,7 +181,7 @@ class BufferPool:
         return a
 
 
-class _Unpickler(pickle.Unpickler):
+class _Unpickler(RestrictedUnpickler):
     def __init__(self, file, part, directory, pool=None):
         super().__init__(file)
         self.part, self.directory, self.pool = part, directory, pool
@@ -258,7 +259,7 @@ class Pager:
         d = self._dir(spec.index)
         if spec.index in self.has_x:
             with open(os.path.join(d, "rows.pkl"), "rb") as f:
-                meta = pickle.load(f)
+                meta = RestrictedUnpickler(f).load()
             X = _read_array(os.path.join(d, "X.bin"), *meta["X"], self.pool)
             y = None if meta["y"] is None else _read_array(os.path.join(d, "y.bin"), *meta["y"], self.pool)
             part = Partition(spec.index, spec.start, spec.stop, X, y, w=spec.w)
