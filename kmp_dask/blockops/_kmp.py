@@ -36,7 +36,7 @@ from scipy.linalg.blas import dsyrk as _dsyrk
 from ..kernels import shared_blocks
 from ._journal import Effect
 from ._partition import Partition, fetch_rows, split_mask, zero_weight_rows
-from ._state import ColumnCache, Residual, Views, Workspace, kernel_block, readonly, split_views, sqnorm
+from ._state import ColumnCache, Residual, Views, Workspace, kernel_block, keyed_state, readonly, split_views, sqnorm
 
 __all__ = [
     "Atom", "BIAS_ATOM", "KMPSetup", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery", "Move",
@@ -146,6 +146,9 @@ class KMPState:
     @property
     def loss(self):
         return self.fit.loss
+
+    def __getstate__(self):  # read-only after init: a pager writes them once
+        return keyed_state(self, ("Yva", "labels_va", "wtr", "wva"))
 
     @property
     def nbytes(self) -> int:

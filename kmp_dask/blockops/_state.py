@@ -37,6 +37,42 @@ CACHE_BYTES_UP_FRONT = 1 << 31
 that exceeds this many bytes per partition; beyond it the cache doubles as it fills."""
 
 
+class Paged:
+    """An array with a *stable key* for a pager (``parallel/_paging.py``): a read-only array is
+    written to scratch once under its key and reused on later page-outs while the key's file
+    holds the same dtype and shape. Arrays without a key are rewritten on every page-out: a
+    positional name is not an identity (an array that appears or disappears — a pending column —
+    shifts the names of the ones after it), so reusing files by position could swap two blocks.
+    Plain pickling stores the bare array."""
+
+    __slots__ = ("key", "array")
+
+    def __init__(self, key: str, array: np.ndarray):
+        self.key, self.array = key, array
+
+    def __reduce__(self):
+        return self.array.__reduce__()
+
+
+def _uid() -> str:
+    """A key prefix unique to one state object (two caches in one partition never collide)."""
+    import secrets
+
+    return secrets.token_hex(6)
+
+
+def keyed_state(obj, names) -> dict:
+    """``obj.__dict__`` for pickling with the read-only arrays among ``names`` keyed
+    (:class:`Paged`) under a prefix unique to ``obj`` (kept in ``obj.__dict__["uid"]``)."""
+    uid = obj.__dict__.setdefault("uid", _uid())
+    state = dict(obj.__dict__)
+    for name in names:
+        a = state.get(name)
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            state[name] = Paged(f"{uid}.{name}", a)
+    return state
+
+
 def sqnorm(X: np.ndarray) -> np.ndarray:
     """Squared Euclidean norm of each row, in the dtype of ``X``."""
     return np.einsum("ij,ij->i", X, X)
@@ -60,6 +96,9 @@ class Views:
     def split(self, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows of ``A`` (aligned with the partition) for the training and validation views."""
         return A[~self.val], A[self.val]
+
+    def __getstate__(self):  # never change after init: a pager writes them once
+        return keyed_state(self, ("Xtr", "Xva", "sq_tr", "sq_va", "val"))
 
     @property
     def nbytes(self) -> int:
@@ -132,6 +171,7 @@ class ColumnCache:
         self.Bva = np.empty((n_val, cap), dtype=dtype, order="F")
         self.n = 0
         self.pending: tuple[np.ndarray, np.ndarray] | None = None
+        self.uid = _uid()
 
     @property
     def dtype(self):
@@ -180,6 +220,7 @@ class ColumnCache:
         written one does not write it again: paging a growing cache out costs O(rows·32)."""
         state = {k: v for k, v in self.__dict__.items() if k not in ("Btr", "Bva")}
         state["capacity"] = self.Btr.shape[1]
+        uid = self.__dict__.setdefault("uid", _uid())
         for key in ("Btr", "Bva"):
             B, blocks = getattr(self, key), []
             for a in range(0, self.n, PAGE_COLUMNS):
@@ -187,7 +228,7 @@ class ColumnCache:
                 if blk.shape[1] == PAGE_COLUMNS:
                     blk = blk.view()
                     blk.flags.writeable = False
-                blocks.append(blk)
+                blocks.append(Paged(f"{uid}.{key}.{a}", blk))
             state[key] = (B.shape[0], B.dtype.str, blocks)
         return state
 
@@ -237,6 +278,7 @@ class Residual:
 
     def __init__(self, Y: np.ndarray, loss=None):
         self.Y, self.loss = readonly(Y), loss
+        self.uid = _uid()
         self.coef = np.zeros((0, Y.shape[1]))
         self.F = None if loss is None else np.zeros_like(Y)
         self.R = Y.copy() if loss is None else -loss.gradient(Y, self.F)
@@ -278,6 +320,10 @@ class Residual:
             self.F += u[:, None] * beta
             self.R = -self.loss.gradient(self.Y, self.F)
         self.coef = np.asarray(coef, dtype=np.float64).reshape(n, self.m)
+
+    def __getstate__(self):
+        """The targets never change: keyed, so a pager writes them once."""
+        return keyed_state(self, ("Y",))
 
     def grow(self) -> None:
         """A column joined with coefficient 0: nothing moves."""

@@ -9,9 +9,13 @@ read on a background thread meanwhile, so reads overlap the kernel work.
 What is written: the partition's ``state`` pickled with every large numpy array stored as a raw
 file beside it (``pickle`` persistent ids), so any family's state pages without code of its own;
 arrays that are the partition's own rows (``part.X``, ``part.y``) are not written but re-read,
-and read-only arrays (state that never changes after init: views, targets, full blocks of basis
-columns) are written once. So a pass that changed the state writes the residual and the newest
-block of columns, not the whole partition.
+and read-only arrays that carry a stable key (:class:`~kmp_dask.blockops._state.Paged`: views,
+targets, full blocks of basis columns — state that never changes after init) are written once,
+under file names made from their keys. Arrays without a key are written on every page-out:
+positional names are not identities (a pending column that appears shifts the names after it;
+reusing files by position once swapped two basis blocks — tests/parallel/test_out_of_core.py).
+So a pass that changed the state writes the residual and the newest block of columns, not the
+whole partition.
 Files are read with ``readinto`` into freshly allocated arrays, never ``np.memmap``: mapped pages
 count in the process RSS that dask's nanny watches (ECOSYSTEM.md §3.5b), while explicit reads
 leave RSS at what the arrays themselves take.
@@ -33,6 +37,7 @@ import tempfile
 import numpy as np
 
 from ..blockops import Partition
+from ..blockops._state import Paged
 from ..blockops._safe_pickle import RestrictedUnpickler
 
 __all__ = ["Pager", "worker_budget", "MemoryBudgetError", "MEMORY_FRACTION", "TRANSIENT_BYTES"]
@@ -128,8 +133,11 @@ class _Pickler(pickle.Pickler):
         self.k, self.seen, self.written, self.keys, self.objects = 0, {}, 0, {}, []
 
     def persistent_id(self, obj):
+        key = None
+        if isinstance(obj, Paged):  # a stable key: a read-only array is written once
+            key, obj = obj.key, obj.array
         if not isinstance(obj, np.ndarray) or obj.nbytes < _MIN_ARRAY_BYTES:
-            return None
+            return None if key is None else self._inline(obj)
         if obj is self.part.X:
             return ("X",)
         if self.part.y is not None and obj is self.part.y:
@@ -137,12 +145,15 @@ class _Pickler(pickle.Pickler):
         if id(obj) in self.seen:
             return self.seen[id(obj)]
         self.objects.append(obj)
-        name = f"a{self.k}.bin"
-        self.k += 1
+        if key is None:
+            name = f"a{self.k}.bin"
+            self.k += 1
+        else:
+            name = "k" + "".join(c if c.isalnum() or c in "._-" else "_" for c in key) + ".bin"
         meta = (obj.dtype.str, obj.shape, not obj.flags.writeable)
         prev = self.previous.get(name)
-        if meta[2] and prev is not None and prev[:3] == meta:
-            order = prev[3]  # immutable and already on disk
+        if key is not None and meta[2] and prev is not None and prev[:3] == meta:
+            order = prev[3]  # immutable, already on disk under its own key
         else:  # in place: scratch is not crash-safe storage (a lost worker is rebuilt from the journal)
             order = _write_array(os.path.join(self.directory, name), obj)
             self.written += obj.nbytes
@@ -150,6 +161,10 @@ class _Pickler(pickle.Pickler):
         pid = ("a", name, obj.dtype.str, obj.shape, order, meta[2])
         self.seen[id(obj)] = pid
         return pid
+
+    def _inline(self, obj):
+        """A small keyed array stays inside the pickle (as a plain array)."""
+        return ("inline", obj)
 
 
 class BufferPool:
@@ -191,6 +206,8 @@ class _Unpickler(RestrictedUnpickler):
             return self.part.X
         if pid[0] == "y":
             return self.part.y
+        if pid[0] == "inline":
+            return pid[1]
         _, name, dtype, shape, order, readonly = pid
         arr = _read_array(os.path.join(self.directory, name), dtype, shape, order, self.pool)
         arr.flags.writeable = not readonly

@@ -147,3 +147,47 @@ def test_store_larger_than_the_memory_limits(tmp_path):
         resident = KMPClassifier(client=client, **kw).fit(big)
     assert streamed.basis_indices_.tolist() == resident.basis_indices_.tolist()
     assert np.array_equal(streamed.dual_coef_, resident.dual_coef_)
+
+
+def test_streamed_basis_cache_past_two_full_blocks_is_exact():
+    """Regression: page files were named by position, and a pending column (≥ 64 KiB: partitions
+    of > 16,384 float32 rows) shifted the names of the basis blocks after it, so once two full
+    32-column blocks existed a block was reused from another block's file (a streamed fit of
+    75 atoms stopped at 63, different). Keyed files (``blockops.Paged``) make it exact."""
+    from kmp_dask.blockops import Journal
+    from kmp_dask.greedy import kernel_matching_pursuit
+    from kmp_dask.kernels import get_kernel
+    from kmp_dask.parallel import InProcessEngine
+    from kmp_dask.parallel._engine import PartitionHolder
+    from kmp_dask.store import InMemoryStore
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150_000, 2)).astype(np.float32)
+    y = (np.sin(3 * X[:, 0]) + X[:, 1] ** 2 > 1).astype(int)
+    store = InMemoryStore(X, y, chunk_rows=150_000)
+    specs = partition_specs(store)
+    assert min(s.stop - s.start for s in specs) * 4 >= 1 << 16  # the pending column is paged as a file
+
+    class HolderEngine:  # one holder in process, every partition streamed
+        def __init__(self):
+            self.holder, self.journal, self.n_calls = PartitionHolder(specs, budget_bytes=20 << 20), Journal(), 0
+
+        def run(self, op, msg=None, effects=()):
+            self.journal.record(tuple(effects))
+            return [r for _, r in self.holder.run(op, msg, tuple(effects))]
+
+    def fit(engine):
+        return kernel_matching_pursuit(engine, kernel=get_kernel("rbf", gamma=2.0), n_rows=store.n_rows, n_features=2,
+                                       dtype=store.dtype, targets={"kind": "ovr", "classes": [0, 1]}, n_basis=70,
+                                       candidates=20, random_state=0)
+
+    eng = HolderEngine()
+    try:
+        streamed = fit(eng)
+        assert len(eng.holder.partitions) < len(specs) // 2  # most partitions streamed
+    finally:
+        eng.holder.close()
+    resident = fit(InProcessEngine(specs))
+    assert len(resident.basis_indices) == 70
+    assert streamed.basis_indices.tolist() == resident.basis_indices.tolist()
+    assert np.array_equal(streamed.coef, resident.coef)
