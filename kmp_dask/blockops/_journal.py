@@ -34,12 +34,15 @@ class Effect:
     msg : the op's (small, picklable) message
     slot : the part of partition state it changes, dotted (``"kmp.residual"``)
     resets : whether it makes earlier effects of ``slot`` (and its sub-slots) irrelevant
+    in_place : whether it may modify arrays already in the state (False: it only binds new
+        ones, e.g. a pending column) — a pager then need not rewrite the arrays it loaded
     """
 
     op: Callable
     msg: Any = None
     slot: str = ""
     resets: bool = False
+    in_place: bool = True
 
 
 def _within(slot: str, scope: str) -> bool:

@@ -255,7 +255,7 @@ class kmp_effects:  # noqa: N801 (a namespace of Effect constructors)
 
     @staticmethod
     def pend(atom: Atom) -> Effect:
-        return Effect(pend_column, atom, "kmp.columns")
+        return Effect(pend_column, atom, "kmp.columns", in_place=False)
 
     @staticmethod
     def accept() -> Effect:

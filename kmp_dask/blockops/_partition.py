@@ -87,6 +87,7 @@ class Partition:
     y: np.ndarray | None
     state: dict = field(default_factory=dict)
     w: np.ndarray | None = None  #: sample weights of the rows (None: every row weighs 1)
+    paged: dict = field(default_factory=dict, repr=False)  #: a pager's file name -> array it loaded
 
     @property
     def n_rows(self) -> int:

@@ -193,6 +193,7 @@ class ColumnCache:
             raise RuntimeError("ColumnCache.accept: no pending column (the driver's effects are out of order)")
         col_tr, col_va = self.pending
         self.pending = None
+        self.__dict__.pop("_open_blocks", None)  # the open block changes
         n = self.n
         if n == self.Btr.shape[1]:
             for key in ("Btr", "Bva"):
@@ -223,17 +224,22 @@ class ColumnCache:
         uid = self.__dict__.setdefault("uid", _uid())
         for key in ("Btr", "Bva"):
             B, blocks = getattr(self, key), []
+            loaded = self.__dict__.get("_open_blocks", {}).get(key)
             for a in range(0, self.n, PAGE_COLUMNS):
                 blk = B[:, a : min(a + PAGE_COLUMNS, self.n)]
                 if blk.shape[1] == PAGE_COLUMNS:
                     blk = blk.view()
                     blk.flags.writeable = False
+                elif loaded is not None and loaded[0] == a and loaded[1].shape == blk.shape:
+                    blk = loaded[1]  # the open block as paged in, unchanged since (no column accepted)
                 blocks.append(Paged(f"{uid}.{key}.{a}", blk))
             state[key] = (B.shape[0], B.dtype.str, blocks)
+        state.pop("_open_blocks", None)
         return state
 
     def __setstate__(self, state):
         state = dict(state)
+        opened = {}
         cap = max(state.pop("capacity"), state["n"], 1)
         for key in ("Btr", "Bva"):
             rows, dtype, blocks = state.pop(key)
@@ -243,7 +249,10 @@ class ColumnCache:
                 B[:, a : a + blk.shape[1]] = blk
                 a += blk.shape[1]
             setattr(self, key, B)
+            if blocks and blocks[-1].shape[1] < PAGE_COLUMNS:  # the open block's array, kept for
+                opened[key] = (a - blocks[-1].shape[1], blocks[-1])  # the next page-out (see above)
         self.__dict__.update(state)
+        self._open_blocks = opened
 
 
 def cross64(B: np.ndarray, d: np.ndarray, scratch: np.ndarray | None = None,
@@ -322,8 +331,14 @@ class Residual:
         self.coef = np.asarray(coef, dtype=np.float64).reshape(n, self.m)
 
     def __getstate__(self):
-        """The targets never change: keyed, so a pager writes them once."""
-        return keyed_state(self, ("Y",))
+        """The targets never change: keyed, so a pager writes them once. The residual (and
+        fit) are keyed too: a pass that changed nothing in place (a pending column only) lets a
+        pager keep the files it loaded them from."""
+        state = keyed_state(self, ("Y",))
+        for name in ("R", "F"):
+            if isinstance(state.get(name), np.ndarray):
+                state[name] = Paged(f"{state['uid']}.{name}", state[name])
+        return state
 
     def grow(self) -> None:
         """A column joined with coefficient 0: nothing moves."""

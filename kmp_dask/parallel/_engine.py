@@ -213,7 +213,8 @@ class PartitionHolder:
             if not resident:
                 self._ws[i] = partition_nbytes(p)
                 if effects:
-                    writes.append(self._io(self._write_back, p))
+                    clean = not any(getattr(e, "in_place", True) for e in effects)
+                    writes.append(self._io(self._write_back, p, clean))
                 del p
         for w in writes:  # the pass ends when its state is on disk (errors surface here)
             w.result()
@@ -221,14 +222,14 @@ class PartitionHolder:
             self._rebalance()
         return out
 
-    def _write_back(self, p):
+    def _write_back(self, p, clean=False):
         pager = self.pager()
-        pager.release(p, pager.save(p))
+        pager.release(p, pager.save(p, clean))
 
-    def _io(self, fn, arg):
+    def _io(self, fn, *args):
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kmp-dask-io")
-        return self._pool.submit(fn, arg)
+        return self._pool.submit(fn, *args)
 
     def memory_report(self) -> dict:
         """Budget, resident and streamed partitions, bytes paged (for benchmarks and tests)."""

@@ -127,9 +127,10 @@ class _Pickler(pickle.Pickler):
     """Pickles a partition's state with large arrays as raw files; a read-only array already
     written under the same key (same dtype, shape, order) is not written again."""
 
-    def __init__(self, file, part, directory, previous):
+    def __init__(self, file, part, directory, previous, unchanged=None):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.part, self.directory, self.previous = part, directory, previous
+        self.unchanged = unchanged or {}  #: file name -> the array loaded from it, not modified since
         self.k, self.seen, self.written, self.keys, self.objects = 0, {}, 0, {}, []
 
     def persistent_id(self, obj):
@@ -152,8 +153,8 @@ class _Pickler(pickle.Pickler):
             name = "k" + "".join(c if c.isalnum() or c in "._-" else "_" for c in key) + ".bin"
         meta = (obj.dtype.str, obj.shape, not obj.flags.writeable)
         prev = self.previous.get(name)
-        if key is not None and meta[2] and prev is not None and prev[:3] == meta:
-            order = prev[3]  # immutable, already on disk under its own key
+        if key is not None and prev is not None and prev[:3] == meta and (meta[2] or self.unchanged.get(name) is obj):
+            order = prev[3]  # immutable (or loaded from there and not modified since): already on disk
         else:  # in place: scratch is not crash-safe storage (a lost worker is rebuilt from the journal)
             order = _write_array(os.path.join(self.directory, name), obj)
             self.written += obj.nbytes
@@ -200,6 +201,7 @@ class _Unpickler(RestrictedUnpickler):
     def __init__(self, file, part, directory, pool=None):
         super().__init__(file)
         self.part, self.directory, self.pool = part, directory, pool
+        self.loaded: dict[str, np.ndarray] = {}
 
     def persistent_load(self, pid):
         if pid[0] == "X":
@@ -211,6 +213,7 @@ class _Unpickler(RestrictedUnpickler):
         _, name, dtype, shape, order, readonly = pid
         arr = _read_array(os.path.join(self.directory, name), dtype, shape, order, self.pool)
         arr.flags.writeable = not readonly
+        self.loaded[name] = arr
         return arr
 
 
@@ -231,18 +234,20 @@ class Pager:
     def _dir(self, index: int) -> str:
         return os.path.join(self.root, f"p{index:06d}")
 
-    def save(self, part: Partition) -> None:
+    def save(self, part: Partition, clean: bool = False) -> None:
         """Write ``part.state`` (and, once, a raw copy of its rows) to scratch.
 
-        Arrays that changed are rewritten in place, then the pickle; read-only arrays written
-        before are kept (:class:`_Pickler`). Renaming fresh files into place was measured at
+        Arrays that changed are rewritten in place, then the pickle; keyed read-only arrays
+        written before are kept (:class:`_Pickler`), and with ``clean`` (the pass's effects
+        modified no array in place: ``Effect.in_place``) so are keyed arrays still the very
+        objects loaded from their files. Renaming fresh files into place was measured at
         ~3 ms per file here, more than writing them.
         """
         d = self._dir(part.index)
         os.makedirs(d, exist_ok=True)
         previous = self.manifests.get(part.index, {})
         buf = io.BytesIO()
-        pk = _Pickler(buf, part, d, previous)
+        pk = _Pickler(buf, part, d, previous, part.paged if clean else None)
         pk.dump(part.state)
         with open(os.path.join(d, "state.pkl"), "wb") as f:
             f.write(buf.getbuffer())
@@ -260,7 +265,7 @@ class Pager:
         """``part`` (just saved) will not be used again: its arrays may serve the next page-in."""
         if self.local_x and part.index in self.has_x:
             arrays = [*arrays, part.X] + ([] if part.y is None else [part.y])
-        part.state = {}
+        part.state, part.paged = {}, {}
         self.pool.give(arrays)
 
     def _save_rows(self, part: Partition, d: str) -> None:
@@ -284,7 +289,8 @@ class Pager:
             part = spec.load()
         if spec.index in self.has_state:
             with open(os.path.join(d, "state.pkl"), "rb") as f:
-                part.state = _Unpickler(f, part, d, self.pool).load()
+                up = _Unpickler(f, part, d, self.pool)
+                part.state, part.paged = up.load(), up.loaded
         self.bytes_read += partition_nbytes(part)
         return part
 
