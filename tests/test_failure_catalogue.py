@@ -164,6 +164,8 @@ CASES = [
          ("n_iter_no_change", "validation_fraction > 0")),
     Case("fit_mode='nope'", lambda ws: KMPClassifier(fit_mode="nope").fit(X, Y), ValueError,
          ("fit_mode must be one of", "'backfit'", "got 'nope'")),
+    Case("basis_columns='disk'", lambda ws: KMPRegressor(basis_columns="disk").fit(X, Y), ValueError,
+         ("basis_columns must be one of", "'recomputed'", "got 'disk'")),
     Case("kernel='nope'", lambda ws: KMPClassifier(kernel="nope").fit(X, Y), ValueError,
          ("Unknown kernel 'nope'", "'rbf'", "register_kernel")),
     Case("gamma=-1", lambda ws: KMPClassifier(gamma=-1.0).fit(X, Y), ValueError, ("gamma", "-1.0", "positive")),

@@ -36,7 +36,8 @@ from scipy.linalg.blas import dsyrk as _dsyrk
 from ..kernels import shared_blocks
 from ._journal import Effect
 from ._partition import Partition, fetch_rows, split_mask, zero_weight_rows
-from ._state import ColumnCache, Residual, Views, Workspace, kernel_block, keyed_state, readonly, split_views, sqnorm
+from ._state import (CROSS_BLOCK_ROWS, ColumnCache, RecomputedColumns, Residual, Views, Workspace, cross64, kernel_block,
+                     keyed_state, readonly, split_views, sqnorm)
 
 __all__ = [
     "Atom", "BIAS_ATOM", "KMPSetup", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery", "Move",
@@ -87,6 +88,7 @@ class KMPSetup:
     validation_fraction: float = 0.0
     split_seed: int = 0
     capacity: int = 16
+    columns: str = "stored"  #: "stored" (ColumnCache) or "recomputed" (RecomputedColumns: large N)
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ class RefitQuery:
 class KMPState:
     kernels: list
     views: Views
-    cache: ColumnCache
+    cache: ColumnCache | RecomputedColumns
     fit: Residual
     Yva: np.ndarray
     labels_va: np.ndarray | None
@@ -205,7 +207,10 @@ def kmp_init(part: Partition, msg: KMPSetup) -> None:
         Y = msg.loss.targets(Y)
     Ytr, Yva = views.split(Y - np.asarray(msg.offset, dtype=np.float64))
     labels_va = np.asarray(part.y).reshape(-1)[views.val] if msg.targets["kind"] == "ovr" else None
-    cache = ColumnCache(len(views.Xtr), len(views.Xva), part.X.dtype, msg.capacity)
+    if getattr(msg, "columns", "stored") == "recomputed":
+        cache = RecomputedColumns(len(views.Xtr), len(views.Xva), part.X.dtype)
+    else:
+        cache = ColumnCache(len(views.Xtr), len(views.Xva), part.X.dtype, msg.capacity)
     wtr, wva = (None, None) if part.w is None else (readonly(np.array(a, dtype=np.float64)) for a in views.split(part.w))
     part.state["kmp"] = KMPState(list(msg.kernels), views, cache, Residual(Ytr, msg.loss), readonly(Yva),
                                  None if labels_va is None else readonly(labels_va), wtr=wtr, wva=wva)
@@ -224,7 +229,7 @@ def _column(st: KMPState, atom: Atom) -> tuple[np.ndarray, np.ndarray]:
 def pend_column(part: Partition, atom: Atom) -> None:
     """Compute ``atom``'s column over both views and keep it pending."""
     st = _kmp(part)
-    st.cache.pend(*_column(st, atom))
+    st.cache.pend(*_column(st, atom), atom=atom)
 
 
 def accept_column(part: Partition, msg=None) -> None:
@@ -237,13 +242,32 @@ def accept_column(part: Partition, msg=None) -> None:
 def set_coef(part: Partition, coef: np.ndarray) -> None:
     """Set all coefficients and recompute the residual from the targets (no drift)."""
     st = _kmp(part)
-    st.fit.set(st.cache.train(), coef)
+    if isinstance(st.cache, RecomputedColumns):
+        st.fit.set_blocks(_blocks(st), coef)
+    else:
+        st.fit.set(st.cache.train(), coef)
 
 
 def move_fit(part: Partition, msg: Move) -> None:
     """Rank-one residual move after the last accepted column (replayed in order on restore)."""
     st = _kmp(part)
-    st.fit.move(st.cache.train(), msg.w, msg.beta, msg.coef)
+    if not isinstance(st.cache, RecomputedColumns):
+        st.fit.move(st.cache.train(), msg.w, msg.beta, msg.coef)
+        return
+    u = st.cache.last().astype(np.float64)
+    n = st.cache.n
+    if msg.w is not None and n > 1:
+        w = np.concatenate([np.asarray(msg.w, dtype=np.float64).reshape(-1), [0.0]])  # the last column: in d
+        for a, b, Bb in _blocks(st):
+            u[a:b] -= Bb @ w.astype(Bb.dtype, copy=False)
+    st.fit.move_by(u, msg.beta, msg.coef)
+
+
+def _blocks(st: KMPState, val: bool = False):
+    """The basis columns over the training (validation) rows in row blocks ``(a, b, B[a:b])``."""
+    v = st.views
+    X, sq = (v.Xva, v.sq_va) if val else (v.Xtr, v.sq_tr)
+    return st.cache.row_blocks(X, sq, st.kernels, st.work, val)
 
 
 class kmp_effects:  # noqa: N801 (a namespace of Effect constructors)
@@ -289,6 +313,7 @@ def _score_candidates(st: KMPState, Z, Z_sq, want_cross: bool) -> dict:
         b = min(a + rows, len(Xtr))
         blocks = shared_blocks(kernels, Xtr[a:b], Z, X_sqnorm=sq_tr[a:b], Y_sqnorm=Z_sq) if len(kernels) > 1 else {}
         out = buf[: (b - a) * s].reshape(b - a, s)
+        Bab = None
         for q, kernel in enumerate(kernels):
             K = blocks.pop(q) if q in blocks else kernel_block(kernel, Xtr[a:b], sq_tr[a:b], Z, Z_sq, out=out)
             Kw = K if wbuf is None else np.multiply(K, st.wtr[a:b, None], out=wbuf[: K.size].reshape(K.shape))
@@ -296,13 +321,22 @@ def _score_candidates(st: KMPState, Z, Z_sq, want_cross: bool) -> dict:
             corr[sl] += Kw.T @ Rc[a:b]
             sqn[sl] += np.einsum("ij,ij->j", Kw, K)
             if want_cross and n:
-                cross[sl] += Kw.T @ st.cache.Btr[a:b, :n]
+                if Bab is None:
+                    Bab = st.cache.rows(Xtr, sq_tr, kernels, st.work, a, b)
+                cross[sl] += Kw.T @ Bab
     return {"corr": corr, "sqn": sqn, "cross": cross}
 
 
 def _validation(st: KMPState, q: ValQuery) -> dict:
     coef = st.fit.coef
-    Fva = st.cache.val() @ coef if st.cache.n else np.zeros_like(st.Yva)
+    if not st.cache.n:
+        Fva = np.zeros_like(st.Yva)
+    elif isinstance(st.cache, RecomputedColumns):
+        Fva = np.empty_like(st.Yva)
+        for a, b, Bb in _blocks(st, val=True):
+            Fva[a:b] = Bb @ coef
+    else:
+        Fva = st.cache.val() @ coef
     w = st.wva
     out = {"val_n": len(Fva) if w is None else float(w.sum())}
     if st.loss is None:
@@ -357,7 +391,14 @@ def kmp_column_stats(part: Partition, msg=None) -> dict:
     st = _kmp(part)
     d = st.cache.pending[0].astype(np.float64)
     wd = d if st.wtr is None else st.wtr * d
-    out = {"cross": st.cache.cross(wd, st.work), "sqn": float(d @ wd), "corr": st.fit.R.T @ wd, "ytd": st.fit.Y.T @ wd}
+    if isinstance(st.cache, RecomputedColumns):
+        cross = np.zeros(st.cache.n)
+        scratch = st.work.get("cross64", min(CROSS_BLOCK_ROWS, len(d)) * max(st.cache.n, 1), np.float64)
+        for a, b, Bb in _blocks(st):
+            cross += cross64(Bb, wd[a:b], scratch)
+    else:
+        cross = st.cache.cross(wd, st.work)
+    out = {"cross": cross, "sqn": float(d @ wd), "corr": st.fit.R.T @ wd, "ytd": st.fit.Y.T @ wd}
     if st.loss is not None:
         out.update(_line_stats(st, d, np.zeros((1, st.fit.m))))
     return out
@@ -390,21 +431,23 @@ def kmp_refit_stats(part: Partition, q: RefitQuery) -> dict:
     ``q.coefs``; at ``q.stats`` also the gradient ``Bᵀ∂L/∂f`` (n, m) and the per-output
     curvature ``Bᵀ diag(h) B`` (m, n, n)."""
     st = _kmp(part)
-    loss, Y = st.loss, st.fit.Y
-    B = st.cache.train().astype(np.float64, copy=False)
-    n = B.shape[1]
+    loss, Y, w, n = st.loss, st.fit.Y, st.wtr, st.cache.n
     coefs = [np.asarray(c, dtype=np.float64).reshape(n, Y.shape[1]) for c in q.coefs]
     out = {"loss": np.zeros((len(coefs), Y.shape[1]))}
-    w = st.wtr
-    for i, c in enumerate(coefs):
-        F = B @ c
-        out["loss"][i] = _row_sum(loss.value(Y, F), w)
-        if q.stats == i:
-            G, H = loss.gradient(Y, F), loss.hessian(Y, F)
-            if w is not None:
-                G, H = w[:, None] * G, w[:, None] * H
-            out["grad"] = B.T @ G
-            out["hess"] = np.stack([_weighted_gram(B, h) for h in H.T])
+    if q.stats is not None:
+        out["grad"], out["hess"] = np.zeros((n, Y.shape[1])), np.zeros((Y.shape[1], n, n))
+    for a, b, Bb in _blocks(st):  # one block (the cache itself) unless the columns are recomputed
+        B = Bb.astype(np.float64, copy=False)
+        Yb, wb = Y[a:b], None if w is None else w[a:b]
+        for i, c in enumerate(coefs):
+            F = B @ c
+            out["loss"][i] += _row_sum(loss.value(Yb, F), wb)
+            if q.stats == i:
+                G, H = loss.gradient(Yb, F), loss.hessian(Yb, F)
+                if wb is not None:
+                    G, H = wb[:, None] * G, wb[:, None] * H
+                out["grad"] += B.T @ G
+                out["hess"] += np.stack([_weighted_gram(B, h) for h in H.T])
     return out
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from ._partition import Partition, split_mask
 
 __all__ = [
-    "Views", "split_views", "ColumnCache", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm", "readonly",
+    "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm", "readonly",
     "CROSS_BLOCK_ROWS", "CACHE_BYTES_UP_FRONT",
 ]
 
@@ -184,8 +184,22 @@ class ColumnCache:
     def val(self) -> np.ndarray:
         return self.Bva[:, : self.n]
 
-    def pend(self, col_tr: np.ndarray, col_va: np.ndarray) -> None:
+    def pend(self, col_tr: np.ndarray, col_va: np.ndarray, atom=None) -> None:
         self.pending = (col_tr, col_va)
+
+    def row_blocks(self, X, X_sq, kernels, work, val: bool = False):
+        """The accepted columns over the training (or validation) rows as ``(a, b, B[a:b])``
+        row blocks: here one block, the cache itself (see :class:`RecomputedColumns`)."""
+        B = self.val() if val else self.train()
+        yield 0, B.shape[0], B
+
+    def rows(self, X, X_sq, kernels, work, a: int, b: int) -> np.ndarray:
+        """Training rows ``a:b`` of the accepted columns."""
+        return self.Btr[a:b, : self.n]
+
+    def last(self) -> np.ndarray:
+        """The last accepted training column."""
+        return self.Btr[:, self.n - 1]
 
     def accept(self) -> None:
         """Append the pending column (it must exist)."""
@@ -255,6 +269,110 @@ class ColumnCache:
         self._open_blocks = opened
 
 
+class RecomputedColumns:
+    """The basis kept as its atoms; columns are recomputed from the rows when a pass needs them.
+
+    The large-N mode (docs/engine.md "Large N"): a stored cache costs ``rows × n × itemsize``
+    per partition — 40 GB at 10⁷ rows and 1000 atoms — resident or streamed from scratch on
+    every pass. Here a partition holds only the atoms (``n × d``), the pending column and the
+    last accepted one; a pass that needs ``B`` (the residual resync ``Y − Bα``, backfitting's
+    ``Bw`` and ``Bᵀd``, pre-fitting's ``Bᵀd_k``, validation, Newton refits) recomputes it in row
+    blocks of ``BLOCK_ELEMENTS`` kernel values: ``rows·n·d`` flops instead of
+    ``rows·n·itemsize`` bytes. Basic pursuit needs none of those between resyncs, so it pays
+    almost nothing. Same interface as :class:`ColumnCache` (``pend``/``accept``/``row_blocks``/
+    ``rows``/``last``); the values agree with a stored cache's to rounding (the kernel of many
+    centres at once is a GEMM, a stored column a GEMV), not bit for bit.
+    """
+
+    BLOCK_ELEMENTS = 1 << 18
+    """Kernel values per recomputed row block (1 MiB of float32: its buffer is partition state
+    a budget counts, so it stays small beside the rows; large enough for a GEMM's speed)."""
+
+    def __init__(self, n_train: int, n_val: int, dtype):
+        self.n_train, self.n_val, self._dtype = int(n_train), int(n_val), np.dtype(dtype)
+        self.n = 0
+        self.atoms: list = []  #: (kernel index, centre row or None for the constant atom)
+        self.pending: tuple | None = None
+        self.pending_atom = None
+        self.last_cols: tuple | None = None
+        self._groups = None
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    def pend(self, col_tr: np.ndarray, col_va: np.ndarray, atom=None) -> None:
+        if atom is None:
+            raise RuntimeError("RecomputedColumns.pend needs the atom whose column this is")
+        self.pending, self.pending_atom = (col_tr, col_va), atom
+
+    def accept(self) -> None:
+        if self.pending is None:
+            raise RuntimeError("RecomputedColumns.accept: no pending column (the driver's effects are out of order)")
+        atom = self.pending_atom
+        self.atoms.append((int(atom.kernel), None if atom.z is None else np.array(atom.z, dtype=self._dtype).reshape(-1)))
+        self.last_cols, self.pending, self.pending_atom = self.pending, None, None
+        self.n += 1
+        self._groups = None
+
+    def last(self) -> np.ndarray:
+        return self.last_cols[0]
+
+    def _centres(self):
+        """Atoms grouped by kernel: ``[(kernel, columns, Z, ‖z‖²)]`` and the constant atoms' columns."""
+        if self._groups is None:
+            by_kernel, ones = {}, []
+            for j, (q, z) in enumerate(self.atoms):
+                if z is None:
+                    ones.append(j)
+                else:
+                    by_kernel.setdefault(q, []).append(j)
+            groups = []
+            for q, cols in sorted(by_kernel.items()):
+                Z = np.stack([self.atoms[j][1] for j in cols])
+                groups.append((q, np.array(cols), Z, sqnorm(Z)))
+            self._groups = (groups, np.array(ones, dtype=np.intp))
+        return self._groups
+
+    def _fill(self, out, X, X_sq, kernels):
+        groups, ones = self._centres()
+        for q, cols, Z, Z_sq in groups:
+            if len(cols) == out.shape[1]:  # one kernel, no constant atom: straight into the buffer
+                K = kernel_block(kernels[q], X, X_sq, Z, Z_sq, out=out)
+                if K is not out:
+                    out[...] = K
+            else:
+                out[:, cols] = kernel_block(kernels[q], X, X_sq, Z, Z_sq)
+        if len(ones):
+            out[:, ones] = 1
+        return out
+
+    def row_blocks(self, X, X_sq, kernels, work, val: bool = False):
+        n = self.n
+        if n == 0 or len(X) == 0:
+            yield 0, len(X), np.zeros((len(X), n), dtype=self._dtype)
+            return
+        step = max(1, min(len(X), self.BLOCK_ELEMENTS // n))
+        buf = work.get("recomputed_" + ("va" if val else "tr"), step * n, self._dtype)
+        for a in range(0, len(X), step):
+            b = min(a + step, len(X))
+            yield a, b, self._fill(buf[: (b - a) * n].reshape(b - a, n), X[a:b], X_sq[a:b], kernels)
+
+    def rows(self, X, X_sq, kernels, work, a: int, b: int) -> np.ndarray:
+        buf = work.get("recomputed_rows", (b - a) * self.n, self._dtype)
+        return self._fill(buf[: (b - a) * self.n].reshape(b - a, self.n), X[a:b], X_sq[a:b], kernels)
+
+    @property
+    def nbytes(self) -> int:
+        cols = sum(c.nbytes for pair in (self.pending, self.last_cols) if pair is not None for c in pair)
+        return cols + sum(0 if z is None else z.nbytes for _, z in self.atoms)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_groups"] = None
+        return state
+
+
 def cross64(B: np.ndarray, d: np.ndarray, scratch: np.ndarray | None = None,
             block_rows: int = CROSS_BLOCK_ROWS) -> np.ndarray:
     """``Bᵀd`` accumulated in float64 without an N × n float64 copy of a float32 cache.
@@ -296,6 +414,23 @@ class Residual:
     def m(self) -> int:
         return self.Y.shape[1]
 
+    def set_blocks(self, blocks, coef) -> None:
+        """:meth:`set` with the columns given as ``(a, b, B[a:b])`` row blocks
+        (:meth:`RecomputedColumns.row_blocks`)."""
+        coef = np.asarray(coef, dtype=np.float64).reshape(-1, self.m)
+        self.coef = coef
+        T = np.empty_like(self.Y)
+        for a, b, Bb in blocks:
+            if self.loss is None:
+                T[a:b] = self.Y[a:b] - Bb @ coef.astype(Bb.dtype, copy=False)
+            else:
+                T[a:b] = Bb @ coef
+        if self.loss is None:
+            self.R = T
+        else:
+            self.F = T
+            self.R = -self.loss.gradient(self.Y, self.F)
+
     def set(self, B: np.ndarray, coef) -> None:
         """Recompute from the targets and ``coef`` over the columns ``B`` (no drift, O(rows·n·m))."""
         n = B.shape[1]
@@ -323,12 +458,17 @@ class Residual:
             u = (d - Bo @ np.asarray(w).astype(Bo.dtype, copy=False)).astype(np.float64)
         else:
             u = d.astype(np.float64)
+        self.move_by(u, beta, coef)
+
+    def move_by(self, u: np.ndarray, beta, coef) -> None:
+        """The fit moves by ``u βᵀ`` (float64 ``u``, rows); afterwards the coefficients are ``coef``."""
+        beta = np.asarray(beta, dtype=np.float64).reshape(1, self.m)
         if self.loss is None:
             self.R -= u[:, None] * beta
         else:
             self.F += u[:, None] * beta
             self.R = -self.loss.gradient(self.Y, self.F)
-        self.coef = np.asarray(coef, dtype=np.float64).reshape(n, self.m)
+        self.coef = np.asarray(coef, dtype=np.float64).reshape(-1, self.m)
 
     def __getstate__(self):
         """The targets never change: keyed, so a pager writes them once. The residual (and

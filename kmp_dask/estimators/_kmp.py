@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 from ..blockops import StatsQuery, kmp_stats
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning
 from ..expansion import KernelExpansion
-from ..greedy import FIT_MODES, kernel_matching_pursuit, n_candidates_for
+from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for
 from ..greedy._checkpoint import open_checkpoint
 from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
@@ -65,6 +65,8 @@ def _check_params(est):
         bad("n_basis", "a positive int")
     if est.fit_mode not in FIT_MODES:
         bad("fit_mode", f"one of {FIT_MODES}")
+    if est.basis_columns not in BASIS_COLUMNS:
+        bad("basis_columns", f"one of {BASIS_COLUMNS}")
     c = est.candidates
     if not (c in ("all", "auto") or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
         bad("candidates", "'all', 'auto' or a positive int (the active-set size s)")
@@ -142,6 +144,7 @@ class _BaseKMP(BaseEstimator):
         stopping=None,
         bound_threshold=None,
         bound_delta=0.05,
+        basis_columns="auto",
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -168,6 +171,7 @@ class _BaseKMP(BaseEstimator):
         self.stopping = stopping
         self.bound_threshold = bound_threshold
         self.bound_delta = bound_delta
+        self.basis_columns = basis_columns
 
     _is_classifier = False
 
@@ -222,7 +226,7 @@ class _BaseKMP(BaseEstimator):
                         fit_intercept=self.fit_intercept, validation_fraction=float(self.validation_fraction),
                         n_iter_no_change=self.n_iter_no_change, split_seed=seed, callback=cb,
                         loss=self.loss_, refit_every=self.refit_every, error_threshold=self._bound_threshold(),
-                        checkpoint=ckpt,
+                        checkpoint=ckpt, basis_columns=self.basis_columns,
                     )
                     if bar is not None:
                         bar.close()
@@ -230,6 +234,7 @@ class _BaseKMP(BaseEstimator):
                     engine.close()
             sample = sample_rows(store)  # a few rows for the width check below (fixed seed, ≤ 4 chunks)
         self.basis_indices_ = result.basis_indices
+        self.basis_columns_ = getattr(result, "basis_columns", "stored")
         self.basis_kernels_ = result.basis_kernels
         self.basis_vectors_ = result.basis_vectors
         self.dual_coef_ = result.coef
@@ -487,6 +492,15 @@ _PARAMETERS = """
         the basis has grown by a tenth — a refit costs O(N·n²·m), so refitting every iteration
         makes the fit cubic in n; None refits only at the end. There is always a converged refit
         at the end; ``fit_mode="basic"`` never refits.
+    basis_columns : {"auto", "stored", "recomputed"}, default="auto"
+        Where the workers keep the basis columns ``k(x_i, z_j)`` during the fit. ``"stored"``:
+        cached (rows × n_basis values; resident, or streamed from local scratch with the
+        partition). ``"recomputed"``: only the centres are kept and a pass that needs the
+        columns recomputes them — the large-N mode: no rows × n_basis memory or disk, at the
+        cost of kernel evaluations (``fit_mode="basic"`` needs the columns only every 32 atoms,
+        backfitting on every iteration). ``"auto"``: stored when they fit the workers' memory
+        budget beside the data, else recomputed; the choice is ``basis_columns_``. The model
+        agrees to rounding either way (docs/engine.md "Large N" has measured costs).
 """
 
 _ATTRIBUTES = """
@@ -498,6 +512,8 @@ _ATTRIBUTES = """
         The centres themselves.
     basis_kernels_ : ndarray of shape (n_basis_,)
         Index into ``kernels_`` of each basis function's kernel.
+    basis_columns_ : str
+        ``"stored"`` or ``"recomputed"``: where the fit kept its basis columns (``basis_columns``).
     dual_coef_ : ndarray of shape (n_basis_, n_outputs)
         Coefficient of each basis function{outputs}.
     intercept_ : ndarray of shape (n_outputs,)

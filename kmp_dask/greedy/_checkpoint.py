@@ -54,7 +54,8 @@ logger = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 STATE_FILE, TMP_FILE = "state.ckpt", "state.tmp"
 _MAGIC = b"kmp_dask checkpoint\n"
-_UNCHECKED_PARAMS = ("client", "verbose")  #: where and how loudly a fit runs do not change its model
+#: where and how loudly a fit runs do not change its model; a resumed fit keeps the basis_columns mode it began with
+_UNCHECKED_PARAMS = ("client", "verbose", "basis_columns")
 
 
 class _NoCheckpoint:

@@ -50,7 +50,7 @@ from ._result import PursuitResult, StopReason, make_result, prefix_coef
 from ._sampling import AllCandidates, RandomCandidates, validation_eligibility
 from ._strategies import make_strategy
 
-__all__ = ["kernel_matching_pursuit", "FIT_MODES", "Pursuit", "RESYNC_EVERY"]
+__all__ = ["kernel_matching_pursuit", "FIT_MODES", "BASIS_COLUMNS", "Pursuit", "RESYNC_EVERY", "resolve_basis_columns"]
 
 FIT_MODES = ("basic", "backfit", "prefit")
 
@@ -97,6 +97,28 @@ _CONSTANT_SPREAD = 1e-4
 numerically constant (only consulted when a fit ends with no basis function)."""
 
 
+BASIS_COLUMNS = ("auto", "stored", "recomputed")
+
+
+def resolve_basis_columns(basis_columns, engine, n_rows: int, n_basis: int, dtype, m: int) -> str:
+    """``"stored"`` or ``"recomputed"`` for ``basis_columns="auto"`` (others pass through).
+
+    Stored when the columns (``n_rows × (n_basis + 2) × itemsize``) and the residual state
+    (``n_rows × m × 24`` bytes: targets, residual, fit) fit in what the engine reports as free
+    for partition state (``engine.free_state_bytes()``: the workers' budgets minus the resident
+    partitions; ``None`` = no limit known), else recomputed: past that point a stored cache
+    would be streamed from local scratch on every pass (docs/engine.md "Large N" has the costs).
+    """
+    if basis_columns not in BASIS_COLUMNS:
+        raise ValueError(f"basis_columns must be one of {BASIS_COLUMNS}; got {basis_columns!r}")
+    if basis_columns != "auto":
+        return basis_columns
+    probe = getattr(engine, "free_state_bytes", None)
+    free = None if probe is None else probe()
+    need = int(n_rows) * ((int(n_basis) + 2) * np.dtype(dtype).itemsize + 24 * int(m))
+    return "stored" if free is None or need <= free else "recomputed"
+
+
 def _total(results, key):
     return np.add.reduce([r[key] for r in results])
 
@@ -106,7 +128,7 @@ class Pursuit:
 
     def __init__(self, engine, strategy, *, kernels, n_rows, n_features, dtype, targets, n_basis, candidates,
                  ridge, tol, fit_intercept, validation_fraction, n_iter_no_change, split_seed, callback,
-                 max_tries, loss, error_threshold=None, checkpoint=None):
+                 max_tries, loss, error_threshold=None, checkpoint=None, basis_columns="stored"):
         self.engine, self.strategy = engine, strategy
         self.checkpoint = checkpoint or NO_CHECKPOINT
         self.error_threshold = error_threshold
@@ -136,8 +158,9 @@ class Pursuit:
             val = ValQuery("accuracy" if targets["kind"] == "ovr" else "loss", self.offset, targets.get("classes"))
         self.val_query = val
         self.recorder = Recorder(val, loss is not None, n_iter_no_change)
+        self.basis_columns = resolve_basis_columns(basis_columns, engine, n_rows, n_basis, dtype, m)
         self.setup = KMPSetup(tuple(self.kernels), loss, targets, self.offset, validation_fraction, split_seed,
-                              n_basis + 2)
+                              n_basis + 2, self.basis_columns)
         self._y = stats  # kept for the intercept-only residual norm
         # the model
         self.atoms: list = []
@@ -157,6 +180,7 @@ class Pursuit:
 
     def __setstate__(self, state):
         state.setdefault("w_train", state["n_train"])  # checkpoints written before sample weights
+        state.setdefault("basis_columns", "stored")  # checkpoints written before the large-N mode
         self.__dict__.update(state, engine=None, callback=None, checkpoint=NO_CHECKPOINT)
 
     def attach(self, engine, callback, checkpoint):
@@ -441,7 +465,7 @@ def kernel_matching_pursuit(
     fit_intercept: bool = True, validation_fraction: float = 0.0, n_iter_no_change: int | None = None,
     split_seed: int = 0, callback=None, max_tries: int = 5, loss=None, refit_every: int | str | None = "auto",
     line_search_steps: int = 3, final_refit_steps: int = 25, error_threshold: float | None = None,
-    checkpoint=None,
+    checkpoint=None, basis_columns: str = "stored",
 ) -> PursuitResult:
     """Greedy selection of ``n_basis`` kernel functions centred on training rows.
 
@@ -485,6 +509,12 @@ def kernel_matching_pursuit(
         Squared loss: every scoring pass also counts the training rows with ``|y − f(x)| > γ``
         (γ = this), recorded as ``n_errors`` (and ``result.n_errors0`` before any atom) — the
         training errors of Hussain & Shawe-Taylor's KMP bound (:func:`kmp_dask.bounds.kmp_bound_from_count`).
+    basis_columns : {"stored", "recomputed", "auto"}
+        Where the partitions keep the basis columns ``k(X, z_j)``: cached (``rows × n`` values,
+        resident or streamed with the partition) or recomputed from the atoms when a pass needs
+        them (the large-N mode: :class:`~kmp_dask.blockops.RecomputedColumns`). ``"auto"``:
+        stored when the columns fit the engine's free memory budget, else recomputed
+        (:func:`resolve_basis_columns`). A resumed fit keeps the mode it started with.
     checkpoint : :class:`~kmp_dask.greedy._checkpoint.Checkpoint` or None
         Saves the driver's state every ``checkpoint.every`` iterations and the result at the end;
         one holding a saved state (``resume``) continues it: its journal is replayed on
@@ -519,10 +549,11 @@ def kernel_matching_pursuit(
             n_basis=n_basis, candidates=candidates, ridge=ridge, tol=tol, fit_intercept=fit_intercept,
             validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, split_seed=split_seed,
             callback=callback, max_tries=max_tries, loss=loss, error_threshold=error_threshold,
-            checkpoint=checkpoint,
+            checkpoint=checkpoint, basis_columns=basis_columns,
         ), None
     result = pursuit.run(rng, resume_at)
     result.n_errors0 = pursuit.recorder.n_errors0
+    result.basis_columns = pursuit.basis_columns
     if checkpoint is not None:
         checkpoint.save_result(result)
     return result

@@ -68,6 +68,12 @@ class InProcessEngine:
             out.append(None if op is None else op(p, msg))
         return out
 
+    def free_state_bytes(self) -> int:
+        """Memory a fit's partition state may still take here: half of what the OS reports available."""
+        import psutil
+
+        return int(0.5 * psutil.virtual_memory().available)
+
     def close(self) -> None:
         self.partitions = []
 
@@ -492,6 +498,18 @@ class ActorEngine:
         self._holders[self._holders.index(holder)] = new
         self._wait(new, new["actor"].run(None, None, tuple(self.journal)))  # replay: same effects, same order
         return dict(self._wait(new, new["actor"].run(op, msg, ())))
+
+    def free_state_bytes(self) -> int | None:
+        """Bytes of partition state the workers' budgets still hold beside their resident
+        partitions (summed; 0 once any partition streams; None if some worker has no limit)."""
+        free = 0
+        for r in self.memory_reports().values():
+            if r["budget"] is None:
+                return None
+            if r["streamed"]:
+                return 0
+            free += max(0, r["budget"] - r["resident_bytes"])
+        return free
 
     def memory_reports(self) -> dict:
         """Per worker: budget, resident and streamed partitions, bytes paged."""

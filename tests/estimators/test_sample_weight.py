@@ -141,7 +141,7 @@ def test_weighted_fit_on_a_process_cluster_streamed_equals_in_process(store, pro
     """Store input, weights shipped with the partitions: in-process, on 2 worker processes, and with
     partitions paged to scratch (tiny budget) — the same model bit for bit."""
     w = _store_weights(store)
-    kw = dict(n_basis=10, candidates=40, gamma=0.1, random_state=0)
+    kw = dict(n_basis=10, candidates=40, gamma=0.1, random_state=0, basis_columns="stored")
     local = KMPClassifier(client=None, **kw).fit(store, sample_weight=w)
     cluster = KMPClassifier(client=process_client, **kw).fit(store, sample_weight=w)
     with dask.config.set({"kmp_dask.budget-bytes": 3 << 20}):

@@ -49,7 +49,8 @@ def test_actor_engine_returns_results_in_partition_order(process_client):
 LOGISTIC = {"loss": LogisticLoss(), "targets": {"kind": "ovr", "classes": [0, 1]}, "refit_every": 3}
 
 
-@pytest.mark.parametrize("kw", [{}, LOGISTIC], ids=["squared", "logistic-backfit"])
+@pytest.mark.parametrize("kw", [{}, LOGISTIC, {"basis_columns": "recomputed"}],
+                         ids=["squared", "logistic-backfit", "recomputed-columns"])
 def test_lost_worker_is_rebuilt_and_model_unchanged(tmp_path, kw):
     """SIGKILL a worker mid-fit: its partitions are rebuilt from the driver's state."""
     from distributed import Client, LocalCluster

@@ -21,7 +21,8 @@ from kmp_dask.parallel import ActorEngine, partition_specs
 from kmp_dask.parallel._paging import MemoryBudgetError, Pager
 from kmp_dask.store import open_store
 
-KW = dict(n_basis=12, candidates=40, gamma=0.05, random_state=3)
+# the stored cache pages (a tight budget would otherwise let basis_columns="auto" recompute)
+KW = dict(n_basis=12, candidates=40, gamma=0.05, random_state=3, basis_columns="stored")
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,21 @@ def test_streamed_partitions_give_the_resident_model_bit_for_bit(store, process_
         assert est.basis_indices_.tolist() == resident.basis_indices_.tolist()
         assert np.array_equal(est.dual_coef_, resident.dual_coef_)
         assert np.array_equal(est.intercept_, resident.intercept_)
+
+
+def test_auto_recomputes_the_columns_when_the_budget_cannot_hold_them(store, process_client):
+    """basis_columns="auto" asks the workers' budgets: with room it stores the columns; with a
+    budget below rows + columns it recomputes them — the same model as an in-process recomputed
+    fit, bit for bit (the choice, not the cluster, decides the rounding)."""
+    kw = {**KW, "basis_columns": "auto", "n_basis": 60}  # columns 120k × 62 × 4 B: more than 2 × 20 MiB holds
+    roomy = KMPClassifier(client=process_client, **kw).fit(store)
+    with dask.config.set({"kmp_dask.budget-bytes": 20 << 20}):
+        tight = KMPClassifier(client=process_client, **kw).fit(store)
+    local = KMPClassifier(client=None, **{**kw, "basis_columns": "recomputed"}).fit(store)
+    assert (roomy.basis_columns_, tight.basis_columns_) == ("stored", "recomputed")
+    assert tight.basis_indices_.tolist() == local.basis_indices_.tolist()
+    assert np.array_equal(tight.dual_coef_, local.dual_coef_)
+    assert tight.score(store) > 0.5
 
 
 def test_engine_streams_what_exceeds_the_budget_and_matches_in_process(store, process_client):
@@ -132,7 +148,7 @@ def test_store_larger_than_the_memory_limits(tmp_path):
 
     big = make_classification_store(str(tmp_path / "big.zarr"), 10_000_000, n_features=54, n_classes=2,
                                     random_state=2)
-    kw = dict(n_basis=30, candidates=59, gamma=0.05, random_state=0)
+    kw = dict(n_basis=30, candidates=59, gamma=0.05, random_state=0, basis_columns="stored")
     opts = dict(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None,
                 silence_logs=logging.ERROR)
     with LocalCluster(memory_limit="300MB", **opts) as cluster, Client(cluster) as client:
@@ -189,5 +205,48 @@ def test_streamed_basis_cache_past_two_full_blocks_is_exact():
         eng.holder.close()
     resident = fit(InProcessEngine(specs))
     assert len(resident.basis_indices) == 70
+    assert streamed.basis_indices.tolist() == resident.basis_indices.tolist()
+    assert np.array_equal(streamed.coef, resident.coef)
+
+
+def test_streamed_partitions_with_recomputed_columns_match_resident():
+    """The large-N mode pages too: streamed partitions keep only the atoms and two columns, and
+    the fit equals the resident one bit for bit (same row blocks, same order)."""
+    from kmp_dask.blockops import Journal, RecomputedColumns
+    from kmp_dask.greedy import kernel_matching_pursuit
+    from kmp_dask.kernels import get_kernel
+    from kmp_dask.parallel import InProcessEngine
+    from kmp_dask.parallel._engine import PartitionHolder
+    from kmp_dask.store import InMemoryStore
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60_000, 3)).astype(np.float32)
+    y = np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2]
+    specs = partition_specs(InMemoryStore(X, y, chunk_rows=20_000))
+
+    class HolderEngine:  # one holder in process, most partitions streamed
+        def __init__(self):
+            self.holder, self.journal, self.n_calls = PartitionHolder(specs, budget_bytes=9 << 20), Journal(), 0
+
+        def run(self, op, msg=None, effects=()):
+            self.journal.record(tuple(effects))
+            return [r for _, r in self.holder.run(op, msg, tuple(effects))]
+
+    def fit(engine):
+        return kernel_matching_pursuit(engine, kernel=get_kernel("rbf", gamma=1.0), n_rows=len(X), n_features=3,
+                                       dtype=X.dtype, targets={"kind": "regression"}, n_basis=40, candidates=30,
+                                       random_state=0, basis_columns="recomputed", validation_fraction=0.1)
+
+    eng = HolderEngine()
+    try:
+        streamed = fit(eng)
+        assert eng.holder.memory_report()["streamed"]
+        assert eng.holder.memory_report()["bytes_read"] > 0
+    finally:
+        eng.holder.close()
+    ref = InProcessEngine(specs)
+    resident = fit(ref)
+    assert all(isinstance(p.state["kmp"].cache, RecomputedColumns) for p in ref.partitions)
+    assert len(resident.basis_indices) == 40
     assert streamed.basis_indices.tolist() == resident.basis_indices.tolist()
     assert np.array_equal(streamed.coef, resident.coef)
