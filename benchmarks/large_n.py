@@ -28,6 +28,7 @@ Results: benchmarks/results/large_n.json.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -48,6 +49,8 @@ def _args(p):
     p.add_argument("--extrapolate-rows", type=int, default=100_000_000)
     p.add_argument("--workdir", default=None, help="where the stores are written (default: a temp dir)")
     p.add_argument("--quick", action="store_true", help="small sizes, output in $TMPDIR (smoke test)")
+    p.add_argument("--no-modes", action="store_true",
+                   help="skip the mode comparison (keep the one already in the output JSON)")
 
 
 def _median_iter(est, skip=3):
@@ -173,12 +176,19 @@ def main(argv=None):
     work.mkdir(parents=True, exist_ok=True)
     result = {"benchmark": NAME, "environment": H.environment(), "rows": args.rows, "test_rows": args.test_rows,
               "n_basis": args.n_basis, "workers": "LocalCluster(2 x 1 thread, memory_limit 4GB)"}
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="4GB",
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
-        result["modes"] = compare_modes(args, work, client)
+    out = H.output_path(NAME, args.out, args.quick)
+    previous = json.loads(out.read_text()) if out.exists() else {}
+    if args.no_modes:
+        result = {**previous, **{k: v for k, v in result.items() if k == "environment"}}
+    else:
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="4GB",
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
+            result["modes"] = compare_modes(args, work, client)
+        if "large_run" in previous and not args.large_rows:
+            result["large_run"] = previous["large_run"]  # measured by an earlier --large-rows run
     if args.large_rows:
         result["large_run"] = large_run(args, work)
-    H.finish(result, H.output_path(NAME, args.out, args.quick), t0)
+    H.finish(result, out, t0)
 
 
 if __name__ == "__main__":

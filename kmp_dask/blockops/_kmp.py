@@ -386,19 +386,25 @@ def kmp_score(part: Partition, q: ScoreQuery) -> dict:
 
 def kmp_column_stats(part: Partition, msg=None) -> dict:
     """Products of the pending column ``d`` the driver needs to add it (float64):
-    ``cross = Bᵀd`` (n,), ``sqn = ‖d‖²``, ``corr = dᵀR`` (m,), ``ytd = dᵀY`` (m,) and, for other
-    losses, the line-search statistics at step 0 (``loss``, ``grad``, ``hess``, each (1, m))."""
+    ``cross = Bᵀd`` (n,) (unless ``msg`` is False: a driver without a Cholesky factor does not
+    need it, and recomputed columns make it a full kernel pass), ``sqn = ‖d‖²``, ``corr = dᵀR``
+    (m,), ``ytd = dᵀY`` (m,) and, for other losses, the line-search statistics at step 0
+    (``loss``, ``grad``, ``hess``, each (1, m))."""
     st = _kmp(part)
     d = st.cache.pending[0].astype(np.float64)
     wd = d if st.wtr is None else st.wtr * d
-    if isinstance(st.cache, RecomputedColumns):
+    if msg is False:
+        cross = None
+    elif isinstance(st.cache, RecomputedColumns):
         cross = np.zeros(st.cache.n)
         scratch = st.work.get("cross64", min(CROSS_BLOCK_ROWS, len(d)) * max(st.cache.n, 1), np.float64)
         for a, b, Bb in _blocks(st):
             cross += cross64(Bb, wd[a:b], scratch)
     else:
         cross = st.cache.cross(wd, st.work)
-    out = {"cross": cross, "sqn": float(d @ wd), "corr": st.fit.R.T @ wd, "ytd": st.fit.Y.T @ wd}
+    out = {"sqn": float(d @ wd), "corr": st.fit.R.T @ wd, "ytd": st.fit.Y.T @ wd}
+    if cross is not None:
+        out["cross"] = cross
     if st.loss is not None:
         out.update(_line_stats(st, d, np.zeros((1, st.fit.m))))
     return out

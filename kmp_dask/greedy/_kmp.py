@@ -228,8 +228,9 @@ class Pursuit:
 
     def commit(self, atom):
         """Compute ``atom``'s column on the partitions (kept pending); return its products."""
-        res = self.send(kmp_column_stats, None, (kmp_effects.pend(atom),))
-        keys = ("cross", "sqn", "corr", "ytd") + (("loss", "grad", "hess") if "loss" in res[0] else ())
+        # Bᵀd only for a Cholesky factor (backfit, prefit): basic pursuit never reads it
+        res = self.send(kmp_column_stats, None if self.chol is not None else False, (kmp_effects.pend(atom),))
+        keys = ("cross",) * ("cross" in res[0]) + ("sqn", "corr", "ytd") + (("loss", "grad", "hess") if "loss" in res[0] else ())
         col = {k: _total(res, k) for k in keys}
         col["sqn"] = float(col["sqn"])
         return col
