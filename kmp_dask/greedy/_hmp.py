@@ -21,6 +21,16 @@ talks to the pool through an engine: one pass per iteration (:func:`~kmp_dask.bl
 applies the previous iteration's column and residual move and returns each partition's best
 candidates. Probabilistic search (the "59-trick", §3.1): ``candidates=s`` scores s random pool
 points per iteration instead of all of them. No dask here.
+
+:func:`dense_hyperplane_pursuit` is the same backfitted pursuit for a small pool held in this
+process as one array (no engine, no per-pass overhead): it is a pivoted incomplete Cholesky
+factorisation of the pool Gram whose pivots are chosen by the pursuit's score. ``Q`` (P × k)
+holds ``⟨ψ_j, φ(z)⟩`` for the orthonormalised selected vectors ``ψ_j``, so the Cholesky row of
+a candidate is ``Q[z]`` (no triangular solve), the new column is ``(k(·, z) − Q Q[z]ᵀ) / √δ``
+and the residual moves by that column times ``c̃ = r(z)/√δ``: O(P · k) per vector, one kernel
+column, no O(k²) solves. Same selection rule, ties, dependence test and stop rules as the
+engine path (which tries the ``top`` best candidates per partition per pass; here every
+candidate in score order), so both give the same path to rounding.
 """
 
 from __future__ import annotations
@@ -35,7 +45,8 @@ from ..blockops import Atom, RSScoreQuery, RSValuesQuery, rs_effects, rs_score, 
 from ..linalg import IncrementalCholesky
 from ._sampling import RandomCandidates
 
-__all__ = ["HMPResult", "hyperplane_pursuit", "pool_errors", "geometric_levels", "HMP_STOP_REASONS", "MIN_PIVOT"]
+__all__ = ["HMPResult", "hyperplane_pursuit", "dense_hyperplane_pursuit", "pool_errors", "geometric_levels",
+           "HMP_STOP_REASONS", "MIN_PIVOT"]
 
 RESYNC_EVERY = 32
 """Rank-one residual moves between two recomputations ``R = F − Bβ`` (drift bound)."""
@@ -284,6 +295,110 @@ class _HMPModel:
             L=np.array(self.chol.L) if self.backfit else None, ctilde=self.ctilde if self.backfit else None,
             steps=None if self.backfit else self.steps,
         )
+
+
+def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates: int | None = None,
+                             random_state=None, rkhs_tol: float = 0.0, callback=None) -> HMPResult:
+    """Backfitted hyperplane matching pursuit over a pool held in this process (see the module
+    docstring): ``rows`` (P, d) the pool, ``F`` (P, m) the expansion's values there (without
+    intercept) for the outputs pursued (coupled when m > 1), ``wsq`` (m,) their ``‖w_j‖²``;
+    the other parameters as :func:`hyperplane_pursuit`. Memory: P × n_vectors float64."""
+    t0 = time.perf_counter()
+    Z = np.ascontiguousarray(rows, dtype=np.float64)
+    P = len(Z)
+    F = np.asarray(F, dtype=np.float64).reshape(P, -1)
+    wsq = np.asarray(wsq, dtype=np.float64).reshape(-1)
+    m, total = F.shape[1], float(wsq.sum())
+    n_vectors = int(min(n_vectors, P))
+    rng = random_state if random_state is not None else np.random.default_rng(0)
+    sampler = None if candidates is None else RandomCandidates(P, int(candidates))
+    kdiag = np.asarray(kernel.diag(Z), dtype=np.float64)
+    Q = np.zeros((P, max(n_vectors, 1)))
+    L = np.zeros((max(n_vectors, 1), max(n_vectors, 1)))
+    delta = kdiag.copy()                      # k(z, z) − ‖Q[z]‖²: the part orthogonal to the basis
+    R = F.copy()
+    ctilde = np.zeros((0, m))
+    err = wsq.copy()
+    errs, counts, sses = [err.copy()], [0], [np.einsum("ij,ij->j", R, R)]
+    sel: list[int] = []
+    dependent: set[int] = set()
+    excluded = np.zeros(P, dtype=bool)
+    reason = None
+    while True:
+        k = len(sel)
+        if k >= n_vectors:
+            reason = "n_vectors"
+            break
+        if total > 0 and err.sum() <= rkhs_tol * total:
+            reason = "rkhs_tol" if rkhs_tol > 0 else "converged"
+            break
+        if sampler is None:
+            cand = np.flatnonzero(~excluded)
+        else:
+            cand = sampler.draw(rng, set(sel) | dependent)
+        if len(cand) == 0:
+            reason = "exhausted"
+            break
+        num = np.einsum("ij,ij->i", R[cand], R[cand])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(kdiag[cand] > 0, num / kdiag[cand], 0.0)
+        order = np.lexsort((cand, -score))     # best first, ties by pool row (as the engine)
+        if not score[order[0]] > 1e-15 * max(total, 1e-300):
+            reason = "converged"
+            break
+        pick = None
+        for o in order:
+            z = int(cand[o])
+            if delta[z] > MIN_PIVOT * kdiag[z]:
+                pick = z
+                break
+            dependent.add(z)
+            excluded[z] = True
+        if pick is None:
+            if sampler is None:
+                reason = "linear_dependence"
+                break
+            continue
+        z = pick
+        v = Q[z, :k].copy()
+        d = float(kdiag[z] - v @ v)
+        if not d > MIN_PIVOT * kdiag[z]:       # the tracked δ drifted: recheck exactly
+            dependent.add(z)
+            excluded[z] = True
+            continue
+        Lkk = np.sqrt(d)
+        col = np.asarray(kernel(Z, Z[z][None, :])[:, 0], dtype=np.float64)
+        q = (col - Q[:, :k] @ v) / Lkk if k else col / Lkk
+        q[z] = Lkk
+        Q[:, k] = q
+        L[k, :k], L[k, k] = v, Lkk
+        ct = R[z] / Lkk
+        ctilde = np.vstack([ctilde, ct[None, :]])
+        sel.append(z)
+        excluded[z] = True
+        delta -= q * q
+        delta[z] = 0.0
+        k += 1
+        if k % RESYNC_EVERY == 0:
+            R = F - Q[:, :k] @ ctilde
+        else:
+            R -= np.outer(q, ct)
+        err = np.maximum(err - ct * ct, 0.0)
+        errs.append(err.copy())
+        counts.append(k)
+        sses.append(np.einsum("ij,ij->j", R, R))
+        if callback is not None:
+            e = float(err.sum())
+            callback({"iteration": k - 1, "n_vectors": k, "rkhs_error": e,
+                      "rkhs_error_rel": e / total if total > 0 else 0.0})
+    n = len(sel)
+    Ln = L[:n, :n].copy()
+    coef = solve_triangular(Ln.T, ctilde, lower=False) if n else np.zeros((0, m))
+    index = np.asarray(sel, dtype=np.int64)
+    return HMPResult(
+        index=index, vectors=Z[index].reshape(n, -1), coef=coef, wsq=wsq, rkhs_error=np.asarray(errs),
+        pool_sse=np.asarray(sses), n_vectors_at=np.asarray(counts), stop_reason=reason, backfit=True,
+        n_passes=0, seconds=time.perf_counter() - t0, L=Ln, ctilde=ctilde)
 
 
 def pool_errors(engine, result: HMPResult, levels, values: bool = False):

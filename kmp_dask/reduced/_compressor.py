@@ -38,15 +38,21 @@ from sklearn.utils.validation import check_is_fitted
 from ..estimators._inputs import is_dask_array, is_store_like
 from ..estimators._progress import progress_callback
 from ..expansion import KernelExpansion
+from ..greedy._hmp import dense_hyperplane_pursuit
 from ..parallel import make_engine, resolve_client
 from ..parallel._reduced import chunked_compression, compress_on_pool
 from ..store import InMemoryStore, as_store
 from ._models import CompressionTarget, _ovr_transform, as_compression_target
 
-__all__ = ["ReducedSetCompressor", "compress", "best_threshold", "METHODS", "SELECT"]
+__all__ = ["ReducedSetCompressor", "compress", "best_threshold", "METHODS", "SELECT", "REFIT"]
 
 METHODS = ("hmp", "l0", "l1")
 SELECT = ("n_vectors", "rkhs_tol", "validation")
+REFIT = ("rkhs", "pool")
+
+#: ``dense="auto"`` runs the pursuit in this process (no engine) when the pool is a numpy array,
+#: no cluster is asked for and its P × n_vectors float64 work array stays below this many values
+DENSE_HMP_LIMIT = 32_000_000
 
 #: the dense baselines build the pool Gram (P × P float64): refuse pools above this size
 DENSE_POOL_LIMIT = 20_000
@@ -119,6 +125,17 @@ class ReducedSetCompressor(BaseEstimator):
         The chunking method: compress pieces of this many terms on the workers, merge up a tree.
     refine : bool, default=True
         After the chunking tree, one pursuit against the full ``w`` over the vectors it kept.
+    refit : {"rkhs", "pool"}, default="rkhs"
+        Coefficients of each level on its selected vectors: ``"rkhs"`` the paper's
+        ``β = K_SS⁻¹ f(S)`` (minimises ``‖w − ŵ‖²``); ``"pool"`` least squares of the model's
+        values on the pool rows, ``β = argmin Σ_z (f(z) − f̂(z))²`` (matches the decision
+        function where the data are rather than in the whole RKHS; needs a numpy pool — pass the
+        training rows). The selection is the same; ``rkhs_error`` stays the selection's.
+    dense : bool or "auto", default="auto"
+        ``"hmp"``: run the pursuit in this process on the pool as one array (a pivoted incomplete
+        Cholesky, no engine passes) — same path as the engine to rounding, much less overhead per
+        vector on small pools. "auto": when the pool is a numpy array, ``client`` is None and
+        P × n_vectors ≤ 3.2·10⁷; False: always the engine.
     l0_gammas, l1_alphas : array-like or None
         Parameter grids of the dense baselines (None: their defaults).
     random_state : int, RandomState or None
@@ -145,7 +162,8 @@ class ReducedSetCompressor(BaseEstimator):
 
     def __init__(self, n_vectors=0.2, *, method="hmp", backfit=True, candidates=None, coupled="auto",
                  select="n_vectors", rkhs_tol=1e-3, optimize_threshold=True, chunk_vectors=None, refine=True,
-                 l0_gammas=None, l1_alphas=None, random_state=None, client=None, verbose=0):
+                 refit="rkhs", dense="auto", l0_gammas=None, l1_alphas=None, random_state=None, client=None,
+                 verbose=0):
         self.n_vectors = n_vectors
         self.method = method
         self.backfit = backfit
@@ -156,6 +174,8 @@ class ReducedSetCompressor(BaseEstimator):
         self.optimize_threshold = optimize_threshold
         self.chunk_vectors = chunk_vectors
         self.refine = refine
+        self.refit = refit
+        self.dense = dense
         self.l0_gammas = l0_gammas
         self.l1_alphas = l1_alphas
         self.random_state = random_state
@@ -169,6 +189,10 @@ class ReducedSetCompressor(BaseEstimator):
             raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
         if self.select not in SELECT:
             raise ValueError(f"select must be one of {SELECT}; got {self.select!r}")
+        if self.refit not in REFIT:
+            raise ValueError(f"refit must be one of {REFIT}; got {self.refit!r}")
+        if self.dense not in ("auto", True, False):
+            raise ValueError(f"dense must be True, False or 'auto'; got {self.dense!r}")
         if self.coupled not in ("auto", True, False):
             raise ValueError(f"coupled must be True, False or 'auto'; got {self.coupled!r}")
         if self.candidates is not None and not (isinstance(self.candidates, numbers.Integral) and self.candidates >= 1):
@@ -256,6 +280,10 @@ class ReducedSetCompressor(BaseEstimator):
                 f"y has {len(np.asarray(y))} labels but the default pool (the model's support vectors) has "
                 f"{exp.n_vectors} rows; pass X_pool with the rows y belongs to")
         store, rows, pool_coef, in_memory = self._pool(target, X_pool)
+        if self.refit == "pool" and rows is None:
+            raise ValueError("refit='pool' fits the coefficients to the model's values on the pool rows: X_pool must "
+                             "be a numpy array (not a store)")
+        self._F_pool = None
         if y is not None and len(np.asarray(y)) != store.n_rows:
             raise ValueError(f"y has {len(np.asarray(y))} entries but X_pool has {store.n_rows} rows")
         n_keep = self._resolve_size(exp.n_vectors, store.n_rows)
@@ -300,6 +328,16 @@ class ReducedSetCompressor(BaseEstimator):
                     return _levels_from_fixed(exp, vecs, tree_coef, wsq), wsq
                 store, rows, pool_coef = InMemoryStore(np.ascontiguousarray(vecs)), np.ascontiguousarray(vecs), None
                 client = None  # the refinement pool is small: in this process
+            n_path = min(path_len, store.n_rows)
+            if self._use_dense(client, rows, n_path, self.chunk_vectors is not None):
+                try:
+                    wsq, results = self._dense_hmp(exp, rows, pool_coef, groups, n_path, seed, cb)
+                finally:
+                    if bar is not None:
+                        bar.close()
+                self.results_ = results
+                self.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
+                return _levels_from_pursuits(results, groups, exp.n_outputs), wsq
             engine = make_engine(client, store)
             try:
                 wsq, results = compress_on_pool(
@@ -313,6 +351,33 @@ class ReducedSetCompressor(BaseEstimator):
         self.results_ = results
         self.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
         return _levels_from_pursuits(results, groups, exp.n_outputs), wsq
+
+    def _use_dense(self, client, rows, n_path, refining):
+        ok = rows is not None and bool(self.backfit) and (client is None or refining)
+        if self.dense is True:
+            if not ok:
+                raise ValueError("dense=True needs a numpy pool, backfit=True and no cluster (client=None)")
+            return True
+        return self.dense == "auto" and ok and len(rows) * max(n_path, 1) <= DENSE_HMP_LIMIT
+
+    def _pool_values(self, exp, rows):
+        """``f(z)`` (P, m) of the expansion without intercept at the numpy pool rows (cached)."""
+        if self._F_pool is None or len(self._F_pool) != len(rows):
+            X64 = np.asarray(rows, dtype=np.float64)
+            self._F_pool = np.asarray(exp.with_coef(exp.coef, 0.0).decision_function(X64), dtype=np.float64)
+        return self._F_pool.reshape(len(rows), -1)
+
+    def _dense_hmp(self, exp, rows, pool_coef, groups, n_path, seed, cb):
+        F = self._pool_values(exp, rows)
+        own = pool_coef is not None and np.array_equal(np.asarray(rows, dtype=np.float64),
+                                                       np.asarray(exp.support_vectors, dtype=np.float64))
+        wsq = np.einsum("ij,ij->j", np.asarray(pool_coef, dtype=np.float64), F) if own else exp.rkhs_sqnorm()
+        rng = np.random.default_rng(seed)
+        tol = float(self.rkhs_tol) if self.select == "rkhs_tol" else 0.0
+        results = [dense_hyperplane_pursuit(rows, kernel=exp.kernels[0], F=F[:, g], wsq=wsq[g], n_vectors=n_path,
+                                            candidates=self.candidates, random_state=rng, rkhs_tol=tol, callback=cb)
+                   for g in (list(g) for g in groups)]
+        return wsq, results
 
     def _fit_dense(self, exp, rows, pool_coef, n_keep, coupled):
         from ._sparse import l0_path, l1_path
@@ -361,7 +426,10 @@ class ReducedSetCompressor(BaseEstimator):
         the labelled pool when asked)."""
         exp = self.target_.expansion
         vecs = lv.vectors if lv.vectors is not None else rows[lv.index]
-        out = KernelExpansion(np.asarray(vecs), lv.coef, exp.intercept, exp.kernels[0])
+        coef = lv.coef
+        if self.refit == "pool" and rows is not None and len(vecs):
+            coef = self._pool_refit(exp, np.asarray(vecs), rows)
+        out = KernelExpansion(np.asarray(vecs), coef, exp.intercept, exp.kernels[0])
         if self.optimize_threshold and y is not None and rows is not None and self.target_.kind != "regression":
             F = out.decision_function(rows)
             b = out.intercept.copy()
@@ -369,6 +437,14 @@ class ReducedSetCompressor(BaseEstimator):
                 b[j] += best_threshold(F[mask, j], lab)
             out = out.with_coef(out.coef, b)
         return out
+
+    def _pool_refit(self, exp, vecs, rows):
+        """``argmin_β Σ_z (f(z) − k(z, S) β)²`` over the pool rows (least squares, minimum norm)."""
+        F = self._pool_values(exp, rows)
+        K = np.asarray(exp.kernels[0](np.asarray(rows, dtype=np.float64), np.asarray(vecs, dtype=np.float64)),
+                       dtype=np.float64)
+        beta, *_ = np.linalg.lstsq(K, F, rcond=None)
+        return beta
 
     def _error(self, lv, rows, X, yy, y_pool):
         exp = self._expansion(lv, rows, y_pool)
@@ -395,6 +471,9 @@ class ReducedSetCompressor(BaseEstimator):
         self.expansion_ = self._expansion(lv, rows, y)
         self.n_vectors_ = self.expansion_.n_vectors
         self.rkhs_error_ = np.asarray(lv.rkhs_error, dtype=np.float64)
+        if self.refit == "pool" and rows is not None:  # the refitted model's own ‖w − ŵ‖²
+            self.rkhs_error_ = _exact_rkhs_error(self.target_.expansion, self.expansion_.support_vectors,
+                                                 self.expansion_.coef, self.wsq_)
         self.support_index_ = lv.index
 
     def expansion_at(self, n_vectors: int) -> KernelExpansion:
@@ -440,13 +519,20 @@ class ReducedSetCompressor(BaseEstimator):
 
 
 class _Level:
-    """One compression level: pool rows (or explicit vectors), coefficients (n, m), RKHS errors (m,)."""
+    """One compression level: pool rows (or explicit vectors), coefficients (n, m), RKHS errors (m,).
+    ``coef`` may be a callable (computed on first use: a path of n levels costs O(n³) to expand)."""
 
     def __init__(self, index, coef, rkhs_error, vectors=None):
         self.index = np.asarray(index, dtype=np.int64)
-        self.coef = np.asarray(coef, dtype=np.float64)
+        self._coef = coef if callable(coef) else np.asarray(coef, dtype=np.float64)
         self.rkhs_error = np.asarray(rkhs_error, dtype=np.float64)
         self.vectors = vectors
+
+    @property
+    def coef(self) -> np.ndarray:
+        if callable(self._coef):
+            self._coef = np.asarray(self._coef(), dtype=np.float64)
+        return self._coef
 
     @property
     def n_vectors(self) -> int:
@@ -458,10 +544,13 @@ def _levels_from_pursuits(results, groups, m):
     each output's first k vectors; the union is what a prediction evaluates)."""
     if len(results) == 1 and len(groups[0]) == m:
         res = results[0]
+        if res.backfit:  # level k: the first k vectors; coefficients solved when used
+            return [_Level(res.index[:it], (lambda it=it: res.prefix_coef(it)[1]), res.rkhs_error[it],
+                           res.vectors[:it]) for it in range(1, res.n_levels)]
         out = []
+        pos = {i: k for k, i in enumerate(res.index.tolist())}
         for it in range(1, res.n_levels):
             index, coef = res.prefix_coef(it)
-            pos = {i: k for k, i in enumerate(res.index.tolist())}
             vectors = res.vectors[[pos[i] for i in index.tolist()]]
             out.append(_Level(index, coef, res.rkhs_error[it], vectors))
         return out
@@ -487,6 +576,16 @@ def _levels_from_pursuits(results, groups, m):
                 err[j] = e[j_local]
         out.append(_Level(np.asarray(union), coef_all, err, np.asarray([rows[i] for i in union])))
     return out
+
+
+def _exact_rkhs_error(exp, vecs, coef, wsq):
+    """``‖w − ŵ‖²`` per output for ``ŵ = Σ β_j φ(v_j)``: ``‖w‖² − 2 Σ β f(v) + βᵀ K_vv β``."""
+    kernel = exp.kernels[0]
+    vecs = np.asarray(vecs, dtype=np.float64)
+    coef = np.asarray(coef, dtype=np.float64).reshape(len(vecs), -1)
+    f = np.asarray(exp.with_coef(exp.coef, 0.0).decision_function(vecs)).reshape(len(vecs), -1)
+    err = wsq - 2 * np.einsum("ij,ij->j", coef, f) + np.einsum("ij,ik,kj->j", coef, kernel(vecs, vecs), coef)
+    return np.maximum(err, 0.0)
 
 
 def _levels_from_fixed(exp, vecs, coef, wsq):
