@@ -318,6 +318,16 @@ class ReducedSetCompressor(BaseEstimator):
             self.random_state, np.random.RandomState) else int(self.random_state.randint(0, 2**31 - 1))
         cb, bar = progress_callback(self.verbose, n_keep * len(groups), desc="reduced set", unit="vector")
         path_len = n_keep if self.select == "n_vectors" else min(store.n_rows, max(n_keep, 1))
+        if self.chunk_vectors is None and self.client is None and self._use_dense(None, rows, min(path_len, store.n_rows),
+                                                                                  False):
+            try:  # in process, no client needed
+                wsq, results = self._dense_hmp(exp, rows, pool_coef, groups, min(path_len, store.n_rows), seed, cb)
+            finally:
+                if bar is not None:
+                    bar.close()
+            self.results_ = results
+            self.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
+            return _levels_from_pursuits(results, groups, exp.n_outputs), wsq
         with resolve_client(self.client, in_memory=in_memory) as client:
             if self.chunk_vectors is not None:
                 vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(self.chunk_vectors),
