@@ -28,10 +28,10 @@ from ._journal import Effect
 from ._partition import Partition
 from ._state import ColumnCache, Workspace, kernel_block, readonly, sqnorm
 
-__all__ = ["CVMSetup", "CVMQuery", "CVMFeature", "CVMState", "cvm_init", "cvm_targets", "cvm_add_feature",
+__all__ = ["CVMSetup", "CVMQuery", "KernelColumns", "KERNEL_CACHE_BYTES", "CVMFeature", "CVMState", "cvm_init", "cvm_targets", "cvm_add_feature",
            "cvm_furthest", "cvm_effects"]
 
-BLOCK_ELEMENTS = 1 << 22
+BLOCK_ELEMENTS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,10 @@ class CVMFeature:
 class CVMQuery:
     """Core rows ``S`` (|S|, d), ``a = α ∘ y_S``, their projections ``PS`` (|S|, q), ``aKa = αᵀK̃_Sα``,
     ``kappa`` = κ̃; ``cand`` sorted global rows to measure (None: all) minus ``exclude`` (sorted);
-    the ``top`` furthest rows come back."""
+    the ``top`` furthest rows come back. ``ids``: the global rows of ``S`` in order of entry — with
+    them a partition keeps the kernel columns ``k(x, s)`` of the core rows it computed on a full
+    pass (:class:`KernelColumns`) and later passes read them instead of recomputing; an empty
+    ``S`` starts a new core set (the cache is dropped)."""
 
     S: np.ndarray
     a: np.ndarray
@@ -65,6 +68,71 @@ class CVMQuery:
     cand: np.ndarray | None = None
     exclude: np.ndarray | None = None
     top: int = 1
+    ids: np.ndarray | None = None
+
+
+KERNEL_CACHE_BYTES = 64 << 20
+"""Per partition, the most memory the cached kernel columns of the core set may take (float64,
+rows × columns × 8 bytes): a 2,000-row partition keeps 4,096 columns, a 50,000-row one 167 (the
+core rows beyond that are recomputed on every pass, as without a cache)."""
+
+
+class KernelColumns:
+    """``k(x, s)`` over the partition's rows for a prefix of the current core set (column-major,
+    grown by doubling up to :data:`KERNEL_CACHE_BYTES`).
+
+    A cache, not state: nothing the journal replays writes it, it is dropped when a partition pages
+    out or is rebuilt (``__getstate__``), and a pass that finds it not to be a prefix of the core
+    set it is asked about starts it again. Every pass (sampled ones too) first computes the
+    columns of core rows that joined since the last one, on all the partition's rows: one column
+    per iteration, after which a sampled pass is a row gather and a product, and a full pass a
+    matrix–vector product. Kernel values do not depend on the binary problem nor
+    on the MMDA deflation (applied as ``P (PSᵀ a)`` after the product), so a core set's columns are
+    computed once per partition instead of once per pass."""
+
+    def __init__(self, n_rows: int):
+        self.n_rows = n_rows
+        self.max_cols = max(0, KERNEL_CACHE_BYTES // max(8 * n_rows, 1))
+        self.K = None  # (n_rows, max_cols) column-major, allocated on first use: untouched columns stay virtual
+        self.ids = np.zeros(0, dtype=np.int64)
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        return 8 * self.n_rows * self.n
+
+    def reset(self):
+        self.ids = np.zeros(0, dtype=np.int64)
+
+    def prefix(self, ids) -> int:
+        """How many leading core rows ``ids`` have cached columns (the cache restarts when its
+        columns are not a prefix of ``ids``)."""
+        if ids is None:
+            return 0
+        m = min(self.n, len(ids))
+        if not np.array_equal(self.ids[:m], np.asarray(ids[:m], dtype=np.int64)):
+            self.reset()
+            return 0
+        return m
+
+    def room(self) -> int:
+        return max(0, self.max_cols - self.n)
+
+    def append(self, ids, cols: np.ndarray) -> None:
+        k = cols.shape[1]
+        if self.K is None:
+            self.K = np.empty((self.n_rows, self.max_cols), order="F")
+        self.K[:, self.n : self.n + k] = cols
+        self.ids = np.concatenate([self.ids, np.asarray(ids, dtype=np.int64)])
+
+    def __getstate__(self):  # a cache: never written when a partition pages out
+        return {"n_rows": self.n_rows}
+
+    def __setstate__(self, state):
+        self.__init__(state["n_rows"])
 
 
 @dataclass
@@ -75,10 +143,12 @@ class CVMState:
     y: np.ndarray | None
     proj: ColumnCache
     work: Workspace = field(default_factory=Workspace)
+    kcols: KernelColumns | None = None
 
     @property
     def nbytes(self) -> int:
-        return self.sq.nbytes + self.proj.nbytes + (0 if self.y is None else self.y.nbytes) + self.work.nbytes
+        return self.sq.nbytes + self.proj.nbytes + (0 if self.y is None else self.y.nbytes) + self.work.nbytes + \
+            (0 if self.kcols is None else self.kcols.nbytes)
 
 
 def _st(part: Partition) -> CVMState:
@@ -88,7 +158,7 @@ def _st(part: Partition) -> CVMState:
 def cvm_init(part: Partition, msg: CVMSetup) -> None:
     X = part.X
     part.state["cvm"] = CVMState(readonly(X), readonly(sqnorm(X)), msg.kernel, None,
-                                 ColumnCache(len(X), 0, np.float64, msg.capacity))
+                                 ColumnCache(len(X), 0, np.float64, msg.capacity), kcols=KernelColumns(len(X)))
 
 
 def cvm_targets(part: Partition, positive) -> None:
@@ -140,34 +210,81 @@ def _clear_features(part: Partition, msg=None) -> None:
     st.proj = ColumnCache(len(st.X), 0, np.float64, st.proj.Btr.shape[1])
 
 
+def _kernel_f64(st, X, Xsq, S, Ssq):
+    return kernel_block(st.kernel, X, Xsq, S, Ssq).astype(np.float64, copy=False)
+
+
 def cvm_furthest(part: Partition, q: CVMQuery) -> dict:
     """Squared distances to the centre of the rows asked for; the ``top`` furthest: global
-    ``index``, ``dist``, ``rows``, ``y`` and projections ``P``; plus ``n`` rows measured."""
+    ``index``, ``dist``, ``rows``, ``y`` and projections ``P``; plus ``n`` rows measured and
+    ``kernel_evals`` (kernel values computed here: those read from the column cache are not)."""
     st = _st(part)
-    if q.cand is None:
-        local = np.arange(len(st.X))
+    n_part = len(st.X)
+    full = q.cand is None
+    if full:
+        keep = np.ones(n_part, dtype=bool)
     else:
         cand = np.asarray(q.cand, dtype=np.int64)
         lo, hi = np.searchsorted(cand, [part.start, part.stop])
         local = cand[lo:hi] - part.start
-    if q.exclude is not None and len(q.exclude) and len(local):
-        local = local[~np.isin(local + part.start, np.asarray(q.exclude, dtype=np.int64))]
+    if q.exclude is not None and len(q.exclude):
+        ex = np.asarray(q.exclude, dtype=np.int64)
+        lo, hi = np.searchsorted(ex, [part.start, part.stop])
+        ex = ex[lo:hi] - part.start
+        if full:
+            keep[ex] = False
+        elif len(local) and len(ex):
+            local = local[~np.isin(local, ex, assume_unique=True)]
+    if full:
+        local = np.flatnonzero(keep) if not keep.all() else np.arange(n_part)
     S = np.asarray(q.S, dtype=st.X.dtype).reshape(-1, st.X.shape[1])
     Ssq = sqnorm(S)
     a = np.asarray(q.a, dtype=np.float64)
-    PS = np.asarray(q.PS, dtype=np.float64)
     P = st.proj.train()
-    dist = np.empty(len(local))
-    rows = max(1, BLOCK_ELEMENTS // max(len(S), 1))
+    defl = P.shape[1] and len(S)
+    PSa = np.asarray(q.PS, dtype=np.float64).T @ a if defl else None  # deflation: (K − P PSᵀ) a = K a − P (PSᵀ a)
+    kc = st.kcols if st.kcols is not None else None
+    if kc is not None and q.ids is not None and len(S) == 0:
+        kc.reset()
+    m = kc.prefix(q.ids) if kc is not None and q.ids is not None else 0
+    evals = 0
+    if kc is not None and q.ids is not None and m < len(S) and kc.room():
+        # the core rows without cached columns (normally the one that joined last): computed on
+        # all rows once, kept for later passes
+        new = slice(m, m + min(len(S) - m, kc.room()))
+        cols = np.empty((n_part, new.stop - new.start))
+        step = max(1, BLOCK_ELEMENTS // max(cols.shape[1], 1))
+        for r0 in range(0, n_part, step):
+            r1 = min(r0 + step, n_part)
+            cols[r0:r1] = _kernel_f64(st, st.X[r0:r1], st.sq[r0:r1], S[new], Ssq[new])
+        evals += cols.size
+        kc.append(np.asarray(q.ids)[new], cols)
+        m = new.stop
+    rest = slice(m, len(S))
+    f = np.empty(len(local))
+    rows = max(1, BLOCK_ELEMENTS // max(len(S) - m, 1))
+    contiguous = full and len(local) == n_part
     for lo in range(0, len(local), rows):
-        sel = local[lo : lo + rows]
-        K = kernel_block(st.kernel, st.X[sel], st.sq[sel], S, Ssq).astype(np.float64) if len(S) else \
-            np.zeros((len(sel), 0))
-        if P.shape[1] and len(S):
-            K -= P[sel] @ PS.T
-        dist[lo : lo + len(sel)] = q.aKa - 2.0 * st.y[sel] * (K @ a + a.sum()) + q.kappa
+        sel = slice(lo, lo + rows) if contiguous else local[lo : lo + rows]
+        nsel = len(local[lo : lo + rows])
+        v = np.zeros(nsel)
+        if m:
+            v += kc.K[sel, :m] @ a[:m]
+        if rest.stop > rest.start:
+            v += _kernel_f64(st, st.X[sel], st.sq[sel], S[rest], Ssq[rest]) @ a[rest]
+            evals += nsel * (rest.stop - rest.start)
+        if defl:
+            v -= P[sel] @ PSa
+        f[lo : lo + nsel] = v
+    dist = q.aKa - 2.0 * st.y[local] * (f + a.sum()) + q.kappa
     top = min(int(q.top), len(local))
-    best = np.argsort(-dist, kind="stable")[:top] if top else np.zeros(0, dtype=np.int64)
+    if top >= len(local):
+        best = np.argsort(-dist, kind="stable")
+    elif top:
+        best = np.argpartition(-dist, top - 1)[:top]
+        best = best[np.argsort(-dist[best], kind="stable")]
+    else:
+        best = np.zeros(0, dtype=np.int64)
     rows_idx = local[best]
     return {"n": len(local), "index": rows_idx + part.start, "dist": dist[best], "rows": np.array(st.X[rows_idx]),
-            "y": np.array(st.y[rows_idx]), "P": np.array(P[rows_idx])}
+            "y": np.array(st.y[rows_idx]), "P": np.array(P[rows_idx]), "kernel_evals": int(evals)}

@@ -13,10 +13,32 @@ import numpy as np
 
 from ..blockops._cvm import cvm_effects
 from ..greedy._cvm import core_vector_machine, mmda_feature
+from ..blockops import PartitionSpec, partition_bounds
 from ._engine import InProcessEngine
-from ._setup import make_engine, partition_specs
+from ._setup import _SliceReader, make_engine
 
-__all__ = ["fit_binary_problems", "run_problem"]
+__all__ = ["fit_binary_problems", "run_problem", "in_process_specs"]
+
+IN_PROCESS_PARTITION_BYTES = 64 << 20
+"""Partition size for a core-set loop on an in-process engine (no cluster, or one one-vs-rest
+problem as a task): the loop makes one pass per core vector, most of them over ~60 sampled rows,
+so a pass costs mostly its per-partition overhead. The engine's usual split into ≥ 8 partitions
+(for parallel workers) made letter's 14,000 rows 7 partitions; in one process that only adds
+overhead (measured: see docs/cvm.md)."""
+
+
+def in_process_specs(store):
+    """Partitions of ``store`` for an in-process core-set loop: row blocks within its storage
+    chunks of up to :data:`IN_PROCESS_PARTITION_BYTES`, not split further for workers."""
+    row_bytes = int(store.n_features) * np.dtype(store.dtype).itemsize
+    ranges = partition_bounds(store.row_chunks, row_bytes, target_bytes=IN_PROCESS_PARTITION_BYTES,
+                              min_partitions=1)
+    row_bytes += 8 * int(np.prod(store.y_shape[1:] or (1,))) if store.has_y else 0
+    if store.url is None:
+        return [PartitionSpec(i, a, b, _SliceReader(a, *store.read_range(a, b)), row_bytes, None)
+                for i, (a, b) in enumerate(ranges)]
+    reader = store.reader()
+    return [PartitionSpec(i, a, b, reader, row_bytes, None) for i, (a, b) in enumerate(ranges)]
 
 
 def run_problem(engine, positive, *, kernel, kappa, C, eps, n_rows, candidates, seed, max_core, n_components=0):
@@ -47,6 +69,10 @@ def _task(specs, positive, kw):
         return run_problem(engine, positive, **kw)
 
 
+def _engine(client, store):
+    return InProcessEngine(in_process_specs(store)) if client is None else make_engine(client, store)
+
+
 def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 3600.0, **kw):
     """Run one binary problem per entry of ``positives``; returns their results in order.
 
@@ -54,13 +80,13 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
     engine (passes on the workers). Several problems and a client: one task each.
     """
     if client is None or len(positives) == 1:
-        engine = make_engine(client, store)
+        engine = _engine(client, store)
         try:
             engine.run(None, None, [cvm_effects.init(kw["kernel"])])
             return [run_problem(engine, p, seed=s, **kw) for p, s in zip(positives, seeds)]
         finally:
             engine.close()
-    specs = partition_specs(store)
+    specs = in_process_specs(store)
     specs_f = client.scatter(specs, broadcast=True) if store.url is None else specs
     futures = [client.submit(_task, specs_f, p, {**kw, "seed": s}, pure=False) for p, s in zip(positives, seeds)]
     try:
