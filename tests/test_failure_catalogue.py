@@ -60,6 +60,11 @@ X_NAN = X.copy()
 X_NAN[5, 1] = np.nan
 X_INF = X.copy()
 X_INF[7, 2] = np.inf
+X_TEXT = X.astype(str)
+X_TEXT[7, 1] = "x"
+X_TEXT_LATE = X.astype(str)
+X_TEXT_LATE[27, 1] = "x"  # in the second of three dask chunks: only the first is read to name a cell
+Y_TEXT = np.array(["a"] * 60)
 _SVC = SVC(C=10.0, gamma=0.5).fit(X, Y)
 
 
@@ -89,6 +94,7 @@ def _make_workspace(root: Path) -> SimpleNamespace:
     zarr.open_group(store=str(root / "foreign.zarr"), mode="w").create_array("X", shape=(4, 2), dtype="f8")
     for name, text in {**CSV_FILES, **SVM_FILES}.items():
         (root / name).write_text(text)
+    (root / "garbage_scheduler.json").write_text("{not json")
     return SimpleNamespace(root=root, good=good.url, corrupt=corrupt.url, foreign=str(root / "foreign.zarr"),
                            **{name.split(".")[0]: str(root / name) for name in {**CSV_FILES, **SVM_FILES}},
                            new=str(root / "new.zarr"), missing=str(root / "missing.zarr"))
@@ -187,6 +193,13 @@ CASES = [
     Case("client=missing-scheduler-file", lambda ws: KMPClassifier(client=str(ws.root / "sched.json")).fit(X, Y),
          FileNotFoundError, ("sched.json", "no scheduler file", "dask scheduler --scheduler-file")),
     Case("client=42", lambda ws: KMPClassifier(client=42).fit(X, Y), TypeError, ("client must be", "got int", FIX_ADDRESS)),
+    Case("client=bad-port", lambda ws: KMPClassifier(client="tcp://127.0.0.1:http").fit(X, Y), ValueError,
+         ("client='tcp://127.0.0.1:http'", "not a dask scheduler address", FIX_ADDRESS)),
+    Case("client=no-host", lambda ws: KMPClassifier(client="tcp://:8786").fit(X, Y), ValueError,
+         ("client='tcp://:8786'", "host is missing")),
+    Case("client=garbage-scheduler-file", lambda ws: KMPClassifier(client=str(ws.root / "garbage_scheduler.json")).fit(X, Y),
+         ValueError, ("garbage_scheduler.json", "not a readable dask scheduler file", "'address'",
+                      "dask scheduler --scheduler-file")),
     # --- stores as fit input --------------------------------------------------------------------
     Case("store-missing", lambda ws: KMPClassifier().fit(ws.missing), FileNotFoundError, ("no store at", "missing.zarr")),
     Case("store-not-kmp_dask", lambda ws: KMPClassifier().fit(ws.foreign), StoreSchemaError,
@@ -194,6 +207,10 @@ CASES = [
     Case("store-plus-y", lambda ws: KMPClassifier().fit(ws.good, Y), ValueError, ("y is read from the store", "y=None")),
     Case("store-corrupt-chunk-fit", lambda ws: KMPClassifier(n_basis=3, client="sync").fit(ws.corrupt),
          StoreCorruptError, ("corrupt.zarr", "array 'X'", "chunk 1 (rows 20..39)", "X/c/1/0", "blosc", "--verify")),
+    Case("store-corrupt-chunk-predict", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).predict(ws.corrupt).compute(),
+         StoreCorruptError, ("corrupt.zarr", "array 'X'", "chunk 1 (rows 20..39)", "X/c/1/0", "--verify")),
+    Case("store-corrupt-chunk-score", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).score(ws.corrupt),
+         StoreCorruptError, ("corrupt.zarr", "array 'X'", "chunk 1 (rows 20..39)", "--overwrite")),
     Case("store-corrupt-chunk-read", lambda ws: open_store(ws.corrupt).read_rows([0, 25]), StoreCorruptError,
          ("corrupt.zarr", "array 'X'", "chunk 1 (rows 20..39)", "restore it from a copy")),
     # --- ingest from Python -----------------------------------------------------------------------
@@ -270,6 +287,27 @@ CASES = [
     Case("dask-X-nan-fit", lambda ws: KMPClassifier(client="sync").fit(da.from_array(X_NAN, chunks=20),
                                                                         da.from_array(Y, chunks=20)),
          DataValidationError, ("non-finite value (nan)", "row 5, column 1", "before calling fit"), ("before ingest",)),
+    Case("dask-X-inf-fit", lambda ws: KMPClassifier(client="sync").fit(da.from_array(X_INF, chunks=20),
+                                                                        da.from_array(Y, chunks=20)),
+         DataValidationError, ("non-finite value (inf)", "row 7, column 2", "before calling fit"), ("before ingest",)),
+    Case("dask-X-feature-chunks", lambda ws: KMPClassifier(client="sync").fit(da.from_array(X, chunks=(20, 1)),
+                                                                               da.from_array(Y, chunks=20)),
+         DataValidationError, ("3 chunks along axis 1", "X.rechunk({1: -1})"), ("ingest",)),
+    Case("dask-y-wrong-length-fit", lambda ws: KMPClassifier(client="sync").fit(da.from_array(X, chunks=20),
+                                                                                 da.from_array(Y[:50], chunks=10)),
+         DataValidationError, ("y has 50 rows but X has 60", "one target per row"), ("ingest",)),
+    Case("dask-X-text-cell", lambda ws: KMPClassifier(client="sync").fit(da.from_array(X_TEXT, chunks=20),
+                                                                          da.from_array(Y, chunks=20)),
+         DataValidationError, ("X must be numeric", "column 1", "'x'", "row 7", "get_dummies"), ("ingest",)),
+    Case("dask-X-text-later-chunk", lambda ws: KMPClassifier(client="sync").fit(da.from_array(X_TEXT_LATE, chunks=20),
+                                                                                 da.from_array(Y, chunks=20)),
+         DataValidationError, ("X must be numeric", "dask array of dtype <U", "get_dummies", "astype('float64')"),
+         ("reads as a number",)),
+    Case("regressor-y-text", lambda ws: KMPRegressor().fit(X, Y_TEXT), DataValidationError,
+         ("y must be numeric for KMPRegressor", "'a'", "y.astype('float64')", "KMPClassifier"), ("classes=classes",)),
+    Case("regressor-y-text-dask", lambda ws: KMPRegressor(client="sync").fit(da.from_array(X, chunks=20),
+                                                                              da.from_array(Y_TEXT, chunks=20)),
+         DataValidationError, ("y must be numeric for KMPRegressor", "KMPClassifier"), ("classes=classes",)),
     # --- reduced-set compression (issue 10) --------------------------------------------------------
     Case("compress-unfitted", lambda ws: ReducedSetCompressor().fit(SVC()), NotFittedError, ("SVC", "fit")),
     Case("compress-precomputed", lambda ws: ReducedSetCompressor().fit(SVC(kernel="precomputed").fit(X @ X.T, Y)),
@@ -296,6 +334,12 @@ COMMANDS = [
             ("already exists", "--overwrite"), ("too long",)),
     Command("ingest-csv-short-row", lambda ws: ["ingest", ws.short, ws.new], 1, ("row 50", "line 52", "is short")),
     Command("ingest-csv-text-cell", lambda ws: ["ingest", ws.text, ws.new], 1, ("column 'b'", "'abc'", "row 30")),
+    Command("ingest-csv-long-row", lambda ws: ["ingest", ws.long, ws.new], 1,
+            ("line 42", "data row 40", "too long", "4 fields"), ("Error tokenizing",)),
+    Command("ingest-csv-empty-cell", lambda ws: ["ingest", ws.empty_cell, ws.new], 1,
+            ("column 'b'", "missing value", "row 20")),
+    Command("ingest-sklearn-unknown", lambda ws: ["ingest", "sklearn:nope", ws.new], 1,
+            ("'nope'", "choose one of", "'digits'")),
     Command("ingest-unknown-dataset", lambda ws: ["ingest", "keel:no_such_dataset", ws.new], 1,
             ("choose one of", "'banana'")),
     Command("ingest-unknown-source", lambda ws: ["ingest", "data.parquet", ws.new], 2,

@@ -22,7 +22,7 @@ from ..parallel import encode_dask_labels
 from ..store import DataStore, InMemoryStore, as_store, store_from_dask
 from ..store._validation import as_numpy_X
 
-__all__ = ["is_dask_array", "is_store_like", "fit_input", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X", "sample_rows",
+__all__ = ["is_dask_array", "is_store_like", "fit_input", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X", "check_regression_targets", "sample_rows",
            "validate_numeric"]
 
 
@@ -41,8 +41,35 @@ def check_dask_X(X):
     if any(np.isnan(c) for c in X.chunks[0]):
         raise ValueError("X has unknown chunk sizes; call X.compute_chunk_sizes() first")
     if X.dtype.kind not in "fiub":
-        raise ValueError(f"X must be numeric; got dtype {X.dtype}")
+        if X.numblocks[0] and X.numblocks[1] == 1:  # one chunk read: name a text cell's column, row, value
+            first = np.asarray(X.blocks[0].compute())
+            try:
+                first.astype(np.float64)
+            except (TypeError, ValueError):
+                as_numpy_X(first)
+        raise DataValidationError(
+            f"X must be numeric; got a dask array of dtype {X.dtype}. Encode categorical columns first "
+            "(e.g. dask.dataframe.get_dummies) and convert with X.astype('float64')."
+        )
     return X
+
+
+def check_regression_targets(estimator, y) -> None:
+    """A regressor's ``y`` must be numbers: say so in the estimator's words (not the store's)."""
+    dtype = getattr(y, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(y).dtype
+    if np.dtype(dtype).kind in "biuf":
+        return
+    if is_dask_array(y):
+        example = ""
+    else:
+        flat = np.asarray(y).ravel()
+        example = f" (row 0 holds {flat[0].item() if isinstance(flat[0], np.generic) else flat[0]!r})" if flat.size else ""
+    raise DataValidationError(
+        f"y must be numeric for {type(estimator).__name__}; got dtype {dtype}{example}. A regressor fits "
+        "numbers: convert y with y.astype('float64'), or, for class labels, use KMPClassifier."
+    )
 
 
 @contextlib.contextmanager
@@ -67,6 +94,8 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
         check_dask_X(X)
         if y is None:
             raise ValueError("y is required when X is an array")
+        if not is_classifier:
+            check_regression_targets(estimator, y)
         validate_data(estimator, X, skip_check_array=True)
         if is_classifier and getattr(y, "dtype", np.dtype(float)).kind not in "biuf":
             estimator._input_classes, y = encode_dask_labels(y)
@@ -77,6 +106,8 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
         X, validate_data, estimator, X, y, dtype=[np.float64, np.float32], multi_output=not is_classifier,
         y_numeric=not is_classifier,
     )
+    if not is_classifier:
+        check_regression_targets(estimator, y)
     if is_classifier:
         from sklearn.utils import column_or_1d
 
