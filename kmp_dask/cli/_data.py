@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -121,5 +122,7 @@ def info(target, verify, progress):
             if bar is not None:
                 bar.close()
         click.echo(f"  verify: all {n} chunks of {'X and y' if st.has_y else 'X'} read back intact")
+    else:
+        click.echo(f"  verify: chunks not read; `kmp-dask info {shlex.quote(target)} --verify` reads every one back")
 
 
