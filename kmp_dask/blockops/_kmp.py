@@ -178,6 +178,23 @@ def target_matrix(y: np.ndarray, spec: dict) -> np.ndarray:
     return Y[:, None] if Y.ndim == 1 else Y
 
 
+def _label_codes(y: np.ndarray, classes) -> tuple[np.ndarray, np.ndarray]:
+    """Row codes into the ±1 target rows of :func:`target_matrix`: code ``c`` for
+    ``classes[c]``, ``len(classes)`` for a label outside them (all −1); ``table[codes]`` equals
+    ``target_matrix(y, {"kind": "ovr", "classes": classes})`` exactly."""
+    classes = np.asarray(classes)
+    yy = np.asarray(y).reshape(-1)
+    k = len(classes)
+    codes = np.full(len(yy), k, dtype=np.uint8 if k < 255 else np.int32)
+    for c in range(k):
+        codes[yy == classes[c]] = c
+    if k == 2:
+        table = np.array([[-1.0], [1.0], [-1.0]])
+    else:
+        table = np.vstack([2.0 * np.eye(k) - 1.0, -np.ones((1, k))])
+    return codes, table
+
+
 # -- queries before the pursuit ------------------------------------------------------------------
 def kmp_stats(part: Partition, msg: StatsQuery) -> dict:
     """Target sums over training rows (or the partition's label set)."""
@@ -202,17 +219,27 @@ def kmp_stats(part: Partition, msg: StatsQuery) -> dict:
 def kmp_init(part: Partition, msg: KMPSetup) -> None:
     """Split the partition, build targets and an empty basis cache (capacity reserved)."""
     views = split_views(part, msg.validation_fraction, msg.split_seed)
-    Y = target_matrix(part.y, msg.targets)
+    coded = msg.targets["kind"] == "ovr"
+    if coded:  # one-vs-rest: a row's targets are one of k + 1 rows (its class, or none of them)
+        codes, Y = _label_codes(part.y, msg.targets["classes"])
+    else:
+        Y = target_matrix(part.y, msg.targets)
     if msg.loss is not None:
         Y = msg.loss.targets(Y)
-    Ytr, Yva = views.split(Y - np.asarray(msg.offset, dtype=np.float64))
-    labels_va = np.asarray(part.y).reshape(-1)[views.val] if msg.targets["kind"] == "ovr" else None
+    Y = Y - np.asarray(msg.offset, dtype=np.float64)
+    if coded:
+        codes_tr, codes_va = views.split(codes)
+        fit, Yva = Residual.coded(np.ascontiguousarray(codes_tr), Y, msg.loss), Y[codes_va]
+    else:
+        Ytr, Yva = views.split(Y)
+        fit = Residual(Ytr, msg.loss)
+    labels_va = np.asarray(part.y).reshape(-1)[views.val] if coded else None
     if getattr(msg, "columns", "stored") == "recomputed":
         cache = RecomputedColumns(len(views.Xtr), len(views.Xva), part.X.dtype)
     else:
         cache = ColumnCache(len(views.Xtr), len(views.Xva), part.X.dtype, msg.capacity)
     wtr, wva = (None, None) if part.w is None else (readonly(np.array(a, dtype=np.float64)) for a in views.split(part.w))
-    part.state["kmp"] = KMPState(list(msg.kernels), views, cache, Residual(Ytr, msg.loss), readonly(Yva),
+    part.state["kmp"] = KMPState(list(msg.kernels), views, cache, fit, readonly(Yva),
                                  None if labels_va is None else readonly(labels_va), wtr=wtr, wva=wva)
 
 

@@ -35,7 +35,7 @@ import time
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from ..blockops import Journal, apply_effects
-from ._paging import MEMORY_FRACTION, TRANSIENT_BYTES, MemoryBudgetError, Pager, partition_nbytes, worker_budget
+from ._paging import MEMORY_FRACTION, TRANSIENT_BYTES, MemoryBudgetError, Pager, partition_nbytes, streamed_nbytes, worker_budget
 
 __all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder", "SchedulerLostError"]
 
@@ -194,7 +194,9 @@ class PartitionHolder:
             self._ws[i] = partition_nbytes(p)
         while self.partitions and sum(self._ws[i] for i in self.partitions) + self._reserve() > self.budget:
             i = max(self.partitions)
-            self.pager().save(self.partitions.pop(i))
+            p = self.partitions.pop(i)
+            self._ws[i] = streamed_nbytes(p)
+            self.pager().save(p)
         self._check_streamable()
 
     def pager(self) -> Pager:
@@ -247,6 +249,7 @@ class PartitionHolder:
         if sum(self._ws[j] for j in self.partitions) + self._reserve() <= self.budget:
             return
         del self.partitions[i]
+        self._ws[i] = streamed_nbytes(p)
         tune_worker_malloc(STREAM_MMAP_THRESHOLD, STREAM_TRIM_THRESHOLD)
         writes.append(self._io(self._write_back, p, False))
 
