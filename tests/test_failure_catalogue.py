@@ -8,7 +8,9 @@ unchanged afterwards (names, sizes, modification times): no partial store, tempo
 or rewritten file is left behind. Command rows must print exactly one ``Error:`` line and no
 traceback.
 
-docs/store.md ("Failure catalogue") lists the rows with one line each.
+docs/store.md ("Failure catalogue") lists the rows with one line each, in this order
+(``test_catalogue_is_listed_in_docs`` keeps the two in sync), followed by where the faults with real
+processes are tested.
 """
 
 from __future__ import annotations
@@ -413,3 +415,34 @@ def test_snapshot_sees_what_a_failure_could_leave(ws):
     assert _snapshot(ws.root) != before
     with tempfile.TemporaryDirectory(prefix="kmp-dask-fit-"):
         assert _snapshot(ws.root)["<tmp>"] != before["<tmp>"]
+
+
+# --- the issue's "Missing" items that are not failures: documented where a user looks ------------
+@pytest.mark.parametrize("estimator", [KMPClassifier, KMPRegressor])
+def test_docstring_has_a_parameters_section_naming_every_parameter(estimator):
+    import inspect
+    import re
+
+    doc = inspect.getdoc(estimator)
+    assert re.search(r"^Parameters\n-{10}", doc, re.M), "no numpydoc Parameters section"
+    section = doc.split("Parameters\n----------", 1)[1].split("\nAttributes\n", 1)[0]
+    documented = set(re.findall(r"^(\w+) :", section, re.M))
+    params = set(inspect.signature(estimator).parameters)
+    assert params <= documented, f"undocumented parameters: {sorted(params - documented)}"
+    # every fit_mode value is explained, and so is sample_weight in fit
+    fit_mode = section.split("fit_mode :", 1)[1].split("\ncandidates :", 1)[0]
+    for value in ('"basic"', '"backfit"', '"prefit"'):
+        assert f"- ``{value}``" in fit_mode, value
+    assert "sample_weight" in inspect.getdoc(estimator.fit)
+
+
+def test_catalogue_is_listed_in_docs():
+    """docs/store.md ("Failure catalogue") has one table line per case, in the same order."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "store.md").read_text(encoding="utf-8")
+    section = doc.split("## Failure catalogue", 1)[1].split("\n## ", 1)[0]
+    table = section.split("| case | what the user does |", 1)[1].split("\n\n", 1)[0]  # the first table
+    listed = [line.split("|")[1].strip().strip("`") for line in table.splitlines() if line.startswith("| `")]
+    assert listed == [c.id for c in CASES] + [c.id for c in COMMANDS], (
+        "docs/store.md's catalogue table and tests/test_failure_catalogue.py differ: "
+        f"missing there {sorted(set(c.id for c in CASES + COMMANDS) - set(listed))}, "
+        f"extra there {sorted(set(listed) - set(c.id for c in CASES + COMMANDS))}")
