@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import threading
+
 import numpy as np
 
 from ._partition import Partition, split_mask
@@ -152,10 +154,15 @@ class Workspace:
         """A paged-in partition borrows the process's shared scratch: streamed partitions are
         computed one at a time, so one set of buffers serves them all (and is not re-faulted
         for every partition of every pass)."""
-        self._buffers, self.shared = _SHARED_SCRATCH, True
+        scratch = getattr(_SHARED_SCRATCH, "buffers", None)
+        if scratch is None:
+            scratch = _SHARED_SCRATCH.buffers = {}
+        self._buffers, self.shared = scratch, True
 
 
-_SHARED_SCRATCH: dict[str, np.ndarray] = {}
+#: Per thread: two holders in one process (``LocalCluster(processes=False)``: worker threads)
+#: computing streamed partitions at the same time must not write into the same buffers.
+_SHARED_SCRATCH = threading.local()
 
 
 class ColumnCache:

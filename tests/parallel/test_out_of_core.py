@@ -288,3 +288,23 @@ def test_state_growing_in_a_pass_pages_out_before_the_pass_ends():
         assert again == [float(2 << 20) / 16] * len(specs)
     finally:
         holder.close()
+
+
+def test_streamed_partitions_on_a_threaded_cluster_do_not_share_scratch(tmp_path):
+    """Regression: paged-in partitions borrowed one process-wide set of scratch buffers, so two
+    worker *threads* (``LocalCluster(processes=False)``, common in notebooks) streaming at the
+    same time wrote into each other's kernel blocks — a different model, silently (3 of 3 fits
+    differed before the fix). The scratch is now per thread."""
+    from distributed import Client, LocalCluster
+
+    small = make_classification_store(str(tmp_path / "t.zarr"), 40_000, n_features=10, n_classes=3,
+                                      chunk_rows=10_000, random_state=5)
+    kw = dict(n_basis=15, candidates=40, gamma=0.1, random_state=0, basis_columns="stored")
+    ref = KMPClassifier(client="sync", **kw).fit(small)
+    with LocalCluster(processes=False, n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0",
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        for _ in range(2):
+            with dask.config.set({"kmp_dask.budget-bytes": 3 << 20}):
+                est = KMPClassifier(client=client, **kw).fit(small)
+            assert est.basis_indices_.tolist() == ref.basis_indices_.tolist()
+            assert np.array_equal(est.dual_coef_, ref.dual_coef_)
