@@ -252,6 +252,12 @@ CASES = [
          ("stop_reason='constant_kernel'", "numerically constant", "gamma=1e-09", "Increase `gamma`")),
     Case("fit-gamma-huge", lambda ws: KMPClassifier(gamma=1e6).fit(X, Y), KernelWidthWarning,
          ("gamma=1000000.0", "very narrow", "Make gamma smaller: 1 / median squared distance", "StandardScaler")),
+    Case("fit-conflicting-duplicates", lambda ws: KMPClassifier().fit(np.repeat([[0.0, 0.0], [1.0, 1.0]], 500, axis=0),
+                                                                       np.tile([0, 1], 500)),
+         DegenerateFitWarning, ("stop_reason='no_usable_candidate'", "duplicate rows with conflicting targets",
+                                "`gamma`", "`ridge`")),
+    Case("fit-ridge-huge", lambda ws: KMPClassifier(ridge=1e15).fit(X, Y), DegenerateFitWarning,
+         ("stop_reason='no_usable_candidate'", "lower `ridge` (now 1e+15 per training row)")),
     # --- methods: predict_proba, score ------------------------------------------------------------
     Case("predict_proba-squared-loss", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).predict_proba(X), AttributeError,
          ("predict_proba is available with loss='logistic' only", "loss='squared'", "decision_function")),
