@@ -118,7 +118,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     ``k̃ = y_i y_j (k + 1) + δ_ij / C``; the core-set loop finds a (1+eps)-approximate ball from a
     small core set, measuring distances with data passes on the engine (the furthest of
     ``candidates`` random rows per iteration, a full pass before declaring convergence). The
-    MEB dual on the core set is a small QP solved on the driver (pairwise SMO steps, warm-started).
+    MEB dual on the core set is a small QP solved on the driver (active-set, warm-started).
 
     Parameters
     ----------
@@ -211,7 +211,9 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     whole expansion ÷ features: what ``transform`` costs per feature, the vectors being shared),
     vectors_per_feature_ (each feature's own expansion size, as the paper's Table 6 counts it:
     it grows with the feature's index, each feature carrying the earlier ones' core vectors),
-    core_sizes_ (core vectors of each feature's CVM).
+    core_sizes_ (core vectors of each feature's CVM), training_kernel_evaluations_ (kernel values
+    the fit computed: distance passes and core Gram rows; values read from the partitions' column
+    cache are not counted).
     """
 
     def __init__(self, n_components=3, *, C=1.0, eps=1e-4, kernel="rbf", gamma=None, kernel_params=None,
@@ -251,6 +253,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
         self.n_features_out_ = self._n_features_out = len(columns)
         self.kernel_evaluations_per_feature_ = len(union) / max(len(columns), 1)
         self.vectors_per_feature_ = np.count_nonzero(coef, axis=0)
+        self.training_kernel_evaluations_ = int(sum(res.kernel_evaluations for f in problems for res, _ in f))
         return self
 
     def transform(self, X):

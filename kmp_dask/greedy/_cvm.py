@@ -28,10 +28,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import solve_triangular
+from scipy.linalg.lapack import dpotrs, dtrtrs
 
 from ..blockops._cvm import CVMQuery, cvm_effects, cvm_furthest
-from ._sampling import RandomCandidates
 
 __all__ = ["CVMResult", "core_vector_machine", "REFILL", "simplex_qp", "mmda_feature", "QP_TOL"]
 
@@ -82,10 +81,10 @@ class ActiveSetQP:
         if len(active) == len(self.active) + 1 and np.array_equal(active[:-1], self.active):
             i = active[-1]
             c = Q[self.active, i]
-            v = solve_triangular(self.L, c, lower=True, check_finite=False) if len(c) else c
+            v = dtrtrs(self.L, c, lower=1)[0] if len(c) else c
             d2 = Q[i, i] - float(v @ v)
             if d2 > 1e-14 * Q[i, i]:
-                L = np.zeros((len(active), len(active)))
+                L = np.zeros((len(active), len(active)), order="F")
                 L[:-1, :-1] = self.L
                 L[-1, :-1] = v
                 L[-1, -1] = np.sqrt(d2)
@@ -97,7 +96,7 @@ class ActiveSetQP:
                 L = np.linalg.cholesky(QA)
             except np.linalg.LinAlgError:  # Q is positive definite by construction (δ/C): rounding only
                 L = np.linalg.cholesky(QA + 1e-12 * np.trace(QA) / len(QA) * np.eye(len(QA)))
-            self.active, self.L = active.copy(), L
+            self.active, self.L = active.copy(), np.asfortranarray(L)
 
     def solve(self, Q, alpha, tol, max_iter: int = 10_000):
         with _one_blas_thread():
@@ -116,8 +115,7 @@ class ActiveSetQP:
         for it in range(max_iter):
             self._factor(Q, active)
             ones = np.ones(len(active))
-            z = solve_triangular(self.L.T, solve_triangular(self.L, ones, lower=True, check_finite=False),
-                                 lower=False, check_finite=False)
+            z = dpotrs(self.L, ones, lower=1)[0]  # Q_AA⁻¹ 1 from the factor (LAPACK directly: small solves)
             target = z / z.sum()
             if np.all(target >= 0):
                 a[:] = 0.0
@@ -226,7 +224,7 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
     t0 = time.perf_counter()
     rng = random_state if random_state is not None else np.random.default_rng(0)
     kt = kappa + 1.0 + 1.0 / C
-    sampler = None if candidates is None else RandomCandidates(n_rows, int(candidates))
+    sampler = None if candidates is None else _Sampler(n_rows, int(candidates))
     first = np.array([int(rng.integers(0, n_rows))])
     q0 = CVMQuery(np.zeros((0, 1)), np.zeros(0), np.zeros((0, n_features_deflated)), 0.0, kt, cand=first,
                   ids=np.zeros(0, dtype=np.int64))
@@ -257,7 +255,7 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
         base = dict(S=S, a=a, PS=P, aKa=obj, kappa=kt, exclude=exclude, ids=np.asarray(core_index, dtype=np.int64))
         far = None
         if sampler is not None:
-            cand = sampler.draw(rng, set(core_index))
+            cand = sampler.draw(rng, exclude)
             if len(pending):
                 cand = np.union1d(cand, pending)
             res = engine.run(cvm_furthest, CVMQuery(cand=cand, top=len(cand) if len(pending) else 1, **base))
@@ -292,6 +290,30 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
     return CVMResult(np.asarray(core_index, dtype=np.int64), np.asarray(core_rows), np.asarray(core_y),
                      np.asarray(core_P).reshape(len(core_index), -1), alpha, float(R2), obj, n_iter, n_full,
                      n_passes, reason, int(evals), time.perf_counter() - t0)
+
+
+class _Sampler:
+    """``s`` distinct random rows outside the core set (sorted; vectorised draws: this runs once per
+    core vector, and :class:`~kmp_dask.greedy._sampling.RandomCandidates`' per-row rejection loop
+    was a tenth of a letter fit)."""
+
+    def __init__(self, n_rows: int, s: int):
+        self.n_rows, self.s = n_rows, s
+
+    def draw(self, rng, exclude: np.ndarray) -> np.ndarray:
+        available = self.n_rows - len(exclude)
+        want = min(self.s, max(available, 0))
+        if want <= 0:
+            return np.zeros(0, dtype=np.int64)
+        if want * 4 >= available:
+            idx = np.setdiff1d(np.arange(self.n_rows, dtype=np.int64), exclude, assume_unique=True)
+            return np.sort(rng.choice(idx, size=want, replace=False))
+        got = np.zeros(0, dtype=np.int64)
+        while len(got) < want:
+            x = rng.integers(0, self.n_rows, size=2 * want)
+            x = x[~np.isin(x, exclude)]
+            got = np.union1d(got, x)
+        return np.sort(rng.choice(got, size=want, replace=False))
 
 
 def _ranked(results) -> dict:

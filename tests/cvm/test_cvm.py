@@ -151,3 +151,48 @@ def test_one_vs_rest_problems_as_tasks_equal_the_in_process_fit(process_client):
 @parametrize_with_checks([CVMClassifier(C=10.0), MMDA(2, C=10.0)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def _dense_check(X, y, k, res, eps):
+    """Every row within (1+eps)R of the centre (dense), and R² within (1+eps)² of the exact ball."""
+    Q, a_star, _ = _dense_meb(X, y, k, C)
+    kt = 1.0 + 1.0 + 1.0 / C
+    alpha = np.zeros(len(X))
+    alpha[res.core_index] = res.alpha
+    dist2 = alpha @ Q @ alpha - 2 * Q @ alpha + kt
+    assert dist2.max() <= (1 + eps) ** 2 * res.R2 * (1 + 1e-9)
+    R2_star = kt - a_star @ Q @ a_star
+    assert res.R2 <= R2_star * (1 + 1e-9) and R2_star <= (1 + eps) ** 2 * res.R2
+
+
+def _run(X, y, k, eps, chunk_rows=100, candidates=59, **kw):
+    store = InMemoryStore(X, y, chunk_rows=chunk_rows)
+    with InProcessEngine(partition_specs(store)) as eng:
+        eng.run(None, None, [cvm_effects.init(k), cvm_effects.targets(1)])
+        return core_vector_machine(eng, kernel=k, kappa=1.0, C=C, eps=eps, n_rows=len(X), candidates=candidates,
+                                   random_state=np.random.default_rng(0), **kw)
+
+
+def test_pending_rows_after_a_full_pass_keep_the_guarantee_with_fewer_full_passes():
+    X, y = _data(n=300, seed=4)
+    k = get_kernel("rbf", gamma=GAMMA)
+    eps = 1e-4
+    with_refill, without = _run(X, y, k, eps, candidates=4), _run(X, y, k, eps, candidates=4, refill=0)
+    for res in (with_refill, without):
+        _dense_check(X, y, k, res, eps)
+    assert with_refill.n_full_passes < without.n_full_passes
+
+
+@pytest.mark.parametrize("budget_columns", [0, 7])
+def test_kernel_column_cache_does_not_change_the_fit(monkeypatch, budget_columns):
+    import kmp_dask.blockops._cvm as B
+
+    X, y = _data(n=300, seed=5)
+    k = get_kernel("rbf", gamma=GAMMA)
+    ref = _run(X, y, k, 1e-4)
+    monkeypatch.setattr(B, "KERNEL_CACHE_BYTES", 8 * 100 * budget_columns)  # 100-row partitions
+    res = _run(X, y, k, 1e-4)
+    _dense_check(X, y, k, res, 1e-4)
+    assert res.core_index.tolist() == ref.core_index.tolist()
+    np.testing.assert_allclose(res.alpha, ref.alpha, rtol=1e-9, atol=1e-12)
+    assert res.kernel_evaluations > ref.kernel_evaluations  # the cache saved kernel evaluations
