@@ -9,7 +9,7 @@ from ._expansion import predict_block
 from ._journal import Effect, Journal, apply_effects
 from ._kmp import (
     BIAS_ATOM, Atom, KMPSetup, KMPState, LineQuery, Move, RefitQuery, ScoreQuery, StatsQuery, ValQuery,
-    accept_column, kmp_column_stats, kmp_effects, kmp_init, kmp_linesearch, kmp_refit_stats, kmp_score, kmp_stats,
+    accept_column, kmp_column_stats, kmp_effects, kmp_init, kmp_gram, kmp_linesearch, kmp_refit_stats, kmp_score, kmp_stats,
     move_fit, pend_column, set_coef, target_matrix,
 )
 from ._reduced import (
@@ -24,7 +24,7 @@ __all__ = [
     "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm",
     "Atom", "BIAS_ATOM", "KMPSetup", "KMPState", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery",
     "Move", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column", "set_coef", "move_fit",
-    "kmp_score", "kmp_column_stats", "kmp_linesearch", "kmp_refit_stats", "kmp_effects",
+    "kmp_score", "kmp_column_stats", "kmp_linesearch", "kmp_refit_stats", "kmp_gram", "kmp_effects",
     "RSSetup", "RSStart", "RSScoreQuery", "RSValuesQuery", "RSState", "rs_init", "rs_start", "rs_stats", "rs_score",
     "rs_values", "rs_effects",
 ]

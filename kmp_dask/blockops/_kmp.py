@@ -42,7 +42,7 @@ from ._state import (CROSS_BLOCK_ROWS, ColumnCache, RecomputedColumns, Residual,
 __all__ = [
     "Atom", "BIAS_ATOM", "KMPSetup", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery", "Move",
     "KMPState", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column", "set_coef", "move_fit",
-    "kmp_score", "kmp_column_stats", "kmp_linesearch", "kmp_refit_stats", "kmp_effects",
+    "kmp_score", "kmp_column_stats", "kmp_linesearch", "kmp_refit_stats", "kmp_gram", "kmp_effects",
 ]
 
 #: Upper bound on the number of kernel values held at once per partition (row blocking).
@@ -481,6 +481,21 @@ def kmp_refit_stats(part: Partition, q: RefitQuery) -> dict:
                     G, H = wb[:, None] * G, wb[:, None] * H
                 out["grad"] += B.T @ G
                 out["hess"] += np.stack([_weighted_gram(B, h) for h in H.T])
+    return out
+
+
+def kmp_gram(part: Partition, msg=None) -> dict:
+    """Least-squares statistics of the basis over the training rows (squared loss): the Gram
+    matrix ``BᵀWB`` (n, n) and ``BᵀWY`` (n, m) against the (centred) targets — one pass for the
+    refits of ``fit_mode="refit"``; stored columns or recomputed row blocks alike."""
+    st = _kmp(part)
+    Y, w, n = st.fit.Y, st.wtr, st.cache.n
+    out = {"gram": np.zeros((n, n)), "bty": np.zeros((n, Y.shape[1]))}
+    for a, b, Bb in _blocks(st):
+        B = Bb.astype(np.float64, copy=False)
+        h = np.ones(b - a) if w is None else w[a:b]
+        out["gram"] += _weighted_gram(B, h)
+        out["bty"] += B.T @ (Y[a:b] if w is None else h[:, None] * Y[a:b])
     return out
 
 

@@ -92,7 +92,7 @@ def _check_params(est):
                         "KMP bound)")
     if est.stopping == "bound":
         squared = est.loss in ("squared", None) or getattr(est.loss, "name", None) == "squared"
-        if not squared or est.fit_mode == "basic":
+        if not squared or est.fit_mode in ("basic", "refit"):
             raise ValueError(
                 f"stopping='bound' needs loss='squared' with fit_mode='backfit' or 'prefit' (the bound's minimum is "
                 f"cut from the exact prefix models); got loss={est.loss!r}, fit_mode={est.fit_mode!r}")
@@ -104,12 +104,12 @@ def _check_params(est):
         bad("bound_threshold", "None or a float > 0 (γ of the KMP bound)")
     if not (isinstance(est.bound_delta, numbers.Real) and 0 < est.bound_delta < 1):
         bad("bound_delta", "a float in (0, 1) (the bound's confidence parameter δ)")
-    if est.loss not in ("squared", None) and est.fit_mode == "prefit" and not (
+    if est.loss not in ("squared", None) and est.fit_mode in ("prefit", "refit") and not (
         hasattr(est.loss, "name") and est.loss.name == "squared"
     ):
         raise ValueError(
-            f"fit_mode='prefit' is defined for the squared loss only; got loss={est.loss!r}. "
-            "Use fit_mode='backfit' (Newton refits) or 'basic'."
+            f"fit_mode={est.fit_mode!r} is defined for the squared loss only; got loss={est.loss!r}. "
+            "Use fit_mode='backfit' (Newton refits on the refit_every schedule) or 'basic'."
         )
 
 
@@ -412,7 +412,7 @@ _PARAMETERS = """
         Maximum number of basis functions (kernel functions centred on training rows). The fit
         may stop earlier (``tol``, early stopping, or nothing left to gain): see
         ``stop_reason_``.
-    fit_mode : {"basic", "backfit", "prefit"}, default="backfit"
+    fit_mode : {"basic", "backfit", "prefit", "refit"}, default="backfit"
         How coefficients are fitted and candidates scored (Vincent & Bengio, 2002):
 
         - ``"basic"``: matching pursuit. Each new basis function gets the coefficient
@@ -427,6 +427,11 @@ _PARAMETERS = """
           ``P⊥`` the projection off the current basis (pre-fitting / orthogonal least squares).
           Better choices per basis function at the cost of one more product per candidate in the
           scoring pass. Squared loss only.
+        - ``"refit"``: ``"basic"`` steps, and on the ``refit_every`` schedule and at the end a
+          least-squares refit of all coefficients from one pass (``BᵀB``, ``BᵀY``). The large-N
+          middle ground: nearly ``"basic"``'s cost per iteration without stored columns
+          (``basis_columns="recomputed"``), most of ``"backfit"``'s accuracy (docs/engine.md
+          "Large N" has the measured trade-off). Squared loss only; no ``expansion_at``.
 
         With another loss than "squared", ``"basic"`` takes one Newton line-search step per new
         basis function and ``"backfit"`` adds damped Newton refits of all coefficients on the
@@ -487,7 +492,8 @@ _PARAMETERS = """
     bound_delta : float, default=0.05
         The bound's confidence parameter δ.
     refit_every : "auto", int or None, default="auto"
-        Other losses with ``fit_mode="backfit"``: a Newton refit of all coefficients every that
+        ``fit_mode="refit"`` (squared loss): a least-squares refit of all coefficients on this
+        schedule. Other losses with ``fit_mode="backfit"``: a Newton refit of all coefficients every that
         many iterations, or ("auto") every iteration up to 10 basis functions and then each time
         the basis has grown by a tenth — a refit costs O(N·n²·m), so refitting every iteration
         makes the fit cubic in n; None refits only at the end. There is always a converged refit

@@ -52,7 +52,7 @@ from ._strategies import make_strategy
 
 __all__ = ["kernel_matching_pursuit", "FIT_MODES", "BASIS_COLUMNS", "Pursuit", "RESYNC_EVERY", "resolve_basis_columns"]
 
-FIT_MODES = ("basic", "backfit", "prefit")
+FIT_MODES = ("basic", "backfit", "prefit", "refit")
 
 RESYNC_EVERY = 32
 """Rank-one residual updates between two full recomputations ``R = Y − Bα`` (drift bound)."""
@@ -535,8 +535,9 @@ def kernel_matching_pursuit(
         raise ValueError(f"fit_mode must be one of {FIT_MODES}; got {fit_mode!r}")
     if loss is not None and getattr(loss, "name", None) == "squared":
         loss = None
-    if loss is not None and fit_mode == "prefit":
-        raise ValueError("fit_mode='prefit' is defined for the squared loss only; use 'basic' or 'backfit'")
+    if loss is not None and fit_mode in ("prefit", "refit"):
+        raise ValueError(f"fit_mode={fit_mode!r} is defined for the squared loss only; use 'basic' or 'backfit' "
+                         "(other losses with 'backfit' refit on the refit_every schedule)")
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result  # the checkpointed fit had finished

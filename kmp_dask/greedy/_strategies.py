@@ -10,6 +10,8 @@ strategy          score of ``d``                  coefficients after adding ``d`
 ``basic``         ⟨d,R⟩² / ‖d‖²                   new one ⟨d,R⟩/‖d‖², earlier ones frozen
 ``backfit``       ⟨d,R⟩² / (‖d‖² + λ)             all re-solved: (BᵀB + λI)⁻¹ BᵀY
 ``prefit``        ⟨d,R⟩² / (‖P⊥d‖² + λ)           as backfit
+``refit``         as basic                        as basic; on the ``refit_every`` schedule and
+                                                  at the end all re-solved: (BᵀWB + λI)⁻¹ BᵀWY
 loss-driven       ⟨d,g⟩² / ‖d‖² (g = −∂L/∂f)      Newton line search along d; ``backfit``:
                                                   damped Newton refits of all (``refit_every``)
 ================  ==============================  ===========================================
@@ -24,9 +26,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from numpy.linalg import LinAlgError
+from scipy.linalg import cho_factor, cho_solve, lstsq
+
+from ..blockops import kmp_gram
 from ._newton import line_search, newton_refit, refit_due
 
-__all__ = ["make_strategy", "SquaredBasic", "SquaredBackfit", "SquaredPrefit", "LossDriven"]
+__all__ = ["make_strategy", "SquaredBasic", "SquaredBackfit", "SquaredPrefit", "SquaredRefit", "LossDriven"]
 
 
 def _ratio(num, denom, sqn):
@@ -91,6 +97,55 @@ class SquaredPrefit(SquaredBackfit):
         return _ratio(num, denom, sqn)
 
 
+class SquaredRefit(SquaredBasic):
+    """``refit``: basic steps, and every so often (``refit_every``) a least-squares refit of all
+    coefficients from one Gram pass (``BᵀWB``, ``BᵀWY``) solved on the driver — the large-N
+    middle ground between basic pursuit (no columns needed, frozen coefficients) and
+    backfitting (``Bw`` and ``Bᵀd`` every atom). No Cholesky factor is kept, so no exact prefix
+    models (``expansion_at``); the intercept stays the (weighted) target mean."""
+
+    def __init__(self, refit_every):
+        self.refit_every = refit_every
+        self.last_refit = 0  # basis size at the last refit
+        self.n_refits = 0
+
+    def add(self, p, col, w, step_t):
+        n = len(p.atoms)
+        if not refit_due(self.refit_every, step_t, n, self.last_refit):
+            return super().add(p, col, w, step_t)
+        p.accept_only()  # the Gram pass accepts the pending column first
+        self._refit(p)
+
+    def _refit(self, p):
+        res = p.send(kmp_gram)
+        G, BY = _total(res, "gram"), _total(res, "bty")
+        p.coef = _ridge_solve(G, BY, p.lam)
+        p.resync()
+        self.last_refit, self.n_refits = len(p.atoms), self.n_refits + 1
+
+    def finish(self, p):
+        """The final refit (unless the last iteration was one); True: the coefficients changed
+        since the last scoring pass (a refit at the last iteration too), so a last pass records them."""
+        if not p.atoms:
+            return False
+        if self.last_refit == len(p.atoms):
+            return True
+        if p._accept:  # a column still waiting for the next pass joins in this one
+            p.accept_only()
+        self._refit(p)
+        return True
+
+
+def _ridge_solve(G, BY, lam):
+    """``(G + λI)⁻¹ BY`` by Cholesky; a minimum-norm least-squares solve when ``G + λI`` is not
+    numerically positive definite (duplicate atoms with no ridge)."""
+    A = G + lam * np.eye(len(G))
+    try:
+        return cho_solve(cho_factor(A, lower=True, check_finite=False), BY, check_finite=False)
+    except LinAlgError:
+        return lstsq(A, BY, cond=1e-12, check_finite=False)[0]
+
+
 class LossDriven:
     """Other losses: gradient steps in function space (``basic``) plus Newton refits (``backfit``)."""
 
@@ -136,4 +191,6 @@ class LossDriven:
 def make_strategy(fit_mode, loss, refit_every, line_search_steps, final_refit_steps):
     if loss is not None:
         return LossDriven(fit_mode, refit_every, line_search_steps, final_refit_steps)
+    if fit_mode == "refit":
+        return SquaredRefit(refit_every)
     return {"basic": SquaredBasic, "backfit": SquaredBackfit, "prefit": SquaredPrefit}[fit_mode]()
