@@ -67,6 +67,8 @@ X_TEXT[7, 1] = "x"
 X_TEXT_LATE = X.astype(str)
 X_TEXT_LATE[27, 1] = "x"  # in the second of three dask chunks: only the first is read to name a cell
 Y_TEXT = np.array(["a"] * 60)
+X_NAN_LATE = X.copy()
+X_NAN_LATE[45, 1] = np.nan  # in the third dask chunk: the row is counted over the whole array
 _SVC = SVC(C=10.0, gamma=0.5).fit(X, Y)
 
 
@@ -311,6 +313,11 @@ CASES = [
                                                                                  da.from_array(Y, chunks=20)),
          DataValidationError, ("X must be numeric", "dask array of dtype <U", "get_dummies", "astype('float64')"),
          ("reads as a number",)),
+    Case("dask-X-nan-predict", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).predict(da.from_array(X_NAN_LATE, chunks=20)).compute(),
+         DataValidationError, ("non-finite value (nan)", "row 45, column 1", "before calling predict"), ("ingest",)),
+    Case("dask-X-inf-score", lambda ws: KMPRegressor(n_basis=3).fit(X, X[:, 0]).score(da.from_array(X_INF, chunks=20),
+                                                                                        da.from_array(X[:, 0], chunks=20)),
+         DataValidationError, ("non-finite value (inf)", "row 7, column 2")),
     Case("regressor-y-text", lambda ws: KMPRegressor().fit(X, Y_TEXT), DataValidationError,
          ("y must be numeric for KMPRegressor", "'a'", "y.astype('float64')", "KMPClassifier"), ("classes=classes",)),
     Case("regressor-y-text-dask", lambda ws: KMPRegressor(client="sync").fit(da.from_array(X, chunks=20),

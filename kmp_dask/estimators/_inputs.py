@@ -20,7 +20,7 @@ from sklearn.utils.validation import validate_data
 from ..exceptions import DataValidationError
 from ..parallel import encode_dask_labels
 from ..store import DataStore, InMemoryStore, as_store, store_from_dask
-from ..store._validation import as_numpy_X
+from ..store._validation import as_numpy_X, first_nonfinite
 
 __all__ = ["is_dask_array", "is_store_like", "fit_input", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X", "check_regression_targets", "sample_rows",
            "validate_numeric"]
@@ -198,8 +198,24 @@ def predict_input(estimator, X):
     if is_dask_array(X):
         check_dask_X(X)
         validate_data(estimator, X, skip_check_array=True, reset=False)
+        if X.dtype.kind == "f":  # checked chunk by chunk as the prediction computes (no extra pass)
+            X = X.map_blocks(_finite_block, dtype=X.dtype, meta=np.empty((0, 0), dtype=X.dtype))
         return "dask", X
     return "numpy", validate_numeric(X, validate_data, estimator, X, dtype=[np.float64, np.float32], reset=False)
+
+
+def _finite_block(block, block_info=None):
+    """``block`` unchanged, or a DataValidationError naming the first NaN/inf by its row in the
+    whole dask array (a NaN row would otherwise get an arbitrary prediction)."""
+    if np.isfinite(block).all():
+        return block
+    (r0, _), (c0, _) = block_info[0]["array-location"] if block_info else ((0, 0), (0, 0))
+    _, row, col, value = first_nonfinite("X", block, r0)
+    col += c0
+    raise DataValidationError(
+        f"X contains a non-finite value ({value}) at row {row}, column {col}; remove or impute NaN/inf "
+        "values before calling predict (or transform / score)."
+    )
 
 
 def validate_numeric(X, fn, *args, **kwargs):
