@@ -444,8 +444,10 @@ def test_docstring_has_a_parameters_section_naming_every_parameter(estimator):
     assert params <= documented, f"undocumented parameters: {sorted(params - documented)}"
     # every fit_mode value is explained, and so is sample_weight in fit
     fit_mode = section.split("fit_mode :", 1)[1].split("\ncandidates :", 1)[0]
-    for value in ('"basic"', '"backfit"', '"prefit"'):
-        assert f"- ``{value}``" in fit_mode, value
+    from kmp_dask.greedy import FIT_MODES
+
+    for value in FIT_MODES:
+        assert f'- ``"{value}"``' in fit_mode, f"fit_mode={value!r} is not explained"
     assert "sample_weight" in inspect.getdoc(estimator.fit)
 
 
