@@ -57,7 +57,9 @@ Protocol, two-class
 * Medians and 25/75 % quantiles over the splits, per task, method and level.
 * Target (a): per task, median(l1 seconds) / median(hmp seconds) ≥ 30, and at every level
   ≤ 10 % of n_SV the median test error of hmp ≤ that of l1 (a level where l1 has no model counts
-  for hmp). Target (b): per task, the median over splits of (test error at 20 % of n_SV − SVC
+  for hmp); evaluated for ``hmp`` and for ``hmp_refit`` (the same selection; its time is the
+  path's plus the ten levels' ``expansion_at`` calls, where the refits happen), ``target_met`` when
+  either meets both conditions. Target (b): per task, the median over splits of (test error at 20 % of n_SV − SVC
   test error) ≤ 1 percentage point, for ``hmp`` (the paper's method) and for ``hmp_refit``;
   ``target_met`` when either meets it (both gaps are recorded).
 
@@ -213,17 +215,23 @@ def run_method(method, svc, Xtr, ytr, Xte, yte, levels, seed, quick):
     path_sizes = [p["n_vectors"] for p in comp.path_]
     rel = {p["n_vectors"]: p["rkhs_error_rel"] for p in comp.path_}
     errs, used, rkhs, train = [], [], [], []
+    levels_seconds = 0.0
     for L in levels:
         if L < path_sizes[0]:
             errs.append(None), used.append(None), rkhs.append(None), train.append(None)
             continue
+        t1 = time.perf_counter()
         e = comp.expansion_at(L)
+        levels_seconds += time.perf_counter() - t1
         errs.append(test_error(comp, e, Xte, yte))
         used.append(int(e.n_vectors))
         rkhs.append(rel.get(int(e.n_vectors)))
         train.append(test_error(comp, e, Xtr, ytr))
     return {
-        "seconds": comp.seconds_, "fit_seconds_incl_path_evaluation": fit_total,
+        # hmp_refit: the path plus the ten levels' refits (and their threshold sweeps)
+        "seconds": comp.seconds_ + (levels_seconds if method == "hmp_refit" else 0.0),
+        "path_seconds": comp.seconds_, "ten_levels_seconds": levels_seconds,
+        "fit_seconds_incl_path_evaluation": fit_total,
         "n_levels": len(path_sizes), "path_min": path_sizes[0], "path_max": path_sizes[-1],
         "stop_reason": str(getattr(comp, "stop_reason_", None)) if method.startswith("hmp") else None,
         "test_error": errs, "train_error": train, "n_used": used, "rkhs_error_rel": rkhs,
@@ -279,13 +287,21 @@ def summarise_binary(name, cfg, gamma, runs):
     svc_err = _q([r["svc_test_error"] for r in runs])
     n_sv = _q([r["n_sv"] for r in runs])
     speed = per["l1"]["seconds"]["median"] / per["hmp"]["seconds"]["median"]
+    speed_refit = per["l1"]["seconds"]["median"] / per["hmp_refit"]["seconds"]["median"]
     high = [i for i, f in enumerate(FRACTIONS) if f <= HIGH_COMPRESSION + 1e-12]
-    cmp_high = []
-    for i in high:
-        h, l1 = per["hmp"]["test_error"][i]["median"], per["l1"]["test_error"][i]["median"]
-        cmp_high.append({"fraction": FRACTIONS[i], "hmp": h, "l1": l1,
-                         "hmp_le_l1": bool(l1 is None or (h is not None and h <= l1))})
-    a_ok = bool(speed >= TARGET_SPEEDUP and all(c["hmp_le_l1"] for c in cmp_high))
+
+    def cmp_of(m):
+        out = []
+        for i in high:
+            h, l1 = per[m]["test_error"][i]["median"], per["l1"]["test_error"][i]["median"]
+            out.append({"fraction": FRACTIONS[i], m: h, "l1": l1,
+                        "hmp_le_l1": bool(l1 is None or (h is not None and h <= l1))})
+        return out
+
+    cmp_high, cmp_high_refit = cmp_of("hmp"), cmp_of("hmp_refit")
+    a_met_by = {"hmp": bool(speed >= TARGET_SPEEDUP and all(c["hmp_le_l1"] for c in cmp_high)),
+                "hmp_refit": bool(speed_refit >= TARGET_SPEEDUP and all(c["hmp_le_l1"] for c in cmp_high_refit))}
+    a_ok = a_met_by["hmp"] or a_met_by["hmp_refit"]
     ib = FRACTIONS.index(TARGET_FRACTION_B)
 
     def gap_of(m):
@@ -309,7 +325,9 @@ def summarise_binary(name, cfg, gamma, runs):
         "table3_seconds_for_ten_levels_median": {m: per[m]["seconds"]["median"] for m in METHODS},
         "target_a": {"l1_over_hmp_time_ratio": speed, "required_ratio": TARGET_SPEEDUP,
                      "l0_over_hmp_time_ratio": per["l0"]["seconds"]["median"] / per["hmp"]["seconds"]["median"],
-                     "high_compression_levels": cmp_high, "target_met": a_ok},
+                     "l1_over_hmp_refit_time_ratio": speed_refit,
+                     "high_compression_levels": cmp_high, "high_compression_levels_refit": cmp_high_refit,
+                     "met_by": a_met_by, "target_met": a_ok},
         "target_b": {"hmp_fraction": TARGET_FRACTION_B, "gap_pt_hmp_minus_svc": gap,
                      "gap_pt_hmp_refit_minus_svc": gap_refit, "met_by": ok,
                      "gap_of_medians_pt": None if per["hmp"]["test_error"][ib]["median"] is None else
