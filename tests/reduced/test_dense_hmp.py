@@ -110,3 +110,12 @@ def test_refit_pool_needs_numpy_rows_and_bad_values_are_named(binary, tmp_path):
         ReducedSetCompressor(refit="nope").fit(svc, X, y)
     with pytest.raises(ValueError, match="dense"):
         ReducedSetCompressor(dense="maybe").fit(svc, X, y)
+
+
+def test_meta_classifier_passes_refit(binary):
+    from kmp_dask.reduced import ReducedSetClassifier
+
+    _, X, y, Xte, _ = binary
+    clf = ReducedSetClassifier(SVC(C=10.0, gamma=0.3), n_vectors=0.2, refit="pool").fit(X, y)
+    assert clf.compressor_.refit == "pool"
+    assert clf.score(X, y) > 0.8
