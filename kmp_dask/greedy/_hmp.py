@@ -297,12 +297,23 @@ class _HMPModel:
         )
 
 
+CRITERIA = ("eq13", "decrease")
+
+
 def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates: int | None = None,
-                             random_state=None, rkhs_tol: float = 0.0, callback=None) -> HMPResult:
+                             random_state=None, rkhs_tol: float = 0.0, callback=None,
+                             criterion: str = "eq13") -> HMPResult:
     """Backfitted hyperplane matching pursuit over a pool held in this process (see the module
     docstring): ``rows`` (P, d) the pool, ``F`` (P, m) the expansion's values there (without
     intercept) for the outputs pursued (coupled when m > 1), ``wsq`` (m,) their ``‖w_j‖²``;
-    the other parameters as :func:`hyperplane_pursuit`. Memory: P × n_vectors float64."""
+    the other parameters as :func:`hyperplane_pursuit`. Memory: P × n_vectors float64.
+
+    ``criterion``: ``"eq13"`` scores ``Σ_j r_j(z)² / k(z, z)`` (the paper's, as the engine);
+    ``"decrease"`` scores ``Σ_j r_j(z)² / δ(z)`` with ``δ(z) = k(z,z) − ‖Q[z]‖²`` the part of
+    ``φ(z)`` orthogonal to the selected vectors — exactly how much ``‖w − ŵ‖²`` falls when z
+    joins with backfitting (the greedy optimum per step; "optimised" orthogonal pursuit)."""
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
     t0 = time.perf_counter()
     Z = np.ascontiguousarray(rows, dtype=np.float64)
     P = len(Z)
@@ -341,7 +352,10 @@ def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates
             break
         num = np.einsum("ij,ij->i", R[cand], R[cand])
         with np.errstate(divide="ignore", invalid="ignore"):
-            score = np.where(kdiag[cand] > 0, num / kdiag[cand], 0.0)
+            if criterion == "eq13":
+                score = np.where(kdiag[cand] > 0, num / kdiag[cand], 0.0)
+            else:  # candidates already (numerically) in the span score 0 and are never picked
+                score = np.where(delta[cand] > MIN_PIVOT * kdiag[cand], num / delta[cand], 0.0)
         order = np.lexsort((cand, -score))     # best first, ties by pool row (as the engine)
         if not score[order[0]] > 1e-15 * max(total, 1e-300):
             reason = "converged"

@@ -131,6 +131,11 @@ class ReducedSetCompressor(BaseEstimator):
         values on the pool rows, ``β = argmin Σ_z (f(z) − f̂(z))²`` (matches the decision
         function where the data are rather than in the whole RKHS; needs a numpy pool — pass the
         training rows). The selection is the same; ``rkhs_error`` stays the selection's.
+    criterion : {"eq13", "decrease"}, default="eq13"
+        ``"hmp"`` selection score: the paper's ``Σ_j r_j(z)² / k(z, z)`` (eq. 13), or
+        ``Σ_j r_j(z)² / δ(z)`` — the exact fall of ``‖w − ŵ‖²`` when z joins with backfitting
+        (``δ``: the part of φ(z) orthogonal to the chosen vectors). "decrease" needs the
+        in-process pursuit (a numpy pool, no cluster).
     dense : bool or "auto", default="auto"
         ``"hmp"``: run the pursuit in this process on the pool as one array (a pivoted incomplete
         Cholesky, no engine passes) — same path as the engine to rounding, much less overhead per
@@ -162,7 +167,7 @@ class ReducedSetCompressor(BaseEstimator):
 
     def __init__(self, n_vectors=0.2, *, method="hmp", backfit=True, candidates=None, coupled="auto",
                  select="n_vectors", rkhs_tol=1e-3, optimize_threshold=True, chunk_vectors=None, refine=True,
-                 refit="rkhs", dense="auto", l0_gammas=None, l1_alphas=None, random_state=None, client=None,
+                 refit="rkhs", criterion="eq13", dense="auto", l0_gammas=None, l1_alphas=None, random_state=None, client=None,
                  verbose=0):
         self.n_vectors = n_vectors
         self.method = method
@@ -175,6 +180,7 @@ class ReducedSetCompressor(BaseEstimator):
         self.chunk_vectors = chunk_vectors
         self.refine = refine
         self.refit = refit
+        self.criterion = criterion
         self.dense = dense
         self.l0_gammas = l0_gammas
         self.l1_alphas = l1_alphas
@@ -191,6 +197,11 @@ class ReducedSetCompressor(BaseEstimator):
             raise ValueError(f"select must be one of {SELECT}; got {self.select!r}")
         if self.refit not in REFIT:
             raise ValueError(f"refit must be one of {REFIT}; got {self.refit!r}")
+        if self.criterion not in ("eq13", "decrease"):
+            raise ValueError(f"criterion must be 'eq13' or 'decrease'; got {self.criterion!r}")
+        if self.criterion != "eq13" and (self.method != "hmp" or not self.backfit or self.dense is False):
+            raise ValueError("criterion='decrease' works with method='hmp', backfit=True and the in-process pursuit "
+                             "(dense='auto' or True)")
         if self.dense not in ("auto", True, False):
             raise ValueError(f"dense must be True, False or 'auto'; got {self.dense!r}")
         if self.coupled not in ("auto", True, False):
@@ -364,9 +375,10 @@ class ReducedSetCompressor(BaseEstimator):
 
     def _use_dense(self, client, rows, n_path, refining):
         ok = rows is not None and bool(self.backfit) and (client is None or refining)
-        if self.dense is True:
+        if self.dense is True or self.criterion != "eq13":
             if not ok:
-                raise ValueError("dense=True needs a numpy pool, backfit=True and no cluster (client=None)")
+                raise ValueError(f"{'dense=True' if self.dense is True else 'criterion=' + repr(self.criterion)} "
+                                 "needs a numpy pool, backfit=True and no cluster (client=None)")
             return True
         return self.dense == "auto" and ok and len(rows) * max(n_path, 1) <= DENSE_HMP_LIMIT
 
@@ -385,7 +397,8 @@ class ReducedSetCompressor(BaseEstimator):
         rng = np.random.default_rng(seed)
         tol = float(self.rkhs_tol) if self.select == "rkhs_tol" else 0.0
         results = [dense_hyperplane_pursuit(rows, kernel=exp.kernels[0], F=F[:, g], wsq=wsq[g], n_vectors=n_path,
-                                            candidates=self.candidates, random_state=rng, rkhs_tol=tol, callback=cb)
+                                            candidates=self.candidates, random_state=rng, rkhs_tol=tol, callback=cb,
+                                            criterion=self.criterion)
                    for g in (list(g) for g in groups)]
         return wsq, results
 

@@ -119,3 +119,47 @@ def test_meta_classifier_passes_refit(binary):
     clf = ReducedSetClassifier(SVC(C=10.0, gamma=0.3), n_vectors=0.2, refit="pool").fit(X, y)
     assert clf.compressor_.refit == "pool"
     assert clf.score(X, y) > 0.8
+
+
+def _dense_exact_greedy(X, alpha, kernel, n):
+    """Backfitted greedy choosing the vector that lowers ‖w − ŵ‖² most (dense reference)."""
+    K = kernel(X, X)
+    f = K @ alpha
+    wsq = np.einsum("ij,ik,kj->j", alpha, K, alpha).sum()
+    sel = []
+    for _ in range(n):
+        best, arg = -np.inf, None
+        for z in range(len(X)):
+            if z in sel:
+                continue
+            s = sel + [z]
+            beta = np.linalg.solve(K[np.ix_(s, s)], f[s])
+            dec = wsq - (wsq - np.einsum("ij,ij->", beta, f[s]))  # ‖ŵ‖² = βᵀ f_S at the optimum
+            if dec > best + 1e-12:
+                best, arg = dec, z
+        sel.append(arg)
+    return np.asarray(sel)
+
+
+@pytest.mark.parametrize("m", [1, 2])
+def test_decrease_criterion_is_the_exact_greedy_and_keeps_the_oracles(m):
+    X, alpha, k = _problem(n=60, m=m, gamma=0.7, seed=5)
+    res = _dense(X, alpha, k, n_vectors=8, criterion="decrease")
+    np.testing.assert_array_equal(res.index, _dense_exact_greedy(X, alpha, k, 8))
+    np.testing.assert_allclose(res.rkhs_error[-1], _rkhs_error(X, alpha, k, res.index, res.coef),
+                               rtol=1e-8, atol=1e-10)
+    eq13 = _dense(X, alpha, k, n_vectors=1)  # one step: the exact decrease is at least eq. 13's
+    assert res.rkhs_error[1].sum() <= eq13.rkhs_error[1].sum() * (1 + 1e-12)
+    full = _dense(X, alpha, k, n_vectors=60, criterion="decrease")
+    assert np.all(np.diff(full.rkhs_error.sum(axis=1)) <= 1e-12 * full.wsq.sum())
+    assert full.rkhs_error[-1].sum() <= 1e-9 * full.wsq.sum()
+
+
+def test_decrease_criterion_needs_the_in_process_pursuit(binary):
+    svc, X, y, _, _ = binary
+    with pytest.raises(ValueError, match="criterion"):
+        ReducedSetCompressor(criterion="decrease", dense=False).fit(svc, X, y)
+    with pytest.raises(ValueError, match="criterion"):
+        ReducedSetCompressor(criterion="nope").fit(svc, X, y)
+    comp = ReducedSetCompressor(n_vectors=10, criterion="decrease").fit(svc, X, y)
+    assert comp.n_vectors_ == 10
