@@ -143,7 +143,7 @@ def test_store_larger_than_the_memory_limits(tmp_path):
     than the workers' total memory_limit and about 6× their total budget — fits 30 atoms with no
     worker paused or restarted, and gives the model of the same fit with everything resident.
     (Limits much below ~600 MB cannot work: an idle worker with numpy, zarr and scikit-learn
-    imported already holds ~200 MiB, and the budget check says so: asserted first.)"""
+    imported already holds ~140-200 MiB, and the budget check says so: asserted first.)"""
     from distributed import Client, LocalCluster
 
     big = make_classification_store(str(tmp_path / "big.zarr"), 10_000_000, n_features=54, n_classes=2,
