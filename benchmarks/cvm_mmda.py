@@ -72,10 +72,14 @@ def _arguments(p):
     p.add_argument("--quick", action="store_true", help="smoke test: small subsamples, few cells")
     p.add_argument("--cvm-datasets", default=None, help="part 1 datasets (default banana,twonorm,optdigits)")
     p.add_argument("--mmda-datasets", default=None, help="part 2 datasets (default optdigits,satimage,letter)")
-    p.add_argument("--parts", default="1,2,3,4", help="which parts to run (default 1,2,3,4)")
+    p.add_argument("--parts", default="1,2,3,4,5,6", help="which parts to run (default 1,2,3,4,5,6)")
+    p.add_argument("--timing-repeats", type=int, default=1, help="interleaved repeats in part 5 (default 1)")
     p.add_argument("--scale-budget", type=float, default=540.0, help="seconds for part 4 (default 540)")
     p.add_argument("--scale-sizes", default=None, help="part 4 row counts, comma-separated (default 1e5,3e5,1e6)")
     p.add_argument("--par-repeats", type=int, default=2, help="repeats per cluster size in part 3 (default 2)")
+    p.add_argument("--keep-previous", action="store_true",
+                   help="keep the sections of the existing output JSON that this run does not redo (parts not "
+                        "run, part-2 datasets not run), each marked with its own run's environment")
 
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
@@ -91,6 +95,7 @@ FULL = {
              "letter_3500": {"data": "letter", "sub": 3500, "kpca_sub": None, "ncomp": (1, 3, 5),
                              "kpca_randomized": True}},
     "par": {"dataset": "letter", "sub": None},
+    "timing": {"dataset": "letter", "sub": None},
     "scale": [100_000, 300_000, 1_000_000],
 }
 QUICK = {
@@ -99,6 +104,7 @@ QUICK = {
     "mmda": {"optdigits": {"sub": 400, "kpca_sub": None, "ncomp": (1, 2)},
              "letter": {"sub": 300, "kpca_sub": None, "ncomp": (1,), "kpca_randomized": True}},
     "par": {"dataset": "letter", "sub": 300},
+    "timing": {"dataset": "letter", "sub": 600},
     "scale": [20_000, 40_000],
 }
 SVC_C = (1.0, 10.0, 100.0)
@@ -107,6 +113,7 @@ CVM_C = (1.0, 10.0, 100.0)
 EPS = (1e-3, 3e-4, 1e-4)
 EPS_TUNE = 3e-4
 MMDA_C, MMDA_EPS = 1.0, 1e-3
+EPS_MMDA_SWEEP = (1e-2, 3e-3, 1e-3, 3e-4)
 N_FEAT_SCALE = 20
 CHUNK_SCALE = 50_000
 
@@ -362,6 +369,100 @@ def part_parallel(cfg, repeats):
 
 
 # --------------------------------------------------------------------------------------------
+# Part 5 / 6: letter timing under the same load; eps
+# --------------------------------------------------------------------------------------------
+def _load_avg():
+    import os
+
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def _timed(fn):
+    import resource
+
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    load = _load_avg()
+    t = time.perf_counter()
+    out = fn()
+    wall = time.perf_counter() - t
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    return out, {"wall_seconds": wall, "cpu_seconds_this_process": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
+                 "load_average_before": load}
+
+
+def part_timing(cfg, repeats):
+    """MMDA N_c (in-process and 2 workers) and KernelPCA N_c (dense and randomized) on letter's
+    training part, interleaved in one process so every ratio is taken under the same load."""
+    from sklearn.decomposition import KernelPCA
+    from sklearn.neighbors import KNeighborsClassifier
+
+    from kmp_dask import MMDA
+
+    X, y = load(cfg["dataset"])
+    Xtr, Xte, ytr, yte = split(X, y, 0, train_subsample=cfg["sub"])
+    g = 1.0 / mean_sq_dist(Xtr)
+    nc = len(np.unique(ytr))
+    cluster, client = make_cluster(2)
+    runs = {"mmda_in_process": [], "mmda_2_workers": [], "kpca_dense": [], "kpca_randomized": []}
+    acc = {}
+
+    def knn(F):
+        Ftr, Fte = F
+        return float(KNeighborsClassifier(1).fit(Ftr, ytr).score(Fte, yte))
+
+    try:
+        client.wait_for_workers(2)
+        for _ in range(repeats):
+            for key, make in (
+                    ("mmda_in_process", lambda: MMDA(1, C=MMDA_C, eps=MMDA_EPS, gamma=g, random_state=0)),
+                    ("kpca_dense", lambda: KernelPCA(n_components=nc, kernel="rbf", gamma=g)),
+                    ("mmda_2_workers", lambda: MMDA(1, C=MMDA_C, eps=MMDA_EPS, gamma=g, random_state=0,
+                                                    client=client)),
+                    ("kpca_randomized", lambda: KernelPCA(n_components=nc, kernel="rbf", gamma=g,
+                                                          eigen_solver="randomized", random_state=0))):
+                est, m = _timed(lambda: make().fit(Xtr, ytr))
+                runs[key].append(m)
+                if key not in acc:
+                    acc[key] = knn((est.transform(Xtr), est.transform(Xte)))
+                    if key.startswith("mmda"):
+                        acc[key + "_kernel_evaluations_per_feature"] = est.kernel_evaluations_per_feature_
+                        acc[key + "_training_kernel_evaluations"] = est.training_kernel_evaluations_
+                log(f"[timing] {key}: {m} 1-NN {acc[key]:.4f}")
+    finally:
+        client.close()
+        cluster.close()
+    med = {k: float(np.median([r["wall_seconds"] for r in v])) for k, v in runs.items()}
+    return {"dataset": cfg["dataset"], "n_train": len(ytr), "n_components": nc, "repeats": repeats,
+            "order": list(runs), "runs": runs, "median_wall_seconds": med, "knn1": acc,
+            "kpca_dense_over_mmda_in_process": med["kpca_dense"] / med["mmda_in_process"],
+            "kpca_dense_over_mmda_2_workers": med["kpca_dense"] / med["mmda_2_workers"],
+            "kpca_randomized_over_mmda_in_process": med["kpca_randomized"] / med["mmda_in_process"],
+            "kpca_randomized_over_mmda_2_workers": med["kpca_randomized"] / med["mmda_2_workers"],
+            "note": "cpu_seconds_this_process counts the driver only: for mmda_2_workers the work is in the workers"}
+
+
+def part_eps(cfg, eps_values):
+    """MMDA N_c on letter (in-process) for several eps: fit time, 1-NN, kernel evaluations per feature."""
+    from sklearn.neighbors import KNeighborsClassifier
+
+    from kmp_dask import MMDA
+
+    X, y = load(cfg["dataset"])
+    Xtr, Xte, ytr, yte = split(X, y, 0, train_subsample=cfg["sub"])
+    g = 1.0 / mean_sq_dist(Xtr)
+    out = {"dataset": cfg["dataset"], "n_train": len(ytr), "C": MMDA_C, "rows": {}}
+    for eps in eps_values:
+        est, m = _timed(lambda: MMDA(1, C=MMDA_C, eps=eps, gamma=g, random_state=0).fit(Xtr, ytr))
+        a = float(KNeighborsClassifier(1).fit(est.transform(Xtr), ytr).score(est.transform(Xte), yte))
+        out["rows"][f"{eps:g}"] = {"eps": eps, **m, "knn1": a,
+                                   "kernel_evaluations_per_feature": est.kernel_evaluations_per_feature_,
+                                   "core_sizes_mean": float(np.mean(est.core_sizes_)),
+                                   "training_kernel_evaluations": est.training_kernel_evaluations_}
+        log(f"[eps] {eps:g}: {out['rows'][f'{eps:g}']}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # Part 4: scale
 # --------------------------------------------------------------------------------------------
 def part_scale(sizes, budget, tmp):
@@ -511,6 +612,18 @@ def summarise(result):
                         "kpca_randomized_over_mmda_2_workers": R["seconds"] / s_mmda})
         t[f"{key}_Nc"] = row
         t[f"{key}_mmda_10x_faster_than_kpca_at_equal_or_better_1nn"] = bool(s_kpca / s_mmda >= 10 and acc_m >= acc_k)
+    T = result.get("timing")
+    if T:
+        med, acc = T["median_wall_seconds"], T["knn1"]
+        t["letter_Nc_same_load"] = {
+            "train_rows": T["n_train"], "median_wall_seconds": med, "knn1": {k: v for k, v in acc.items() if "kernel" not in k},
+            "kpca_dense_over_mmda_in_process": T["kpca_dense_over_mmda_in_process"],
+            "kpca_dense_over_mmda_2_workers": T["kpca_dense_over_mmda_2_workers"],
+            "kpca_randomized_over_mmda_in_process": T["kpca_randomized_over_mmda_in_process"],
+            "kpca_randomized_over_mmda_2_workers": T["kpca_randomized_over_mmda_2_workers"]}
+        best = max(T["kpca_dense_over_mmda_in_process"], T["kpca_dense_over_mmda_2_workers"])
+        t["letter_same_load_mmda_10x_faster_than_kpca_dense_at_equal_or_better_1nn"] = bool(
+            best >= 10 and acc["mmda_in_process"] >= acc["kpca_dense"])
     result["targets"] = t
 
 
@@ -532,6 +645,32 @@ def main(args):
     }
     cvm_names = args.cvm_datasets.split(",") if args.cvm_datasets else cfg["cvm_default"]
     mmda_names = args.mmda_datasets.split(",") if args.mmda_datasets else list(cfg["mmda"])
+
+    previous = None
+    if args.keep_previous and Path(out).exists():
+        import json
+
+        previous = json.loads(Path(out).read_text())
+        prev_env = {k: previous.get("environment", {}).get(k) for k in ("date_utc", "git_commit", "load_average_at_start")}
+        kept = {}
+        for sec, part in (("cvm_vs_svc", 1), ("parallel", 3), ("scale", 4), ("timing", 5), ("eps", 6)):
+            if part not in parts and sec in previous:
+                result[sec] = previous[sec]
+                kept[sec] = previous.get("kept_from_previous_run", {}).get(sec, prev_env)
+        if "mmda" in previous and 2 not in parts:
+            result["mmda"] = previous["mmda"]
+            kept["mmda"] = prev_env
+            if "mmda_previous_run" in previous:
+                result["mmda_previous_run"] = previous["mmda_previous_run"]
+                for k, v in previous.get("kept_from_previous_run", {}).items():
+                    if k.startswith("mmda."):
+                        kept[k] = v
+        elif "mmda" in previous:
+            for n, v in previous["mmda"].items():
+                if 2 not in parts or n not in mmda_names:
+                    result.setdefault("mmda_previous_run", {})[n] = v
+                    kept[f"mmda.{n}"] = prev_env
+        result["kept_from_previous_run"] = kept
 
     def save():
         summarise(result)
@@ -559,6 +698,12 @@ def main(args):
         finally:
             client.close()
             cluster.close()
+    if 5 in parts:
+        result["timing"] = part_timing(cfg["timing"], args.timing_repeats)
+        save()
+    if 6 in parts:
+        result["eps"] = part_eps(cfg["timing"], EPS_MMDA_SWEEP)
+        save()
     if 4 in parts:
         with tempfile.TemporaryDirectory(prefix="cvm_scale_") as tmp:
             sizes = [int(float(v)) for v in args.scale_sizes.split(",")] if args.scale_sizes else cfg["scale"]
