@@ -308,11 +308,12 @@ class _Sampler:
         if want * 4 >= available:
             idx = np.setdiff1d(np.arange(self.n_rows, dtype=np.int64), exclude, assume_unique=True)
             return np.sort(rng.choice(idx, size=want, replace=False))
+        taken = np.zeros(self.n_rows, dtype=bool)
+        taken[exclude] = True
         got = np.zeros(0, dtype=np.int64)
         while len(got) < want:
             x = rng.integers(0, self.n_rows, size=2 * want)
-            x = x[~np.isin(x, exclude)]
-            got = np.union1d(got, x)
+            got = np.union1d(got, x[~taken[x]])
         return np.sort(rng.choice(got, size=want, replace=False))
 
 
