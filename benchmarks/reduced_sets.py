@@ -473,7 +473,9 @@ def plot(result, path):
             ta, tb = R["target_a"], R["target_b"]
             ax.set_title(f"{R['label']}, {len(R['seeds'])} splits\nℓ1/hmp time ×{ta['l1_over_hmp_time_ratio']:.0f}; "
                          f"@20% − SVC: hmp {tb['gap_pt_hmp_minus_svc']['median']:+.2f}, refit "
-                         f"{tb['gap_pt_hmp_refit_minus_svc']['median']:+.2f} pt", fontsize=9)
+                         f"{tb['gap_pt_hmp_refit_minus_svc']['median']:+.2f}, dec+refit "
+                         f"{tb.get('gap_pt_by_method', {}).get('hmp_dec_refit', {}).get('median', float('nan')):+.2f} pt",
+                         fontsize=9)
             top = np.nanmax([100 * q["median"] for q in R["methods"]["hmp"]["test_error"] if q["median"] is not None])
             ax.set_ylim(0, min(60, top * 1.15 + 1))
             ax.grid(alpha=0.3, which="both")
