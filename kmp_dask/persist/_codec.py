@@ -63,6 +63,8 @@ def resolve(name: str):
 
 
 def _state(obj) -> dict:
+    if hasattr(type(obj), "_persist_state"):
+        return dict(obj._persist_state())  # the class says what its state is (e.g. lazy values solved)
     if hasattr(obj, "__dict__"):
         return dict(vars(obj))
     slots = [s for c in type(obj).__mro__ for s in getattr(c, "__slots__", ())]

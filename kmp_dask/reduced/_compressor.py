@@ -561,6 +561,14 @@ class _Level:
     def n_vectors(self) -> int:
         return len(self.index)
 
+    def __getstate__(self):
+        """Coefficients solved before a level is saved or pickled (a lazy solve is a closure)."""
+        state = dict(self.__dict__)
+        state["_coef"] = self.coef
+        return state
+
+    _persist_state = __getstate__  # the open model format (kmp_dask.persist) asks for this
+
 
 def _levels_from_pursuits(results, groups, m):
     """Levels of one coupled path, or of independent per-output paths run in step (level k:
