@@ -137,3 +137,22 @@ def test_load_imports_no_dask_and_unpickles_nothing(tmp_path, fitted):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
     assert kmp_dask.load is load
+
+
+def test_compressor_saved_and_pickled_before_any_prediction(tmp_path):
+    """Regression: level coefficients solved lazily (a closure per level) made a freshly fitted
+    compressor unsavable ('_levels[0]._coef is a builtins.function') and unpicklable."""
+    import pickle
+
+    from kmp_dask.store import create_store
+
+    svc = SVC(gamma=1).fit(X, Y)
+    pool = create_store(tmp_path / "pool.zarr", X, Y, classes=[0, 1])  # a store pool: the engine's lazy levels
+    comp = ReducedSetCompressor(n_vectors=10, client="sync").fit(svc, pool)
+    assert any(callable(lv._coef) for lv in comp._levels)  # the case this guards
+    save(comp, tmp_path / "c")  # before any predict has solved a level
+    twin = pickle.loads(pickle.dumps(ReducedSetCompressor(n_vectors=10, client="sync").fit(svc, pool)))
+    back = load(tmp_path / "c")
+    for other in (back, twin):
+        np.testing.assert_array_equal(other.decision_function(X), comp.decision_function(X))
+        np.testing.assert_array_equal(other.expansion_at(4).coef, comp.expansion_at(4).coef)
