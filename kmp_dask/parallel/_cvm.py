@@ -14,7 +14,7 @@ import numpy as np
 from ..blockops._cvm import cvm_effects
 from ..greedy._cvm import core_vector_machine, mmda_feature
 from ..blockops import PartitionSpec, partition_bounds
-from ._engine import InProcessEngine
+from ._engine import InProcessEngine, tune_worker_malloc
 from ._setup import _SliceReader, make_engine
 
 __all__ = ["fit_binary_problems", "run_problem", "in_process_specs"]
@@ -64,6 +64,10 @@ def run_problem(engine, positive, *, kernel, kappa, C, eps, n_rows, candidates, 
 
 
 def _task(specs, positive, kw):
+    # A worker's nanny makes every temporary above 128 KiB a fresh mmap (docs/engine.md): the loop's
+    # per-iteration core-sized arrays (the growing K̃ and its factor, ~1 MB at 370 core rows) then
+    # fault their pages in on every iteration.
+    tune_worker_malloc()
     with InProcessEngine(specs) as engine:
         engine.run(None, None, [cvm_effects.init(kw["kernel"])])
         return run_problem(engine, positive, **kw)
