@@ -660,7 +660,7 @@ def main(args):
                 kept[sec] = previous.get("kept_from_previous_run", {}).get(sec, prev_env)
         if "mmda" in previous and 2 not in parts:
             result["mmda"] = previous["mmda"]
-            kept["mmda"] = prev_env
+            kept["mmda"] = previous.get("kept_from_previous_run", {}).get("mmda", prev_env)
             if "mmda_previous_run" in previous:
                 result["mmda_previous_run"] = previous["mmda_previous_run"]
                 for k, v in previous.get("kept_from_previous_run", {}).items():
