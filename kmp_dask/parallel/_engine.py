@@ -35,6 +35,7 @@ import time
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from ..blockops import Journal, apply_effects
+from ..store._base import StoreCorruptError
 from ._paging import MEMORY_FRACTION, TRANSIENT_BYTES, MemoryBudgetError, Pager, partition_nbytes, streamed_nbytes, worker_budget
 
 __all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder", "SchedulerLostError"]
@@ -152,12 +153,24 @@ class PartitionHolder:
             # RSS for a 0.9 GiB budget, dask's "unmanaged memory" warning every 5 minutes) when
             # the streaming thresholds were set only after the first eviction.
             tune_worker_malloc(STREAM_MMAP_THRESHOLD, STREAM_TRIM_THRESHOLD)
+        self._load_error = None
         used = 0
-        for i in sorted(self.specs):
-            if self.budget is None or used + self._ws[i] + self._reserve() <= self.budget:
-                self.partitions[i] = self.specs[i].load()
-                used += self._ws[i]
+        try:
+            for i in sorted(self.specs):
+                if self.budget is None or used + self._ws[i] + self._reserve() <= self.budget:
+                    self.partitions[i] = self.specs[i].load()
+                    used += self._ws[i]
+        except StoreCorruptError as exc:
+            # raised by the first call instead: an error in an actor's constructor is a failed
+            # task, which the worker logs with its whole escaped traceback; a call's error is
+            # only returned to the caller (the message already names store, array and chunk)
+            self._load_error = exc
+            return
         self._check_streamable()
+
+    def _check_loaded(self):
+        if self._load_error is not None:
+            raise self._load_error
 
     # -- budget --------------------------------------------------------------------------------
     def _reserve(self) -> int:
@@ -212,6 +225,7 @@ class PartitionHolder:
         one is computed, and a changed one is written back behind the computation (first in,
         first out, so a partition is never read before its previous write has finished).
         """
+        self._check_loaded()
         out = []
         stream = [i for i in sorted(self.specs) if i not in self.partitions]
         nxt = self._io(self.pager().load, self.specs[stream[0]]) if stream else None
@@ -264,6 +278,7 @@ class PartitionHolder:
 
     def memory_report(self) -> dict:
         """Budget, resident and streamed partitions, bytes paged (for benchmarks and tests)."""
+        self._check_loaded()
         pg = self._pager
         return {
             "limit": self.limit, "baseline_rss": self.baseline, "budget": self.budget,

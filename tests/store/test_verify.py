@@ -149,3 +149,19 @@ def test_cli_ingest_progress_bar_only_when_asked(tmp_path):
     shown = runner.invoke(main, ["ingest", str(path), str(tmp_path / "s.zarr"), "--chunk-rows", "100", "--progress"])
     assert shown.exit_code == 0, shown.output
     assert "ingest" in shown.stderr and "250" in shown.stderr and "rows" in shown.stderr
+
+
+def test_corrupt_chunk_on_workers_is_not_logged_as_a_failed_task(store, process_client):
+    """The holder reads its partitions when it starts; a corrupt chunk there used to fail the
+    actor's constructor, which the worker logs as a failed task with a long escaped traceback.
+    The error now comes back from the first call: the fit's message names the chunk, the worker
+    logs nothing about it."""
+    from kmp_dask import KMPClassifier
+
+    _corrupt(store)
+    before = {w: len(log) for w, log in process_client.get_worker_logs().items()}
+    with pytest.raises(StoreCorruptError) as info:
+        KMPClassifier(n_basis=3, client=process_client).fit(store.url)
+    _assert_names_chunk(info.value, store)
+    new = [msg for w, log in process_client.get_worker_logs().items() for _, msg in log[: len(log) - before.get(w, 0)]]
+    assert not [m for m in new if "Compute Failed" in m or "StoreCorruptError" in m], new
