@@ -47,10 +47,21 @@ taken in the same run; times are wall seconds):
    size, iterations, full passes, seconds per row, test accuracy on 20,000 further rows of the
    same generator. A size is skipped when its linear extrapolation from the previous one would
    exceed the part's budget (``--scale-budget``).
+5. **Letter timing under one load**: MMDA(n_components=1) in-process (``client="sync"``) and on a
+   2-worker LocalCluster, KernelPCA(N_c) dense (default solver) and randomized, on letter's
+   14,000-row training part, interleaved in one process (``--timing-repeats``): wall and
+   driver-CPU seconds, load average before each, 1-NN of each feature set. Target check:
+   dense KernelPCA ≥ 10× MMDA's time at equal or better 1-NN.
+6. **eps** for MMDA N_c on letter (in-process): 1e-2, 3e-3, 1e-3, 3e-4 — fit time, 1-NN,
+   kernel evaluations per feature, mean core size.
+
+``--keep-previous`` keeps the sections of the existing JSON that a partial rerun does not redo
+(``kept_from_previous_run`` records each kept section's own run).
 
 Usage::
 
-    python benchmarks/cvm_mmda.py            # full run (~30 min on the loaded 2-core machine)
+    python benchmarks/cvm_mmda.py            # full run (~40 min on the loaded 2-core machine; letter's
+                                             # dense KernelPCA on 14,000 rows is ~4 min per fit)
     python benchmarks/cvm_mmda.py --quick    # smoke test (< 3 min), writes to $TMPDIR
 """
 
