@@ -331,14 +331,8 @@ class ReducedSetCompressor(BaseEstimator):
         path_len = n_keep if self.select == "n_vectors" else min(store.n_rows, max(n_keep, 1))
         if self.chunk_vectors is None and self.client is None and self._use_dense(None, rows, min(path_len, store.n_rows),
                                                                                   False):
-            try:  # in process, no client needed
-                wsq, results = self._dense_hmp(exp, rows, pool_coef, groups, min(path_len, store.n_rows), seed, cb)
-            finally:
-                if bar is not None:
-                    bar.close()
-            self.results_ = results
-            self.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
-            return _levels_from_pursuits(results, groups, exp.n_outputs), wsq
+            # in process, no client needed
+            return self._dense_levels(exp, rows, pool_coef, groups, min(path_len, store.n_rows), seed, cb, bar)
         with resolve_client(self.client, in_memory=in_memory) as client:
             if self.chunk_vectors is not None:
                 vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(self.chunk_vectors),
@@ -351,14 +345,7 @@ class ReducedSetCompressor(BaseEstimator):
                 client = None  # the refinement pool is small: in this process
             n_path = min(path_len, store.n_rows)
             if self._use_dense(client, rows, n_path, self.chunk_vectors is not None):
-                try:
-                    wsq, results = self._dense_hmp(exp, rows, pool_coef, groups, n_path, seed, cb)
-                finally:
-                    if bar is not None:
-                        bar.close()
-                self.results_ = results
-                self.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
-                return _levels_from_pursuits(results, groups, exp.n_outputs), wsq
+                return self._dense_levels(exp, rows, pool_coef, groups, n_path, seed, cb, bar)
             engine = make_engine(client, store)
             try:
                 wsq, results = compress_on_pool(
@@ -388,6 +375,17 @@ class ReducedSetCompressor(BaseEstimator):
             X64 = np.asarray(rows, dtype=np.float64)
             self._F_pool = np.asarray(exp.with_coef(exp.coef, 0.0).decision_function(X64), dtype=np.float64)
         return self._F_pool.reshape(len(rows), -1)
+
+    def _dense_levels(self, exp, rows, pool_coef, groups, n_path, seed, cb, bar):
+        """The in-process pursuit's levels (the progress bar closed either way)."""
+        try:
+            wsq, results = self._dense_hmp(exp, rows, pool_coef, groups, n_path, seed, cb)
+        finally:
+            if bar is not None:
+                bar.close()
+        self.results_ = results
+        self.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
+        return _levels_from_pursuits(results, groups, exp.n_outputs), wsq
 
     def _dense_hmp(self, exp, rows, pool_coef, groups, n_path, seed, cb):
         F = self._pool_values(exp, rows)
