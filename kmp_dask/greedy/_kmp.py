@@ -171,6 +171,8 @@ class Pursuit:
         self.excluded: set[int] = set()
         # effects queued for the next pass
         self._accept, self._residual, self._moves = False, None, 0
+        self._pend = None  # an atom whose column the next pass computes (strategies without a commit pass)
+        self._scored = None  # (corr, sqn) totals of the last scoring pass
 
     # -- checkpoints: everything but the engine, the callback and the checkpoint itself -----------
     _DETACHED = ("engine", "callback", "checkpoint")
@@ -181,6 +183,8 @@ class Pursuit:
     def __setstate__(self, state):
         state.setdefault("w_train", state["n_train"])  # checkpoints written before sample weights
         state.setdefault("basis_columns", "stored")  # checkpoints written before the large-N mode
+        state.setdefault("_pend", None)  # checkpoints written before basic pursuit lost its commit pass
+        state.setdefault("_scored", None)
         self.__dict__.update(state, engine=None, callback=None, checkpoint=NO_CHECKPOINT)
 
     def attach(self, engine, callback, checkpoint):
@@ -203,7 +207,8 @@ class Pursuit:
 
     def send(self, query, msg=None, effects=(), step=False):
         """One pass: the queued effects, then ``effects``, then ``query`` on every partition."""
-        queued = [kmp_effects.accept()] if self._accept else []
+        queued = [] if self._pend is None else [kmp_effects.pend(self._pend)]
+        queued += [kmp_effects.accept()] if self._accept else []
         r = self._residual if self._residual is not None or not step else "set"
         if isinstance(r, tuple) and self._moves >= RESYNC_EVERY:
             r = "set"  # bound the drift of the rank-one updates
@@ -213,7 +218,7 @@ class Pursuit:
         elif r is not None:
             queued.append(kmp_effects.move(r[1], r[2], self.coef))
             self._moves += 1
-        self._accept, self._residual = False, None
+        self._accept, self._residual, self._pend = False, None, None
         return self.engine.run(query, msg, tuple(queued) + tuple(effects))
 
     def step(self, cands, fetch):
@@ -365,7 +370,9 @@ class Pursuit:
     def _scores(self, res, cands):
         """Scores of every candidate (−inf: not admissible), or None if none is left."""
         cross = _total(res, "cross") if self.strategy.want_cross and self.atoms else None
-        score = self.strategy.score(_total(res, "corr"), _total(res, "sqn"), cross, self.chol, self.lam)
+        corr, sqn = _total(res, "corr"), _total(res, "sqn")
+        self._scored = (corr, sqn)
+        score = self.strategy.score(corr, sqn, cross, self.chol, self.lam)
         cands.mask_rows(score, self.excluded)
         if self.bias_in_dictionary:  # the constant function, scored like any atom: (Σ g)² / N
             rsum = _total(res, "rsum")
@@ -381,10 +388,11 @@ class Pursuit:
             if not np.isfinite(score[j]):
                 break
             atom = cands.atom(int(j))
-            col = self.commit(atom)
+            col = self.commit(atom) if self.strategy.needs_commit or atom.is_bias else self._scored_column(atom, int(j))
             ok, w = self.strategy.admit(col, self.chol)
             if ok:
                 return int(j), atom, col, w
+            self._pend = None  # not this one
             if not atom.is_bias:
                 self.excluded.add(atom.index)
             if not warned:
@@ -394,6 +402,14 @@ class Pursuit:
         if n_atoms:  # with no basis function, run() names the reason (DegenerateFitWarning)
             warnings.warn(_PREMATURE.format(n=n_atoms, k=self.max_tries), PrematureStopWarning, stacklevel=4)
         return None
+
+    def _scored_column(self, atom, j):
+        """The chosen candidate's ``‖d‖²`` and ``dᵀR`` from the scoring pass itself (basic
+        pursuit: nothing else is needed), its column computed by the next pass's effects — one
+        pass per atom instead of two (a streamed partition is read once per atom)."""
+        corr, sqn = self._scored
+        self._pend = atom
+        return {"sqn": float(sqn[j]), "corr": np.array(corr[j], dtype=np.float64)}
 
     def _append(self, atom):
         if atom.is_bias:
@@ -405,7 +421,7 @@ class Pursuit:
 
     def _finish(self):
         """Final refit (other losses) and a last pass so the record describes the final model."""
-        accept_queued = self._accept
+        accept_queued = self._accept or self._pend is not None
         if isinstance(self._residual, tuple):
             self._residual = None  # superseded by the refit / the full recomputation below
         refitted = self.strategy.finish(self)

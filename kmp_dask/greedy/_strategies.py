@@ -49,6 +49,9 @@ class SquaredBasic:
 
     uses_chol = False
     want_cross = False
+    #: the new coefficient ⟨d,R⟩/‖d‖² needs nothing the scoring pass did not already return, so
+    #: no commit pass: the chosen column is computed (pended) by the next scoring pass's effects
+    needs_commit = False
     intercept_column = False  #: squared loss with refits: a column of ones refitted with every atom
 
     def score(self, corr, sqn, cross, chol, lam):
@@ -71,6 +74,7 @@ class SquaredBackfit(SquaredBasic):
 
     uses_chol = True
     intercept_column = True
+    needs_commit = True  # Bᵀd and Yᵀd of the chosen column
 
     def score(self, corr, sqn, cross, chol, lam):
         return _ratio(np.einsum("ij,ij->i", corr, corr), sqn + lam, sqn)
@@ -151,6 +155,7 @@ class LossDriven:
 
     want_cross = False
     intercept_column = False
+    needs_commit = True  # the line search starts from the column's loss statistics
 
     def __init__(self, fit_mode, refit_every, line_search_steps, final_refit_steps):
         self.fit_mode, self.refit_every = fit_mode, refit_every

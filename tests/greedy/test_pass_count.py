@@ -29,13 +29,23 @@ def _fit(n_basis, **kw):
     return eng, res
 
 
-@pytest.mark.parametrize("mode, intercept_commit", [("basic", 0), ("backfit", 1), ("prefit", 1)])
+@pytest.mark.parametrize("mode, intercept_commit", [("backfit", 1), ("prefit", 1)])
 def test_squared_loss_two_passes_per_atom(mode, intercept_commit):
     for n_basis in (5, 20):
         eng, res = _fit(n_basis, fit_mode=mode)
         assert len(res.basis_indices) == n_basis
         # stats + init, intercept commit, (score + commit) per atom, final measuring pass
         assert eng.n_calls == 2 + intercept_commit + 2 * n_basis + 1
+
+
+def test_basic_pursuit_one_pass_per_atom():
+    """Basic pursuit takes ⟨d,R⟩ and ‖d‖² of the chosen candidate from the scoring pass; its
+    column is computed by the next pass's effects (no commit pass)."""
+    for n_basis in (5, 20):
+        eng, res = _fit(n_basis, fit_mode="basic")
+        assert len(res.basis_indices) == n_basis
+        # stats + init, one scoring pass per atom, final pass (pends, accepts and measures the last)
+        assert eng.n_calls == 2 + n_basis + 1
 
 
 def test_other_losses_bounded_passes_per_atom():
