@@ -1,8 +1,8 @@
 """The engine passes per iteration that docs/engine.md documents, asserted with the call counter.
 
-Squared loss: one scoring pass + one commit pass per atom, plus the set-up passes (stats,
-init + first candidates), the intercept column's commit (backfit / prefit) and one final pass
-that measures the final model. A pass is one round trip to every worker, so this is the
+Squared loss: one scoring pass + one commit pass per atom (backfit, prefit; basic pursuit has no
+commit pass), plus the set-up passes (stats, init + first candidates), the intercept column's
+commit (backfit / prefit) and one final pass that measures the final model. A pass is one round trip to every worker, so this is the
 latency model of a fit.
 """
 
