@@ -100,6 +100,7 @@ def compare_modes(args, work, client):
         "backfit/recomputed": ({}, {"fit_mode": "backfit", "basis_columns": "recomputed"}),
         "basic/stored": ({}, {"fit_mode": "basic", "basis_columns": "stored"}),
         "basic/recomputed": ({}, {"fit_mode": "basic", "basis_columns": "recomputed"}),
+        "basic/streamed": ({"budget-bytes": streamed_budget}, {"fit_mode": "basic", "basis_columns": "stored"}),
         # basic steps + least-squares refits (geometric schedule: every atom up to 10, then each
         # time the basis grew by a tenth; or every 20 atoms), and a final refit
         "refit-auto/recomputed": ({}, {"fit_mode": "refit", "refit_every": "auto", "basis_columns": "recomputed"}),
