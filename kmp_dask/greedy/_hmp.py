@@ -315,104 +315,138 @@ def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
     t0 = time.perf_counter()
-    Z = np.ascontiguousarray(rows, dtype=np.float64)
-    P = len(Z)
-    F = np.asarray(F, dtype=np.float64).reshape(P, -1)
-    wsq = np.asarray(wsq, dtype=np.float64).reshape(-1)
-    m, total = F.shape[1], float(wsq.sum())
-    n_vectors = int(min(n_vectors, P))
-    rng = random_state if random_state is not None else np.random.default_rng(0)
-    sampler = None if candidates is None else RandomCandidates(P, int(candidates))
-    kdiag = np.asarray(kernel.diag(Z), dtype=np.float64)
-    Q = np.zeros((P, max(n_vectors, 1)))
-    L = np.zeros((max(n_vectors, 1), max(n_vectors, 1)))
-    delta = kdiag.copy()                      # k(z, z) − ‖Q[z]‖²: the part orthogonal to the basis
-    R = F.copy()
-    ctilde = np.zeros((0, m))
-    err = wsq.copy()
-    errs, counts, sses = [err.copy()], [0], [np.einsum("ij,ij->j", R, R)]
-    sel: list[int] = []
-    dependent: set[int] = set()
-    excluded = np.zeros(P, dtype=bool)
-    reason = None
+    run = _DensePursuit(rows, kernel, F, wsq, n_vectors, candidates, random_state, criterion)
     while True:
-        k = len(sel)
-        if k >= n_vectors:
-            reason = "n_vectors"
+        reason = run.stop_rule(rkhs_tol)                       # size or RKHS tolerance reached
+        if reason is not None:
             break
-        if total > 0 and err.sum() <= rkhs_tol * total:
-            reason = "rkhs_tol" if rkhs_tol > 0 else "converged"
-            break
-        if sampler is None:
-            cand = np.flatnonzero(~excluded)
-        else:
-            cand = sampler.draw(rng, set(sel) | dependent)
+        cand = run.draw()                                      # candidates of this step
         if len(cand) == 0:
             reason = "exhausted"
             break
-        num = np.einsum("ij,ij->i", R[cand], R[cand])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if criterion == "eq13":
-                score = np.where(kdiag[cand] > 0, num / kdiag[cand], 0.0)
-            else:  # candidates already (numerically) in the span score 0 and are never picked
-                score = np.where(delta[cand] > MIN_PIVOT * kdiag[cand], num / delta[cand], 0.0)
-        order = np.lexsort((cand, -score))     # best first, ties by pool row (as the engine)
-        if not score[order[0]] > 1e-15 * max(total, 1e-300):
+        score = run.scores(cand)
+        order = np.lexsort((cand, -score))                     # best first, ties by pool row (as the engine)
+        if not score[order[0]] > 1e-15 * max(run.total, 1e-300):
             reason = "converged"
             break
-        pick = None
-        for o in order:
-            z = int(cand[o])
-            if delta[z] > MIN_PIVOT * kdiag[z]:
-                pick = z
-                break
-            dependent.add(z)
-            excluded[z] = True
-        if pick is None:
-            if sampler is None:
+        z = run.pick(cand, order)                              # best independent candidate
+        if z is None:
+            if run.sampler is None:
                 reason = "linear_dependence"
                 break
             continue
-        z = pick
-        v = Q[z, :k].copy()
-        d = float(kdiag[z] - v @ v)
-        if not d > MIN_PIVOT * kdiag[z]:       # the tracked δ drifted: recheck exactly
-            dependent.add(z)
-            excluded[z] = True
-            continue
+        if run.add(z) and callback is not None:                # Cholesky column, residual, error
+            callback(run.record())
+    return run.result(reason, time.perf_counter() - t0)
+
+
+class _DensePursuit:
+    """The state of :func:`dense_hyperplane_pursuit`: the pool, the pivoted incomplete Cholesky
+    ``Q`` (P × k) / ``L`` of the selected vectors, the residual values ``R`` on the pool, and the
+    RKHS error per output."""
+
+    def __init__(self, rows, kernel, F, wsq, n_vectors, candidates, random_state, criterion):
+        self.kernel, self.criterion = kernel, criterion
+        self.Z = np.ascontiguousarray(rows, dtype=np.float64)
+        P = len(self.Z)
+        self.F = np.asarray(F, dtype=np.float64).reshape(P, -1)
+        self.wsq = np.asarray(wsq, dtype=np.float64).reshape(-1)
+        self.m, self.total = self.F.shape[1], float(self.wsq.sum())
+        self.n_vectors = int(min(n_vectors, P))
+        self.rng = random_state if random_state is not None else np.random.default_rng(0)
+        self.sampler = None if candidates is None else RandomCandidates(P, int(candidates))
+        self.kdiag = np.asarray(kernel.diag(self.Z), dtype=np.float64)
+        self.Q = np.zeros((P, max(self.n_vectors, 1)))
+        self.L = np.zeros((max(self.n_vectors, 1), max(self.n_vectors, 1)))
+        self.delta = self.kdiag.copy()  # k(z, z) − ‖Q[z]‖²: the part orthogonal to the basis
+        self.R = self.F.copy()
+        self.ctilde = np.zeros((0, self.m))
+        self.err = self.wsq.copy()
+        self.errs, self.counts, self.sses = [self.err.copy()], [0], [np.einsum("ij,ij->j", self.R, self.R)]
+        self.sel: list[int] = []
+        self.dependent: set[int] = set()
+        self.excluded = np.zeros(P, dtype=bool)
+
+    def stop_rule(self, rkhs_tol):
+        if len(self.sel) >= self.n_vectors:
+            return "n_vectors"
+        if self.total > 0 and self.err.sum() <= rkhs_tol * self.total:
+            return "rkhs_tol" if rkhs_tol > 0 else "converged"
+        return None
+
+    def draw(self):
+        if self.sampler is None:
+            return np.flatnonzero(~self.excluded)
+        return self.sampler.draw(self.rng, set(self.sel) | self.dependent)
+
+    def scores(self, cand):
+        num = np.einsum("ij,ij->i", self.R[cand], self.R[cand])
+        kd, de = self.kdiag[cand], self.delta[cand]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if self.criterion == "eq13":
+                return np.where(kd > 0, num / kd, 0.0)
+            # candidates already (numerically) in the span score 0 and are never picked
+            return np.where(de > MIN_PIVOT * kd, num / de, 0.0)
+
+    def _drop(self, z):
+        self.dependent.add(z)
+        self.excluded[z] = True
+
+    def pick(self, cand, order):
+        """The first candidate in ``order`` not (numerically) in the span; the others are dropped."""
+        for o in order:
+            z = int(cand[o])
+            if self.delta[z] > MIN_PIVOT * self.kdiag[z]:
+                return z
+            self._drop(z)
+        return None
+
+    def add(self, z) -> bool:
+        """Row ``z`` joins: one Cholesky column, the residual and the error move. False when the
+        exact recheck finds it dependent after all (the tracked δ drifted)."""
+        k = len(self.sel)
+        v = self.Q[z, :k].copy()
+        d = float(self.kdiag[z] - v @ v)
+        if not d > MIN_PIVOT * self.kdiag[z]:
+            self._drop(z)
+            return False
         Lkk = np.sqrt(d)
-        col = np.asarray(kernel(Z, Z[z][None, :])[:, 0], dtype=np.float64)
-        q = (col - Q[:, :k] @ v) / Lkk if k else col / Lkk
+        col = np.asarray(self.kernel(self.Z, self.Z[z][None, :])[:, 0], dtype=np.float64)
+        q = (col - self.Q[:, :k] @ v) / Lkk if k else col / Lkk
         q[z] = Lkk
-        Q[:, k] = q
-        L[k, :k], L[k, k] = v, Lkk
-        ct = R[z] / Lkk
-        ctilde = np.vstack([ctilde, ct[None, :]])
-        sel.append(z)
-        excluded[z] = True
-        delta -= q * q
-        delta[z] = 0.0
+        self.Q[:, k] = q
+        self.L[k, :k], self.L[k, k] = v, Lkk
+        ct = self.R[z] / Lkk
+        self.ctilde = np.vstack([self.ctilde, ct[None, :]])
+        self.sel.append(z)
+        self.excluded[z] = True
+        self.delta -= q * q
+        self.delta[z] = 0.0
         k += 1
         if k % RESYNC_EVERY == 0:
-            R = F - Q[:, :k] @ ctilde
+            self.R = self.F - self.Q[:, :k] @ self.ctilde
         else:
-            R -= np.outer(q, ct)
-        err = np.maximum(err - ct * ct, 0.0)
-        errs.append(err.copy())
-        counts.append(k)
-        sses.append(np.einsum("ij,ij->j", R, R))
-        if callback is not None:
-            e = float(err.sum())
-            callback({"iteration": k - 1, "n_vectors": k, "rkhs_error": e,
-                      "rkhs_error_rel": e / total if total > 0 else 0.0})
-    n = len(sel)
-    Ln = L[:n, :n].copy()
-    coef = solve_triangular(Ln.T, ctilde, lower=False) if n else np.zeros((0, m))
-    index = np.asarray(sel, dtype=np.int64)
-    return HMPResult(
-        index=index, vectors=Z[index].reshape(n, -1), coef=coef, wsq=wsq, rkhs_error=np.asarray(errs),
-        pool_sse=np.asarray(sses), n_vectors_at=np.asarray(counts), stop_reason=reason, backfit=True,
-        n_passes=0, seconds=time.perf_counter() - t0, L=Ln, ctilde=ctilde)
+            self.R -= np.outer(q, ct)
+        self.err = np.maximum(self.err - ct * ct, 0.0)
+        self.errs.append(self.err.copy())
+        self.counts.append(k)
+        self.sses.append(np.einsum("ij,ij->j", self.R, self.R))
+        return True
+
+    def record(self) -> dict:
+        k, e = len(self.sel), float(self.err.sum())
+        return {"iteration": k - 1, "n_vectors": k, "rkhs_error": e,
+                "rkhs_error_rel": e / self.total if self.total > 0 else 0.0}
+
+    def result(self, reason, seconds) -> HMPResult:
+        n = len(self.sel)
+        Ln = self.L[:n, :n].copy()
+        coef = solve_triangular(Ln.T, self.ctilde, lower=False) if n else np.zeros((0, self.m))
+        index = np.asarray(self.sel, dtype=np.int64)
+        return HMPResult(
+            index=index, vectors=self.Z[index].reshape(n, -1), coef=coef, wsq=self.wsq,
+            rkhs_error=np.asarray(self.errs), pool_sse=np.asarray(self.sses), n_vectors_at=np.asarray(self.counts),
+            stop_reason=reason, backfit=True, n_passes=0, seconds=seconds, L=Ln, ctilde=self.ctilde)
 
 
 def pool_errors(engine, result: HMPResult, levels, values: bool = False):
