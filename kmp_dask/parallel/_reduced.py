@@ -88,7 +88,10 @@ def chunked_compression(client, expansion, *, piece_vectors: int, keep: int, ari
         while len(pieces) > 1:
             pieces = [_merge_and_compress(kernel, keep, *pieces[i : i + arity]) for i in range(0, len(pieces), arity)]
         return pieces[0]
-    kernel_f = client.scatter(kernel, broadcast=True)
+    # the kernel (a few numbers) travels inside each task, not as scattered data: a scattered
+    # value is not recomputable, so a worker killed while holding a replica cancelled the tree
+    # ("lost dependencies", 1 run in 3 of the killed-worker test); every task stays a pure function
+    kernel_f = kernel
     futures = [client.submit(_compress_piece, sv[a:b], coef[a:b], kernel_f, keep, pure=False)
                for a, b in zip(bounds[:-1], bounds[1:])]
     while len(futures) > 1:

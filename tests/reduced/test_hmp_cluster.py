@@ -81,13 +81,25 @@ def test_chunking_tree_on_workers_survives_a_killed_worker(process_client):
     np.testing.assert_array_equal(vecs, ref_vecs)
     np.testing.assert_allclose(coef, ref_coef, rtol=1e-10, atol=1e-12 * np.abs(ref_coef).max())
     process_client.wait_for_workers(2, timeout=120)
-    pids = list(process_client.run(os.getpid).values())
-    timer = threading.Timer(0.5, lambda: os.kill(pids[0], signal.SIGKILL))
-    timer.start()
+    by_addr = process_client.run(os.getpid)
+    victim = sorted(by_addr)[0]
+    pids = [by_addr[victim]]
+    done = threading.Event()
+
+    def kill_while_it_computes():  # the moment a piece runs on the victim (a fixed delay raced the tree)
+        while not done.is_set():
+            if process_client.processing().get(victim):
+                os.kill(pids[0], signal.SIGKILL)
+                return
+            done.wait(0.005)
+
+    killer = threading.Thread(target=kill_while_it_computes, daemon=True)
+    killer.start()
     try:
         vecs2, coef2 = chunked_compression(process_client, exp, piece_vectors=750, keep=120, timeout=300)
     finally:
-        timer.cancel()
+        done.set()
+        killer.join()
     np.testing.assert_array_equal(vecs2, ref_vecs)
     np.testing.assert_allclose(coef2, ref_coef, rtol=1e-10, atol=1e-12 * np.abs(ref_coef).max())
     process_client.wait_for_workers(2, timeout=120)
