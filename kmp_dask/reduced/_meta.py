@@ -25,8 +25,8 @@ class _ReducedSetModel(BaseEstimator):
     _default_estimator = None
 
     def __init__(self, estimator=None, *, n_vectors=0.2, method="hmp", backfit=True, candidates=None,
-                 coupled="auto", optimize_threshold=True, refit="rkhs", criterion="eq13", random_state=None,
-                 client=None):
+                 coupled="auto", optimize_threshold=True, refit="rkhs", criterion="eq13", exchange=0,
+                 random_state=None, client=None):
         self.estimator = estimator
         self.n_vectors = n_vectors
         self.method = method
@@ -36,6 +36,7 @@ class _ReducedSetModel(BaseEstimator):
         self.optimize_threshold = optimize_threshold
         self.refit = refit
         self.criterion = criterion
+        self.exchange = exchange
         self.random_state = random_state
         self.client = client
 
@@ -45,7 +46,7 @@ class _ReducedSetModel(BaseEstimator):
         comp = ReducedSetCompressor(
             n_vectors=self.n_vectors, method=self.method, backfit=self.backfit, candidates=self.candidates,
             coupled=self.coupled, optimize_threshold=self.optimize_threshold, refit=self.refit,
-            criterion=self.criterion, random_state=self.random_state, client=self.client)
+            criterion=self.criterion, exchange=self.exchange, random_state=self.random_state, client=self.client)
         self.compressor_ = comp.fit(self.estimator_, X, y)
         self.expansion_ = comp.expansion_
         self.n_vectors_ = comp.n_vectors_
