@@ -41,21 +41,53 @@ def _load_any(path: str, trust_pickle: bool):
         raise click.UsageError(f"{path!r} could not be read as a joblib model file: {type(exc).__name__}: {exc}") from None
 
 
+IN_MEMORY_POOL_BYTES = 2 * 2**30
+"""Largest --data read into this process for --refit pool / --exchange (they work on the pool as
+one array; a larger store keeps the engine path: leave those options at their defaults)."""
+
+
+def _pool_in_memory(st, option: str):
+    """The labelled pool rows (X, y) of ``st`` as arrays, class codes mapped to the store's names."""
+    if st is None:
+        raise click.UsageError(f"{option} works on the candidate pool's rows in memory: pass --data with the "
+                               "labelled rows (e.g. the training store)")
+    nbytes = st.n_rows * st.n_features * 8
+    if nbytes > IN_MEMORY_POOL_BYTES:
+        raise click.BadParameter(
+            f"--data has {st.n_rows} x {st.n_features} values ({nbytes / 2**30:.1f} GiB as float64), more than the "
+            f"{IN_MEMORY_POOL_BYTES / 2**30:.0f} GiB {option} reads into memory; drop {option} (the engine path "
+            "streams the store) or pass a smaller sample as --data", param_hint=option.split()[0])
+    X, y = st.read_range(0, st.n_rows)
+    names = st.attrs.get("classes")
+    if y is not None and names is not None:
+        y = np.asarray(names).take(np.asarray(y, dtype=np.int64))
+    return np.asarray(X, dtype=np.float64), y
+
+
 @main.command(epilog="\b\nExamples:\n  kmp-dask compress kmp.model --n-vectors 20 --model kmp20.model\n"
-                     "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 50 --data train.zarr --model svc50.model")
+                     "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 50 --data train.zarr --model svc50.model\n"
+                     "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 0.2 --data train.zarr --criterion decrease "
+                     "--exchange 10 --refit pool --model svc-small.model")
 @click.argument("source", metavar="MODEL")
 @click.option("--n-vectors", required=True, help="Vectors to keep: an int, or a fraction of the model's (0.2).")
 @click.option("--model", "model_path", required=True, type=click.Path(), help="Where to save the compressed model.")
 @click.option("--data", default=None, help="A labelled store: the candidate pool and the rows used to re-fit thresholds.")
 @click.option("--method", type=click.Choice(["hmp", "l0", "l1"]), default="hmp", show_default=True)
 @click.option("--candidates", default=None, help="Probabilistic search: candidates per iteration (int); default all.")
+@click.option("--criterion", type=click.Choice(["eq13", "decrease"]), default="eq13", show_default=True,
+              help="hmp selection score: the paper's eq. 13, or the exact decrease of the RKHS error.")
+@click.option("--refit", type=click.Choice(["rkhs", "pool"]), default="rkhs", show_default=True,
+              help="Coefficients: the paper's RKHS optimum, or least squares to the model's values on the --data rows "
+                   "(reads --data into memory).")
+@click.option("--exchange", default=0, show_default=True, type=click.IntRange(0, None),
+              help="Sweeps of single-vector exchanges that improve the kept vectors (reads --data into memory).")
 @click.option("--random-state", default=0, show_default=True, type=int)
 @click.option("--trust-pickle", is_flag=True, help=PICKLE_HELP)
 @click.option("--overwrite", is_flag=True, help="Replace --model if it exists.")
 @click.option("--quiet", "-q", is_flag=True)
 @where_options
-def compress(source, n_vectors, model_path, data, method, candidates, random_state, trust_pickle, overwrite, quiet,
-             where):
+def compress(source, n_vectors, model_path, data, method, candidates, criterion, refit, exchange, random_state,
+             trust_pickle, overwrite, quiet, where):
     """Compress MODEL (kmp_dask model or scikit-learn SVC/SVR/KernelRidge file) by reduced-set selection."""
     from .. import ReducedSetCompressor, save
     from ._params import parse_value
@@ -67,10 +99,17 @@ def compress(source, n_vectors, model_path, data, method, candidates, random_sta
     if isinstance(n, bool) or not isinstance(n, (int, float)):
         raise click.BadParameter(f"expected an int or a fraction in (0, 1); got {n_vectors!r}", param_hint="--n-vectors")
     comp = ReducedSetCompressor(n_vectors=n, method=method, random_state=random_state, verbose=_verbose(quiet),
-                                candidates=None if candidates is None else int(candidates))
-    with running(where, quiet=quiet) as client:
-        comp.set_params(client=client)
-        comp.fit(model, st.url if st is not None else None)
+                                candidates=None if candidates is None else int(candidates), criterion=criterion,
+                                refit=refit, exchange=exchange)
+    in_memory = refit == "pool" or exchange > 0
+    pool, labels = (st.url if st is not None else None), None
+    if in_memory:  # the pool's rows in this process (and its labels: thresholds re-optimised), no cluster
+        pool, labels = _pool_in_memory(st, "--refit pool" if refit == "pool" else "--exchange")
+        comp.fit(model, pool, labels)
+    else:
+        with running(where, quiet=quiet) as client:
+            comp.set_params(client=client)
+            comp.fit(model, pool)
     comp.set_params(client=None)
     save(comp, model_path, overwrite=overwrite)
     if not quiet:

@@ -64,8 +64,9 @@ class ExchangeResult:
 
 
 class _Exchange:
-    """The state of one exchange run: the current set and its exact algebra on the pool. ``B``
-    and ``M`` (P × k) are Fortran-ordered and updated in place (BLAS rank-one updates)."""
+    """The state of one exchange run: the current set and its exact algebra on the pool. ``B``,
+    ``M`` (P × k) and ``A`` (k × k) are Fortran-ordered and updated in place (BLAS rank-one
+    updates)."""
 
     def __init__(self, rows, kernel, F, wsq, index):
         self.Z = np.ascontiguousarray(rows, dtype=np.float64)
@@ -84,7 +85,7 @@ class _Exchange:
         """``A``, ``M``, ``β``, ``r``, ``d`` and the error from the current set, by Cholesky."""
         G = self.B[self.S]
         c = cho_factor(0.5 * (G + G.T), lower=True)
-        self.A = cho_solve(c, np.eye(len(self.S)))
+        self.A = np.asfortranarray(cho_solve(c, np.eye(len(self.S))))
         self.M = np.asfortranarray(self.B @ self.A)
         self.beta = self.A @ self.F[self.S]
         self.r = self.F - self.B @ self.beta
@@ -114,7 +115,9 @@ class _Exchange:
                 score = np.where(d > ok_base, num / d, -np.inf)
             own = score[S[idx], np.arange(len(idx))]
             score[S] = -np.inf
-            gains[idx] = score.max(axis=0) - own
+            best = score.max(axis=0)
+            with np.errstate(invalid="ignore"):
+                gains[idx] = np.where(np.isfinite(own), best - own, np.where(np.isfinite(best), np.inf, -np.inf))
         pos = np.flatnonzero(gains > min_gain)
         return pos[np.argsort(-gains[pos], kind="stable")]
 
@@ -141,7 +144,7 @@ class _Exchange:
         self.err = self.err + self.beta[i] ** 2 / self.A[i, i]
         _ger(-1.0, self.M[:, i].copy(), Ai, self.M)           # M' = M_{−i} − M_i A_{i,−i}/A_ii; column i → 0
         self.beta -= np.outer(Ai, self.beta[i])
-        self.A -= np.outer(self.A[:, i], Ai)
+        _ger(-1.0, self.A[:, i].copy(), Ai, self.A)
         self.r, self.d = r, d
         b = np.asarray(self.kernel(self.Z, self.Z[z][None, :]), dtype=np.float64)[:, 0]
         self.B[:, i] = b
@@ -152,7 +155,7 @@ class _Exchange:
         self.err = np.maximum(self.err - self.r[z] ** 2 / delta, 0.0)
         self.r = self.r - np.outer(e, self.r[z])
         self.d = self.d - delta * e * e
-        self.A += np.outer(u, u) / delta
+        _ger(1.0 / delta, u, u, self.A)
         self.A[:, i] = self.A[i, :] = -u / delta
         self.A[i, i] = 1.0 / delta
         _ger(-1.0, e, u, self.M)

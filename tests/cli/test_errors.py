@@ -154,3 +154,32 @@ def test_train_with_sample_weights_equals_the_python_fit(tmp_path):
     ref = KMPClassifier(n_basis=12, random_state=0).fit(str(tmp_path / "train.zarr"), sample_weight=w)
     assert model.basis_indices_.tolist() == ref.basis_indices_.tolist()
     assert np.array_equal(model.dual_coef_, ref.dual_coef_)
+
+
+def test_compress_with_exchange_and_refit_reads_the_pool_into_memory(tmp_path):
+    import joblib
+    from sklearn.svm import SVC
+
+    from kmp_dask import load
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 2))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    create_store(tmp_path / "train.zarr", X, y, classes=[0, 1])
+    svc = SVC(gamma=1.0).fit(X, y)
+    joblib.dump(svc, tmp_path / "svc.joblib")
+    base = ["compress", str(tmp_path / "svc.joblib"), "--trust-pickle", "--n-vectors", "12", "--quiet"]
+    r = CliRunner().invoke(main, base + ["--data", str(tmp_path / "train.zarr"), "--model", str(tmp_path / "c.kmp"),
+                                         "--exchange", "5", "--refit", "pool"])
+    assert r.exit_code == 0, r.output
+    comp = load(tmp_path / "c.kmp")
+    assert comp.n_vectors_ == 12 and comp.exchange == 5 and comp.refit == "pool"
+    from kmp_dask import ReducedSetCompressor
+
+    same = ReducedSetCompressor(n_vectors=12, exchange=5, refit="pool").fit(svc, X, y)  # labelled rows in memory
+    np.testing.assert_allclose(comp.decision_function(X), same.decision_function(X), rtol=1e-6, atol=1e-8)
+    assert np.mean(comp.predict(X) == svc.predict(X)) > 0.9
+    r = CliRunner().invoke(main, base + ["--model", str(tmp_path / "d.kmp"), "--exchange", "2"])
+    assert r.exit_code != 0 and "--exchange" in r.output and "--data" in r.output, r.output
+    r = CliRunner().invoke(main, base + ["--model", str(tmp_path / "e.kmp"), "--exchange", "-1"])
+    assert r.exit_code != 0 and "--exchange" in r.output, r.output
