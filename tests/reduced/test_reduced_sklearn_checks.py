@@ -15,6 +15,7 @@ from kmp_dask.reduced import ReducedSetClassifier, ReducedSetCompressor, Reduced
 @parametrize_with_checks([
     ReducedSetClassifier(),
     ReducedSetClassifier(SVC(C=10.0, gamma=0.5), n_vectors=5, coupled=False),
+    ReducedSetClassifier(n_vectors=5, criterion="decrease", exchange=3, refit="pool"),
     ReducedSetRegressor(),
     ReducedSetRegressor(KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5), n_vectors=0.5, method="l0"),
 ])
