@@ -495,7 +495,7 @@ def plot(result, path):
 
     B = result.get("binary", {})
     if B:
-        fig, axes = plt.subplots(1, len(B), figsize=(5.2 * len(B), 4.4), squeeze=False)
+        fig, axes = plt.subplots(1, len(B), figsize=(5.6 * len(B), 4.9), squeeze=False)
         for ax, (name, R) in zip(axes[0], B.items()):
             for m, (col, ls, lab) in STYLE.items():
                 x = np.array([q["median"] if q["median"] is not None else np.nan for q in R["methods"][m]["n_used"]])
@@ -514,7 +514,7 @@ def plot(result, path):
             ax.set_ylabel("test error (%), median over splits (IQR band)")
             ta, tb = R["target_a"], R["target_b"]
             ax.set_title(f"{R['label']}, {len(R['seeds'])} splits\nℓ1/hmp time ×{ta['l1_over_hmp_time_ratio']:.0f}; "
-                         f"@20% − SVC: hmp {tb['gap_pt_hmp_minus_svc']['median']:+.2f}, refit "
+                         f"@20% − SVC (pt):\nhmp {tb['gap_pt_hmp_minus_svc']['median']:+.2f}, refit "
                          f"{tb['gap_pt_hmp_refit_minus_svc']['median']:+.2f}, dec+refit "
                          f"{tb.get('gap_pt_by_method', {}).get('hmp_dec_refit', {}).get('median', float('nan')):+.2f}, "
                          f"+exch. {tb.get('gap_pt_by_method', {}).get('hmp_x', {}).get('median', float('nan')):+.2f} / "
