@@ -123,6 +123,9 @@ def _arguments(p):
     p.add_argument("--seeds", type=int, default=None, help="number of splits of the two-class tasks (default 10)")
     p.add_argument("--skip-multiclass", action="store_true", help="two-class part only")
     p.add_argument("--skip-binary", action="store_true", help="multi-class part only")
+    p.add_argument("--tasks", default=None,
+                   help="comma-separated two-class tasks to run (default all: banana,german,image); with --out "
+                        "for a supplementary run (e.g. --tasks german --seeds 30 --skip-multiclass --out ...)")
 
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
@@ -589,8 +592,12 @@ def main(args):
     }
     _keep_skipped_part(result, out, args)
     if not args.skip_binary:
-        for name, cfg in BINARY.items():
-            result["binary"][name] = run_binary_task(name, cfg, list(range(n_seeds)), args.quick)
+        tasks = list(BINARY) if args.tasks is None else [t.strip() for t in args.tasks.split(",")]
+        unknown = sorted(set(tasks) - set(BINARY))
+        if unknown:
+            raise SystemExit(f"--tasks: unknown two-class task(s) {unknown}; choose from {sorted(BINARY)}")
+        for name in tasks:
+            result["binary"][name] = run_binary_task(name, BINARY[name], list(range(n_seeds)), args.quick)
             H.write_json(out, result)  # partial results as they come
     if not args.skip_multiclass:
         for name, cfg in multi.items():

@@ -340,6 +340,10 @@ CASES = [
          ValueError, ("X_pool must be a numpy array", "method='hmp'")),
     Case("compress-y-wrong-length", lambda ws: ReducedSetCompressor(n_vectors=3).fit(_SVC, X, Y[:-1]), ValueError,
          ("y has 59", "60 rows")),
+    Case("compress-exchange=-1", lambda ws: ReducedSetCompressor(n_vectors=3, exchange=-1).fit(_SVC), ValueError,
+         ("exchange must be an int >= 0", "got -1")),
+    Case("compress-exchange-store-pool", lambda ws: ReducedSetCompressor(n_vectors=3, exchange=2).fit(_SVC, ws.good),
+         ValueError, ("exchange", "X_pool must be a numpy array", "exchange=0")),
 ]
 
 COMMANDS = [
