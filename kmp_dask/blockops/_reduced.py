@@ -6,6 +6,23 @@ the value of the residual hyperplane ``r(z) = ⟨w − ŵ, φ(z)⟩ = f(z) − f
 pointwise (``score(z) = Σ_j r_j(z)² / k(z, z)``, eq. 13), so a scoring pass computes no kernel
 values at all — the expensive pass is the first one, which evaluates ``f`` on the pool.
 
+``criterion="decrease"`` scores ``Σ_j r_j(z)² / δ(z)`` instead, ``δ(z) = k(z,z) − k_S(z)ᵀ K_SS⁻¹
+k_S(z)`` (the part of ``φ(z)`` orthogonal to the selected vectors: the exact fall of the RKHS
+error when z joins with backfitting). A partition tracks ``δ`` for its rows (``delta``, rows ×
+float64: the only added state). Why no ``Q`` (the orthonormalised columns, rows × k — as much
+again as the basis cache) and no triangular solve (``‖L⁻¹ k_S(z)‖²`` per row: O(rows · k²) per
+recomputation): backfitting's residual move already forms ``u = d − B w`` with ``w = K_old⁻¹
+k_old(ẑ)``, which *is* the new vector's column made orthogonal to the earlier ones, ``u =
+L_kk · q``. So the move that brings the residual along (:func:`rs_orth_move`) also subtracts
+``q² = (u / L_kk)²`` from ``δ``: O(rows) more than the eq.-13 move, no second GEMV over the
+cache. ``δ`` accumulates every update since the pursuit started, so these moves live in their
+own journal slot ``rs.fit.delta``, never reset by a residual resync (``rs.fit.residual``): the
+journal keeps all of them — O(k) floats each (``w``), n²/2 for a path of n vectors, the size of
+the driver's own Cholesky factor — and a rebuilt partition replays them in order (the residual
+moves among them are overwritten by the last resync, as live). Their message carries no
+coefficient matrix (an eq.-13 ``Move`` carries (k, m)): the residual's coefficients are brought
+along on the partition by the driver's own update (the same operations on the same numbers).
+
 State under ``part.state["rs"]`` (an :class:`RSState`):
 
 ``X``, ``sq``  the pool rows and their squared norms (read-only)
@@ -13,10 +30,12 @@ State under ``part.state["rs"]`` (an :class:`RSState`):
 ``F``          ``f(z)`` per row and output, without intercept (read-only: the pursuit's targets)
 ``cache``      basis columns ``k(z, ẑ_j)`` over the pool (:class:`~kmp_dask.blockops.ColumnCache`)
 ``fit``        ``R = F[:, outputs] − B β`` (:class:`~kmp_dask.blockops.Residual`)
+``delta``      ``δ(z)`` per row (``criterion="decrease"`` only; None otherwise)
 
-*Effects* (journal slots ``rs`` ⊃ ``rs.fit`` ⊃ ``rs.fit.columns`` / ``rs.fit.residual``):
-:func:`rs_init` (rows, ``kdiag``, ``F`` from the expansion), :func:`rs_start` (a pursuit on some
-outputs), and the generic column / residual effects of :class:`rs_effects`. *Queries*:
+*Effects* (journal slots ``rs`` ⊃ ``rs.fit`` ⊃ ``rs.fit.columns`` / ``rs.fit.residual`` /
+``rs.fit.delta``): :func:`rs_init` (rows, ``kdiag``, ``F`` from the expansion), :func:`rs_start`
+(a pursuit on some outputs), the generic column / residual effects of :class:`rs_effects` and
+:func:`rs_orth_move` (residual and ``δ``, ``criterion="decrease"``). *Queries*:
 :func:`rs_stats` (``‖w‖²`` when the pool carries the expansion's own coefficients),
 :func:`rs_score` (best candidates), :func:`rs_values` (fitted values at chosen levels).
 """
@@ -34,9 +53,19 @@ from ._partition import Partition
 from ._state import ColumnCache, Residual, Workspace, kernel_block, readonly, sqnorm
 
 __all__ = [
-    "RSSetup", "RSStart", "RSScoreQuery", "RSValuesQuery", "RSState", "rs_init", "rs_start", "rs_stats",
-    "rs_score", "rs_values", "rs_effects",
+    "RSSetup", "RSStart", "RSScoreQuery", "RSValuesQuery", "RSOrthMove", "RSState", "rs_init", "rs_start",
+    "rs_orth_move", "rs_stats", "rs_score", "rs_values", "rs_effects", "SCORE_CRITERIA",
 ]
+
+SCORE_CRITERIA = ("eq13", "decrease")
+"""Selection scores a partition computes: ``Σ_j r_j² / k(z,z)`` or ``Σ_j r_j² / δ(z)``."""
+
+DELTA_EPS_FACTOR = 256
+"""With ``criterion="decrease"`` a row scores 0 (treated as in the span) when ``δ ≤ floor ·
+k(z,z)``, ``floor = max(min_pivot, DELTA_EPS_FACTOR · eps)`` of the cache dtype: float64 gives
+the driver's ``MIN_PIVOT`` (as the in-process pursuit); a float32 cache's kernel values carry
+~1e-7 relative error, so ``δ`` below ~3e-5 · k(z,z) is rounding there, and ``r²/δ`` of rounding
+would be an arbitrary score."""
 
 
 # -- messages --------------------------------------------------------------------------------
@@ -59,16 +88,21 @@ class RSStart:
 
     outputs: tuple
     capacity: int = 16
+    track_delta: bool = False  #: keep ``δ(z)`` per row (``criterion="decrease"``)
 
 
 @dataclass(frozen=True)
 class RSScoreQuery:
     """Best ``top`` candidates of the partition: among all its rows (``cand=None``) or among
-    the sorted global indices ``cand``; rows in ``exclude`` (sorted) are never returned."""
+    the sorted global indices ``cand``; rows in ``exclude`` (sorted) are never returned.
+    ``criterion`` (:data:`SCORE_CRITERIA`): divide ``Σ_j r_j²`` by ``k(z, z)`` or by ``δ(z)``
+    (rows with ``δ ≤ floor · k(z, z)`` score 0, see :data:`DELTA_EPS_FACTOR`)."""
 
     cand: np.ndarray | None = None
     exclude: np.ndarray | None = None
     top: int = 4
+    criterion: str = "eq13"
+    min_pivot: float = 1e-10
 
 
 @dataclass(frozen=True)
@@ -79,6 +113,18 @@ class RSValuesQuery:
 
     coefs: tuple
     values: bool = False
+
+
+@dataclass(frozen=True)
+class RSOrthMove:
+    """Backfitting's move after the last accepted column ``d = k(·, ẑ)`` (``criterion="decrease"``):
+    ``w = K_old⁻¹ k_old(ẑ)`` (None for the first vector), ``beta`` (m,) the new coefficient
+    ``r(ẑ)/δ(ẑ)``, ``Lkk = √δ(ẑ)`` (the Cholesky pivot) and ``index`` the global pool row of ẑ."""
+
+    w: np.ndarray | None
+    beta: np.ndarray
+    Lkk: float
+    index: int = -1
 
 
 # -- state -----------------------------------------------------------------------------------
@@ -93,6 +139,7 @@ class RSState:
     outputs: tuple = ()
     cache: ColumnCache | None = None
     fit: Residual | None = None
+    delta: np.ndarray | None = None
     work: Workspace = field(default_factory=Workspace)
 
     @property
@@ -101,6 +148,7 @@ class RSState:
         own += 0 if self.pool_coef is None else self.pool_coef.nbytes
         if self.cache is not None:
             own += self.cache.nbytes + self.fit.nbytes
+        own += 0 if self.delta is None else self.delta.nbytes
         return own + self.work.nbytes
 
 
@@ -122,11 +170,12 @@ def rs_init(part: Partition, msg: RSSetup) -> None:
 
 
 def rs_start(part: Partition, msg: RSStart) -> None:
-    """An empty basis and the residual ``R = F[:, outputs]``."""
+    """An empty basis, the residual ``R = F[:, outputs]`` and, with ``track_delta``, ``δ = k(z, z)``."""
     st = _rs(part)
     st.outputs = tuple(int(j) for j in msg.outputs)
     st.cache = ColumnCache(len(st.X), 0, st.X.dtype, msg.capacity)
     st.fit = Residual(np.ascontiguousarray(st.F[:, list(st.outputs)]))
+    st.delta = np.array(st.kdiag, dtype=np.float64) if msg.track_delta else None
 
 
 def rs_pend(part: Partition, atom: Atom) -> None:
@@ -149,6 +198,37 @@ def rs_move(part: Partition, msg: Move) -> None:
     st.fit.move(st.cache.train(), msg.w, msg.beta, msg.coef)
 
 
+def rs_orth_move(part: Partition, msg: RSOrthMove) -> None:
+    """Residual and ``δ`` after the last accepted column ``d`` (backfitting, ``criterion="decrease"``).
+
+    ``u = d − B_old w`` is the move of the fit per unit of the new coefficient (as
+    :meth:`~kmp_dask.blockops.Residual.move`, same arithmetic) and also ``L_kk`` times the new
+    vector's orthonormalised column ``q(z) = ⟨ψ_k, φ(z)⟩``, so ``δ −= q²``. The residual's
+    coefficients follow the driver's update ``[β_old − w βᵀ; β]``.
+    """
+    st = _rs(part)
+    if st.delta is None:
+        raise RuntimeError("rs_orth_move: this pursuit was started without track_delta (the driver's effects "
+                           "do not match its criterion)")
+    B = st.cache.train()
+    n = B.shape[1]
+    d = B[:, n - 1]
+    beta = np.asarray(msg.beta, dtype=np.float64).reshape(-1)
+    if msg.w is not None and n > 1:
+        Bo = B[:, : n - 1]
+        u = (d - Bo @ np.asarray(msg.w).astype(Bo.dtype, copy=False)).astype(np.float64)
+        old = st.fit.coef[: n - 1] - np.outer(msg.w, beta)
+    else:
+        u = d.astype(np.float64)
+        old = st.fit.coef[: n - 1]
+    st.fit.move_by(u, beta, np.vstack([old, beta[None, :]]))
+    np.divide(u, msg.Lkk, out=u)
+    np.square(u, out=u)
+    st.delta -= u
+    if part.start <= msg.index < part.stop:
+        st.delta[msg.index - part.start] = 0.0  # exactly in the span now (as the in-process pursuit)
+
+
 def rs_set(part: Partition, coef: np.ndarray) -> None:
     """``R = F − B·coef`` recomputed (no drift)."""
     st = _rs(part)
@@ -163,8 +243,9 @@ class rs_effects:  # noqa: N801 (a namespace of Effect constructors)
         return Effect(rs_init, setup, "rs", resets=True)
 
     @staticmethod
-    def start(outputs, capacity: int = 16) -> Effect:
-        return Effect(rs_start, RSStart(tuple(int(j) for j in outputs), int(capacity)), "rs.fit", resets=True)
+    def start(outputs, capacity: int = 16, track_delta: bool = False) -> Effect:
+        return Effect(rs_start, RSStart(tuple(int(j) for j in outputs), int(capacity), bool(track_delta)), "rs.fit",
+                      resets=True)
 
     @staticmethod
     def add(atom: Atom) -> tuple[Effect, Effect]:
@@ -174,6 +255,13 @@ class rs_effects:  # noqa: N801 (a namespace of Effect constructors)
     def move(w, beta, coef) -> Effect:
         return Effect(rs_move, Move(w, np.asarray(beta, dtype=np.float64), np.array(coef, dtype=np.float64)),
                       "rs.fit.residual")
+
+    @staticmethod
+    def orth_move(w, beta, Lkk: float, index: int) -> Effect:
+        """Never reset by a resync: ``δ`` is the sum of every update since the start."""
+        return Effect(rs_orth_move, RSOrthMove(None if w is None else np.array(w, dtype=np.float64),
+                                               np.array(beta, dtype=np.float64).reshape(-1), float(Lkk), int(index)),
+                      "rs.fit.delta")
 
     @staticmethod
     def set_coef(coef) -> Effect:
@@ -193,9 +281,13 @@ def rs_stats(part: Partition, msg=None) -> dict:
 
 def rs_score(part: Partition, q: RSScoreQuery) -> dict:
     """``rss`` = Σ R² per output over the pool (the empirical prediction error ê of §3.1) and
-    the partition's best candidates by ``Σ_j R_j(z)² / k(z, z)``: global ``index``, ``score``,
-    ``rows``, residual ``r`` and target values ``f`` there."""
+    the partition's best candidates by ``Σ_j R_j(z)² / k(z, z)`` (``criterion="decrease"``:
+    ``/ δ(z)``): global ``index``, ``score``, ``rows``, residual ``r`` and target values ``f`` there."""
     st = _rs(part)
+    if q.criterion not in SCORE_CRITERIA:
+        raise ValueError(f"criterion must be one of {SCORE_CRITERIA}; got {q.criterion!r}")
+    if q.criterion == "decrease" and st.delta is None:
+        raise RuntimeError("rs_score: criterion='decrease' needs a pursuit started with track_delta=True")
     R = st.fit.R
     out = {"rss": np.einsum("ij,ij->j", R, R)}
     if q.cand is None:
@@ -208,8 +300,14 @@ def rs_score(part: Partition, q: RSScoreQuery) -> dict:
         ex = np.asarray(q.exclude, dtype=np.int64)
         local = local[~np.isin(local + part.start, ex, assume_unique=False)]
     num = np.einsum("ij,ij->i", R[local], R[local])
+    kd = st.kdiag[local]
     with np.errstate(divide="ignore", invalid="ignore"):
-        score = np.where(st.kdiag[local] > 0, num / st.kdiag[local], 0.0)
+        if q.criterion == "eq13":
+            score = np.where(kd > 0, num / kd, 0.0)
+        else:  # rows (numerically) in the span score 0 and are never picked
+            floor = max(float(q.min_pivot), DELTA_EPS_FACTOR * float(np.finfo(st.cache.dtype).eps))
+            de = st.delta[local]
+            score = np.where(de > floor * kd, num / de, 0.0)
     k = min(int(q.top), len(local))
     if k < len(local):
         best = np.argpartition(-score, k - 1)[:k]

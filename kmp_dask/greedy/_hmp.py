@@ -22,6 +22,15 @@ applies the previous iteration's column and residual move and returns each parti
 candidates. Probabilistic search (the "59-trick", §3.1): ``candidates=s`` scores s random pool
 points per iteration instead of all of them. No dask here.
 
+``criterion="decrease"`` (backfitting only) scores ``Σ_j r_j(z)² / δ(z)`` — exactly how much
+``‖w − ŵ‖²`` falls when z joins — instead of eq. 13's ``/ k(z, z)``. On the engine each partition
+tracks ``δ`` for its rows: the driver's move effect for the new vector carries ``w = K_old⁻¹
+k_old(ẑ)`` and the pivot ``L_kk``, and the partition's ``u = d − B w`` (which backfitting's
+residual move forms anyway) is ``L_kk`` times the new orthonormalised column, so ``δ −= (u /
+L_kk)²`` costs O(rows) per pass and one float64 per row (no ``Q``, no triangular solves; see
+:mod:`~kmp_dask.blockops._reduced` for the journal). The basic pursuit's actual decrease is
+eq. 13's score already, so it refuses ``"decrease"``.
+
 :func:`dense_hyperplane_pursuit` is the same backfitted pursuit for a small pool held in this
 process as one array (no engine, no per-pass overhead): it is a pivoted incomplete Cholesky
 factorisation of the pool Gram whose pivots are chosen by the pursuit's score. ``Q`` (P × k)
@@ -60,6 +69,9 @@ MAX_STALLS = 8
 
 BASIC_MAX_STEPS = 10
 """The basic pursuit (a vector may be picked again) stops after this many steps per wanted vector."""
+
+CRITERIA = ("eq13", "decrease")
+"""Selection scores: eq. 13's ``Σ_j r_j(z)² / k(z, z)`` or the exact backfitted decrease ``Σ_j r_j(z)² / δ(z)``."""
 
 HMP_STOP_REASONS = ("n_vectors", "rkhs_tol", "converged", "linear_dependence", "exhausted", "max_iter")
 
@@ -133,7 +145,7 @@ def _merge_candidates(results):
 
 def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: int, backfit: bool = True,
                        candidates: int | None = None, random_state=None, rkhs_tol: float = 0.0,
-                       top: int = 4, callback=None) -> HMPResult:
+                       top: int = 4, callback=None, criterion: str = "eq13") -> HMPResult:
     """Run hyperplane matching pursuit over the pool held by ``engine``.
 
     The partitions must have received :func:`~kmp_dask.blockops.rs_effects.init` (the
@@ -155,18 +167,27 @@ def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: 
         dependent on the selected vectors)
     callback : callable(record) or None — after each selection, with ``iteration`` (from 0),
         ``n_vectors``, ``rkhs_error`` and ``rkhs_error_rel``
+    criterion : ``"eq13"`` (the paper's score) or ``"decrease"`` (``Σ_j r_j(z)² / δ(z)``, the
+        exact backfitted decrease; needs ``backfit=True``)
     """
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
+    if criterion == "decrease" and not backfit:
+        raise ValueError("criterion='decrease' needs backfit=True: the basic pursuit (algorithm 3.2) only adds "
+                         "r(z)/k(z,z) to one coefficient, so the decrease it gets is eq. 13's score — use "
+                         "criterion='eq13' with backfit=False")
     t0 = time.perf_counter()
     rng = random_state if random_state is not None else np.random.default_rng(0)
     sampler = None if candidates is None else RandomCandidates(n_rows, int(candidates))
-    model = _HMPModel(kernel, wsq, n_vectors, backfit)
-    effects = [rs_effects.start(outputs, model.capacity)]
+    model = _HMPModel(kernel, wsq, n_vectors, backfit, criterion)
+    effects = [rs_effects.start(outputs, model.capacity, track_delta=criterion == "decrease")]
     sses, n_passes, stalls = [], 0, 0
     while True:
         excluded = model.excluded()
         cand = None if sampler is None else sampler.draw(rng, excluded)
         exclude = np.asarray(sorted(excluded), dtype=np.int64)
-        results = engine.run(rs_score, RSScoreQuery(cand, exclude, top), effects)  # applies the last choice
+        query = RSScoreQuery(cand, exclude, top, criterion, MIN_PIVOT)
+        results = engine.run(rs_score, query, effects)          # applies the last choice
         effects = []
         n_passes += 1
         sses.append(np.sum([r["rss"] for r in results], axis=0))
@@ -193,8 +214,8 @@ class _HMPModel:
     Gram (backfitting), the coefficients per cache column, ``c̃ = L⁻¹ f(s)`` or the basic steps,
     and the RKHS error after each iteration."""
 
-    def __init__(self, kernel, wsq, n_vectors, backfit):
-        self.kernel, self.n_vectors, self.backfit = kernel, int(n_vectors), backfit
+    def __init__(self, kernel, wsq, n_vectors, backfit, criterion="eq13"):
+        self.kernel, self.n_vectors, self.backfit, self.criterion = kernel, int(n_vectors), backfit, criterion
         self.wsq = np.asarray(wsq, dtype=np.float64).reshape(-1)
         self.m = len(self.wsq)
         self.total = float(self.wsq.sum())
@@ -268,7 +289,11 @@ class _HMPModel:
         self.errs.append(self.err.copy())
         self.counts.append(len(self.sel_index) if self.backfit else len(set(self.sel_index)))
         effects = [*rs_effects.add(Atom(np.array(z), 0, idx))]
-        if self.it % RESYNC_EVERY == 0:
+        if self.criterion == "decrease":  # residual and δ move together; δ's moves are never dropped
+            effects.append(rs_effects.orth_move(w, c, Lkk, idx))
+            if self.it % RESYNC_EVERY == 0:
+                effects.append(rs_effects.set_coef(self.coef))
+        elif self.it % RESYNC_EVERY == 0:
             effects.append(rs_effects.set_coef(self.coef))
         else:
             effects.append(rs_effects.move(w, c, self.coef))
@@ -295,9 +320,6 @@ class _HMPModel:
             L=np.array(self.chol.L) if self.backfit else None, ctilde=self.ctilde if self.backfit else None,
             steps=None if self.backfit else self.steps,
         )
-
-
-CRITERIA = ("eq13", "decrease")
 
 
 def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates: int | None = None,

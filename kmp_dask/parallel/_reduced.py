@@ -34,9 +34,11 @@ def pool_rkhs_norms(engine, expansion, pool_coef) -> np.ndarray:
 
 
 def compress_on_pool(engine, expansion, pool_coef, *, n_rows, outputs_groups, n_vectors, backfit=True,
-                     candidates=None, seed=0, rkhs_tol=0.0, callback=None):
+                     candidates=None, seed=0, rkhs_tol=0.0, callback=None, criterion="eq13"):
     """Initialise the pool and run one pursuit per group of outputs (coupled: one group with all
-    outputs; independent: one group per output). Returns ``(wsq, [HMPResult per group])``."""
+    outputs; independent: one group per output). Returns ``(wsq, [HMPResult per group])``.
+    ``criterion``: the selection score, ``"eq13"`` or ``"decrease"`` (backfitting only; the
+    partitions then also track ``δ(z)``, see :func:`~kmp_dask.greedy._hmp.hyperplane_pursuit`)."""
     wsq = pool_rkhs_norms(engine, expansion, pool_coef)
     rng = np.random.default_rng(seed)
     results = []
@@ -45,7 +47,7 @@ def compress_on_pool(engine, expansion, pool_coef, *, n_rows, outputs_groups, n_
         results.append(hyperplane_pursuit(
             engine, kernel=expansion.kernels[0], n_rows=n_rows, wsq=wsq[group], outputs=group,
             n_vectors=n_vectors, backfit=backfit, candidates=candidates, random_state=rng,
-            rkhs_tol=rkhs_tol, callback=callback))
+            rkhs_tol=rkhs_tol, callback=callback, criterion=criterion))
     return wsq, results
 
 

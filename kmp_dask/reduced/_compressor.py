@@ -135,8 +135,8 @@ class ReducedSetCompressor(BaseEstimator):
     criterion : {"eq13", "decrease"}, default="eq13"
         ``"hmp"`` selection score: the paper's ``Σ_j r_j(z)² / k(z, z)`` (eq. 13), or
         ``Σ_j r_j(z)² / δ(z)`` — the exact fall of ``‖w − ŵ‖²`` when z joins with backfitting
-        (``δ``: the part of φ(z) orthogonal to the chosen vectors). "decrease" needs the
-        in-process pursuit (a numpy pool, no cluster).
+        (``δ``: the part of φ(z) orthogonal to the chosen vectors). "decrease" needs
+        ``backfit=True``; it runs in process and on the engine (store pools, clusters) alike.
     exchange : int, default=0
         ``"hmp"``: at most this many sweeps of single-vector exchanges applied to a level's
         vectors when its model is built (``expansion_``, ``expansion_at``, the path's labelled
@@ -210,9 +210,9 @@ class ReducedSetCompressor(BaseEstimator):
             raise ValueError(f"refit must be one of {REFIT}; got {self.refit!r}")
         if self.criterion not in ("eq13", "decrease"):
             raise ValueError(f"criterion must be 'eq13' or 'decrease'; got {self.criterion!r}")
-        if self.criterion != "eq13" and (self.method != "hmp" or not self.backfit or self.dense is False):
-            raise ValueError("criterion='decrease' works with method='hmp', backfit=True and the in-process pursuit "
-                             "(dense='auto' or True)")
+        if self.criterion != "eq13" and (self.method != "hmp" or not self.backfit):
+            raise ValueError(f"criterion='decrease' works with method='hmp' and backfit=True; got "
+                             f"method={self.method!r}, backfit={self.backfit!r} (use criterion='eq13')")
         if not (isinstance(self.exchange, numbers.Integral) and not isinstance(self.exchange, bool)
                 and self.exchange >= 0):
             raise ValueError(f"exchange must be an int >= 0 (sweeps of single-vector exchanges; 0: off); "
@@ -376,7 +376,8 @@ class ReducedSetCompressor(BaseEstimator):
                 wsq, results = compress_on_pool(
                     engine, exp, pool_coef, n_rows=store.n_rows, outputs_groups=groups,
                     n_vectors=min(path_len, store.n_rows), backfit=bool(self.backfit), candidates=self.candidates,
-                    seed=seed, rkhs_tol=float(self.rkhs_tol) if self.select == "rkhs_tol" else 0.0, callback=cb)
+                    seed=seed, rkhs_tol=float(self.rkhs_tol) if self.select == "rkhs_tol" else 0.0, callback=cb,
+                    criterion=self.criterion)
             finally:
                 engine.close()
                 if bar is not None:
@@ -387,10 +388,9 @@ class ReducedSetCompressor(BaseEstimator):
 
     def _use_dense(self, client, rows, n_path, refining):
         ok = rows is not None and bool(self.backfit) and (client is None or refining)
-        if self.dense is True or self.criterion != "eq13":
+        if self.dense is True:
             if not ok:
-                raise ValueError(f"{'dense=True' if self.dense is True else 'criterion=' + repr(self.criterion)} "
-                                 "needs a numpy pool, backfit=True and no cluster (client=None)")
+                raise ValueError("dense=True needs a numpy pool, backfit=True and no cluster (client=None)")
             return True
         return self.dense == "auto" and ok and len(rows) * max(n_path, 1) <= DENSE_HMP_LIMIT
 

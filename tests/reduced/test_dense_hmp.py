@@ -155,10 +155,10 @@ def test_decrease_criterion_is_the_exact_greedy_and_keeps_the_oracles(m):
     assert full.rkhs_error[-1].sum() <= 1e-9 * full.wsq.sum()
 
 
-def test_decrease_criterion_needs_the_in_process_pursuit(binary):
+def test_decrease_criterion_needs_backfitting(binary):
     svc, X, y, _, _ = binary
     with pytest.raises(ValueError, match="criterion"):
-        ReducedSetCompressor(criterion="decrease", dense=False).fit(svc, X, y)
+        ReducedSetCompressor(criterion="decrease", backfit=False).fit(svc, X, y)
     with pytest.raises(ValueError, match="criterion"):
         ReducedSetCompressor(criterion="nope").fit(svc, X, y)
     comp = ReducedSetCompressor(n_vectors=10, criterion="decrease").fit(svc, X, y)

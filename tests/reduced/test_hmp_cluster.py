@@ -1,5 +1,6 @@
 """Hyperplane matching pursuit on real clusters: a killed worker and a pool streamed out of core
-give the in-process path bit for bit (pool partitions are rebuilt by replaying the journal)."""
+give the in-process path bit for bit (pool partitions are rebuilt by replaying the journal),
+with either selection criterion."""
 
 from __future__ import annotations
 
@@ -57,6 +58,51 @@ def test_killed_worker_and_streamed_pool_give_the_same_path(pool_store, process_
     # a per-worker budget far below the pool's state: partitions stream from scratch every pass
     with ActorEngine(process_client, specs, budget_bytes=24 << 20) as eng:
         streamed = _path(eng, exp, store.n_rows)
+        reports = eng.memory_reports()
+    assert all(r["streamed"] for r in reports.values()), reports
+    for res in (killed, streamed):
+        np.testing.assert_array_equal(res.index, ref.index)
+        np.testing.assert_allclose(res.coef, ref.coef, rtol=1e-11, atol=1e-12 * np.abs(ref.coef).max())
+        np.testing.assert_allclose(res.rkhs_error, ref.rkhs_error, rtol=1e-10, atol=1e-12 * ref.wsq.max())
+    assert killed.coef.tobytes() == streamed.coef.tobytes()  # same worker-side arithmetic
+
+
+def test_decrease_criterion_with_a_killed_worker_and_a_streamed_pool(tmp_path, process_client):
+    """``criterion="decrease"``: the partitions' ``δ`` survives a SIGKILL after a residual resync
+    (the replayed journal keeps every δ move, drops the residual moves before the last resync)
+    and paging out of core; the path equals the in-process engine's and the in-process pursuit's."""
+    from kmp_dask.greedy._hmp import dense_hyperplane_pursuit
+
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(20_000, 6))
+    store = create_store(str(tmp_path / "pool.zarr"), X, None, chunk_rows=5_000)
+    idx = rng.choice(len(X), size=200, replace=False)
+    exp = KernelExpansion(X[idx], rng.normal(size=(200, 2)), 0.0, get_kernel("rbf", gamma=0.2))
+    specs = partition_specs(store)
+
+    def path(engine, callback=None):
+        _, (res,) = compress_on_pool(engine, exp, None, n_rows=store.n_rows, outputs_groups=[[0, 1]], n_vectors=40,
+                                     callback=callback, criterion="decrease")
+        return res
+
+    with InProcessEngine(specs) as eng:
+        ref = path(eng)
+    den = dense_hyperplane_pursuit(X, kernel=exp.kernels[0], F=exp.with_coef(exp.coef, 0.0).decision_function(X),
+                                   wsq=exp.rkhs_sqnorm(), n_vectors=40, criterion="decrease")
+    np.testing.assert_array_equal(ref.index, den.index)
+    pids = process_client.run(os.getpid)
+    with ActorEngine(process_client, specs) as eng:
+        victim = eng._holders[0]["addr"]
+
+        def kill(record):
+            if record["iteration"] == 34:  # after the resync at 32 vectors
+                os.kill(pids[victim], signal.SIGKILL)
+
+        killed = path(eng, callback=kill)
+        assert eng.n_restarts >= 1
+    process_client.wait_for_workers(2, timeout=120)
+    with ActorEngine(process_client, specs, budget_bytes=4 << 20) as eng:
+        streamed = path(eng)
         reports = eng.memory_reports()
     assert all(r["streamed"] for r in reports.values()), reports
     for res in (killed, streamed):
