@@ -51,9 +51,10 @@ def compress_on_pool(engine, expansion, pool_coef, *, n_rows, outputs_groups, n_
     return wsq, results
 
 
-def _compress_piece(vectors, coef, kernel, keep):
+def _compress_piece(vectors, coef, kernel, keep, criterion="eq13"):
     """Compress the expansion ``(vectors, coef)`` to ``keep`` of its own vectors (coupled,
-    backfitted), in this process. Returns ``(vectors, coef)`` of the reduced piece."""
+    backfitted, selected by ``criterion``), in this process. Returns ``(vectors, coef)`` of the
+    reduced piece."""
     from ..expansion import KernelExpansion
 
     vectors = np.asarray(vectors)
@@ -62,7 +63,7 @@ def _compress_piece(vectors, coef, kernel, keep):
     exp = KernelExpansion(vectors, coef, 0.0, kernel)
     with make_engine(None, InMemoryStore(vectors)) as engine:
         _, (res,) = compress_on_pool(engine, exp, exp.coef, n_rows=len(vectors),
-                                     outputs_groups=[range(exp.n_outputs)], n_vectors=keep)
+                                     outputs_groups=[range(exp.n_outputs)], n_vectors=keep, criterion=criterion)
     return res.vectors, res.coef
 
 
@@ -70,34 +71,38 @@ def _merge(*pieces):
     return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
 
 
-def _merge_and_compress(kernel, keep, *pieces):
-    return _compress_piece(*_merge(*pieces), kernel, keep)
+def _merge_and_compress(kernel, keep, criterion, *pieces):
+    return _compress_piece(*_merge(*pieces), kernel, keep, criterion)
 
 
 def chunked_compression(client, expansion, *, piece_vectors: int, keep: int, arity: int = 2,
-                        timeout: float = 3600.0):
+                        timeout: float = 3600.0, criterion: str = "eq13"):
     """The chunking method (§3.6) as a tree of dask tasks; returns ``(vectors, coef)``.
 
     Level 0: pieces of ``piece_vectors`` consecutive terms, each compressed to ``keep``
     vectors. Each further level merges ``arity`` reduced pieces and compresses the union to
     ``keep`` again, until one piece is left. ``client=None`` runs the same tree in this process.
+    ``criterion``: the pieces' selection score (as :func:`compress_on_pool`).
     """
     kernel = expansion.kernels[0]
     sv, coef = expansion.support_vectors, expansion.coef
     bounds = list(range(0, len(sv), int(piece_vectors))) + [len(sv)]
     if client is None:
-        pieces = [_compress_piece(sv[a:b], coef[a:b], kernel, keep) for a, b in zip(bounds[:-1], bounds[1:])]
+        pieces = [_compress_piece(sv[a:b], coef[a:b], kernel, keep, criterion)
+                  for a, b in zip(bounds[:-1], bounds[1:])]
         while len(pieces) > 1:
-            pieces = [_merge_and_compress(kernel, keep, *pieces[i : i + arity]) for i in range(0, len(pieces), arity)]
+            pieces = [_merge_and_compress(kernel, keep, criterion, *pieces[i : i + arity])
+                      for i in range(0, len(pieces), arity)]
         return pieces[0]
     # the kernel (a few numbers) travels inside each task, not as scattered data: a scattered
     # value is not recomputable, so a worker killed while holding a replica cancelled the tree
     # ("lost dependencies", 1 run in 3 of the killed-worker test); every task stays a pure function
     kernel_f = kernel
-    futures = [client.submit(_compress_piece, sv[a:b], coef[a:b], kernel_f, keep, pure=False)
+    futures = [client.submit(_compress_piece, sv[a:b], coef[a:b], kernel_f, keep, criterion, pure=False)
                for a, b in zip(bounds[:-1], bounds[1:])]
     while len(futures) > 1:
-        futures = [client.submit(_merge_and_compress, kernel_f, keep, *futures[i : i + arity], pure=False)
+        futures = [client.submit(_merge_and_compress, kernel_f, keep, criterion, *futures[i : i + arity],
+                                 pure=False)
                    for i in range(0, len(futures), arity)]
     try:
         return futures[0].result(timeout=timeout)

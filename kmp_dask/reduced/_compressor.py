@@ -361,7 +361,7 @@ class ReducedSetCompressor(BaseEstimator):
         with resolve_client(self.client, in_memory=in_memory) as client:
             if self.chunk_vectors is not None:
                 vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(self.chunk_vectors),
-                                                      keep=path_len)
+                                                      keep=path_len, criterion=self.criterion)
                 if not self.refine:
                     wsq = exp.rkhs_sqnorm()
                     self.stop_reason_ = "chunk_tree"
