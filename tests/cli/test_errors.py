@@ -97,18 +97,24 @@ def test_ingest_npy_and_npz_directory(tmp_path):
     assert os.path.isdir(tmp_path / "a.zarr")
 
 
-def test_compress_a_trusted_scikit_learn_file(tmp_path):
+def _svc_file(tmp_path, seed):
+    """A labelled training store ``train.zarr`` and an RBF SVC fitted on it, saved as ``svc.joblib``."""
     import joblib
     from sklearn.svm import SVC
 
-    from kmp_dask import load
-
-    rng = np.random.default_rng(2)
+    rng = np.random.default_rng(seed)
     X = rng.normal(size=(300, 2))
     y = (X[:, 0] * X[:, 1] > 0).astype(int)
     create_store(tmp_path / "train.zarr", X, y, classes=[0, 1])
     svc = SVC(gamma=1.0).fit(X, y)
     joblib.dump(svc, tmp_path / "svc.joblib")
+    return X, y, svc
+
+
+def test_compress_a_trusted_scikit_learn_file(tmp_path):
+    from kmp_dask import load
+
+    X, y, svc = _svc_file(tmp_path, 2)
     r = CliRunner().invoke(main, ["compress", str(tmp_path / "svc.joblib"), "--trust-pickle", "--n-vectors", "15",
                                   "--data", str(tmp_path / "train.zarr"), "--model", str(tmp_path / "c.kmp"),
                                   "--workers", "1", "--quiet"])
@@ -157,17 +163,9 @@ def test_train_with_sample_weights_equals_the_python_fit(tmp_path):
 
 
 def test_compress_with_exchange_and_refit_reads_the_pool_into_memory(tmp_path):
-    import joblib
-    from sklearn.svm import SVC
-
     from kmp_dask import load
 
-    rng = np.random.default_rng(5)
-    X = rng.normal(size=(300, 2))
-    y = (X[:, 0] * X[:, 1] > 0).astype(int)
-    create_store(tmp_path / "train.zarr", X, y, classes=[0, 1])
-    svc = SVC(gamma=1.0).fit(X, y)
-    joblib.dump(svc, tmp_path / "svc.joblib")
+    X, y, svc = _svc_file(tmp_path, 5)
     base = ["compress", str(tmp_path / "svc.joblib"), "--trust-pickle", "--n-vectors", "12", "--quiet"]
     r = CliRunner().invoke(main, base + ["--data", str(tmp_path / "train.zarr"), "--model", str(tmp_path / "c.kmp"),
                                          "--exchange", "5", "--refit", "pool"])

@@ -60,11 +60,7 @@ def test_killed_worker_and_streamed_pool_give_the_same_path(pool_store, process_
         streamed = _path(eng, exp, store.n_rows)
         reports = eng.memory_reports()
     assert all(r["streamed"] for r in reports.values()), reports
-    for res in (killed, streamed):
-        np.testing.assert_array_equal(res.index, ref.index)
-        np.testing.assert_allclose(res.coef, ref.coef, rtol=1e-11, atol=1e-12 * np.abs(ref.coef).max())
-        np.testing.assert_allclose(res.rkhs_error, ref.rkhs_error, rtol=1e-10, atol=1e-12 * ref.wsq.max())
-    assert killed.coef.tobytes() == streamed.coef.tobytes()  # same worker-side arithmetic
+    _assert_same_paths(ref, killed, streamed)
 
 
 def test_decrease_criterion_with_a_killed_worker_and_a_streamed_pool(tmp_path, process_client):
@@ -105,11 +101,7 @@ def test_decrease_criterion_with_a_killed_worker_and_a_streamed_pool(tmp_path, p
         streamed = path(eng)
         reports = eng.memory_reports()
     assert all(r["streamed"] for r in reports.values()), reports
-    for res in (killed, streamed):
-        np.testing.assert_array_equal(res.index, ref.index)
-        np.testing.assert_allclose(res.coef, ref.coef, rtol=1e-11, atol=1e-12 * np.abs(ref.coef).max())
-        np.testing.assert_allclose(res.rkhs_error, ref.rkhs_error, rtol=1e-10, atol=1e-12 * ref.wsq.max())
-    assert killed.coef.tobytes() == streamed.coef.tobytes()  # same worker-side arithmetic
+    _assert_same_paths(ref, killed, streamed)
 
 
 def test_chunking_tree_on_workers_survives_a_killed_worker(process_client):
@@ -150,3 +142,12 @@ def test_chunking_tree_on_workers_survives_a_killed_worker(process_client):
     np.testing.assert_allclose(coef2, ref_coef, rtol=1e-10, atol=1e-12 * np.abs(ref_coef).max())
     process_client.wait_for_workers(2, timeout=120)
     assert pids[0] not in process_client.run(os.getpid).values()  # the kill did land
+
+
+def _assert_same_paths(ref, killed, streamed):
+    """The killed-worker and streamed runs give the in-process path, bit for bit between them."""
+    for res in (killed, streamed):
+        np.testing.assert_array_equal(res.index, ref.index)
+        np.testing.assert_allclose(res.coef, ref.coef, rtol=1e-11, atol=1e-12 * np.abs(ref.coef).max())
+        np.testing.assert_allclose(res.rkhs_error, ref.rkhs_error, rtol=1e-10, atol=1e-12 * ref.wsq.max())
+    assert killed.coef.tobytes() == streamed.coef.tobytes()  # same worker-side arithmetic
