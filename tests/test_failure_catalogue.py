@@ -342,8 +342,10 @@ CASES = [
          ("y has 59", "60 rows")),
     Case("compress-exchange=-1", lambda ws: ReducedSetCompressor(n_vectors=3, exchange=-1).fit(_SVC), ValueError,
          ("exchange must be an int >= 0", "got -1")),
-    Case("compress-exchange-store-pool", lambda ws: ReducedSetCompressor(n_vectors=3, exchange=2).fit(_SVC, ws.good),
-         ValueError, ("exchange", "X_pool must be a numpy array", "exchange=0")),
+    Case("compress-exchange-independent-outputs",
+         lambda ws: ReducedSetCompressor(n_vectors=3, exchange=2, coupled=False).fit(
+             SVC(C=10.0, gamma=0.5).fit(X, np.arange(60) % 3), X),
+         ValueError, ("exchange improves one shared set of vectors", "coupled=True", "3-output", "exchange=0")),
 ]
 
 COMMANDS = [

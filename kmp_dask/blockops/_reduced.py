@@ -31,6 +31,7 @@ State under ``part.state["rs"]`` (an :class:`RSState`):
 ``cache``      basis columns ``k(z, ẑ_j)`` over the pool (:class:`~kmp_dask.blockops.ColumnCache`)
 ``fit``        ``R = F[:, outputs] − B β`` (:class:`~kmp_dask.blockops.Residual`)
 ``delta``      ``δ(z)`` per row (``criterion="decrease"`` only; None otherwise)
+``xch``        single-vector exchanges of a level (:class:`XState`; None outside an exchange)
 
 *Effects* (journal slots ``rs`` ⊃ ``rs.fit`` ⊃ ``rs.fit.columns`` / ``rs.fit.residual`` /
 ``rs.fit.delta``): :func:`rs_init` (rows, ``kdiag``, ``F`` from the expansion), :func:`rs_start`
@@ -38,6 +39,21 @@ State under ``part.state["rs"]`` (an :class:`RSState`):
 :func:`rs_orth_move` (residual and ``δ``, ``criterion="decrease"``). *Queries*:
 :func:`rs_stats` (``‖w‖²`` when the pool carries the expansion's own coefficients),
 :func:`rs_score` (best candidates), :func:`rs_values` (fitted values at chosen levels).
+
+*Exchanges* (:func:`~kmp_dask.greedy._exchange.engine_exchange`, the engine twin of
+:func:`~kmp_dask.greedy.exchange_vectors`): :func:`rs_xstart` copies the pursuit's first k cached
+columns into the exchange's own ``B`` (rows × k float64: the pursuit's cache stays intact, so
+several levels can be exchanged one after the other) and sets ``M = B A``, ``r = F − B β``, ``d``;
+:func:`rs_xcol` replaces column i of ``B`` by ``k(rows, z)``; :func:`rs_xswap` is the rank-one
+removal of position i and insertion of z (the arithmetic of ``_Exchange._replace``, with the
+driver's ``A`` row, ``u`` and ``k(S, z)`` in the message); :func:`rs_xsync` recomputes ``M``,
+``r``, ``d`` from ``B`` and the driver's fresh ``A``, ``β``. Slots: ``rs.xch`` (reset by a start),
+``rs.xch.cols`` (column replacements: never dropped by a resync) and ``rs.xch.state`` (swaps'
+rank-one moves, reset by a resync): a rebuilt partition replays the start, every column
+replacement and the moves since the last resync, in their order. Queries: :func:`rs_xrows`
+(``B`` and ``F`` at chosen pool rows: the driver's ``K_SS`` and ``f(S)``), :func:`rs_xscreen`
+(per position, the partition's best replacement score and the own score) and :func:`rs_xtry`
+(one position scored in the current state: the partition's best row and what a swap needs).
 """
 
 from __future__ import annotations
@@ -55,6 +71,8 @@ from ._state import ColumnCache, Residual, Workspace, kernel_block, readonly, sq
 __all__ = [
     "RSSetup", "RSStart", "RSScoreQuery", "RSValuesQuery", "RSOrthMove", "RSState", "rs_init", "rs_start",
     "rs_orth_move", "rs_stats", "rs_score", "rs_values", "rs_effects", "SCORE_CRITERIA",
+    "XState", "RSXRowsQuery", "RSXScreenQuery", "RSXTryQuery", "RSXSwap", "rs_xstart", "rs_xcol", "rs_xswap",
+    "rs_xsync", "rs_xrows", "rs_xscreen", "rs_xtry", "xch_effects",
 ]
 
 SCORE_CRITERIA = ("eq13", "decrease")
@@ -140,6 +158,7 @@ class RSState:
     cache: ColumnCache | None = None
     fit: Residual | None = None
     delta: np.ndarray | None = None
+    xch: "XState | None" = None
     work: Workspace = field(default_factory=Workspace)
 
     @property
@@ -149,6 +168,7 @@ class RSState:
         if self.cache is not None:
             own += self.cache.nbytes + self.fit.nbytes
         own += 0 if self.delta is None else self.delta.nbytes
+        own += 0 if self.xch is None else self.xch.nbytes
         return own + self.work.nbytes
 
 
@@ -335,3 +355,242 @@ def rs_values(part: Partition, q: RSValuesQuery) -> dict:
         if q.values:
             vals.append(Fh)
     return {"sse": sse, "values": vals if q.values else None}
+
+
+# -- single-vector exchanges -------------------------------------------------------------------
+@dataclass
+class XState:
+    """One exchange run on a partition: ``B`` (rows × k) the current set's kernel columns, ``M =
+    B A``, ``r = F − B β`` (rows × m) and ``d(z) = k(z,z) − M[z]·B[z]``; all float64, ``B`` and
+    ``M`` Fortran-ordered (BLAS rank-one updates in place)."""
+
+    B: np.ndarray
+    M: np.ndarray
+    r: np.ndarray
+    d: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return self.B.nbytes + self.M.nbytes + self.r.nbytes + self.d.nbytes
+
+
+@dataclass(frozen=True)
+class RSXStart:
+    """Start an exchange of the pursuit's first ``k`` cached columns with the driver's ``A = K_SS⁻¹``
+    and ``β = A f(S)``."""
+
+    k: int
+    A: np.ndarray
+    beta: np.ndarray
+
+
+@dataclass(frozen=True)
+class RSXCol:
+    """Position ``i``'s column becomes ``k(rows, z)``."""
+
+    i: int
+    z: np.ndarray
+
+
+@dataclass(frozen=True)
+class RSXSwap:
+    """Position ``i`` leaves and the vector whose column is now ``B[:, i]`` joins there (the
+    driver's numbers: ``Aii``, ``Ai = A[i]/A_ii``, ``beta_i``, ``u = A' k(S', z)``, ``bS = k(S, z)``,
+    ``delta = d_{−i}(z)``, ``rz = r_{−i}(z)``)."""
+
+    i: int
+    Aii: float
+    Ai: np.ndarray
+    beta_i: np.ndarray
+    u: np.ndarray
+    bS: np.ndarray
+    delta: float
+    rz: np.ndarray
+
+
+@dataclass(frozen=True)
+class RSXRowsQuery:
+    """``B`` and ``F`` (the pursuit's outputs) at the global pool rows ``index``; ``cache=k``
+    reads the pursuit's first k cached columns instead of the exchange's ``B``."""
+
+    index: np.ndarray
+    cache: int | None = None
+
+
+@dataclass(frozen=True)
+class RSXScreenQuery:
+    """Every position at once: ``S`` (k,) the set's global rows by position, ``Adiag``, ``beta``."""
+
+    S: np.ndarray
+    Adiag: np.ndarray
+    beta: np.ndarray
+    min_pivot: float = 1e-10
+    block_values: int = 2**22
+
+
+@dataclass(frozen=True)
+class RSXTryQuery:
+    """Position ``i`` in the current state (``Aii = A_ii``, ``beta_i = β_i``; ``S`` as above)."""
+
+    i: int
+    S: np.ndarray
+    Aii: float
+    beta_i: np.ndarray
+    min_pivot: float = 1e-10
+
+
+def _xch(part: Partition) -> XState:
+    st = _rs(part)
+    if st.xch is None:
+        raise RuntimeError("exchange effect or query without rs_xstart (the driver's effects are out of order)")
+    return st.xch
+
+
+def _xsync_state(st: RSState, A, beta) -> None:
+    x = st.xch
+    A = np.asfortranarray(A, dtype=np.float64)
+    x.M = np.asfortranarray(x.B @ A)
+    x.r = np.ascontiguousarray(st.F[:, list(st.outputs)], dtype=np.float64) - x.B @ np.asarray(beta, dtype=np.float64)
+    x.d = st.kdiag - np.einsum("ij,ij->i", x.M, x.B)
+
+
+def rs_xstart(part: Partition, msg: RSXStart) -> None:
+    """The exchange's own copy of the first k cached columns, then ``M``, ``r``, ``d`` exactly."""
+    st = _rs(part)
+    if st.cache is None or st.cache.n < msg.k:
+        raise RuntimeError(f"rs_xstart: the pursuit cached {0 if st.cache is None else st.cache.n} columns, "
+                           f"fewer than the {msg.k} to exchange")
+    B = np.asfortranarray(st.cache.train(msg.k), dtype=np.float64)
+    if B is st.cache.Btr or np.shares_memory(B, st.cache.Btr):
+        B = B.copy(order="F")
+    st.xch = XState(B, np.empty((0, 0)), np.empty((0, 0)), np.empty(0))  # M, r, d set below
+    _xsync_state(st, msg.A, msg.beta)
+
+
+def rs_xsync(part: Partition, msg: RSXStart) -> None:
+    """``M``, ``r``, ``d`` recomputed from ``B`` and the driver's fresh ``A``, ``β`` (no drift)."""
+    st = _rs(part)
+    _xch(part)
+    _xsync_state(st, msg.A, msg.beta)
+
+
+def rs_xcol(part: Partition, msg: RSXCol) -> None:
+    st = _rs(part)
+    x = _xch(part)
+    z = np.asarray(msg.z, dtype=st.X.dtype).reshape(1, -1)
+    x.B[:, msg.i] = kernel_block(st.kernel, st.X, st.sq, z, sqnorm(z))[:, 0]
+
+
+def _ger(alpha, x, y, a):
+    from scipy.linalg.blas import dger
+
+    out = dger(alpha, x, y, a=a, overwrite_a=True)
+    if out is not a:
+        a[...] = out
+
+
+def rs_xswap(part: Partition, msg: RSXSwap) -> None:
+    """``_Exchange._replace`` on this partition's rows (same operations, same order)."""
+    x = _xch(part)
+    i = int(msg.i)
+    a = x.M[:, i].copy()
+    r = x.r + np.outer(a, msg.beta_i / msg.Aii)
+    d = x.d + a * a / msg.Aii
+    _ger(-1.0, a, msg.Ai, x.M)
+    e = (x.B[:, i] - x.M @ msg.bS) / msg.delta
+    x.r = r - np.outer(e, msg.rz)
+    x.d = d - msg.delta * e * e
+    _ger(-1.0, e, msg.u, x.M)
+    x.M[:, i] = e
+
+
+def _local_S(part: Partition, S) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of ``S`` held by this partition and their local rows."""
+    S = np.asarray(S, dtype=np.int64)
+    pos = np.flatnonzero((S >= part.start) & (S < part.stop))
+    return pos, S[pos] - part.start
+
+
+def rs_xrows(part: Partition, q: RSXRowsQuery) -> dict:
+    st = _rs(part)
+    idx = np.asarray(q.index, dtype=np.int64)
+    pos = np.flatnonzero((idx >= part.start) & (idx < part.stop))
+    loc = idx[pos] - part.start
+    B = st.cache.train(q.cache) if q.cache is not None else _xch(part).B
+    return {"pos": pos, "B": np.array(B[loc], dtype=np.float64), "F": np.array(st.F[loc][:, list(st.outputs)])}
+
+
+def rs_xscreen(part: Partition, q: RSXScreenQuery) -> dict:
+    """Per position i: ``best`` the partition's highest score of a replacement (rows of S excluded;
+    −inf when none) and ``own`` the score of S[i] itself where this partition holds it (NaN
+    elsewhere) — the block computation of ``_Exchange.promising``."""
+    st = _rs(part)
+    x = _xch(part)
+    P, k, m = len(st.X), len(q.S), x.r.shape[1]
+    spos, sloc = _local_S(part, q.S)
+    held = np.full(k, -1, dtype=np.int64)
+    held[spos] = sloc
+    best = np.full(k, -np.inf)
+    own = np.full(k, np.nan)
+    step = max(1, int(q.block_values // max(P * m, 1)))
+    ok_base = q.min_pivot * st.kdiag[:, None]
+    for lo in range(0, k, step):
+        idx = np.arange(lo, min(k, lo + step))
+        Aii = np.asarray(q.Adiag)[idx]
+        a = x.M[:, idx]
+        d = x.d[:, None] + a * a / Aii
+        num = np.zeros_like(d)
+        for j in range(m):
+            rj = x.r[:, j, None] + a * (q.beta[idx, j] / Aii)
+            num += rj * rj
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(d > ok_base, num / d, -np.inf)
+        h = held[idx]
+        mine = np.flatnonzero(h >= 0)
+        own[idx[mine]] = score[h[mine], mine]
+        score[sloc] = -np.inf
+        if P:
+            best[idx] = score.max(axis=0)
+    return {"best": best, "own": own}
+
+
+def rs_xtry(part: Partition, q: RSXTryQuery) -> dict:
+    """Position ``i`` removed: the partition's best replacement (``score``, global ``index``, its
+    ``row``, ``rz = r_{−i}(z)``, ``dz = d_{−i}(z)``, ``Mz = M[z]``; ties: the lowest row, as
+    ``np.argmax``) and ``own`` the score of S[i] where held (NaN elsewhere)."""
+    st = _rs(part)
+    x = _xch(part)
+    i = int(q.i)
+    a = x.M[:, i]
+    r = x.r + np.outer(a, q.beta_i / q.Aii)
+    d = x.d + a * a / q.Aii
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.where(d > q.min_pivot * st.kdiag, np.einsum("ij,ij->i", r, r) / d, -np.inf)
+    S = np.asarray(q.S, dtype=np.int64)
+    own = float(score[S[i] - part.start]) if part.start <= S[i] < part.stop else np.nan
+    _, sloc = _local_S(part, S)
+    score[sloc] = -np.inf
+    out = {"own": own, "score": -np.inf, "index": -1}
+    if len(score):
+        z = int(np.argmax(score))
+        out.update(score=float(score[z]), index=z + part.start, row=np.array(st.X[z]), rz=np.array(r[z]),
+                   dz=float(d[z]), Mz=np.array(x.M[z]))
+    return out
+
+
+class xch_effects:  # noqa: N801 (a namespace of Effect constructors)
+    """The exchange's effects with their journal slots (module docstring)."""
+
+    @staticmethod
+    def start(k: int, A, beta) -> Effect:
+        return Effect(rs_xstart, RSXStart(int(k), np.array(A, dtype=np.float64), np.array(beta, dtype=np.float64)),
+                      "rs.xch", resets=True)
+
+    @staticmethod
+    def sync(A, beta) -> Effect:
+        return Effect(rs_xsync, RSXStart(0, np.array(A, dtype=np.float64), np.array(beta, dtype=np.float64)),
+                      "rs.xch.state", resets=True)
+
+    @staticmethod
+    def swap(i: int, z, msg: RSXSwap) -> tuple[Effect, Effect]:
+        return Effect(rs_xcol, RSXCol(int(i), np.array(z)), "rs.xch.cols"), Effect(rs_xswap, msg, "rs.xch.state")

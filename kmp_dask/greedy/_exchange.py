@@ -27,6 +27,25 @@ visited twice and the loop ends.
 
 Pool rows, values and kernel as in :func:`~kmp_dask.greedy.dense_hyperplane_pursuit` (a pool in
 this process); the dependence test is the pursuit's ``MIN_PIVOT``.
+
+On the engine (:func:`engine_exchange`: store pools, clusters). The same algorithm with the
+P-sized arrays split by rows: the driver keeps ``A``, ``β``, the set S, its k rows and the error
+(the same driver-side arithmetic as ``_Exchange``); each partition keeps, for its rows, ``B``
+(its own copy of the level's k kernel columns, taken from the pursuit's cache — the cache itself
+is not touched, so several levels can be exchanged in turn on one engine), ``M = B A``, ``r`` and
+``d`` (:class:`~kmp_dask.blockops._reduced.XState`). ``M`` is held rather than recomputed per
+query from ``B`` and ``A`` (O(rows · k²) a query): the rank-one updates keep it at O(rows · k) a
+swap, as in process. Passes: the start reads ``B[S]`` and ``F[S]`` (the driver's ``K_SS`` and
+``f(S)``: the same numbers the partitions hold); a sweep's screening pass returns, per position,
+each partition's best replacement score and the own score (merged: max; the own score from the
+partition holding S[i]); each promising position is one pass that first applies the previous
+accepted swap (effects: the new column ``k(rows, z)`` and the rank-one moves, whose numbers the
+driver computed — ``A[i]/A_ii``, ``u``, ``k(S, z)``, ``d(z)``, ``r(z)`` — so every partition uses
+the same ones) and then scores the position in the current state (the partitions' best rows
+merged: highest score, the lowest pool row among equal ones, as ``np.argmax``); a resync is one
+pass reading ``B[S]``, ``F[S]`` again (after ≤ ``RESYNC_SWAPS`` swaps, at a sweep's end, as in
+process) whose new ``A``, ``β`` ride on the next pass. Journal slots (see
+:mod:`~kmp_dask.blockops._reduced`) let a rebuilt partition replay the exchange exactly.
 """
 
 from __future__ import annotations
@@ -38,7 +57,7 @@ from scipy.linalg import cho_factor, cho_solve
 
 from ._hmp import MIN_PIVOT
 
-__all__ = ["ExchangeResult", "exchange_vectors"]
+__all__ = ["ExchangeResult", "exchange_vectors", "engine_exchange"]
 
 BLOCK_VALUES = 2**22
 """Scores held at once when all positions are screened (32 MiB of float64)."""
@@ -54,13 +73,17 @@ GAIN_RTOL = 1e-9
 @dataclass
 class ExchangeResult:
     """``index`` (k,) pool rows (the input's order, swapped positions replaced); ``coef`` (k, m)
-    ``K_SS⁻¹ f(S)``; ``rkhs_error`` (m,) ``‖w_j − ŵ_j‖²``; ``n_sweeps``; ``n_swaps``."""
+    ``K_SS⁻¹ f(S)``; ``rkhs_error`` (m,) ``‖w_j − ŵ_j‖²``; ``n_sweeps``; ``n_swaps``; ``vectors``
+    (k, d) the chosen pool rows and ``n_passes`` (:func:`engine_exchange` only: rows as the
+    partitions hold them, engine passes made)."""
 
     index: np.ndarray
     coef: np.ndarray
     rkhs_error: np.ndarray
     n_sweeps: int
     n_swaps: int
+    vectors: np.ndarray | None = None
+    n_passes: int = 0
 
 
 class _Exchange:
@@ -217,3 +240,171 @@ def exchange_vectors(rows, *, kernel, F, wsq, index, max_sweeps: int = 10) -> Ex
         if not moved:
             break
     return ExchangeResult(np.asarray(good[0], dtype=np.int64), good[1], good[2], sweeps, swaps)
+
+
+# -- the same exchanges over a pool held by an engine --------------------------------------------
+class _EngineExchange:
+    """The driver's side of :func:`engine_exchange`: ``A`` (k × k), ``β`` (k × m), the set ``S``
+    and its rows, the error; the partitions hold ``B``, ``M``, ``r``, ``d`` for their rows
+    (:class:`~kmp_dask.blockops._reduced.XState`). Effects not yet sent ride on the next pass."""
+
+    def __init__(self, engine, kernel, wsq, index, vectors):
+        from ..blockops._state import sqnorm
+
+        self.engine, self.kernel = engine, kernel
+        self.wsq = np.asarray(wsq, dtype=np.float64).reshape(-1)
+        self.S = [int(i) for i in index]
+        self.V = np.array(vectors)
+        self.Vsq = sqnorm(self.V)
+        self.pending: list = []
+        self.n_passes = 0
+        self.since_resync = 0
+
+    def run(self, op, q):
+        out = self.engine.run(op, q, self.pending)
+        self.pending = []
+        self.n_passes += 1
+        return out
+
+    def _rows(self, cache):
+        """``B[S]`` (k × k) and ``F[S]`` (k × m) from the partitions holding the rows of S."""
+        from ..blockops._reduced import RSXRowsQuery, rs_xrows
+
+        k = len(self.S)
+        G = np.full((k, k), np.nan)
+        FS = np.full((k, len(self.wsq)), np.nan)
+        for p in self.run(rs_xrows, RSXRowsQuery(np.asarray(self.S, dtype=np.int64), cache)):
+            G[p["pos"]] = p["B"]
+            FS[p["pos"]] = p["F"]
+        if np.isnan(G).any():
+            raise RuntimeError("engine_exchange: some selected rows were not returned by any partition")
+        return G, FS
+
+    def resync(self, start=False):
+        """``A``, ``β`` and the error by Cholesky of ``K_SS`` (as ``_Exchange.resync``); the
+        partitions recompute ``M``, ``r``, ``d`` with the next pass."""
+        from ..blockops._reduced import xch_effects
+
+        G, FS = self._rows(len(self.S) if start else None)
+        c = cho_factor(0.5 * (G + G.T), lower=True)
+        self.A = np.asfortranarray(cho_solve(c, np.eye(len(self.S))))
+        self.beta = self.A @ FS
+        self.err = np.maximum(self.wsq - np.einsum("ij,ij->j", FS, self.beta), 0.0)
+        self.pending.append(xch_effects.start(len(self.S), self.A, self.beta) if start
+                            else xch_effects.sync(self.A, self.beta))
+        self.since_resync = 0
+
+    def promising(self, min_gain: float) -> np.ndarray:
+        from ..blockops._reduced import RSXScreenQuery, rs_xscreen
+
+        k = len(self.S)
+        parts = self.run(rs_xscreen, RSXScreenQuery(np.asarray(self.S, dtype=np.int64), np.diag(self.A).copy(),
+                                                    self.beta.copy(), MIN_PIVOT, BLOCK_VALUES))
+        best = np.max([p["best"] for p in parts], axis=0) if parts else np.full(k, -np.inf)
+        own = np.full(k, -np.inf)
+        for p in parts:
+            held = ~np.isnan(p["own"])
+            own[held] = p["own"][held]
+        with np.errstate(invalid="ignore"):
+            gains = np.where(np.isfinite(own), best - own, np.where(np.isfinite(best), np.inf, -np.inf))
+        pos = np.flatnonzero(gains > min_gain)
+        return pos[np.argsort(-gains[pos], kind="stable")]
+
+    def try_position(self, i: int, min_gain: float) -> bool:
+        from ..blockops._reduced import RSXTryQuery, rs_xtry
+
+        Aii = float(self.A[i, i])
+        parts = self.run(rs_xtry, RSXTryQuery(i, np.asarray(self.S, dtype=np.int64), Aii, self.beta[i].copy(),
+                                              MIN_PIVOT))
+        own, win = -np.inf, None
+        for p in parts:  # partitions in row order: the first maximum is the lowest row (np.argmax)
+            if not np.isnan(p["own"]):
+                own = p["own"]
+            if p["index"] >= 0 and (win is None or p["score"] > win["score"]):
+                win = p
+        if win is None or not win["score"] > own + min_gain:
+            return False
+        self._replace(i, win)
+        return True
+
+    def _replace(self, i, win):
+        """The driver's half of ``_Exchange._replace``; the partitions' half is the swap effect."""
+        from ..blockops._reduced import RSXSwap, xch_effects
+        from ..blockops._state import kernel_block, sqnorm
+
+        z = int(win["index"])
+        row = np.asarray(win["row"]).reshape(1, -1)
+        Aii = float(self.A[i, i])
+        Ai = self.A[i] / Aii
+        beta_i = self.beta[i].copy()
+        self.err = self.err + beta_i ** 2 / Aii
+        Mz = np.asarray(win["Mz"], dtype=np.float64)
+        u = Mz - Mz[i] * Ai                                   # M[z] without position i; u[i] = 0
+        self.beta -= np.outer(Ai, beta_i)
+        _ger(-1.0, self.A[:, i].copy(), Ai, self.A)
+        bS = np.asarray(kernel_block(self.kernel, self.V, self.Vsq, row.astype(self.V.dtype, copy=False),
+                                     sqnorm(row.astype(self.V.dtype, copy=False))), dtype=np.float64)[:, 0]
+        delta = float(win["dz"])
+        rz = np.asarray(win["rz"], dtype=np.float64)
+        c = rz / delta
+        self.err = np.maximum(self.err - rz ** 2 / delta, 0.0)
+        _ger(1.0 / delta, u, u, self.A)
+        self.A[:, i] = self.A[i, :] = -u / delta
+        self.A[i, i] = 1.0 / delta
+        self.beta -= np.outer(u, c)
+        self.beta[i] = c
+        self.pending.extend(xch_effects.swap(i, row[0], RSXSwap(i, Aii, Ai, beta_i, u, bS, delta, rz)))
+        self.S[i] = z
+        self.V[i] = row[0]
+        self.Vsq[i] = sqnorm(self.V[i : i + 1])[0]
+        self.since_resync += 1
+
+
+def engine_exchange(engine, *, kernel, wsq, index, vectors, n_rows: int,
+                    max_sweeps: int = 10) -> ExchangeResult | None:
+    """:func:`exchange_vectors` over a pool held by ``engine`` (module docstring, "On the engine").
+
+    The partitions must hold a backfitted pursuit whose first ``len(index)`` cached columns are
+    the kernel columns of ``index`` in that order (:func:`~kmp_dask.greedy.hyperplane_pursuit`'s
+    path: ``index = result.index[:k]``, ``vectors = result.vectors[:k]``); the pursuit's cache is
+    left as it is. ``wsq`` (m,) ``‖w_j‖²`` of the pursuit's outputs, ``n_rows`` the pool size.
+    Same swaps, order, tie rule and stopping rules as :func:`exchange_vectors`; the result also
+    carries the chosen rows (``vectors``, as the partitions hold them) and ``n_passes``. None when
+    ``K_SS`` of the starting set is not numerically positive definite."""
+    index = np.asarray(index, dtype=np.int64).reshape(-1)
+    if max_sweeps < 0:
+        raise ValueError(f"max_sweeps must be >= 0; got {max_sweeps!r}")
+    if len(np.unique(index)) != len(index):
+        raise ValueError("index must hold distinct pool rows")
+    vectors = np.asarray(vectors)
+    if len(vectors) != len(index):
+        raise ValueError(f"vectors has {len(vectors)} rows for {len(index)} indices")
+    if len(index) == 0:
+        return ExchangeResult(index, np.zeros((0, len(np.asarray(wsq).reshape(-1)))),
+                              np.asarray(wsq, dtype=np.float64).reshape(-1), 0, 0, vectors[:0])
+    run = _EngineExchange(engine, kernel, wsq, index, vectors)
+    try:
+        run.resync(start=True)
+    except np.linalg.LinAlgError:
+        return None
+    min_gain = GAIN_RTOL * max(float(run.wsq.sum()), 1e-300)
+    sweeps = swaps = pending = 0
+    full = len(index) >= int(n_rows)
+    good = (list(run.S), run.beta.copy(), run.err.copy(), run.V.copy())
+    while sweeps < max_sweeps and not full:
+        sweeps += 1
+        moved = sum(run.try_position(int(i), min_gain) for i in run.promising(min_gain))
+        pending += moved
+        if moved and run.since_resync < RESYNC_SWAPS and sweeps < max_sweeps:
+            continue
+        try:
+            run.resync()
+        except np.linalg.LinAlgError:
+            break
+        if run.err.sum() > good[2].sum():
+            break
+        good, swaps, pending = (list(run.S), run.beta.copy(), run.err.copy(), run.V.copy()), swaps + pending, 0
+        if not moved:
+            break
+    return ExchangeResult(np.asarray(good[0], dtype=np.int64), good[1], good[2], sweeps, swaps, good[3],
+                          run.n_passes)

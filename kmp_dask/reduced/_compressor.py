@@ -28,6 +28,7 @@ rows), as the paper does. ``path_`` records every level.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import time
 
@@ -38,7 +39,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..estimators._inputs import is_dask_array, is_store_like
 from ..estimators._progress import progress_callback
 from ..expansion import KernelExpansion
-from ..greedy._exchange import exchange_vectors
+from ..greedy._exchange import engine_exchange, exchange_vectors
 from ..greedy._hmp import dense_hyperplane_pursuit
 from ..parallel import make_engine, resolve_client
 from ..parallel._reduced import chunked_compression, compress_on_pool
@@ -144,8 +145,11 @@ class ReducedSetCompressor(BaseEstimator):
         coefficients re-optimised) while that strictly lowers it. The greedy path's early
         choices are not the best set of k vectors: on hard expansions this lowers the RKHS error
         of a level by up to ~4× (docs/reduced.md). 0: the greedy path as it is (the paper's).
-        Needs a numpy pool; a level is then no longer the path's first k vectors, and
-        ``path_``'s ``rkhs_error`` stays the greedy path's (``rkhs_error_`` is the model's own).
+        A numpy pool is exchanged in this process; a store pool (or zarr path) on the pursuit's
+        engine (in process or on the cluster: same swaps), during ``fit`` only — ``expansion_at``
+        then refuses a level that was not exchanged in ``fit``. Coupled selection only. A level
+        is then no longer the path's first k vectors, and ``path_``'s ``rkhs_error`` stays the
+        greedy path's (``rkhs_error_`` is the model's own).
     dense : bool or "auto", default="auto"
         ``"hmp"``: run the pursuit in this process on the pool as one array (a pivoted incomplete
         Cholesky, no engine passes) — same path as the engine to rounding, much less overhead per
@@ -313,9 +317,6 @@ class ReducedSetCompressor(BaseEstimator):
         if self.refit == "pool" and rows is None:
             raise ValueError("refit='pool' fits the coefficients to the model's values on the pool rows: X_pool must "
                              "be a numpy array (not a store)")
-        if self.exchange and rows is None:
-            raise ValueError("exchange swaps vectors against every pool row in this process: X_pool must be a numpy "
-                             "array (not a store); use exchange=0 for a store pool")
         self._F_pool = None
         if y is not None and len(np.asarray(y)) != store.n_rows:
             raise ValueError(f"y has {len(np.asarray(y))} entries but X_pool has {store.n_rows} rows")
@@ -336,20 +337,27 @@ class ReducedSetCompressor(BaseEstimator):
         # one-vs-one models whose decision_function shows the one-vs-rest view (SVC's default)
         self._ovr_view = target.kind == "ovo" and getattr(model, "decision_function_shape", "ovo") == "ovr"
         t0 = time.perf_counter()
-        if self.method == "hmp":
-            levels, wsq = self._fit_hmp(exp, store, rows, pool_coef, in_memory, n_keep, groups)
-        else:
-            levels, wsq = self._fit_dense(exp, rows, pool_coef, n_keep, coupled)
-        self.seconds_ = time.perf_counter() - t0
-        self.wsq_ = wsq
-        self._levels = levels
-        self.path_ = self._evaluate_path(levels, wsq, rows, y, X_val, y_val)
-        chosen = self._choose(levels, wsq, n_keep)
-        self._pool_rows, self._pool_y = rows, y
-        self._finish(chosen, rows, y)
+        # a store pool's exchanges run on the engine that ran the pursuit: it (and its client) stay
+        # open until the chosen level's model is built, then close (see _exchanged)
+        with contextlib.ExitStack() as keep:
+            self._xengine = None
+            try:
+                if self.method == "hmp":
+                    levels, wsq = self._fit_hmp(exp, store, rows, pool_coef, in_memory, n_keep, groups, keep)
+                else:
+                    levels, wsq = self._fit_dense(exp, rows, pool_coef, n_keep, coupled)
+                self.seconds_ = time.perf_counter() - t0
+                self.wsq_ = wsq
+                self._levels = levels
+                self.path_ = self._evaluate_path(levels, wsq, rows, y, X_val, y_val)
+                chosen = self._choose(levels, wsq, n_keep)
+                self._pool_rows, self._pool_y = rows, y
+                self._finish(chosen, rows, y)
+            finally:
+                del self._xengine  # never saved or pickled; expansion_at exchanges only levels done here
         return self
 
-    def _fit_hmp(self, exp, store, rows, pool_coef, in_memory, n_keep, groups):
+    def _fit_hmp(self, exp, store, rows, pool_coef, in_memory, n_keep, groups, keep=None):
         seed = int(np.random.RandomState(self.random_state).randint(0, 2**31 - 1)) if not isinstance(
             self.random_state, np.random.RandomState) else int(self.random_state.randint(0, 2**31 - 1))
         cb, bar = progress_callback(self.verbose, n_keep * len(groups), desc="reduced set", unit="vector")
@@ -358,7 +366,10 @@ class ReducedSetCompressor(BaseEstimator):
                                                                                   False):
             # in process, no client needed
             return self._dense_levels(exp, rows, pool_coef, groups, min(path_len, store.n_rows), seed, cb, bar)
-        with resolve_client(self.client, in_memory=in_memory) as client:
+        # exchange on a store pool: the client and the engine outlive this call (closed by fit's `keep`)
+        on_engine = bool(self.exchange) and rows is None and keep is not None
+        with contextlib.ExitStack() as local:
+            client = (keep if on_engine else local).enter_context(resolve_client(self.client, in_memory=in_memory))
             if self.chunk_vectors is not None:
                 vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(self.chunk_vectors),
                                                       keep=path_len, criterion=self.criterion)
@@ -372,6 +383,7 @@ class ReducedSetCompressor(BaseEstimator):
             if self._use_dense(client, rows, n_path, self.chunk_vectors is not None):
                 return self._dense_levels(exp, rows, pool_coef, groups, n_path, seed, cb, bar)
             engine = make_engine(client, store)
+            (keep if on_engine else local).callback(engine.close)
             try:
                 wsq, results = compress_on_pool(
                     engine, exp, pool_coef, n_rows=store.n_rows, outputs_groups=groups,
@@ -379,9 +391,10 @@ class ReducedSetCompressor(BaseEstimator):
                     seed=seed, rkhs_tol=float(self.rkhs_tol) if self.select == "rkhs_tol" else 0.0, callback=cb,
                     criterion=self.criterion)
             finally:
-                engine.close()
                 if bar is not None:
                     bar.close()
+            if on_engine:
+                self._xengine = (engine, store.n_rows)
         self.results_ = results
         self.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
         return _levels_from_pursuits(results, groups, exp.n_outputs), wsq
@@ -471,7 +484,7 @@ class ReducedSetCompressor(BaseEstimator):
         """The level's KernelExpansion (vectors from the pool) with thresholds (re-optimised on
         the labelled pool when asked)."""
         exp = self.target_.expansion
-        if self.exchange and rows is not None:
+        if self.exchange:
             lv = self._exchanged(lv, rows)
         vecs = lv.vectors if lv.vectors is not None else rows[lv.index]
         coef = lv.coef
@@ -487,17 +500,36 @@ class ReducedSetCompressor(BaseEstimator):
         return out
 
     def _exchanged(self, lv, rows):
-        """The level after single-vector exchanges (computed once per level)."""
+        """The level after single-vector exchanges (computed once per level): in this process for
+        a numpy pool (:func:`~kmp_dask.greedy.exchange_vectors`), on the pursuit's engine for a
+        store pool (:func:`~kmp_dask.greedy._exchange.engine_exchange`; the vectors are the chosen
+        rows as the partitions read them from the store). The engine is open only during ``fit``:
+        there the chosen level and the levels whose labelled errors ``path_`` reports are
+        exchanged; ``expansion_at`` later can only give levels exchanged then."""
         if getattr(lv, "is_exchanged", False):
             return lv
         if getattr(lv, "exchanged", None) is None:
-            res = exchange_vectors(rows, kernel=self.target_.expansion.kernels[0], F=self._pool_values(
-                self.target_.expansion, rows), wsq=self.wsq_, index=lv.index, max_sweeps=int(self.exchange))
+            kernel = self.target_.expansion.kernels[0]
+            if rows is not None:
+                res = exchange_vectors(rows, kernel=kernel, F=self._pool_values(self.target_.expansion, rows),
+                                       wsq=self.wsq_, index=lv.index, max_sweeps=int(self.exchange))
+            else:
+                live = getattr(self, "_xengine", None)
+                if live is None:
+                    raise ValueError(
+                        f"exchange on a store pool runs on the engine during fit: the level with {lv.n_vectors} "
+                        "vectors was not exchanged then (only the chosen level and the levels with labelled "
+                        "errors in path_ are); pass a numpy X_pool, or fit with n_vectors="
+                        f"{lv.n_vectors} to exchange this level")
+                engine, n_rows = live
+                res = engine_exchange(engine, kernel=kernel, wsq=self.wsq_, index=lv.index, vectors=lv.vectors,
+                                      n_rows=n_rows, max_sweeps=int(self.exchange))
             if res is None:  # K_SS not numerically positive definite: the greedy level as it is
                 lv.exchanged = _Level(lv.index, lv.coef, lv.rkhs_error, lv.vectors)
                 lv.exchanged.n_swaps = 0
             else:
-                lv.exchanged = _Level(res.index, res.coef, res.rkhs_error, rows[res.index])
+                lv.exchanged = _Level(res.index, res.coef, res.rkhs_error,
+                                      rows[res.index] if rows is not None else res.vectors)
                 lv.exchanged.n_swaps = res.n_swaps
             lv.exchanged.is_exchanged = True
         return lv.exchanged
@@ -533,7 +565,7 @@ class ReducedSetCompressor(BaseEstimator):
 
     def _finish(self, lv, rows, y):
         self.expansion_ = self._expansion(lv, rows, y)
-        if self.exchange and rows is not None:
+        if self.exchange:
             lv = self._exchanged(lv, rows)
         self.n_vectors_ = self.expansion_.n_vectors
         self.rkhs_error_ = np.asarray(lv.rkhs_error, dtype=np.float64)

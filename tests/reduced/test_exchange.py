@@ -160,11 +160,13 @@ def test_bad_exchange_settings_are_named(binary, kw, match):
         ReducedSetCompressor(n_vectors=5, **kw).fit(svc, X, y)
 
 
-def test_exchange_refuses_a_store_pool_and_independent_outputs(binary, tmp_path):
+def test_exchange_on_a_store_pool_runs_on_the_engine_and_independent_outputs_are_refused(binary, tmp_path):
     X, y, svc = binary
     pool = create_store(tmp_path / "pool.zarr", X, y, classes=[0, 1])
-    with pytest.raises(ValueError, match="X_pool must be a numpy array"):
-        ReducedSetCompressor(n_vectors=5, exchange=2, client="sync").fit(svc, pool)
+    on_store = ReducedSetCompressor(n_vectors=5, exchange=2, client="sync").fit(svc, pool)
+    in_memory = ReducedSetCompressor(n_vectors=5, exchange=2, optimize_threshold=False).fit(svc, X)
+    np.testing.assert_array_equal(on_store.support_index_, in_memory.support_index_)
+    np.testing.assert_allclose(on_store.rkhs_error_, in_memory.rkhs_error_, rtol=1e-8, atol=1e-10)
     y3 = np.digitize(X[:, 0], [-0.5, 0.5])
     svc3 = SVC(gamma=0.3).fit(X, y3)
     with pytest.raises(ValueError, match="coupled=True"):
