@@ -42,8 +42,13 @@ def _load_any(path: str, trust_pickle: bool):
 
 
 IN_MEMORY_POOL_BYTES = 2 * 2**30
-"""Largest --data read into this process for --refit pool / --exchange (they work on the pool as
-one array; a larger store keeps the engine path: leave those options at their defaults)."""
+"""Largest --data read into this process: always for --refit pool (least squares on the pool as
+one array), and for --exchange when it fits (the rows' labels then re-fit the thresholds; a
+larger store is exchanged on the engine, streaming the store)."""
+
+
+def _fits_in_memory(st) -> bool:
+    return st.n_rows * st.n_features * 8 <= IN_MEMORY_POOL_BYTES
 
 
 def _pool_in_memory(st, option: str):
@@ -51,8 +56,8 @@ def _pool_in_memory(st, option: str):
     if st is None:
         raise click.UsageError(f"{option} works on the candidate pool's rows in memory: pass --data with the "
                                "labelled rows (e.g. the training store)")
-    nbytes = st.n_rows * st.n_features * 8
-    if nbytes > IN_MEMORY_POOL_BYTES:
+    if not _fits_in_memory(st):
+        nbytes = st.n_rows * st.n_features * 8
         raise click.BadParameter(
             f"--data has {st.n_rows} x {st.n_features} values ({nbytes / 2**30:.1f} GiB as float64), more than the "
             f"{IN_MEMORY_POOL_BYTES / 2**30:.0f} GiB {option} reads into memory; drop {option} (the engine path "
@@ -80,7 +85,8 @@ def _pool_in_memory(st, option: str):
               help="Coefficients: the paper's RKHS optimum, or least squares to the model's values on the --data rows "
                    "(reads --data into memory).")
 @click.option("--exchange", default=0, show_default=True, type=click.IntRange(0, None),
-              help="Sweeps of single-vector exchanges that improve the kept vectors (reads --data into memory).")
+              help="Sweeps of single-vector exchanges that improve the kept vectors (--data up to 2 GiB is read into "
+                   "memory and its labels re-fit the thresholds; a larger store is exchanged on the workers).")
 @click.option("--random-state", default=0, show_default=True, type=int)
 @click.option("--trust-pickle", is_flag=True, help=PICKLE_HELP)
 @click.option("--overwrite", is_flag=True, help="Replace --model if it exists.")
@@ -101,8 +107,8 @@ def compress(source, n_vectors, model_path, data, method, candidates, criterion,
     comp = ReducedSetCompressor(n_vectors=n, method=method, random_state=random_state, verbose=_verbose(quiet),
                                 candidates=None if candidates is None else int(candidates), criterion=criterion,
                                 refit=refit, exchange=exchange)
-    in_memory = refit == "pool" or exchange > 0
-    pool, labels = (st.url if st is not None else None), None
+    in_memory = refit == "pool" or (exchange > 0 and st is not None and _fits_in_memory(st))
+    pool = st.url if st is not None else None
     if in_memory:  # the pool's rows in this process (and its labels: thresholds re-optimised), no cluster
         pool, labels = _pool_in_memory(st, "--refit pool" if refit == "pool" else "--exchange")
         comp.fit(model, pool, labels)

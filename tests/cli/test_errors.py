@@ -177,7 +177,10 @@ def test_compress_with_exchange_and_refit_reads_the_pool_into_memory(tmp_path):
     same = ReducedSetCompressor(n_vectors=12, exchange=5, refit="pool").fit(svc, X, y)  # labelled rows in memory
     np.testing.assert_allclose(comp.decision_function(X), same.decision_function(X), rtol=1e-6, atol=1e-8)
     assert np.mean(comp.predict(X) == svc.predict(X)) > 0.9
-    r = CliRunner().invoke(main, base + ["--model", str(tmp_path / "d.kmp"), "--exchange", "2"])
-    assert r.exit_code != 0 and "--exchange" in r.output and "--data" in r.output, r.output
+    r = CliRunner().invoke(main, base + ["--model", str(tmp_path / "d.kmp"), "--refit", "pool"])
+    assert r.exit_code != 0 and "--refit pool" in r.output and "--data" in r.output, r.output
+    r = CliRunner().invoke(main, base + ["--model", str(tmp_path / "f.kmp"), "--exchange", "2"])  # pool = its SVs
+    assert r.exit_code == 0, r.output
+    assert load(tmp_path / "f.kmp").n_vectors_ == 12
     r = CliRunner().invoke(main, base + ["--model", str(tmp_path / "e.kmp"), "--exchange", "-1"])
     assert r.exit_code != 0 and "--exchange" in r.output, r.output
