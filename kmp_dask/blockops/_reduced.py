@@ -70,7 +70,7 @@ from ._state import ColumnCache, Residual, Workspace, kernel_block, readonly, sq
 
 __all__ = [
     "RSSetup", "RSStart", "RSScoreQuery", "RSValuesQuery", "RSOrthMove", "RSState", "rs_init", "rs_start",
-    "rs_orth_move", "rs_stats", "rs_score", "rs_values", "rs_effects", "SCORE_CRITERIA",
+    "rs_orth_move", "rs_stats", "rs_score", "rs_values", "rs_effects", "SCORE_CRITERIA", "removal_scores",
     "XState", "RSXRowsQuery", "RSXScreenQuery", "RSXTryQuery", "RSXSwap", "rs_xstart", "rs_xcol", "rs_xswap",
     "rs_xsync", "rs_xrows", "rs_xscreen", "rs_xtry", "xch_effects",
 ]
@@ -84,6 +84,21 @@ k(z,z)``, ``floor = max(min_pivot, DELTA_EPS_FACTOR · eps)`` of the cache dtype
 the driver's ``MIN_PIVOT`` (as the in-process pursuit); a float32 cache's kernel values carry
 ~1e-7 relative error, so ``δ`` below ~3e-5 · k(z,z) is rounding there, and ``r²/δ`` of rounding
 would be an arbitrary score."""
+
+
+def removal_scores(Mi, r, d, beta_i, Aii, ok_base):
+    """Exchange scores ``Σ_j r'_j(z)² / d'(z)`` (rows × positions) of every row as the replacement
+    of each position i in a block, in the state without i: ``r' = r + M[:, i] β_iᵀ / A_ii``,
+    ``d' = d + M[:, i]² / A_ii`` (``Mi`` rows × block, ``beta_i`` block × m, ``Aii`` (block,));
+    rows with ``d' ≤ ok_base`` (rows × 1: ``min_pivot · k(z, z)``) score −inf. Shared by the
+    in-process exchange (:mod:`kmp_dask.greedy._exchange`) and the partitions' screening query."""
+    d2 = d[:, None] + Mi * Mi / Aii
+    num = np.zeros_like(d2)
+    for j in range(r.shape[1]):
+        rj = r[:, j, None] + Mi * (beta_i[:, j] / Aii)
+        num += rj * rj
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(d2 > ok_base, num / d2, -np.inf)
 
 
 # -- messages --------------------------------------------------------------------------------
@@ -536,15 +551,7 @@ def rs_xscreen(part: Partition, q: RSXScreenQuery) -> dict:
     ok_base = q.min_pivot * st.kdiag[:, None]
     for lo in range(0, k, step):
         idx = np.arange(lo, min(k, lo + step))
-        Aii = np.asarray(q.Adiag)[idx]
-        a = x.M[:, idx]
-        d = x.d[:, None] + a * a / Aii
-        num = np.zeros_like(d)
-        for j in range(m):
-            rj = x.r[:, j, None] + a * (q.beta[idx, j] / Aii)
-            num += rj * rj
-        with np.errstate(divide="ignore", invalid="ignore"):
-            score = np.where(d > ok_base, num / d, -np.inf)
+        score = removal_scores(x.M[:, idx], x.r, x.d, q.beta[idx], np.asarray(q.Adiag)[idx], ok_base)
         h = held[idx]
         mine = np.flatnonzero(h >= 0)
         own[idx[mine]] = score[h[mine], mine]

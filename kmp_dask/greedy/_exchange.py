@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
+from ..blockops._reduced import removal_scores
 from ._hmp import MIN_PIVOT
 
 __all__ = ["ExchangeResult", "exchange_vectors", "engine_exchange"]
@@ -127,15 +128,7 @@ class _Exchange:
         ok_base = MIN_PIVOT * self.kdiag[:, None]
         for lo in range(0, k, step):
             idx = np.arange(lo, min(k, lo + step))
-            Aii = np.diag(self.A)[idx]
-            a = self.M[:, idx]
-            d = self.d[:, None] + a * a / Aii
-            num = np.zeros_like(d)
-            for j in range(m):
-                rj = self.r[:, j, None] + a * (self.beta[idx, j] / Aii)
-                num += rj * rj
-            with np.errstate(divide="ignore", invalid="ignore"):
-                score = np.where(d > ok_base, num / d, -np.inf)
+            score = removal_scores(self.M[:, idx], self.r, self.d, self.beta[idx], np.diag(self.A)[idx], ok_base)
             own = score[S[idx], np.arange(len(idx))]
             score[S] = -np.inf
             best = score.max(axis=0)
