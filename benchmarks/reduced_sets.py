@@ -41,7 +41,9 @@ Protocol, two-class
     (``criterion="decrease"``: ``r(z)²/δ(z)`` instead of eq. 13's ``r(z)²/k(z,z)``), then
     ``refit="pool"``;
   - ``hmp_x``: ``hmp`` with ``exchange=10``: each level's vectors improved by single-vector
-    exchanges (at most 10 sweeps; the paper's objective ``‖w − ŵ‖²``, coefficients ``K_SS⁻¹ f(S)``);
+    exchanges (at most 10 sweeps; the paper's objective ``‖w − ŵ‖²``, coefficients ``K_SS⁻¹ f(S)``),
+    kept only where they do not raise the level's training error (``exchange_guard=True``, the
+    default: the labels passed with the pool);
   - ``hmp_dec_x_refit``: ``criterion="decrease"``, ``exchange=10``, ``refit="pool"``;
   - ``hmp_s59``: ``hmp`` with ``candidates=59`` (probabilistic search, ``random_state=seed``);
   - ``l1``: ``method="l1"``, λ grid = 40 values geometrically from λ_max = 2 max_a |f(z_a)| (the

@@ -150,6 +150,12 @@ class ReducedSetCompressor(BaseEstimator):
         then refuses a level that was not exchanged in ``fit``. Coupled selection only. A level
         is then no longer the path's first k vectors, and ``path_``'s ``rkhs_error`` stays the
         greedy path's (``rkhs_error_`` is the model's own).
+    exchange_guard : bool, default=True
+        With ``exchange`` and labels for a numpy pool (``y`` in ``fit``): keep a level's exchanged
+        vectors only when its error on the labelled pool (training error with re-fitted
+        thresholds; mean squared error for regressors) is not above the greedy level's, else use
+        the greedy level. With very few vectors the RKHS optimum can classify worse (image* at
+        3 vectors: docs/reduced.md "Exchanges"). False: always the exchanged vectors.
     dense : bool or "auto", default="auto"
         ``"hmp"``: run the pursuit in this process on the pool as one array (a pivoted incomplete
         Cholesky, no engine passes) — same path as the engine to rounding, much less overhead per
@@ -181,7 +187,7 @@ class ReducedSetCompressor(BaseEstimator):
 
     def __init__(self, n_vectors=0.2, *, method="hmp", backfit=True, candidates=None, coupled="auto",
                  select="n_vectors", rkhs_tol=1e-3, optimize_threshold=True, chunk_vectors=None, refine=True,
-                 refit="rkhs", criterion="eq13", exchange=0, dense="auto", l0_gammas=None, l1_alphas=None, random_state=None, client=None,
+                 refit="rkhs", criterion="eq13", exchange=0, exchange_guard=True, dense="auto", l0_gammas=None, l1_alphas=None, random_state=None, client=None,
                  verbose=0):
         self.n_vectors = n_vectors
         self.method = method
@@ -196,6 +202,7 @@ class ReducedSetCompressor(BaseEstimator):
         self.refit = refit
         self.criterion = criterion
         self.exchange = exchange
+        self.exchange_guard = exchange_guard
         self.dense = dense
         self.l0_gammas = l0_gammas
         self.l1_alphas = l1_alphas
@@ -221,6 +228,8 @@ class ReducedSetCompressor(BaseEstimator):
                 and self.exchange >= 0):
             raise ValueError(f"exchange must be an int >= 0 (sweeps of single-vector exchanges; 0: off); "
                              f"got {self.exchange!r}")
+        if not isinstance(self.exchange_guard, (bool, np.bool_)):
+            raise ValueError(f"exchange_guard must be True or False; got {self.exchange_guard!r}")
         if self.exchange and (self.method != "hmp" or not self.backfit or self.chunk_vectors is not None):
             raise ValueError("exchange works with method='hmp', backfit=True and no chunking tree "
                              f"(chunk_vectors=None); got method={self.method!r}, backfit={self.backfit!r}, "
@@ -480,12 +489,12 @@ class ReducedSetCompressor(BaseEstimator):
                 path[i][key] = self._error(levels[i], rows, X, yy, y)
         return path
 
-    def _expansion(self, lv, rows, y):
+    def _expansion(self, lv, rows, y, exchange=True):
         """The level's KernelExpansion (vectors from the pool) with thresholds (re-optimised on
-        the labelled pool when asked)."""
+        the labelled pool when asked); ``exchange=False``: the greedy level's own vectors."""
         exp = self.target_.expansion
-        if self.exchange:
-            lv = self._exchanged(lv, rows)
+        if self.exchange and exchange:
+            lv = self._exchanged(lv, rows, y)
         vecs = lv.vectors if lv.vectors is not None else rows[lv.index]
         coef = lv.coef
         if self.refit == "pool" and rows is not None and len(vecs):
@@ -499,13 +508,15 @@ class ReducedSetCompressor(BaseEstimator):
             out = out.with_coef(out.coef, b)
         return out
 
-    def _exchanged(self, lv, rows):
+    def _exchanged(self, lv, rows, y=None):
         """The level after single-vector exchanges (computed once per level): in this process for
         a numpy pool (:func:`~kmp_dask.greedy.exchange_vectors`), on the pursuit's engine for a
         store pool (:func:`~kmp_dask.greedy._exchange.engine_exchange`; the vectors are the chosen
         rows as the partitions read them from the store). The engine is open only during ``fit``:
         there the chosen level and the levels whose labelled errors ``path_`` reports are
-        exchanged; ``expansion_at`` later can only give levels exchanged then."""
+        exchanged; ``expansion_at`` later can only give levels exchanged then. With
+        ``exchange_guard`` and labels for a numpy pool, the exchanged vectors are kept only when
+        their error on the labelled pool is not above the greedy level's."""
         if getattr(lv, "is_exchanged", False):
             return lv
         if getattr(lv, "exchanged", None) is None:
@@ -531,6 +542,12 @@ class ReducedSetCompressor(BaseEstimator):
                 lv.exchanged = _Level(res.index, res.coef, res.rkhs_error,
                                       rows[res.index] if rows is not None else res.vectors)
                 lv.exchanged.n_swaps = res.n_swaps
+                if self.exchange_guard and y is not None and rows is not None and res.n_swaps:
+                    err_x = self._error(lv.exchanged, rows, rows, y, y, exchange=False)
+                    if err_x > self._error(lv, rows, rows, y, y, exchange=False):  # keep the greedy level
+                        lv.exchanged = _Level(lv.index, lv.coef, lv.rkhs_error, lv.vectors)
+                        lv.exchanged.n_swaps = 0
+                        lv.exchanged.guarded = True
             lv.exchanged.is_exchanged = True
         return lv.exchanged
 
@@ -542,8 +559,8 @@ class ReducedSetCompressor(BaseEstimator):
         beta, *_ = np.linalg.lstsq(K, F, rcond=None)
         return beta
 
-    def _error(self, lv, rows, X, yy, y_pool):
-        exp = self._expansion(lv, rows, y_pool)
+    def _error(self, lv, rows, X, yy, y_pool, exchange=True):
+        exp = self._expansion(lv, rows, y_pool, exchange=exchange)
         F = exp.decision_function(X)
         if self.target_.kind == "regression":
             Y = np.asarray(yy, dtype=np.float64).reshape(len(F), -1)
@@ -566,7 +583,7 @@ class ReducedSetCompressor(BaseEstimator):
     def _finish(self, lv, rows, y):
         self.expansion_ = self._expansion(lv, rows, y)
         if self.exchange:
-            lv = self._exchanged(lv, rows)
+            lv = self._exchanged(lv, rows, y)
         self.n_vectors_ = self.expansion_.n_vectors
         self.rkhs_error_ = np.asarray(lv.rkhs_error, dtype=np.float64)
         if self.refit == "pool" and rows is not None:  # the refitted model's own ‖w − ŵ‖²

@@ -26,7 +26,7 @@ class _ReducedSetModel(BaseEstimator):
 
     def __init__(self, estimator=None, *, n_vectors=0.2, method="hmp", backfit=True, candidates=None,
                  coupled="auto", optimize_threshold=True, refit="rkhs", criterion="eq13", exchange=0,
-                 random_state=None, client=None):
+                 exchange_guard=True, random_state=None, client=None):
         self.estimator = estimator
         self.n_vectors = n_vectors
         self.method = method
@@ -37,6 +37,7 @@ class _ReducedSetModel(BaseEstimator):
         self.refit = refit
         self.criterion = criterion
         self.exchange = exchange
+        self.exchange_guard = exchange_guard
         self.random_state = random_state
         self.client = client
 
@@ -46,7 +47,7 @@ class _ReducedSetModel(BaseEstimator):
         comp = ReducedSetCompressor(
             n_vectors=self.n_vectors, method=self.method, backfit=self.backfit, candidates=self.candidates,
             coupled=self.coupled, optimize_threshold=self.optimize_threshold, refit=self.refit,
-            criterion=self.criterion, exchange=self.exchange, random_state=self.random_state, client=self.client)
+            criterion=self.criterion, exchange=self.exchange, exchange_guard=self.exchange_guard, random_state=self.random_state, client=self.client)
         self.compressor_ = comp.fit(self.estimator_, X, y)
         self.expansion_ = comp.expansion_
         self.n_vectors_ = comp.n_vectors_

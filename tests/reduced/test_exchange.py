@@ -98,7 +98,7 @@ def binary():
 def test_compressor_exchange_lowers_the_level_error_and_reports_the_models_own(binary):
     X, y, svc = binary
     plain = ReducedSetCompressor(n_vectors=12).fit(svc, X, y)
-    comp = ReducedSetCompressor(n_vectors=12, exchange=10).fit(svc, X, y)
+    comp = ReducedSetCompressor(n_vectors=12, exchange=10, exchange_guard=False).fit(svc, X, y)
     assert [p["rkhs_error"] for p in comp.path_] == [p["rkhs_error"] for p in plain.path_]  # the greedy path
     assert comp.n_vectors_ == 12
     assert comp.rkhs_error_.sum() < plain.rkhs_error_.sum()
@@ -141,8 +141,8 @@ def test_compressor_exchange_composes_with_refit_and_survives_save_and_pickle(bi
 
 def test_meta_classifier_passes_exchange(binary):
     X, y, _ = binary
-    clf = ReducedSetClassifier(SVC(gamma=0.3, C=10.0), n_vectors=10, exchange=4).fit(X, y)
-    assert clf.compressor_.exchange == 4
+    clf = ReducedSetClassifier(SVC(gamma=0.3, C=10.0), n_vectors=10, exchange=4, exchange_guard=False).fit(X, y)
+    assert clf.compressor_.exchange == 4 and clf.compressor_.exchange_guard is False
     assert clf.compressor_.rkhs_error_.sum() <= clf.compressor_._levels[9].rkhs_error.sum() + 1e-12
 
 
@@ -150,6 +150,7 @@ def test_meta_classifier_passes_exchange(binary):
     (dict(exchange=-1), "exchange must be an int >= 0"),
     (dict(exchange=True), "exchange must be an int >= 0"),
     (dict(exchange=2.5), "exchange must be an int >= 0"),
+    (dict(exchange=2, exchange_guard="yes"), "exchange_guard must be True or False"),
     (dict(exchange=3, method="l1"), "exchange works with method='hmp'"),
     (dict(exchange=3, backfit=False), "exchange works with method='hmp'"),
     (dict(exchange=3, chunk_vectors=40), "exchange works with method='hmp'"),
@@ -182,3 +183,26 @@ def test_exchange_on_a_kernel_expansion_of_its_own_vectors():
     comp = ReducedSetCompressor(n_vectors=60, exchange=3).fit(exp)
     assert comp.rkhs_error_.sum() <= 1e-8 * comp.wsq_.sum()
     np.testing.assert_allclose(comp.expansion_.decision_function(X), exp.decision_function(X), atol=1e-5)
+
+
+def test_exchange_guard_keeps_the_greedy_level_where_the_labelled_pool_error_would_rise():
+    X, y = make_classification(n_samples=300, n_features=6, n_informative=4, random_state=1)
+    svc = SVC(kernel="rbf", gamma=0.3, C=10.0).fit(X, y)
+    guarded = ReducedSetCompressor(n_vectors=15, exchange=10, criterion="decrease").fit(svc, X, y)
+    free = ReducedSetCompressor(n_vectors=15, exchange=10, criterion="decrease", exchange_guard=False).fit(svc, X, y)
+    kept_greedy = swapped = 0
+    for k in range(1, 16):
+        g_lv, f_lv = guarded._levels[k - 1], free._levels[k - 1]
+        err_greedy = guarded._error(g_lv, X, X, y, y, exchange=False)
+        err_free = free._error(f_lv, X, X, y, y)
+        err_kept = guarded._error(g_lv, X, X, y, y)
+        assert err_kept <= err_greedy  # never worse on the labelled pool than the greedy level
+        if err_free > err_greedy:      # the guard's case: the greedy level, as the path has it
+            kept_greedy += 1
+            np.testing.assert_array_equal(g_lv.exchanged.index, g_lv.index)
+            assert err_kept == err_greedy
+        else:                          # otherwise the same exchanged vectors as without the guard
+            np.testing.assert_array_equal(g_lv.exchanged.index, f_lv.exchanged.index)
+            swapped += f_lv.exchanged.n_swaps > 0
+    assert kept_greedy >= 1 and swapped >= 1  # both branches ran
+    np.testing.assert_array_equal(guarded.expansion_at(15).support_vectors, guarded.expansion_.support_vectors)
