@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..linalg import rank_one_update
 from ._expansion import predict_block
 from ._journal import Effect
 from ._kmp import Atom, Move
@@ -71,6 +72,7 @@ from ._state import ColumnCache, Residual, Workspace, kernel_block, readonly, sq
 __all__ = [
     "RSSetup", "RSStart", "RSScoreQuery", "RSValuesQuery", "RSOrthMove", "RSState", "rs_init", "rs_start",
     "rs_orth_move", "rs_stats", "rs_score", "rs_values", "rs_effects", "SCORE_CRITERIA", "removal_scores",
+    "xch_rows_sync", "xch_rows_removed", "xch_row_scores", "xch_rows_swap",
     "XState", "RSXRowsQuery", "RSXScreenQuery", "RSXTryQuery", "RSXSwap", "rs_xstart", "rs_xcol", "rs_xswap",
     "rs_xsync", "rs_xrows", "rs_xscreen", "rs_xtry", "xch_effects",
 ]
@@ -99,6 +101,41 @@ def removal_scores(Mi, r, d, beta_i, Aii, ok_base):
         num += rj * rj
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(d2 > ok_base, num / d2, -np.inf)
+
+
+def xch_rows_sync(B, F, kdiag, A, beta):
+    """An exchange's row state from scratch (no drift): ``M = B A`` (Fortran-ordered), ``r = F − B β``
+    and ``d(z) = k(z, z) − M[z]·B[z]`` for a block of rows (all of a numpy pool, or a partition's)."""
+    M = np.asfortranarray(B @ np.asarray(A, dtype=np.float64))
+    r = F - B @ np.asarray(beta, dtype=np.float64)
+    d = kdiag - np.einsum("ij,ij->i", M, B)
+    return M, r, d
+
+
+def xch_rows_removed(M, r, d, i, beta_i, Aii):
+    """``r`` and ``d`` of the rows with position ``i`` removed from the set (exact rank one)."""
+    a = M[:, i]
+    return r + np.outer(a, beta_i / Aii), d + a * a / Aii
+
+
+def xch_row_scores(r, d, kdiag, min_pivot):
+    """``Σ_j r_j(z)² / d(z)`` per row; −inf where ``d ≤ min_pivot · k(z, z)`` (in the span)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(d > min_pivot * kdiag, np.einsum("ij,ij->i", r, r) / d, -np.inf)
+
+
+def xch_rows_swap(B, M, r_removed, d_removed, i, Ai, u, bS, delta, rz):
+    """The rows' half of a swap at position ``i`` (``B[:, i]`` already the new vector's column):
+    ``M`` loses position i (``A[i]/A_ii = Ai``) in place, then gains the new vector through the
+    bordered inverse (``u = A' k(S', z)``, ``bS = k(S, z)``, ``delta = d_{−i}(z)``, ``rz =
+    r_{−i}(z)``). Returns the new ``r``, ``d`` from the removed-state ones."""
+    rank_one_update(-1.0, M[:, i].copy(), Ai, M)              # column i → 0: the set without i
+    e = (B[:, i] - M @ bS) / delta                            # bS[i] meets M's zero column
+    r = r_removed - np.outer(e, rz)
+    d = d_removed - delta * e * e
+    rank_one_update(-1.0, e, u, M)
+    M[:, i] = e
+    return r, d
 
 
 # -- messages --------------------------------------------------------------------------------
@@ -463,10 +500,8 @@ def _xch(part: Partition) -> XState:
 
 def _xsync_state(st: RSState, A, beta) -> None:
     x = st.xch
-    A = np.asfortranarray(A, dtype=np.float64)
-    x.M = np.asfortranarray(x.B @ A)
-    x.r = np.ascontiguousarray(st.F[:, list(st.outputs)], dtype=np.float64) - x.B @ np.asarray(beta, dtype=np.float64)
-    x.d = st.kdiag - np.einsum("ij,ij->i", x.M, x.B)
+    F = np.ascontiguousarray(st.F[:, list(st.outputs)], dtype=np.float64)
+    x.M, x.r, x.d = xch_rows_sync(x.B, F, st.kdiag, A, beta)
 
 
 def rs_xstart(part: Partition, msg: RSXStart) -> None:
@@ -496,27 +531,12 @@ def rs_xcol(part: Partition, msg: RSXCol) -> None:
     x.B[:, msg.i] = kernel_block(st.kernel, st.X, st.sq, z, sqnorm(z))[:, 0]
 
 
-def _ger(alpha, x, y, a):
-    from scipy.linalg.blas import dger
-
-    out = dger(alpha, x, y, a=a, overwrite_a=True)
-    if out is not a:
-        a[...] = out
-
-
 def rs_xswap(part: Partition, msg: RSXSwap) -> None:
-    """``_Exchange._replace`` on this partition's rows (same operations, same order)."""
+    """The rows' half of a swap on this partition (the same functions as the in-process exchange)."""
     x = _xch(part)
     i = int(msg.i)
-    a = x.M[:, i].copy()
-    r = x.r + np.outer(a, msg.beta_i / msg.Aii)
-    d = x.d + a * a / msg.Aii
-    _ger(-1.0, a, msg.Ai, x.M)
-    e = (x.B[:, i] - x.M @ msg.bS) / msg.delta
-    x.r = r - np.outer(e, msg.rz)
-    x.d = d - msg.delta * e * e
-    _ger(-1.0, e, msg.u, x.M)
-    x.M[:, i] = e
+    r, d = xch_rows_removed(x.M, x.r, x.d, i, msg.beta_i, msg.Aii)
+    x.r, x.d = xch_rows_swap(x.B, x.M, r, d, i, msg.Ai, msg.u, msg.bS, msg.delta, msg.rz)
 
 
 def _local_S(part: Partition, S) -> tuple[np.ndarray, np.ndarray]:
@@ -568,11 +588,8 @@ def rs_xtry(part: Partition, q: RSXTryQuery) -> dict:
     st = _rs(part)
     x = _xch(part)
     i = int(q.i)
-    a = x.M[:, i]
-    r = x.r + np.outer(a, q.beta_i / q.Aii)
-    d = x.d + a * a / q.Aii
-    with np.errstate(divide="ignore", invalid="ignore"):
-        score = np.where(d > q.min_pivot * st.kdiag, np.einsum("ij,ij->i", r, r) / d, -np.inf)
+    r, d = xch_rows_removed(x.M, x.r, x.d, i, q.beta_i, q.Aii)
+    score = xch_row_scores(r, d, st.kdiag, q.min_pivot)
     S = np.asarray(q.S, dtype=np.int64)
     own = float(score[S[i] - part.start]) if part.start <= S[i] < part.stop else np.nan
     _, sloc = _local_S(part, S)

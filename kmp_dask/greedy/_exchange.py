@@ -55,7 +55,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
-from ..blockops._reduced import removal_scores
+from ..blockops._reduced import (removal_scores, xch_row_scores, xch_rows_removed, xch_rows_swap,
+                                 xch_rows_sync)
+from ..linalg import rank_one_update
 from ._hmp import MIN_PIVOT
 
 __all__ = ["ExchangeResult", "exchange_vectors", "engine_exchange"]
@@ -87,10 +89,59 @@ class ExchangeResult:
     n_passes: int = 0
 
 
-class _Exchange:
-    """The state of one exchange run: the current set and its exact algebra on the pool. ``B``,
-    ``M`` (P × k) and ``A`` (k × k) are Fortran-ordered and updated in place (BLAS rank-one
-    updates)."""
+class _Driver:
+    """The driver's state of an exchange run, the same in process and on the engine: the set
+    ``S`` (pool rows by position), ``A = K_SS⁻¹`` (Fortran-ordered, updated in place), ``β = A f(S)``
+    and the error per output. Subclasses hold the rows' state (``M``, ``r``, ``d``) or ask the
+    partitions for it."""
+
+    def _solve(self, G, FS):
+        """``A``, ``β`` and the error from ``K_SS`` and ``f(S)`` by Cholesky (no drift)."""
+        c = cho_factor(0.5 * (G + G.T), lower=True)
+        self.A = np.asfortranarray(cho_solve(c, np.eye(len(self.S))))
+        self.beta = self.A @ FS
+        self.err = np.maximum(self.wsq - np.einsum("ij,ij->j", FS, self.beta), 0.0)
+        self.since_resync = 0
+
+    def _swap(self, i, z, Mz, delta, rz):
+        """Position ``i`` leaves and row ``z`` joins there (``Mz = M[z]``, ``delta = d_{−i}(z)``,
+        ``rz = r_{−i}(z)``): ``A`` by the Schur downdate and the bordered inverse, ``β``, the error.
+        Returns the numbers the rows' half needs: ``A_ii``, ``A[i]/A_ii``, ``β_i``, ``u = A' k(S', z)``."""
+        Aii = float(self.A[i, i])
+        Ai = self.A[i] / Aii                                   # Ai[i] = 1
+        beta_i = self.beta[i].copy()
+        u = Mz - Mz[i] * Ai                                    # M[z] without position i; u[i] = 0
+        self.err = self.err + beta_i ** 2 / Aii
+        self.beta -= np.outer(Ai, beta_i)
+        rank_one_update(-1.0, self.A[:, i].copy(), Ai, self.A)  # row and column i → 0
+        c = rz / delta                                         # the new coefficient(s)
+        self.err = np.maximum(self.err - rz ** 2 / delta, 0.0)
+        rank_one_update(1.0 / delta, u, u, self.A)
+        self.A[:, i] = self.A[i, :] = -u / delta
+        self.A[i, i] = 1.0 / delta
+        self.beta -= np.outer(u, c)
+        self.beta[i] = c
+        self.S[i] = int(z)
+        self.since_resync += 1
+        return Aii, Ai, beta_i, u
+
+    def snapshot(self) -> dict:
+        return {"S": list(self.S), "beta": self.beta.copy(), "err": self.err.copy()}
+
+
+def _promising_order(best, own, min_gain):
+    """Positions whose best replacement beats keeping them by more than ``min_gain`` (an own score
+    of −inf — the vector itself no longer independent — always gains), best first."""
+    with np.errstate(invalid="ignore"):
+        gains = np.where(np.isfinite(own), best - own, np.where(np.isfinite(best), np.inf, -np.inf))
+    pos = np.flatnonzero(gains > min_gain)
+    return pos[np.argsort(-gains[pos], kind="stable")]
+
+
+class _Exchange(_Driver):
+    """An exchange run in this process: the driver's state plus the rows' ``B``, ``M`` (P × k,
+    Fortran-ordered, updated in place), ``r``, ``d`` over the whole pool — the partitions' row
+    functions (:func:`~kmp_dask.blockops._reduced.xch_rows_sync` …) on one block of P rows."""
 
     def __init__(self, rows, kernel, F, wsq, index):
         self.Z = np.ascontiguousarray(rows, dtype=np.float64)
@@ -102,121 +153,63 @@ class _Exchange:
         self.S = [int(i) for i in np.asarray(index).reshape(-1)]
         B = np.asarray(kernel(self.Z, self.Z[self.S]), dtype=np.float64).reshape(P, len(self.S))
         self.B = np.asfortranarray(B)
-        self.since_resync = 0
         self.resync()
 
     def resync(self):
-        """``A``, ``M``, ``β``, ``r``, ``d`` and the error from the current set, by Cholesky."""
-        G = self.B[self.S]
-        c = cho_factor(0.5 * (G + G.T), lower=True)
-        self.A = np.asfortranarray(cho_solve(c, np.eye(len(self.S))))
-        self.M = np.asfortranarray(self.B @ self.A)
-        self.beta = self.A @ self.F[self.S]
-        self.r = self.F - self.B @ self.beta
-        self.d = self.kdiag - np.einsum("ij,ij->i", self.M, self.B)
-        self.err = np.maximum(self.wsq - np.einsum("ij,ij->j", self.F[self.S], self.beta), 0.0)
-        self.since_resync = 0
+        """``A``, ``β``, the error, ``M``, ``r``, ``d`` from the current set, by Cholesky."""
+        self._solve(self.B[self.S], self.F[self.S])
+        self.M, self.r, self.d = xch_rows_sync(self.B, self.F, self.kdiag, self.A, self.beta)
 
     def promising(self, min_gain: float) -> np.ndarray:
-        """Positions whose best replacement beats keeping them by more than ``min_gain`` in the
-        current state, best first — the same scores as :meth:`try_position`, for all positions at
-        once (blocks of positions, P × block × m values at a time)."""
+        """Positions that can gain in the current state, best first — the same scores as
+        :meth:`try_position`, for all positions at once (blocks of P × block × m values)."""
         P, k, m = len(self.Z), len(self.S), self.F.shape[1]
         S = np.asarray(self.S)
-        gains = np.empty(k)
+        best, own = np.empty(k), np.empty(k)
         step = max(1, int(BLOCK_VALUES // max(P * m, 1)))
         ok_base = MIN_PIVOT * self.kdiag[:, None]
         for lo in range(0, k, step):
             idx = np.arange(lo, min(k, lo + step))
             score = removal_scores(self.M[:, idx], self.r, self.d, self.beta[idx], np.diag(self.A)[idx], ok_base)
-            own = score[S[idx], np.arange(len(idx))]
+            own[idx] = score[S[idx], np.arange(len(idx))]
             score[S] = -np.inf
-            best = score.max(axis=0)
-            with np.errstate(invalid="ignore"):
-                gains[idx] = np.where(np.isfinite(own), best - own, np.where(np.isfinite(best), np.inf, -np.inf))
-        pos = np.flatnonzero(gains > min_gain)
-        return pos[np.argsort(-gains[pos], kind="stable")]
+            best[idx] = score.max(axis=0)
+        return _promising_order(best, own, min_gain)
 
     def try_position(self, i: int, min_gain: float) -> bool:
         """Swap position ``i`` for the pool row that lowers the error most, if it beats keeping
         it by more than ``min_gain``; True when swapped."""
-        a, Aii = self.M[:, i], self.A[i, i]
-        r = self.r + np.outer(a, self.beta[i] / Aii)          # residual without vector i
-        d = self.d + a * a / Aii
-        with np.errstate(divide="ignore", invalid="ignore"):
-            score = np.where(d > MIN_PIVOT * self.kdiag, np.einsum("ij,ij->i", r, r) / d, -np.inf)
+        r, d = xch_rows_removed(self.M, self.r, self.d, i, self.beta[i], self.A[i, i])
+        score = xch_row_scores(r, d, self.kdiag, MIN_PIVOT)
         own = score[self.S[i]]
         score[self.S] = -np.inf
         z = int(np.argmax(score))
         if not score[z] > own + min_gain:
             return False
-        self._replace(i, z, r, d)
+        b = np.asarray(self.kernel(self.Z, self.Z[z][None, :]), dtype=np.float64)[:, 0]
+        bS, delta, rz = b[self.S], float(d[z]), r[z].copy()
+        _, Ai, _, u = self._swap(i, z, self.M[z].copy(), delta, rz)
+        self.B[:, i] = b
+        self.r, self.d = xch_rows_swap(self.B, self.M, r, d, i, Ai, u, bS, delta, rz)
         return True
 
-    def _replace(self, i, z, r, d):
-        """Position ``i`` leaves (its row and column of ``A``, column of ``M`` and coefficient
-        become 0: the set without it), then row ``z`` joins there (the bordered inverse)."""
-        Ai = self.A[i] / self.A[i, i]                          # Ai[i] = 1
-        self.err = self.err + self.beta[i] ** 2 / self.A[i, i]
-        _ger(-1.0, self.M[:, i].copy(), Ai, self.M)           # M' = M_{−i} − M_i A_{i,−i}/A_ii; column i → 0
-        self.beta -= np.outer(Ai, self.beta[i])
-        _ger(-1.0, self.A[:, i].copy(), Ai, self.A)
-        self.r, self.d = r, d
-        b = np.asarray(self.kernel(self.Z, self.Z[z][None, :]), dtype=np.float64)[:, 0]
-        self.B[:, i] = b
-        u = self.M[z].copy()                                   # A' k(S', z); u[i] = 0
-        delta = float(self.d[z])
-        e = (b - self.M @ b[self.S]) / delta                   # uses k(z, S') through M's zero column i
-        c = self.r[z] / delta                                  # the new coefficient(s)
-        self.err = np.maximum(self.err - self.r[z] ** 2 / delta, 0.0)
-        self.r = self.r - np.outer(e, self.r[z])
-        self.d = self.d - delta * e * e
-        _ger(1.0 / delta, u, u, self.A)
-        self.A[:, i] = self.A[i, :] = -u / delta
-        self.A[i, i] = 1.0 / delta
-        _ger(-1.0, e, u, self.M)
-        self.M[:, i] = e
-        self.beta -= np.outer(u, c)
-        self.beta[i] = c
-        self.S[i] = z
-        self.since_resync += 1
 
-
-def _ger(alpha, x, y, a):
-    """``a += alpha x yᵀ`` in place (``a`` Fortran-ordered float64)."""
-    from scipy.linalg.blas import dger
-
-    out = dger(alpha, x, y, a=a, overwrite_a=True)
-    if out is not a:  # not updated in place (layout): copy back
-        a[...] = out
-
-
-def exchange_vectors(rows, *, kernel, F, wsq, index, max_sweeps: int = 10) -> ExchangeResult:
-    """Improve the pool rows ``index`` by single-vector exchanges (module docstring).
-
-    ``rows`` (P, d) the pool, ``F`` (P, m) the expansion's values there (without intercept; m > 1
-    exchanges for all outputs at once, as the coupled pursuit), ``wsq`` (m,) ``‖w_j‖²``,
-    ``index`` the starting set (distinct, linearly independent pool rows), ``max_sweeps`` the
-    most passes over the positions. The result's error never exceeds the starting set's. None
-    when ``K_SS`` of the starting set is not numerically positive definite (no exchange then)."""
+def _check_args(index, max_sweeps):
     index = np.asarray(index, dtype=np.int64).reshape(-1)
     if max_sweeps < 0:
         raise ValueError(f"max_sweeps must be >= 0; got {max_sweeps!r}")
     if len(np.unique(index)) != len(index):
         raise ValueError("index must hold distinct pool rows")
-    if len(index) == 0:
-        m = np.asarray(F).reshape(len(rows), -1).shape[1]
-        return ExchangeResult(index, np.zeros((0, m)), np.asarray(wsq, dtype=np.float64).reshape(-1), 0, 0)
-    try:
-        run = _Exchange(rows, kernel, F, wsq, index)
-    except np.linalg.LinAlgError:
-        # K_SS not numerically positive definite (a long path's last vectors sit at the
-        # dependence threshold): nothing to exchange against reliably
-        return None
+    return index
+
+
+def _sweeps(run, max_sweeps: int, full: bool):
+    """The sweep loop, in process and on the engine: screen, try the promising positions best
+    first, resync after ``RESYNC_SWAPS`` swaps or at a sweep's end; the last exact state whose error
+    did not rise is the result. Returns (that state's snapshot, sweeps, swaps)."""
     min_gain = GAIN_RTOL * max(float(run.wsq.sum()), 1e-300)
     sweeps = swaps = pending = 0
-    full = len(index) >= len(run.Z)
-    good = (list(run.S), run.beta.copy(), run.err.copy())
+    good = run.snapshot()
     while sweeps < max_sweeps and not full:
         sweeps += 1
         moved = sum(run.try_position(int(i), min_gain) for i in run.promising(min_gain))
@@ -227,18 +220,40 @@ def exchange_vectors(rows, *, kernel, F, wsq, index, max_sweeps: int = 10) -> Ex
             run.resync()
         except np.linalg.LinAlgError:  # a swap drifted into dependence: keep the last exact set
             break
-        if run.err.sum() > good[2].sum():  # rounding made the swaps worse after all
+        if run.err.sum() > good["err"].sum():  # rounding made the swaps worse after all
             break
-        good, swaps, pending = (list(run.S), run.beta.copy(), run.err.copy()), swaps + pending, 0
+        good, swaps, pending = run.snapshot(), swaps + pending, 0
         if not moved:
             break
-    return ExchangeResult(np.asarray(good[0], dtype=np.int64), good[1], good[2], sweeps, swaps)
+    return good, sweeps, swaps
+
+
+def exchange_vectors(rows, *, kernel, F, wsq, index, max_sweeps: int = 10) -> ExchangeResult:
+    """Improve the pool rows ``index`` by single-vector exchanges (module docstring).
+
+    ``rows`` (P, d) the pool, ``F`` (P, m) the expansion's values there (without intercept; m > 1
+    exchanges for all outputs at once, as the coupled pursuit), ``wsq`` (m,) ``‖w_j‖²``,
+    ``index`` the starting set (distinct, linearly independent pool rows), ``max_sweeps`` the
+    most passes over the positions. The result's error never exceeds the starting set's. None
+    when ``K_SS`` of the starting set is not numerically positive definite (no exchange then)."""
+    index = _check_args(index, max_sweeps)
+    if len(index) == 0:
+        m = np.asarray(F).reshape(len(rows), -1).shape[1]
+        return ExchangeResult(index, np.zeros((0, m)), np.asarray(wsq, dtype=np.float64).reshape(-1), 0, 0)
+    try:
+        run = _Exchange(rows, kernel, F, wsq, index)
+    except np.linalg.LinAlgError:
+        # K_SS not numerically positive definite (a long path's last vectors sit at the
+        # dependence threshold): nothing to exchange against reliably
+        return None
+    good, sweeps, swaps = _sweeps(run, max_sweeps, len(index) >= len(run.Z))
+    return ExchangeResult(np.asarray(good["S"], dtype=np.int64), good["beta"], good["err"], sweeps, swaps)
 
 
 # -- the same exchanges over a pool held by an engine --------------------------------------------
-class _EngineExchange:
-    """The driver's side of :func:`engine_exchange`: ``A`` (k × k), ``β`` (k × m), the set ``S``
-    and its rows, the error; the partitions hold ``B``, ``M``, ``r``, ``d`` for their rows
+class _EngineExchange(_Driver):
+    """The driver's side of :func:`engine_exchange` (:class:`_Driver` plus the set's rows); the
+    partitions hold ``B``, ``M``, ``r``, ``d`` for their rows
     (:class:`~kmp_dask.blockops._reduced.XState`). Effects not yet sent ride on the next pass."""
 
     def __init__(self, engine, kernel, wsq, index, vectors):
@@ -251,7 +266,6 @@ class _EngineExchange:
         self.Vsq = sqnorm(self.V)
         self.pending: list = []
         self.n_passes = 0
-        self.since_resync = 0
 
     def run(self, op, q):
         out = self.engine.run(op, q, self.pending)
@@ -278,14 +292,9 @@ class _EngineExchange:
         partitions recompute ``M``, ``r``, ``d`` with the next pass."""
         from ..blockops._reduced import xch_effects
 
-        G, FS = self._rows(len(self.S) if start else None)
-        c = cho_factor(0.5 * (G + G.T), lower=True)
-        self.A = np.asfortranarray(cho_solve(c, np.eye(len(self.S))))
-        self.beta = self.A @ FS
-        self.err = np.maximum(self.wsq - np.einsum("ij,ij->j", FS, self.beta), 0.0)
+        self._solve(*self._rows(len(self.S) if start else None))
         self.pending.append(xch_effects.start(len(self.S), self.A, self.beta) if start
                             else xch_effects.sync(self.A, self.beta))
-        self.since_resync = 0
 
     def promising(self, min_gain: float) -> np.ndarray:
         from ..blockops._reduced import RSXScreenQuery, rs_xscreen
@@ -298,10 +307,7 @@ class _EngineExchange:
         for p in parts:
             held = ~np.isnan(p["own"])
             own[held] = p["own"][held]
-        with np.errstate(invalid="ignore"):
-            gains = np.where(np.isfinite(own), best - own, np.where(np.isfinite(best), np.inf, -np.inf))
-        pos = np.flatnonzero(gains > min_gain)
-        return pos[np.argsort(-gains[pos], kind="stable")]
+        return _promising_order(best, own, min_gain)
 
     def try_position(self, i: int, min_gain: float) -> bool:
         from ..blockops._reduced import RSXTryQuery, rs_xtry
@@ -321,36 +327,21 @@ class _EngineExchange:
         return True
 
     def _replace(self, i, win):
-        """The driver's half of ``_Exchange._replace``; the partitions' half is the swap effect."""
+        """The driver's half of the swap (:meth:`_Driver._swap`); the partitions' half is the swap
+        effect (:func:`~kmp_dask.blockops._reduced.xch_rows_swap` on their rows)."""
         from ..blockops._reduced import RSXSwap, xch_effects
         from ..blockops._state import kernel_block, sqnorm
 
-        z = int(win["index"])
-        row = np.asarray(win["row"]).reshape(1, -1)
-        Aii = float(self.A[i, i])
-        Ai = self.A[i] / Aii
-        beta_i = self.beta[i].copy()
-        self.err = self.err + beta_i ** 2 / Aii
-        Mz = np.asarray(win["Mz"], dtype=np.float64)
-        u = Mz - Mz[i] * Ai                                   # M[z] without position i; u[i] = 0
-        self.beta -= np.outer(Ai, beta_i)
-        _ger(-1.0, self.A[:, i].copy(), Ai, self.A)
-        bS = np.asarray(kernel_block(self.kernel, self.V, self.Vsq, row.astype(self.V.dtype, copy=False),
-                                     sqnorm(row.astype(self.V.dtype, copy=False))), dtype=np.float64)[:, 0]
-        delta = float(win["dz"])
-        rz = np.asarray(win["rz"], dtype=np.float64)
-        c = rz / delta
-        self.err = np.maximum(self.err - rz ** 2 / delta, 0.0)
-        _ger(1.0 / delta, u, u, self.A)
-        self.A[:, i] = self.A[i, :] = -u / delta
-        self.A[i, i] = 1.0 / delta
-        self.beta -= np.outer(u, c)
-        self.beta[i] = c
+        row = np.asarray(win["row"]).reshape(1, -1).astype(self.V.dtype, copy=False)
+        bS = np.asarray(kernel_block(self.kernel, self.V, self.Vsq, row, sqnorm(row)), dtype=np.float64)[:, 0]
+        delta, rz = float(win["dz"]), np.asarray(win["rz"], dtype=np.float64)
+        Aii, Ai, beta_i, u = self._swap(i, win["index"], np.asarray(win["Mz"], dtype=np.float64), delta, rz)
         self.pending.extend(xch_effects.swap(i, row[0], RSXSwap(i, Aii, Ai, beta_i, u, bS, delta, rz)))
-        self.S[i] = z
         self.V[i] = row[0]
         self.Vsq[i] = sqnorm(self.V[i : i + 1])[0]
-        self.since_resync += 1
+
+    def snapshot(self) -> dict:
+        return {**super().snapshot(), "V": self.V.copy()}
 
 
 def engine_exchange(engine, *, kernel, wsq, index, vectors, n_rows: int,
@@ -364,11 +355,7 @@ def engine_exchange(engine, *, kernel, wsq, index, vectors, n_rows: int,
     Same swaps, order, tie rule and stopping rules as :func:`exchange_vectors`; the result also
     carries the chosen rows (``vectors``, as the partitions hold them) and ``n_passes``. None when
     ``K_SS`` of the starting set is not numerically positive definite."""
-    index = np.asarray(index, dtype=np.int64).reshape(-1)
-    if max_sweeps < 0:
-        raise ValueError(f"max_sweeps must be >= 0; got {max_sweeps!r}")
-    if len(np.unique(index)) != len(index):
-        raise ValueError("index must hold distinct pool rows")
+    index = _check_args(index, max_sweeps)
     vectors = np.asarray(vectors)
     if len(vectors) != len(index):
         raise ValueError(f"vectors has {len(vectors)} rows for {len(index)} indices")
@@ -380,24 +367,6 @@ def engine_exchange(engine, *, kernel, wsq, index, vectors, n_rows: int,
         run.resync(start=True)
     except np.linalg.LinAlgError:
         return None
-    min_gain = GAIN_RTOL * max(float(run.wsq.sum()), 1e-300)
-    sweeps = swaps = pending = 0
-    full = len(index) >= int(n_rows)
-    good = (list(run.S), run.beta.copy(), run.err.copy(), run.V.copy())
-    while sweeps < max_sweeps and not full:
-        sweeps += 1
-        moved = sum(run.try_position(int(i), min_gain) for i in run.promising(min_gain))
-        pending += moved
-        if moved and run.since_resync < RESYNC_SWAPS and sweeps < max_sweeps:
-            continue
-        try:
-            run.resync()
-        except np.linalg.LinAlgError:
-            break
-        if run.err.sum() > good[2].sum():
-            break
-        good, swaps, pending = (list(run.S), run.beta.copy(), run.err.copy(), run.V.copy()), swaps + pending, 0
-        if not moved:
-            break
-    return ExchangeResult(np.asarray(good[0], dtype=np.int64), good[1], good[2], sweeps, swaps, good[3],
-                          run.n_passes)
+    good, sweeps, swaps = _sweeps(run, max_sweeps, len(index) >= int(n_rows))
+    return ExchangeResult(np.asarray(good["S"], dtype=np.int64), good["beta"], good["err"], sweeps, swaps,
+                          good["V"], run.n_passes)
