@@ -495,6 +495,9 @@ class ReducedSetCompressor(BaseEstimator):
         exp = self.target_.expansion
         if self.exchange and exchange:
             lv = self._exchanged(lv, rows, y)
+            built = getattr(lv, "built", None)
+            if built is not None and built[0] == self._built_key(rows, y):
+                return built[1]
         vecs = lv.vectors if lv.vectors is not None else rows[lv.index]
         coef = lv.coef
         if self.refit == "pool" and rows is not None and len(vecs):
@@ -543,13 +546,21 @@ class ReducedSetCompressor(BaseEstimator):
                                       rows[res.index] if rows is not None else res.vectors)
                 lv.exchanged.n_swaps = res.n_swaps
                 if self.exchange_guard and y is not None and rows is not None and res.n_swaps:
-                    err_x = self._error(lv.exchanged, rows, rows, y, y, exchange=False)
-                    if err_x > self._error(lv, rows, rows, y, y, exchange=False):  # keep the greedy level
+                    key = self._built_key(rows, y)
+                    mx = self._expansion(lv.exchanged, rows, y, exchange=False)
+                    mg = self._expansion(lv, rows, y, exchange=False)
+                    err_x, err_g = self._model_error(mx, rows, y), self._model_error(mg, rows, y)
+                    if err_x > err_g:  # keep the greedy level
                         lv.exchanged = _Level(lv.index, lv.coef, lv.rkhs_error, lv.vectors)
                         lv.exchanged.n_swaps = 0
                         lv.exchanged.guarded = True
+                    # the kept model and its pool error: built once, not again by _expansion / _error
+                    lv.exchanged.built = (key, mg if err_x > err_g else mx, min(err_x, err_g))
             lv.exchanged.is_exchanged = True
         return lv.exchanged
+
+    def _built_key(self, rows, y):
+        return (self.refit, bool(self.optimize_threshold), id(rows), id(y))
 
     def _pool_refit(self, exp, vecs, rows):
         """``argmin_β Σ_z (f(z) − k(z, S) β)²`` over the pool rows (least squares, minimum norm)."""
@@ -560,7 +571,14 @@ class ReducedSetCompressor(BaseEstimator):
         return beta
 
     def _error(self, lv, rows, X, yy, y_pool, exchange=True):
-        exp = self._expansion(lv, rows, y_pool, exchange=exchange)
+        if exchange and self.exchange and X is rows and yy is y_pool:  # the guard's pool error, if it ran
+            built = getattr(self._exchanged(lv, rows, y_pool), "built", None)
+            if built is not None and built[0] == self._built_key(rows, y_pool):
+                return built[2]
+        return self._model_error(self._expansion(lv, rows, y_pool, exchange=exchange), X, yy)
+
+    def _model_error(self, exp, X, yy):
+        """Error rate (classifiers, as the model decides) or mean squared error of ``exp`` on ``X``."""
         F = exp.decision_function(X)
         if self.target_.kind == "regression":
             Y = np.asarray(yy, dtype=np.float64).reshape(len(F), -1)
@@ -658,6 +676,7 @@ class _Level:
         """Coefficients solved before a level is saved or pickled (a lazy solve is a closure)."""
         state = dict(self.__dict__)
         state["_coef"] = self.coef
+        state.pop("built", None)  # a cache of the fit's pool (keyed by object ids): not saved
         return state
 
     _persist_state = __getstate__  # the open model format (kmp_dask.persist) asks for this
