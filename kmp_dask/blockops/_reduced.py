@@ -284,16 +284,11 @@ def rs_orth_move(part: Partition, msg: RSOrthMove) -> None:
                            "do not match its criterion)")
     B = st.cache.train()
     n = B.shape[1]
-    d = B[:, n - 1]
     beta = np.asarray(msg.beta, dtype=np.float64).reshape(-1)
+    old = st.fit.coef[: n - 1]
     if msg.w is not None and n > 1:
-        Bo = B[:, : n - 1]
-        u = (d - Bo @ np.asarray(msg.w).astype(Bo.dtype, copy=False)).astype(np.float64)
-        old = st.fit.coef[: n - 1] - np.outer(msg.w, beta)
-    else:
-        u = d.astype(np.float64)
-        old = st.fit.coef[: n - 1]
-    st.fit.move_by(u, beta, np.vstack([old, beta[None, :]]))
+        old = old - np.outer(msg.w, beta)
+    u = st.fit.move(B, msg.w, beta, np.vstack([old, beta[None, :]]))  # the fit's move per unit coefficient
     np.divide(u, msg.Lkk, out=u)
     np.square(u, out=u)
     st.delta -= u

@@ -474,12 +474,12 @@ class Residual:
         self.F = (B @ coef).astype(np.float64, copy=False) if n else np.zeros_like(Y)
         self.R = -self.loss.gradient(Y, self.F)
 
-    def move(self, B: np.ndarray, w, beta, coef) -> None:
+    def move(self, B: np.ndarray, w, beta, coef) -> np.ndarray:
         """Rank-one update after the last column of ``B`` joined with coefficient ``beta`` (m,).
 
         The earlier coefficients moved by ``−w βᵀ`` (``w=None``: they stayed), so the fit moves
         by ``u βᵀ`` with ``u = d − B[:, :-1] w``: O(rows·(n + m)) instead of :meth:`set`'s
-        O(rows·n·m). Afterwards the coefficients are ``coef``.
+        O(rows·n·m). Afterwards the coefficients are ``coef``. Returns ``u`` (float64, rows).
         """
         n = B.shape[1]
         beta = np.asarray(beta, dtype=np.float64).reshape(1, self.m)
@@ -490,6 +490,7 @@ class Residual:
         else:
             u = d.astype(np.float64)
         self.move_by(u, beta, coef)
+        return u
 
     def move_by(self, u: np.ndarray, beta, coef) -> None:
         """The fit moves by ``u βᵀ`` (float64 ``u``, rows); afterwards the coefficients are ``coef``."""
