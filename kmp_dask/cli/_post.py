@@ -63,10 +63,15 @@ def _pool_in_memory(st, option: str):
             f"{IN_MEMORY_POOL_BYTES / 2**30:.0f} GiB {option} reads into memory; drop {option} (the engine path "
             "streams the store) or pass a smaller sample as --data", param_hint=option.split()[0])
     X, y = st.read_range(0, st.n_rows)
-    names = st.attrs.get("classes")
+    return np.asarray(X, dtype=np.float64), _class_names(st, y)
+
+
+def _class_names(store, y):
+    """Stored label codes as the store's class names (classification); values as they are."""
+    names = store.attrs.get("classes")
     if y is not None and names is not None:
         y = np.asarray(names).take(np.asarray(y, dtype=np.int64))
-    return np.asarray(X, dtype=np.float64), y
+    return y
 
 
 @main.command(epilog="\b\nExamples:\n  kmp-dask compress kmp.model --n-vectors 20 --model kmp20.model\n"
@@ -159,7 +164,4 @@ def _sample(store, n: int):
     rng = np.random.default_rng(0)
     idx = np.sort(rng.choice(store.n_rows, size=min(n, store.n_rows), replace=False))
     X, y = store.read_rows(idx)
-    names = store.attrs.get("classes")
-    if y is not None and names is not None:
-        y = np.asarray(names).take(np.asarray(y, dtype=np.int64))
-    return X, y
+    return X, _class_names(store, y)
