@@ -111,6 +111,10 @@ def check_target_free(target: str | os.PathLike, *, overwrite: bool,
         raise StoreExistsError(
             f"a store already exists at {final.url!r}; pass overwrite=True to replace it."
         )
+    if final.exists():  # overwrite: only a kmp_dask store (kmp_dask/_overwrite.py)
+        from .._overwrite import check_replaceable
+
+        check_replaceable(target, ("store",), option="target", storage_options=storage_options)
 
 
 @contextmanager
