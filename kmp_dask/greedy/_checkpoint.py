@@ -27,6 +27,26 @@ open format instead). The header — format version, kmp_dask version, the estim
 fingerprint of the data, a SHA-256 of the pickle — is checked *before* anything is unpickled; a
 mismatch is a ``ValueError`` naming what differs.
 
+**Other families** (CVM / MMDA here; any fit whose state is not a ``Pursuit``) use the generic
+calls, which keep every guarantee above (header checked before unpickling, atomic writes, never
+overwritten without ``resume``)::
+
+    ckpt = open_checkpoint(directory, every=k, resume=resume, estimator=..., params=..., store=store)
+    if ckpt is not None and ckpt.result is not None: ...        # complete: return ckpt.result at once
+    state = ckpt.restore_payload() if ckpt is not None else None  # the dict last saved, or None
+    ckpt.save_payload({"my": state, ...}, iteration=t)            # any picklable dict of kmp_dask
+                                                                  # state classes / NumPy / builtins
+    ckpt.save_payload({"result": result}, iteration=t, complete=True)   # the fit is done
+
+A fit made of several parts (one-vs-rest problems) may keep a file per part in the same
+directory: ``part = ckpt.part("problem-0003")`` is a :class:`Checkpoint` on
+``<directory>/problem-0003.ckpt`` with the same header (its saved payload is loaded, after the
+header check, only when the fit resumes); ``part.save_payload(...)``, ``part.restore_payload()``,
+``part.discard()`` (remove the file once the part's result is in the main file).
+``part.detached()`` is a copy without the loaded payload, small enough to send to a worker that
+writes the part itself (the directory must then be on a file system the workers share).
+``open_checkpoint`` refuses (without ``resume``) a directory holding any ``*.ckpt`` file.
+
 No data access here beyond the fingerprint (a few chunks read through the store's own reader),
 no dask.
 """
@@ -75,13 +95,49 @@ class Checkpoint:
     ``data``); ``saved`` is the loaded payload when resuming (None: start from scratch).
     """
 
-    def __init__(self, directory, every: int, header: dict, saved: dict | None = None):
+    def __init__(self, directory, every: int, header: dict, saved: dict | None = None, *, resuming: bool = False,
+                 name: str = "state"):
         self.directory, self.every, self.header, self.saved = Path(directory), int(every), header, saved
+        self.resuming, self.name = bool(resuming or saved is not None), str(name)
         self.n_saves, self.seconds, self.nbytes = 0, 0.0, 0  #: measured, for benchmarks and logs
 
     @property
     def path(self) -> Path:
-        return self.directory / STATE_FILE
+        return self.directory / (STATE_FILE if self.name == "state" else f"{self.name}.ckpt")
+
+    @property
+    def _tmp(self) -> Path:
+        return self.directory / (TMP_FILE if self.name == "state" else f"{self.name}.tmp")
+
+    # -- generic payloads (any family) --------------------------------------------------------------
+    def save_payload(self, payload: dict, *, iteration: int = -1, complete: bool = False, **status) -> None:
+        """Save ``payload`` (a dict of picklable kmp_dask state classes, NumPy arrays and builtins)
+        atomically; ``complete=True`` marks the fit done (store its result as ``{"result": ...}`` so
+        that :attr:`result` returns it). ``status`` adds JSON values to the header."""
+        self._write(payload, iteration=int(iteration), complete=bool(complete), **status)
+
+    def restore_payload(self) -> dict | None:
+        """The payload this checkpoint was opened with (None: nothing saved, start from scratch)."""
+        return self.saved
+
+    def part(self, name: str) -> "Checkpoint":
+        """The checkpoint file ``<directory>/<name>.ckpt`` of one part of this fit (same header);
+        its payload is loaded — after the header check — only when this fit resumes."""
+        if not name or name == "state" or not all(c.isalnum() or c in "-_" for c in name):
+            raise ValueError(f"a checkpoint part name must be letters, digits, '-' or '_' (not 'state'); got {name!r}")
+        part = Checkpoint(self.directory, self.every, self.header, resuming=self.resuming, name=name)
+        if self.resuming and part.path.exists():
+            part.saved = _load(part.path, self.header)
+        return part
+
+    def detached(self) -> "Checkpoint":
+        """This checkpoint without its loaded payload (to send to the process that writes it)."""
+        return Checkpoint(self.directory, self.every, self.header, resuming=self.resuming, name=self.name)
+
+    def discard(self) -> None:
+        """Remove this checkpoint's file (a part whose result is kept elsewhere)."""
+        self.path.unlink(missing_ok=True)
+        self.saved = None
 
     @property
     def result(self):
@@ -117,7 +173,7 @@ class Checkpoint:
         head = {**self.header, **status, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "payload_bytes": len(blob), "payload_sha256": hashlib.sha256(blob).hexdigest()}
         self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.directory / TMP_FILE
+        tmp = self._tmp
         with open(tmp, "wb") as f:
             f.write(_MAGIC)
             f.write(json.dumps(head, sort_keys=True).encode() + b"\n")
@@ -228,16 +284,19 @@ def open_checkpoint(directory, *, every=10, resume=False, estimator: str, params
     if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
         raise ValueError(f"checkpoint_every must be a positive int (iterations between saves); got {every!r}")
     path = Path(directory) / STATE_FILE
-    if path.exists() and not resume:
-        raise FileExistsError(
-            f"a checkpoint already exists at {path}; pass resume=True to continue it, or remove it to start a "
-            "new fit")
+    if not resume:
+        found = path if path.exists() else next(iter(sorted(Path(directory).glob("*.ckpt"))), None) \
+            if Path(directory).is_dir() else None
+        if found is not None:
+            raise FileExistsError(
+                f"a checkpoint already exists at {found}; pass resume=True to continue it, or remove it to start a "
+                "new fit")
     header = {"format": FORMAT_VERSION, "kmp_dask_version": __version__, "estimator": estimator,
               "params": _jsonable_params(params), "data": data_fingerprint(store, with_location=store_is_input)}
     saved = _load(path, header) if path.exists() else None
     if resume and saved is None:
         logger.info("no checkpoint at %s: the fit starts from scratch", path)
-    return Checkpoint(directory, int(every), header, saved)
+    return Checkpoint(directory, int(every), header, saved, resuming=bool(resume))
 
 
 def _jsonable(v):
