@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 from ..exceptions import DegenerateFitWarning
 from ..expansion import KernelExpansion
 from ..greedy import n_candidates_for
+from ..greedy._checkpoint import open_checkpoint
 from ..greedy._sparse_kpca import principal_directions, sparse_kernel_pca
 from ..kernels import get_kernel
 from ..parallel import make_engine, map_rows_predict, resolve_client
@@ -21,19 +22,29 @@ from ._progress import progress_callback
 __all__ = ["SparseKernelPCA", "SparseKCCA"]
 
 
-def _select(est, store, in_memory, *, n_components, seed, desc, unit, **kw):
-    """The greedy selection on an engine over ``store`` (progress shown per ``est.verbose``)."""
+def _select(est, store, in_memory, *, n_components, seed, desc, unit, checkpoint=None, **kw):
+    """The greedy selection on an engine over ``store`` (progress shown per ``est.verbose``); a
+    complete ``checkpoint`` gives its result without starting a client or an engine."""
+    if checkpoint is not None and checkpoint.result is not None:
+        return checkpoint.result
     cb, bar = progress_callback(est.verbose, n_components, desc=desc, unit=unit)
     with resolve_client(est.client, in_memory=in_memory) as client:
         engine = make_engine(client, store)
         try:
             return sparse_kernel_pca(engine, n_rows=store.n_rows, n_features=store.n_features, dtype=store.dtype,
                                      n_components=n_components, random_state=np.random.default_rng(seed),
-                                     rank_tol=float(est.rank_tol), callback=cb, **kw)
+                                     rank_tol=float(est.rank_tol), callback=cb, checkpoint=checkpoint, **kw)
         finally:
             engine.close()
             if bar is not None:
                 bar.close()
+
+
+def _open_checkpoint(est, store, checkpoint, checkpoint_every, resume, store_is_input):
+    """The fit's checkpoint (None without one), checked against this estimator, its parameters
+    and the data before anything runs (greedy/_checkpoint.py)."""
+    return open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(est).__name__,
+                           params=est.get_params(deep=False), store=store, store_is_input=store_is_input)
 
 
 class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -121,8 +132,26 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         if not (isinstance(self.rank_tol, numbers.Real) and 0 <= self.rank_tol < 1):
             raise ValueError(f"rank_tol must be a float in [0, 1); got {self.rank_tol!r}")
 
-    def fit(self, X, y=None):
-        """Choose the points and the principal directions. ``X``: numpy, dask array or store."""
+    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
+        """Choose the points and the principal directions. ``X``: numpy, dask array or store.
+
+        Parameters
+        ----------
+        X : array (n, d), dask array, store or path
+        y : ignored
+        checkpoint : str, path or None
+            A directory where the selection's state is saved every ``checkpoint_every`` chosen
+            points and when it ends; the final checkpoint is kept. A checkpoint already there is
+            never overwritten: pass ``resume=True`` to continue it (after the fit was interrupted
+            or its process killed; the model is then identical to an uninterrupted fit's; a
+            complete checkpoint gives its model at once), or remove it. The file is a pickle:
+            resume only your own checkpoints (docs/engine.md, "Checkpoints").
+        checkpoint_every : int, default=10
+            Chosen points between two saves.
+        resume : bool, default=False
+            Continue the checkpoint in ``checkpoint``; with none there, the fit starts from
+            scratch. Its parameters and data must be this fit's (checked before it is read).
+        """
         self._check_params()
         seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
         in_memory = not (is_store_like(X) or is_dask_array(X))
@@ -135,8 +164,9 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                 s = None
             by_bound = self.n_components == "bound"
             n = min(int(self.max_components if by_bound else self.n_components), store.n_rows)
+            ckpt = _open_checkpoint(self, store, checkpoint, checkpoint_every, resume, is_store_like(X))
             res = _select(self, store, in_memory, kernel=kernel, n_components=n, candidates=s, seed=seed,
-                          desc="sparse kpca", unit="point")
+                          desc="sparse kpca", unit="point", checkpoint=ckpt)
         self.kernel_ = kernel
         if by_bound:
             res = self._cut_at_bound_minimum(res)
@@ -233,14 +263,34 @@ class SparseKCCA(BaseEstimator):
         self.client = client
         self.verbose = verbose
 
-    def fit(self, X, Y):
-        """Choose rows and canonical directions from the paired views ``X`` (n, dx), ``Y`` (n, dy)."""
+    def fit(self, X, Y, *, checkpoint=None, checkpoint_every=10, resume=False):
+        """Choose rows and canonical directions from the paired views ``X`` (n, dx), ``Y`` (n, dy).
+
+        Parameters
+        ----------
+        X : array (n, dx); Y : array (n, dy) or (n,)
+        checkpoint : str, path or None
+            A directory where the selection's state is saved every ``checkpoint_every`` chosen
+            points and when it ends; the final checkpoint is kept. A checkpoint already there is
+            never overwritten: pass ``resume=True`` to continue it (after the fit was interrupted
+            or its process killed; the model is then identical to an uninterrupted fit's; a
+            complete checkpoint gives its model at once), or remove it. The file is a pickle:
+            resume only your own checkpoints (docs/engine.md, "Checkpoints").
+        checkpoint_every : int, default=10
+            Chosen points between two saves.
+        resume : bool, default=False
+            Continue the checkpoint in ``checkpoint``; with none there, the fit starts from
+            scratch. Its parameters and data must be this fit's (checked before it is read).
+        """
         if isinstance(self.n_components, str):
             raise ValueError(f"n_components must be an int >= 1 for SparseKCCA; got {self.n_components!r} "
                              "(the bound rule is for SparseKernelPCA and the KMP estimators)")
         SparseKernelPCA._check_params(self)
-        if not (isinstance(self.reg, numbers.Real) and self.reg >= 0):
-            raise ValueError(f"reg must be a float >= 0; got {self.reg!r}")
+        if not (isinstance(self.reg, numbers.Real) and not isinstance(self.reg, bool) and np.isfinite(self.reg)
+                and self.reg >= 0):
+            raise ValueError(
+                f"reg must be a finite float >= 0 (the CCA regulariser, relative to each view's mean variance; "
+                f"0.1 is the default, 0 none); got {self.reg!r}")
         from sklearn.utils.validation import check_array
 
         X = check_array(X, dtype=[np.float64, np.float32])
@@ -263,8 +313,9 @@ class SparseKCCA(BaseEstimator):
         from ..store import InMemoryStore
 
         store = InMemoryStore(XY)
+        ckpt = _open_checkpoint(self, store, checkpoint, checkpoint_every, resume, False)
         res = _select(self, store, True, kernel=(kx, ky), columns=((0, dx), (dx, dx + dy)), n_components=n,
-                      candidates=s, seed=seed, desc="sparse kcca", unit="pair")
+                      candidates=s, seed=seed, desc="sparse kcca", unit="pair", checkpoint=ckpt)
         from ..greedy._sparse_kpca import canonical_directions
 
         corr, (cx, ox), (cy, oy) = canonical_directions(res, float(self.reg))

@@ -29,7 +29,7 @@ from ..linalg import IncrementalCholesky
 from ._candidates import gather_rows
 from ._sampling import RandomCandidates
 
-__all__ = ["KPCAResult", "sparse_kernel_pca", "principal_directions", "canonical_directions", "truncate"]
+__all__ = ["KPCAResult", "KPCARun", "sparse_kernel_pca", "principal_directions", "canonical_directions", "truncate"]
 
 MAX_STALLS = 8
 
@@ -82,7 +82,7 @@ def _score(res, dz, tol):
 
 def sparse_kernel_pca(engine, *, kernel, n_rows: int, n_features: int, dtype, n_components: int,
                       candidates: int | None = None, random_state=None, rank_tol: float = 1e-10,
-                      callback=None, columns=(None,)) -> KPCAResult:
+                      callback=None, columns=(None,), checkpoint=None) -> KPCAResult:
     """Greedy selection of ``n_components`` points over the engine's partitions.
 
     ``kernel`` is one kernel (sparse KPCA) or a tuple with one kernel per view, ``columns`` the
@@ -91,80 +91,159 @@ def sparse_kernel_pca(engine, *, kernel, n_rows: int, n_features: int, dtype, n_
     an int ``s``: s random rows per iteration (the "59-trick"). Stops early when, in some view,
     the largest residual ``K̃(x, x)`` over all rows falls below ``rank_tol · max k(x, x)`` (the
     kernel matrix's numerical rank is reached).
+
+    ``checkpoint``: a :class:`~kmp_dask.greedy._checkpoint.Checkpoint` (or None). The driver's
+    state (:class:`KPCARun` without its engine, callback and checkpoint; the RNG; the engine's
+    journal) is saved after every ``checkpoint.every``-th chosen point and after the last one,
+    and the result when the selection is complete. A checkpoint holding a saved state continues
+    it: its journal is replayed on ``engine``'s fresh partitions (bit for bit their state then)
+    and the loop goes on — the same result as an uninterrupted run. One holding a result
+    returns it without a pass.
     """
+    if checkpoint is not None and checkpoint.result is not None:
+        return checkpoint.result  # the checkpointed selection had finished
     t0 = time.perf_counter()
-    kernels = tuple(kernel) if isinstance(kernel, (tuple, list)) else (kernel,)
-    V = len(kernels)
     rng = random_state if random_state is not None else np.random.default_rng(0)
-    exact = candidates is None
-    sampler = None if exact else RandomCandidates(n_rows, int(candidates))
-    capacity = max(1, min(int(n_components), 4096))
-    chols = [IncrementalCholesky(capacity) for _ in kernels]
-    S_rows: list[np.ndarray] = []
-    S_index: list[int] = []
-    dead: set[int] = set()
-    traces, dmaxes = [], []
-    idx_next = np.arange(n_rows, dtype=np.int64) if exact else sampler.draw(rng, set())
-    res = engine.run(kpca_score, KPCAScoreQuery(fetch=idx_next), (kpca_effects.init(kernels, columns, capacity),))
-    n_passes = 1
-    kmax = np.max([r["dmax"] for r in res], axis=0)  # (V,) max k(x, x)
-    idx, Z = idx_next, gather_rows(res, idx_next, n_features, dtype)
-    LZ = [np.zeros((len(idx), 0)) for _ in kernels]  # exact mode: kept up to date on the driver
-    effects: list = []
-    reason, stalls = "n_components", 0
-    while True:
-        S = np.asarray(S_rows).reshape(len(S_rows), n_features)
-        if not exact:
-            LZ = [_coords(c, k, _view(S, col), _view(Z, col)) for c, k, col in zip(chols, kernels, columns)]
-        dz = np.stack([np.asarray(k.diag(_view(Z, col)), dtype=np.float64) - np.einsum("ij,ij->i", L, L)
-                       for k, col, L in zip(kernels, columns, LZ)])
-        idx_next = None if exact else sampler.draw(rng, set(S_index) | dead)
-        res = engine.run(kpca_score, KPCAScoreQuery(Z, tuple(LZ), idx_next), effects)
-        n_passes += 1
-        effects = []
-        traces.append(np.sum([r["trace"] for r in res], axis=0))
-        dmaxes.append(np.max([r["dmax"] for r in res], axis=0))
-        if len(S_index) >= n_components:
-            break
-        if np.any(dmaxes[-1] <= rank_tol * kmax):
-            reason = "rank"
-            break
-        score = _score(res, dz, (rank_tol * kmax)[:, None])
-        taken = np.isin(idx, np.fromiter(set(S_index) | dead, dtype=np.int64, count=len(S_index) + len(dead)))
-        score[taken] = -np.inf
-        pick, chols = _admit(chols, kernels, columns, S, Z, idx, score, dead)  # best point independent of S
-        if pick is None:
-            stalls += 1
-            if exact or stalls >= MAX_STALLS:
-                reason = "rank"
+    if checkpoint is not None and checkpoint.saved is not None:
+        run, _, _ = checkpoint.restore(engine, rng)  # partitions replayed, RNG set
+        run.attach(engine, callback, checkpoint)
+    else:
+        run = KPCARun(kernel, columns, n_rows, n_features, dtype, n_components, candidates, rank_tol)
+        run.attach(engine, callback, checkpoint)
+        run.begin(rng)
+    result = run.loop(rng)
+    result.seconds = run.seconds + time.perf_counter() - t0
+    if checkpoint is not None:
+        save_complete(checkpoint, result)
+    return result
+
+
+def save_complete(checkpoint, result: KPCAResult) -> None:
+    """The selection is complete: the checkpoint keeps its result (resuming returns it at once)."""
+    checkpoint._write({"result": result}, iteration=len(result.index) - 1, complete=True,
+                      stop_reason=result.stop_reason)
+
+
+class KPCARun:
+    """The driver's state of a sparse KPCA / KCCA selection between two passes: the chosen rows
+    and their index, one Cholesky factor per view, rows found dependent, the trace and largest
+    residual paths, this iteration's candidates ``(idx, Z)`` (exact mode: every row, with their
+    coordinates ``LZ``), the effect queued for the next pass, the sampler and counters.
+
+    A checkpoint pickles it without ``engine``, ``callback`` and ``checkpoint``
+    (:meth:`attach` puts them back); everything else the rest of the run depends on is here."""
+
+    _DETACHED = ("engine", "callback", "checkpoint")
+
+    def __init__(self, kernel, columns, n_rows, n_features, dtype, n_components, candidates, rank_tol):
+        self.kernels = tuple(kernel) if isinstance(kernel, (tuple, list)) else (kernel,)
+        self.columns = tuple(columns)
+        self.n_rows, self.n_features, self.dtype = int(n_rows), int(n_features), np.dtype(dtype)
+        self.n_components, self.rank_tol = int(n_components), float(rank_tol)
+        self.exact = candidates is None
+        self.sampler = None if self.exact else RandomCandidates(self.n_rows, int(candidates))
+        self.capacity = max(1, min(self.n_components, 4096))
+        self.chols = [IncrementalCholesky(self.capacity) for _ in self.kernels]
+        self.S_rows: list[np.ndarray] = []
+        self.S_index: list[int] = []
+        self.dead: set[int] = set()
+        self.traces: list = []
+        self.dmaxes: list = []
+        self.effects: list = []
+        self.n_passes, self.stalls, self.seconds = 0, 0, 0.0
+        self.engine = self.callback = self.checkpoint = None
+
+    @property
+    def n_basis(self) -> int:
+        """The loop's last iteration is ``n_basis − 1`` (what ``Checkpoint.maybe_save`` asks)."""
+        return self.n_components
+
+    def __getstate__(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in self._DETACHED}
+        state["seconds"] = self.seconds + (time.perf_counter() - self._t0 if hasattr(self, "_t0") else 0.0)
+        state.pop("_t0", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, engine=None, callback=None, checkpoint=None)
+
+    def attach(self, engine, callback, checkpoint):
+        self.engine, self.callback, self.checkpoint = engine, callback, checkpoint
+        self._t0 = time.perf_counter()
+        return self
+
+    def begin(self, rng) -> None:
+        """The first pass: partitions set up, ``max k(x, x)`` per view, the first candidates' rows."""
+        idx_next = np.arange(self.n_rows, dtype=np.int64) if self.exact else self.sampler.draw(rng, set())
+        res = self.engine.run(kpca_score, KPCAScoreQuery(fetch=idx_next),
+                              (kpca_effects.init(self.kernels, self.columns, self.capacity),))
+        self.n_passes = 1
+        self.kmax = np.max([r["dmax"] for r in res], axis=0)  # (V,) max k(x, x)
+        self.idx, self.Z = idx_next, gather_rows(res, idx_next, self.n_features, self.dtype)
+        self.LZ = [np.zeros((len(self.idx), 0)) for _ in self.kernels]  # exact mode: kept up to date on the driver
+        self.reason = "n_components"
+
+    def loop(self, rng) -> KPCAResult:
+        """Passes until the size or the rank is reached, then the moments pass."""
+        kernels, columns, V, n_features = self.kernels, self.columns, len(self.kernels), self.n_features
+        while True:
+            S = np.asarray(self.S_rows).reshape(len(self.S_rows), n_features)
+            if not self.exact:
+                self.LZ = [_coords(c, k, _view(S, col), _view(self.Z, col))
+                           for c, k, col in zip(self.chols, kernels, columns)]
+            dz = np.stack([np.asarray(k.diag(_view(self.Z, col)), dtype=np.float64) - np.einsum("ij,ij->i", L, L)
+                           for k, col, L in zip(kernels, columns, self.LZ)])
+            idx_next = None if self.exact else self.sampler.draw(rng, set(self.S_index) | self.dead)
+            res = self.engine.run(kpca_score, KPCAScoreQuery(self.Z, tuple(self.LZ), idx_next), self.effects)
+            self.n_passes += 1
+            self.effects = []
+            self.traces.append(np.sum([r["trace"] for r in res], axis=0))
+            self.dmaxes.append(np.max([r["dmax"] for r in res], axis=0))
+            if len(self.S_index) >= self.n_components:
                 break
-            idx, Z = idx_next, gather_rows(res, idx_next, n_features, dtype)
-            continue
-        stalls = 0
-        z = Z[pick].copy()
-        lz = tuple(L[pick].copy() for L in LZ)
-        d = tuple(float(c.L[-1, -1] ** 2) for c in chols)
-        effects = [kpca_effects.add(KPCAColumn(z, lz, d, int(idx[pick])))]
-        S_rows.append(z)
-        S_index.append(int(idx[pick]))
-        if exact:  # every row's coordinates on the new columns, on the driver
-            LZ = _extend_coords(LZ, kernels, columns, Z, z, lz, d)
-        else:
-            idx, Z = idx_next, gather_rows(res, idx_next, n_features, dtype)
-        if callback is not None:
-            drop = score[pick] if V == 1 else None
-            rec = {"iteration": len(S_index) - 1, "score": float(score[pick])}
-            if drop is not None:
-                rec["residual_norm"] = (traces[-1][0] - drop) / traces[0][0] if traces[0][0] > 0 else 0.0
-            callback(rec)
-    mom = engine.run(kpca_moments, None, effects)  # the last choice, then Σ L and Σ L Lᵀ
-    n = sum(m["n"] for m in mom)
-    k = len(S_index)
-    means = [np.sum([m["sum"][v] for m in mom], axis=0) / max(n, 1) if k else np.zeros(0) for v in range(V)]
-    gram = {key: np.sum([m["gram"][key] for m in mom], axis=0) for key in mom[0]["gram"]}
-    return KPCAResult(np.asarray(S_index, dtype=np.int64), np.asarray(S_rows).reshape(k, n_features),
-                      [np.array(c.L) for c in chols], np.asarray(traces), np.asarray(dmaxes), reason, n_passes + 1,
-                      time.perf_counter() - t0, n, means, gram)
+            if np.any(self.dmaxes[-1] <= self.rank_tol * self.kmax):
+                self.reason = "rank"
+                break
+            score = _score(res, dz, (self.rank_tol * self.kmax)[:, None])
+            out = set(self.S_index) | self.dead
+            taken = np.isin(self.idx, np.fromiter(out, dtype=np.int64, count=len(out)))
+            score[taken] = -np.inf
+            pick, self.chols = _admit(self.chols, kernels, columns, S, self.Z, self.idx, score, self.dead)
+            if pick is None:
+                self.stalls += 1
+                if self.exact or self.stalls >= MAX_STALLS:
+                    self.reason = "rank"
+                    break
+                self.idx, self.Z = idx_next, gather_rows(res, idx_next, n_features, self.dtype)
+                continue
+            self.stalls = 0
+            z = self.Z[pick].copy()
+            lz = tuple(L[pick].copy() for L in self.LZ)
+            d = tuple(float(c.L[-1, -1] ** 2) for c in self.chols)
+            self.effects = [kpca_effects.add(KPCAColumn(z, lz, d, int(self.idx[pick])))]
+            self.S_rows.append(z)
+            self.S_index.append(int(self.idx[pick]))
+            if self.exact:  # every row's coordinates on the new columns, on the driver
+                self.LZ = _extend_coords(self.LZ, kernels, columns, self.Z, z, lz, d)
+            else:
+                self.idx, self.Z = idx_next, gather_rows(res, idx_next, n_features, self.dtype)
+            t = len(self.S_index) - 1
+            if self.checkpoint is not None:  # the end of iteration t: everything the rest depends on
+                self.checkpoint.maybe_save(self, t, None, rng)
+            if self.callback is not None:
+                rec = {"iteration": t, "score": float(score[pick])}
+                if V == 1:
+                    rec["residual_norm"] = ((self.traces[-1][0] - score[pick]) / self.traces[0][0]
+                                            if self.traces[0][0] > 0 else 0.0)
+                self.callback(rec)
+        mom = self.engine.run(kpca_moments, None, self.effects)  # the last choice, then Σ L and Σ L Lᵀ
+        n = sum(m["n"] for m in mom)
+        k = len(self.S_index)
+        means = [np.sum([m["sum"][v] for m in mom], axis=0) / max(n, 1) if k else np.zeros(0) for v in range(V)]
+        gram = {key: np.sum([m["gram"][key] for m in mom], axis=0) for key in mom[0]["gram"]}
+        return KPCAResult(np.asarray(self.S_index, dtype=np.int64), np.asarray(self.S_rows).reshape(k, n_features),
+                          [np.array(c.L) for c in self.chols], np.asarray(self.traces), np.asarray(self.dmaxes),
+                          self.reason, self.n_passes + 1, 0.0, n, means, gram)
 
 
 def _extend_coords(LZ, kernels, columns, Z, z, lz, d):
