@@ -22,10 +22,16 @@ from ._params import ALGORITHMS, all_param_flags, build_params, class_for, parse
 from ._where import running, where_options
 
 
-def _check_output_free(path, overwrite: bool, option: str) -> None:
+def _check_output_free(path, overwrite: bool, option: str, kind: str) -> None:
+    """Before any work: ``path`` is free, or ``--overwrite`` and it is kmp_dask's own ``kind``
+    of output (a model, store, report, metrics file: kmp_dask/_overwrite.py)."""
+    from .._overwrite import check_replaceable
+
     p = Path(path)
     if p.exists() and not overwrite:
         raise FileExistsError(f"{option} {str(p)!r} already exists; pass --overwrite to replace it")
+    if p.exists():
+        check_replaceable(p, (kind,), option=option)
 
 
 def _open_store(path):
@@ -116,7 +122,7 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
     if algorithm not in ALGORITHMS:
         raise click.BadParameter(f"unknown algorithm {algorithm!r}; use one of {', '.join(sorted(ALGORITHMS))}",
                                  param_hint="algorithm (in --config)")
-    _check_output_free(model_path, overwrite, "--model")
+    _check_output_free(model_path, overwrite, "--model", "model")
     if (checkpoint or resume) and algorithm != "kmp":
         raise click.UsageError(f"--checkpoint/--resume are supported for --algorithm kmp only (got {algorithm})")
     if resume and not checkpoint:
@@ -195,7 +201,7 @@ def evaluate(model_path, store, as_json, output, overwrite, quiet, where):
     from ..evaluation import evaluate as run_evaluate
 
     if output:
-        _check_output_free(output, overwrite, "--output")
+        _check_output_free(output, overwrite, "--output", "metrics")
     model = _load_model(model_path)
     st = _open_store(store)
     with running(where, quiet=quiet or as_json) as client:
@@ -249,9 +255,8 @@ def predict(model_path, store, output, overwrite, quiet, where):
     Regressors: X and y = predictions. Transformers (mmda, skpca): X = features, y = STORE's labels.
     """
     from ..evaluation import predict_to_store
-    from ..store import check_target_free
 
-    check_target_free(output, overwrite=overwrite)
+    _check_output_free(output, overwrite, "--output", "store")
     model = _load_model(model_path)
     st = _open_store(store)
     with running(where, quiet=quiet) as client:

@@ -103,7 +103,7 @@ def compress(source, n_vectors, model_path, data, method, candidates, criterion,
     from .. import ReducedSetCompressor, save
     from ._params import parse_value
 
-    _check_output_free(model_path, overwrite, "--model")
+    _check_output_free(model_path, overwrite, "--model", "model")
     model = _load_any(source, trust_pickle)
     st = _open_store(data) if data else None
     n = parse_value(n_vectors)
@@ -144,7 +144,7 @@ def report(models, output, data, sample_rows, evaluations, title, overwrite):
     from .. import load
     from ..report import write_report
 
-    _check_output_free(output, overwrite, "--output")
+    _check_output_free(output, overwrite, "--output", "report")
     loaded = [(Path(m).name, load(m)) for m in models]
     X = y = None
     if data:

@@ -30,6 +30,7 @@ def run(pipeline, output, small, resume, overwrite, quiet, where):
     """Run PIPELINE (a TOML file): data → model → compress / features → evaluate → report."""
     from pathlib import Path
 
+    from .._overwrite import check_replaceable
     from ..pipeline import load_spec, run_pipeline
 
     spec = load_spec(pipeline, small=small)
@@ -37,6 +38,8 @@ def run(pipeline, output, small, resume, overwrite, quiet, where):
     if out.exists() and not (resume or overwrite):
         raise FileExistsError(f"output directory {str(out)!r} exists; pass --overwrite to replace it, "
                               "or --resume to continue the run in it")
+    if out.exists():  # before the cluster starts: only a kmp_dask run directory is replaced or continued
+        check_replaceable(out, ("run",), option="output directory")
     if where.scheduler is None:
         r = spec.get("run", {})
         where = Where(**{**where.__dict__, "workers": where.workers or r.get("workers"),

@@ -75,6 +75,10 @@ def save(model, path, *, overwrite: bool = False) -> Path:
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"path {str(path)!r} already exists; pass overwrite=True to replace it")
+    if path.exists():  # overwrite=True replaces only a kmp_dask model (kmp_dask/_overwrite.py)
+        from .._overwrite import check_replaceable
+
+        check_replaceable(path, ("model",), option="path")
     doc, arrays = _document(model)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))

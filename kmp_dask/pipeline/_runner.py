@@ -20,24 +20,50 @@ from pathlib import Path
 
 import numpy as np
 
+from .._overwrite import RUN_MARKER
+
 __all__ = ["run_pipeline", "RunDirectory"]
 
 
 class RunDirectory:
-    """The one directory a run writes; step records written atomically."""
+    """The one directory a run writes; step records written atomically.
+
+    A run directory carries the marker file ``.kmp_dask-run`` (kmp_dask/_overwrite.py): only such a
+    directory (holding nothing but what a run writes) is replaced by ``overwrite`` — its entries
+    are deleted, the directory itself stays — or continued by ``resume``. Anything else that
+    exists (a user's directory, ``.``, ``..``, the home directory) is refused before anything is
+    written; an empty directory is used as it is."""
 
     def __init__(self, root, *, overwrite: bool, resume: bool, verbose=0):
+        from .._overwrite import check_replaceable, clear_run_directory
+
         self.root = Path(root)
         self.verbose = verbose  # the fits' progress (estimators' verbose)
-        if self.root.exists() and not resume:
-            if not overwrite:
+        self.resumed = False
+        if self.root.exists():
+            if not (overwrite or resume):
                 raise FileExistsError(f"output directory {str(self.root)!r} exists; pass overwrite=True to replace "
                                       "it, or resume=True to continue the run in it")
-            shutil.rmtree(self.root)
-        (self.root / "steps").mkdir(parents=True, exist_ok=True)
+            check_replaceable(self.root, ("run",), option="output directory")
+            if resume:
+                self.resumed = any(self.root.iterdir())
+            else:
+                clear_run_directory(self.root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        marker = self.root / RUN_MARKER
+        if not marker.exists():
+            marker.write_text(json.dumps({"format": "kmp_dask-run", "created": time.strftime(
+                "%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+        (self.root / "steps").mkdir(exist_ok=True)
+        self._real = self.root.resolve()
 
     def path(self, *parts) -> Path:
-        return self.root.joinpath(*parts)
+        """``root/parts``, refused if it would leave the run directory (data names are names)."""
+        p = self.root.joinpath(*parts)
+        if self._real not in p.resolve().parents:
+            raise ValueError(f"{str(p)!r} is outside the run directory {str(self.root)!r}; pipeline files stay "
+                             "inside it (data names are names, not paths)")
+        return p
 
     def done(self, step: str):
         p = self.path("steps", f"{step}.json")
@@ -65,7 +91,7 @@ def _data_step(spec, run, client):
 
     out = {}
     for name, d in spec["data"].items():
-        st = make_store(d, run.path("data", f"{name}.zarr"), client)
+        st = make_store(d, run.path("data", f"{name}.zarr"), client, overwrite=run.resumed)
         out[name] = {"path": str(run.path("data", f"{name}.zarr")), "n_rows": st.n_rows, "n_features": st.n_features}
     return out
 

@@ -10,6 +10,7 @@ data set the file does not define, a missing model — each one clear error nami
 from __future__ import annotations
 
 import copy
+import re
 import tomllib
 from pathlib import Path
 
@@ -90,11 +91,28 @@ def _data_refs(spec: dict) -> list[tuple[str, str]]:
     return [(k, v) for k, v in refs if v is not None]
 
 
+#: A data set's (and a pipeline's) name: it becomes a file name inside the run directory, so it is
+#: a name, not a path (no '/', '\\', '..', leading dot, or empty name).
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def _check_name(value, key: str, path) -> None:
+    if not isinstance(value, str) or not NAME.match(value) or ".." in value:
+        raise SpecError(f"{path}: {key} = {value!r} is not a name: use letters, digits, '_', '-', '.' and '+' "
+                        "(starting with a letter or digit; no '/', '..' or empty name) — it names a file inside "
+                        "the run directory, never a path")
+
+
 def validate(spec: dict, path) -> None:
     _check_keys("top level", spec, TABLES, path)
     if "data" not in spec or not spec["data"]:
         raise SpecError(f"{path}: a pipeline needs a [data.NAME] table (e.g. [data.train])")
+    if "name" in spec:
+        _check_name(spec["name"], "name", path)
+    if "output" in spec and (not isinstance(spec["output"], str) or not spec["output"].strip()):
+        raise SpecError(f"{path}: output = {spec['output']!r} must be a non-empty path of the run directory")
     for name, d in spec["data"].items():
+        _check_name(name, f"[data.{name!r}]", path)
         _check_keys(f"data.{name}", d, DATA_KEYS, path)
         if "source" not in d:
             raise SpecError(f"{path}: [data.{name}] needs a 'source' (synthetic:classification, keel:NAME, ...)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import time
 from pathlib import Path
@@ -11,8 +12,10 @@ import numpy as np
 from ._spec import SKLEARN, class_for
 
 
-def make_store(d: dict, target: Path, client):
-    """One ``[data.NAME]`` table → a zarr store at ``target`` (replacing a partial one)."""
+def make_store(d: dict, target: Path, client, *, overwrite: bool = False):
+    """One ``[data.NAME]`` table → a zarr store at ``target``. An existing store there is replaced
+    only with ``overwrite`` (the runner passes it when resuming a run whose data step did not
+    finish; the store must then be a kmp_dask store, kmp_dask/_overwrite.py)."""
     from ..datasets import make_classification_store, make_regression_store
 
     src = d["source"]
@@ -22,13 +25,13 @@ def make_store(d: dict, target: Path, client):
         if src.endswith("regression"):
             kw.pop("n_classes", None)
         return gen(target, int(d["n_rows"]), random_state=int(d.get("seed", 0)), start_row=int(d.get("start_row", 0)),
-                   chunk_rows=d.get("chunk_rows"), overwrite=True, client=client, **kw)
+                   chunk_rows=d.get("chunk_rows"), overwrite=overwrite, client=client, **kw)
     if src.startswith(("keel:", "sklearn:")):
-        return _split_store(d, target)
+        return _split_store(d, target, overwrite)
     raise ValueError(f"data source {src!r}: use synthetic:classification, synthetic:regression, keel:NAME or sklearn:NAME")
 
 
-def _split_store(d: dict, target: Path):
+def _split_store(d: dict, target: Path, overwrite: bool):
     """Part ``train`` or ``test`` of a bundled data set: a seeded stratified split, standardised
     with the training part's mean and standard deviation (the same for both parts)."""
     from sklearn.model_selection import train_test_split
@@ -48,7 +51,7 @@ def _split_store(d: dict, target: Path):
     X, y = (Xtr, ytr) if part == "train" else (Xte, yte)
     prov = {"source": d["source"], "part": part, "test_size": d.get("test_size", 0.3), "seed": d.get("seed", 0),
             "standardised": "train mean/std"}
-    return create_store(target, (X - mean) / std, y, classes=ds.classes, overwrite=True,
+    return create_store(target, (X - mean) / std, y, classes=ds.classes, overwrite=overwrite,
                         feature_names=ds.feature_names, provenance=prov)
 
 
@@ -71,6 +74,15 @@ def _sklearn(name: str, params: dict):
     return getattr(importlib.import_module(SKLEARN[name]), name)(**params)
 
 
+def sha256(path) -> str:
+    """SHA-256 (hex) of the file at ``path``, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def model_step(spec, run, client, *, resume=False):
     """Fit ``[model]`` on the ``train`` data set (or the first one) and save it."""
     from .. import save
@@ -85,20 +97,18 @@ def model_step(spec, run, client, *, resume=False):
         X, y = _read_all(st)
         est.fit(X, y)
         joblib.dump(est, run.path("model.joblib"))
-        return {"estimator": m["estimator"], "n_support": int(getattr(est, "n_support_", np.array([0])).sum())}
+        # the digest goes into steps/model.json: load_model unpickles only the file this step wrote
+        return {"estimator": m["estimator"], "n_support": int(getattr(est, "n_support_", np.array([0])).sum()),
+                "files": {"model.joblib": sha256(run.path("model.joblib"))}}
     task = m.get("task") or ("classification" if st.attrs.get("classes") is not None else "regression")
     cls = class_for(m.get("algorithm", "kmp"), task)
     est = cls(**m.get("params", {}))
     est.set_params(client=client)
     if "verbose" in est.get_params() and "verbose" not in m.get("params", {}):
         est.set_params(verbose=run.verbose)
-    fit_kw = {}
-    if m.get("algorithm", "kmp") == "kmp":
-        fit_kw = {"checkpoint": str(run.path("checkpoint")), "checkpoint_every": int(m.get("checkpoint_every", 10)),
-                  "resume": resume}
-    est.fit(st.url, **fit_kw)
+    est.fit(st.url, **_fit_kw(m, run, resume))
     est.set_params(client=None)
-    save(est, run.path("model"), overwrite=True)
+    save(est, run.path("model"), overwrite=run.resumed)
     out = {"estimator": cls.__name__, "history": getattr(est, "history_", None)}
     for attr in ("n_basis_", "n_components_", "n_vectors_"):
         if hasattr(est, attr):
@@ -106,15 +116,48 @@ def model_step(spec, run, client, *, resume=False):
     return out
 
 
+#: Families whose ``fit`` continues from a checkpoint directory (``checkpoint=``, ``resume=``).
+CHECKPOINTED = {"kmp"}
+
+
+def _fit_kw(m: dict, run, resume: bool) -> dict:
+    """Keyword arguments of the model's ``fit``: the checkpoint of the families that have one."""
+    fit_kw = {}
+    if m.get("algorithm", "kmp") in CHECKPOINTED:
+        fit_kw.update(checkpoint=str(run.path("checkpoint")), checkpoint_every=int(m.get("checkpoint_every", 10)),
+                      resume=resume)
+    return fit_kw
+
+
+class DigestMismatchError(ValueError):
+    """A file of the run directory is not the one its step wrote (its SHA-256 differs): not read."""
+
+
 def load_model(run):
-    """The run's model: the open-format one, or the scikit-learn one it trained (its own file)."""
+    """The run's model: the open-format one, or the scikit-learn one its model step trained.
+
+    ``model.joblib`` is unpickled only if its SHA-256 is the one the model step recorded in
+    ``steps/model.json`` when it wrote the file: a file planted in (or changed in) the run
+    directory is refused, not run."""
     from .. import load
 
     if run.path("model").exists():
         return load(run.path("model"))
+    path = run.path("model.joblib")
+    recorded = ((run.done("model") or {}).get("files") or {}).get("model.joblib")
+    if recorded is None:
+        raise DigestMismatchError(
+            f"{str(path)!r} has no SHA-256 in {str(run.path('steps', 'model.json'))!r}: this run's model step did not "
+            "write it, so it is not unpickled. Re-run the pipeline with --overwrite to train the model again")
+    actual = sha256(path)
+    if actual != recorded:
+        raise DigestMismatchError(
+            f"{str(path)!r} has SHA-256 {actual[:16]}..., not the {recorded[:16]}... its model step recorded: the file "
+            "changed after this run wrote it, so it is not unpickled. Re-run the pipeline with --overwrite to train "
+            "the model again")
     import joblib
 
-    return joblib.load(run.path("model.joblib"))  # written by this run's model step
+    return joblib.load(path)  # the file this run's model step wrote (digest checked above)
 
 
 def compress_step(spec, run, client, *, resume=False):
@@ -127,7 +170,7 @@ def compress_step(spec, run, client, *, resume=False):
     t0 = time.perf_counter()
     comp.fit(load_model(run), X, y)
     seconds = time.perf_counter() - t0
-    save(comp, run.path("compressed"), overwrite=True)
+    save(comp, run.path("compressed"), overwrite=run.resumed)
     return {"n_vectors": int(comp.n_vectors_), "compress_seconds": seconds, "path": comp.path_}
 
 
@@ -138,7 +181,7 @@ def features_step(spec, run, client, *, resume=False):
     out = {}
     for name in spec["features"]["data"]:
         target = run.path("data", f"{name}_features.zarr")
-        st = predict_to_store(model, _store(run, name), target, overwrite=True, client=client)
+        st = predict_to_store(model, _store(run, name), target, overwrite=run.resumed, client=client)
         out[name] = {"path": str(target), "n_features": st.n_features}
     return out
 
@@ -187,5 +230,5 @@ def report_step(spec, run, client, *, resume=False):
     evals = run.done("evaluate")
     evals = {k: v for k, v in (evals or {}).items() if isinstance(v, dict) and "task" in v} or None
     out = write_report(models, run.path("report.html"), X=X, y=y, evaluations=evals,
-                       title=r.get("title", spec["name"]), overwrite=True)
+                       title=r.get("title", spec["name"]), overwrite=run.resumed)
     return {"report": str(out)}

@@ -211,6 +211,10 @@ def write_report(models, output, *, X=None, y=None, evaluations=None, title=None
         raise IsADirectoryError(f"output {str(path)!r} is a directory; pass a file name such as report.html")
     if path.exists() and not overwrite:
         raise FileExistsError(f"output {str(path)!r} already exists; pass overwrite=True to replace it")
+    if path.exists():  # overwrite=True replaces only a report written here (kmp_dask/_overwrite.py)
+        from .._overwrite import check_replaceable
+
+        check_replaceable(path, ("report",), option="output")
     text = build_report(models, X=X, y=y, evaluations=evaluations, title=title)
     _atomic_write(path, text.encode("utf-8"))
     return path
