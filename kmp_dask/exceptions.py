@@ -13,6 +13,7 @@ __all__ = [
     "NumericalWarning",
     "PrematureStopWarning",
     "StoreExistsError",
+    "StoreContentError",
     "StoreSchemaError",
 ]
 
@@ -27,6 +28,33 @@ class StoreExistsError(FileExistsError):
 
 class DataValidationError(ValueError):
     """Input data cannot be stored: wrong shape, non-numeric, non-finite or empty."""
+
+
+class StoreContentError(DataValidationError):
+    """A store's chunk holds values kmp_dask cannot use, found as the chunk is read: NaN/inf in
+    ``X`` or ``y``, or (classification stores) a label code that is not an integer index into
+    the store's ``classes``. Such stores were not written by ingest (which refuses them), or
+    were changed afterwards.
+
+    Attributes
+    ----------
+    url : str or None
+        Location of the store.
+    array : str
+        ``"X"`` or ``"y"``.
+    chunk : int
+        Index of the storage chunk along rows.
+    row : int
+        Global row number (from 0) of the first bad value.
+    column : int or None
+        Its column (None for a 1-D ``y``).
+    value : float
+        The value found.
+    """
+
+    def __init__(self, message: str, *, url=None, array=None, chunk=None, row=None, column=None, value=None):
+        super().__init__(message)
+        self.url, self.array, self.chunk, self.row, self.column, self.value = url, array, chunk, row, column, value
 
 
 class PrematureStopWarning(RuntimeWarning):

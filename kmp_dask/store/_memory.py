@@ -22,6 +22,7 @@ from ._schema import (
     make_provenance,
 )
 from ._validation import (
+    ContentCheck,
     as_numpy_X,
     as_numpy_y,
     check_append_shapes,
@@ -94,6 +95,13 @@ class InMemoryStore:
             stats=self._stats,
             provenance=make_provenance(provenance, source="numpy (in memory)"),
         )
+        self._check_codes(self._y, 0)
+
+    def _check_codes(self, y: np.ndarray | None, offset: int) -> None:
+        """Label codes within ``classes`` (checked once, here: the rows never change)."""
+        if y is not None and self._attrs["classes"] is not None:
+            chunks = regular_chunks(offset + len(y), self._chunk_rows)
+            ContentCheck(None, chunks, self._attrs["classes"]).y(y, offset)
 
     @staticmethod
     def _check_finite(X: np.ndarray, y: np.ndarray | None, offset: int) -> None:
@@ -179,6 +187,7 @@ class InMemoryStore:
         y_trailing = () if self._y is None else self._y.shape[1:]
         check_append_shapes(self.n_features, self.has_y, y_trailing, X, y)
         self._check_finite(X, y, self.n_rows)
+        self._check_codes(y, self.n_rows)
         X = X.astype(self._dtype, copy=False)
         self._stats = self._stats.merge(RunningStats.of_block(X))
         self._X = np.concatenate([self._X, X])

@@ -170,3 +170,145 @@ def check_append_shapes(n_features: int, has_y: bool, y_trailing, X: np.ndarray,
         raise DataValidationError(
             f"y has shape {y.shape} but the store's y rows have shape {tuple(y_trailing)}."
         )
+
+
+# --- checks of a store's content as its chunks are read (docs/store.md "Content checks") -----------
+
+def read_dtype(dtype: Any) -> np.dtype | None:
+    """dtype ``X`` is read as: float32 / float64 kept, bool / int / uint / float16 cast to float64
+    (exactly, below 2**53), None for anything that is not a number (text, objects, complex)."""
+    dtype = np.dtype(dtype)
+    if dtype in (np.float32, np.float64):
+        return dtype
+    if dtype.kind in _NUMERIC_KINDS:
+        return np.dtype(np.float64)
+    return None
+
+
+def _number(value: Any) -> str:
+    """A value as a message shows it (``5``, ``-1``, ``0.5``, ``nan``)."""
+    return str(value.item() if isinstance(value, np.generic) else value)
+
+
+def _preview(classes: list | None, limit: int = 6) -> str:
+    if classes is None:
+        return ""
+    shown = ", ".join(repr(c) for c in classes[:limit])
+    return f"[{shown}{', ...' if len(classes) > limit else ''}]"
+
+
+def content_check_enabled() -> bool:
+    """dask config ``kmp_dask.check-finite`` (default True): whether reads scan X and y for NaN/inf."""
+    try:
+        import dask
+    except ImportError:  # pragma: no cover - dask is a dependency
+        return True
+    value = dask.config.get("kmp_dask.check-finite", True)
+    if isinstance(value, str):
+        value = value.strip().lower() not in ("0", "false", "no", "off")
+    return bool(value)
+
+
+class ContentCheck:
+    """What is checked in every chunk of a store as it is read (picklable, a few bytes).
+
+    * ``X``: cast to :func:`read_dtype` (int / bool stores read as float64); with ``finite``,
+      no NaN / inf.
+    * ``y``: with ``finite``, no NaN / inf; in a classification store (``classes`` not None)
+      every value an integer code in ``range(len(classes))`` — always checked (``y`` is small).
+
+    A failure raises :class:`~kmp_dask.exceptions.StoreContentError` naming the store, the
+    array, the chunk (index and rows), the global row and column and the value.
+
+    Parameters
+    ----------
+    url : str or None
+        The store's location (None: an in-memory store).
+    row_chunks : sequence of int
+        The storage chunk sizes along rows (chunk index and rows in messages).
+    classes : list or None
+        The store's ``classes`` attribute.
+    finite : bool
+        Scan for NaN / inf (dask config ``kmp_dask.check-finite``).
+    x_dtype : numpy dtype
+        dtype ``X`` is returned as.
+    """
+
+    def __init__(self, url, row_chunks, classes=None, *, finite=True, x_dtype=np.float64):
+        self.url = url
+        self.row_chunks = tuple(int(c) for c in row_chunks)
+        self.classes = None if classes is None else list(classes)
+        self.finite = bool(finite)
+        self.x_dtype = np.dtype(x_dtype)
+        self._starts = np.concatenate([[0], np.cumsum(self.row_chunks, dtype=np.int64)])
+
+    def __getstate__(self):
+        return {"url": self.url, "row_chunks": self.row_chunks, "classes": self.classes,
+                "finite": self.finite, "x_dtype": self.x_dtype.str}
+
+    def __setstate__(self, state):
+        self.__init__(state["url"], state["row_chunks"], state["classes"], finite=state["finite"],
+                      x_dtype=state["x_dtype"])
+
+    def __call__(self, name: str, block: np.ndarray, start: int) -> np.ndarray:
+        """``block`` (rows from global row ``start`` of array ``name``) cast and checked."""
+        if name == "X":
+            return self.X(block, start)
+        return self.y(block, start)
+
+    def X(self, block: np.ndarray, start: int) -> np.ndarray:
+        """Rows of X: cast to ``x_dtype``; with ``finite``, NaN / inf refused."""
+        if block.dtype != self.x_dtype:
+            block = block.astype(self.x_dtype)
+        if self.finite and block.size and not np.isfinite(block).all():
+            _, row, col, value = first_nonfinite("X", block, start)
+            self._fail("X", row, col, value, "nonfinite")
+        return block
+
+    def y(self, block: np.ndarray, start: int) -> np.ndarray:
+        """Rows of y: with ``finite``, NaN / inf refused; class codes within ``classes``."""
+        if not block.size:
+            return block
+        flat = block.reshape(block.shape[0], -1)
+        if block.dtype.kind == "f":
+            if (self.finite or self.classes is not None) and not np.isfinite(flat).all():
+                _, row, col, value = first_nonfinite("y", flat, start)
+                self._fail("y", row, col if block.ndim > 1 else None, value, "nonfinite")
+            if self.classes is not None and (flat != np.floor(flat)).any():
+                row, col = np.argwhere(flat != np.floor(flat))[0]
+                self._fail("y", int(row) + start, int(col) if block.ndim > 1 else None, flat[row, col],
+                           "notinteger")
+        if self.classes is not None:
+            n = len(self.classes)
+            codes = flat.astype(np.int8) if flat.dtype.kind == "b" else flat
+            bad = (codes < 0) | (codes >= n)
+            if bad.any():
+                row, col = np.argwhere(bad)[0]
+                self._fail("y", int(row) + start, int(col) if block.ndim > 1 else None, codes[row, col],
+                           "outofrange")
+        return block
+
+    def _fail(self, name, row, col, value, why):
+        from ..exceptions import StoreContentError
+
+        chunk = int(np.searchsorted(self._starts, row, side="right") - 1)
+        a, b = int(self._starts[chunk]), int(self._starts[min(chunk + 1, len(self._starts) - 1)])
+        where = f"the store {self.url!r}" if self.url is not None else "an in-memory store"
+        at = f"row {row}" + (f", column {col}" if col is not None else "") + f" (chunk {chunk}, rows {a}..{b - 1})"
+        verify = (f"; `kmp-dask info --verify {self.url}` checks every chunk" if self.url is not None else "")
+        if why == "nonfinite":
+            text = (f"array {name!r} of {where} holds a non-finite value ({_number(value)}) at {at}. kmp_dask "
+                    "needs finite numbers: the store was not written by ingest (which refuses NaN/inf) or was "
+                    "changed since. Remove or impute the NaN/inf values and write the store again "
+                    f"(kmp-dask ingest SOURCE {self.url or 'TARGET'} --overwrite){verify}.")
+        else:
+            n = len(self.classes)
+            what = (f"{_number(value)}, which is not an integer label code" if why == "notinteger"
+                    else f"the label code {_number(value)}")
+            text = (f"array {name!r} of {where} holds {what}, at {at}; its 'classes' attribute lists {n} "
+                    f"classes {_preview(self.classes)}, so a code must be an integer in 0..{n - 1}. Write y as "
+                    "indices into the classes (classes, y = np.unique(labels, return_inverse=True)) and ingest "
+                    f"again with classes=classes, or correct the store's 'classes' attribute{verify}.")
+        raise StoreContentError(text, url=self.url, array=name, chunk=chunk, row=int(row),
+                                column=None if col is None else int(col),
+                                value=value.item() if isinstance(value, np.generic) else value)

@@ -22,12 +22,22 @@ from ..exceptions import StoreExistsError, StoreSchemaError
 from ._base import StoreCorruptError, check_range, dask_row_chunk, gather_rows, regular_chunks
 from ._schema import RunningStats, check_attrs
 from ._validation import (
+    ContentCheck,
     as_numpy_X,
     as_numpy_y,
     check_append_shapes,
+    content_check_enabled,
     first_nonfinite,
     raise_nonfinite,
+    read_dtype,
 )
+
+#: Group attribute written by ingest (``ZarrSink.finish``): every chunk of ``X`` and ``y`` has a
+#: file (zarr's ``write_empty_chunks``), so a missing chunk file means lost data, not zeros.
+COMPLETE_KEY = "all_chunks_written"
+
+#: zarr array config of every array kmp_dask writes: all-zero chunks are written too.
+WRITE_CONFIG = {"write_empty_chunks": True}
 
 __all__ = ["Location", "ZarrRowReader", "ZarrSink", "ZarrStore", "atomic_target", "check_target_free"]
 
@@ -203,7 +213,8 @@ class ZarrSink:
     def _create(self, name: str, shape: tuple, dtype: Any) -> Any:
         chunks = (self.chunk_rows, *shape[1:])
         return self._group.create_array(
-            name, shape=shape, chunks=chunks, dtype=dtype, compressors=default_compressors()
+            name, shape=shape, chunks=chunks, dtype=dtype, compressors=default_compressors(),
+            config=WRITE_CONFIG,
         )
 
     def write(self, start: int, X: np.ndarray, y: np.ndarray | None) -> None:
@@ -222,8 +233,9 @@ class ZarrSink:
         return BlockWriter(self._X, self._y, self.chunk_rows)
 
     def finish(self, attrs: dict) -> None:
-        """Write the group attributes (last step before the rename)."""
-        self._group.update_attributes(attrs)
+        """Write the group attributes (last step before the rename), with the marker saying
+        that every chunk has a file (:data:`COMPLETE_KEY`)."""
+        self._group.update_attributes({**attrs, COMPLETE_KEY: True})
 
 
 class ZarrRowReader:
@@ -233,17 +245,22 @@ class ZarrRowReader:
     in the receiving process.
     """
 
-    def __init__(self, location: Location, row_chunks: tuple[int, ...], has_y: bool):
+    def __init__(self, location: Location, row_chunks: tuple[int, ...], has_y: bool,
+                 check: ContentCheck | None = None, complete: bool = False):
         self.location = location
         self.row_chunks = tuple(row_chunks)
         self.has_y = has_y
+        self.check = check
+        self.complete = complete
         self._arrays = None
 
     def __getstate__(self) -> dict:
-        return {"location": self.location, "row_chunks": self.row_chunks, "has_y": self.has_y}
+        return {"location": self.location, "row_chunks": self.row_chunks, "has_y": self.has_y,
+                "check": self.check, "complete": self.complete}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["location"], state["row_chunks"], state["has_y"])
+        self.__init__(state["location"], state["row_chunks"], state["has_y"], state.get("check"),
+                      state.get("complete", False))
 
     def _open(self) -> tuple[Any, Any]:
         if self._arrays is None:
@@ -257,9 +274,9 @@ class ZarrRowReader:
         """Return ``(X[start:stop], y[start:stop] or None)``."""
         start, stop = check_range(start, stop, sum(self.row_chunks))
         X, y = self._open()
-        url = self.location.url
-        return (read_checked(X, "X", url, start, stop),
-                None if y is None else read_checked(y, "y", url, start, stop))
+        files = self.location if self.complete else None
+        return (read_checked(X, "X", self.location.url, start, stop, self.check, files),
+                None if y is None else read_checked(y, "y", self.location.url, start, stop, self.check, files))
 
     def read_rows(self, idx: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Return the rows ``idx`` (any order, repeats allowed), one read per touched chunk."""
@@ -306,6 +323,7 @@ class ZarrStore:
         self._X = group["X"]
         self._y = group["y"] if "y" in arrays else None
         _check_layout(self._X, self._y, self._attrs, where)
+        _check_dtypes(self._X, self._y, where)
 
     def __repr__(self) -> str:
         return f"ZarrStore({self.url!r}, n_rows={self.n_rows}, n_features={self.n_features})"
@@ -332,8 +350,19 @@ class ZarrStore:
 
     @property
     def dtype(self) -> np.dtype:
-        """dtype of ``X``."""
-        return np.dtype(self._X.dtype)
+        """dtype ``X`` is read as: float32 or float64 (an int / bool ``X`` is read as float64)."""
+        return read_dtype(self._X.dtype)
+
+    @property
+    def complete(self) -> bool:
+        """Whether ingest wrote a file for every chunk (then a missing chunk file means lost data)."""
+        return bool(self._attrs.get(COMPLETE_KEY, False))
+
+    def content_check(self, finite: bool | None = None) -> ContentCheck:
+        """The checks applied to each chunk as it is read (docs/store.md "Content checks");
+        ``finite`` defaults to dask config ``kmp_dask.check-finite`` (True)."""
+        return ContentCheck(self.url, self.row_chunks, self._attrs.get("classes"),
+                            finite=content_check_enabled() if finite is None else finite, x_dtype=self.dtype)
 
     @property
     def chunk_rows(self) -> int:
@@ -371,14 +400,22 @@ class ZarrStore:
         from dask.base import tokenize
 
         rows = dask_row_chunk(chunks, self.chunk_rows)
+        check = self.content_check()
+        wrapped = _CheckedArray(arr, name, self.url, check, self._loc if self.complete else None)
         return da.from_array(
-            _CheckedArray(arr, name, self.url), chunks=(rows, *arr.shape[1:]),
-            name=f"from-zarr-{tokenize(arr, name, rows)}", meta=np.empty((0,) * arr.ndim, arr.dtype),
-            asarray=False, fancy=False,
+            wrapped, chunks=(rows, *arr.shape[1:]),
+            name=f"from-zarr-{tokenize(arr, name, rows, check.finite)}",
+            meta=np.empty((0,) * arr.ndim, wrapped.dtype), asarray=False, fancy=False,
         )
 
     def verify(self, callback=None) -> int:
-        """Read every chunk of ``X`` and ``y`` back and check it; return the number of chunks.
+        """Check that every chunk of ``X`` and ``y`` is there and read it back; return the number
+        of chunks read.
+
+        First the chunk files are listed and compared with the chunk grid (stores written by
+        ingest have a file for every chunk; for other stores, whose all-zero chunks zarr may have
+        skipped, this step is left out). Then each chunk is read, one at a time, and checked as
+        a fit reads it, NaN/inf always included (:meth:`content_check` with ``finite=True``).
 
         Parameters
         ----------
@@ -388,12 +425,21 @@ class ZarrStore:
         Raises
         ------
         StoreCorruptError
-            For the first chunk that cannot be decoded, or that holds a non-finite value
-            (ingest refuses them, so the file was changed afterwards); the message names the
-            store, the array, the chunk (index, rows) and its file.
+            For the first chunk whose file is missing or that cannot be decoded, or that holds a
+            non-finite value (ingest refuses them, so the file was changed afterwards); the
+            message names the store, the array, the chunk (index, rows) and its file.
+        StoreContentError
+            For the first label code that is not an integer index into ``classes``.
         """
         arrays = [("X", self._X)] + ([("y", self._y)] if self._y is not None else [])
         bounds = [(a, a + n) for a, n in zip(np.cumsum((0,) + self.row_chunks[:-1]), self.row_chunks)]
+        if self.complete:
+            for name, arr in arrays:
+                listed = _listed_chunk_keys(self._loc, name)
+                for i in range(len(bounds)):
+                    if chunk_key(arr, name, i) not in listed:
+                        raise missing_chunk_error(arr, name, self.url, i)
+        check = self.content_check(finite=True)
         total, done = len(arrays) * len(bounds), 0
         for name, arr in arrays:
             for i, (a, b) in enumerate(bounds):
@@ -410,20 +456,32 @@ class ZarrStore:
                         f"non-finite value ({found[3]}) at row {found[1]}, column {found[2]}, "
                         "which ingest never writes",
                     )
+                check(name, block, int(a))  # label codes within classes
                 done += 1
                 if callback is not None:
                     callback(done, total)
         return done
 
     def reader(self) -> ZarrRowReader:
-        """A picklable reader for worker processes (``memory://`` works in-process only)."""
-        return ZarrRowReader(self._loc, self.row_chunks, self.has_y)
+        """A picklable reader for worker processes (``memory://`` works in-process only); it
+        checks each chunk it reads as :meth:`read_range` does (the setting of
+        ``kmp_dask.check-finite`` when the reader is made travels with it)."""
+        return ZarrRowReader(self._loc, self.row_chunks, self.has_y, self.content_check(), self.complete)
 
     def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """Return ``(X[start:stop], y[start:stop] or None)``."""
+        """Return ``(X[start:stop], y[start:stop] or None)``, each chunk checked as it is read.
+
+        Raises
+        ------
+        StoreContentError
+            NaN / inf in ``X`` or ``y``, or a label code outside the store's ``classes``.
+        StoreCorruptError
+            A chunk that does not decode, or whose file is missing (stores written by ingest).
+        """
         start, stop = check_range(start, stop, self.n_rows)
-        return (read_checked(self._X, "X", self.url, start, stop),
-                None if self._y is None else read_checked(self._y, "y", self.url, start, stop))
+        check, files = self.content_check(), self._loc if self.complete else None
+        return (read_checked(self._X, "X", self.url, start, stop, check, files),
+                None if self._y is None else read_checked(self._y, "y", self.url, start, stop, check, files))
 
     def read_rows(self, idx: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Return the rows ``idx`` (any order, repeats allowed), one read per touched chunk."""
@@ -442,7 +500,7 @@ class ZarrStore:
         found = first_nonfinite("X", X, self.n_rows) or first_nonfinite("y", y, self.n_rows)
         if found:
             raise_nonfinite(found)
-        X = X.astype(self.dtype, copy=False)
+        X = X.astype(np.dtype(self._X.dtype), copy=False)
         stats = RunningStats.from_attrs(self.n_rows, self._attrs["mean"], self._attrs["std"])
         stats = stats.merge(RunningStats.of_block(X))
         self._write_appended(X, y)
@@ -455,11 +513,11 @@ class ZarrStore:
     def _write_appended(self, X: np.ndarray, y: np.ndarray | None) -> None:
         store = self._loc.zarr_store(read_only=False)
         start, stop = self.n_rows, self.n_rows + X.shape[0]
-        Xa = zarr.open_array(store=store, path="X", mode="r+")
+        Xa = zarr.open_array(store=store, path="X", mode="r+").with_config(WRITE_CONFIG)
         Xa.resize((stop, self.n_features))
         Xa[start:stop] = X
         if y is not None:
-            ya = zarr.open_array(store=store, path="y", mode="r+")
+            ya = zarr.open_array(store=store, path="y", mode="r+").with_config(WRITE_CONFIG)
             ya.resize((stop, *ya.shape[1:]))
             ya[start:stop] = y.astype(ya.dtype, copy=False)
 
@@ -487,14 +545,20 @@ def corrupt_chunk_error(arr: Any, name: str, url: str, chunk: int, start: int, s
     )
 
 
-def read_checked(arr: Any, name: str, url: str, start: int, stop: int) -> np.ndarray:
-    """``arr[start:stop]``; a chunk that fails to decode raises :class:`StoreCorruptError`.
+def read_checked(arr: Any, name: str, url: str, start: int, stop: int,
+                 check: ContentCheck | None = None, files: Location | None = None) -> np.ndarray:
+    """``arr[start:stop]``, each chunk it touches checked; a chunk that fails to decode raises
+    :class:`StoreCorruptError`.
 
-    I/O errors (missing file, permissions, network) are raised unchanged. On a decoding
-    error the touched chunks are re-read one by one to name the first bad one.
+    I/O errors (permissions, network) are raised unchanged. On a decoding error the touched
+    chunks are re-read one by one to name the first bad one. With ``files`` (the location of a
+    store whose every chunk has a file), a touched chunk that reads as nothing but zarr's fill
+    value is looked up, and a missing file raises :class:`StoreCorruptError` (zarr itself
+    returns the fill value). ``check`` then casts and checks the values
+    (:class:`~kmp_dask.store._validation.ContentCheck`).
     """
     try:
-        return arr[start:stop]
+        block = arr[start:stop]
     except OSError:
         raise
     except Exception as exc:
@@ -512,15 +576,76 @@ def read_checked(arr: Any, name: str, url: str, start: int, stop: int) -> np.nda
             f"({type(exc).__name__}: {exc}), although each chunk reads alone; run "
             f"`kmp-dask info --verify {url}`.", url=url, array=name, rows=(start, stop),
         ) from exc
+    if files is not None:
+        _check_chunk_files(arr, name, files, start, stop, block)
+    return block if check is None else check(name, block, start)
+
+
+def _all_fill(block: np.ndarray, fill: Any) -> bool:
+    """Whether every value of ``block`` is zarr's fill value (first row first: O(d) when not)."""
+    if not block.size:
+        return False
+    fill = np.asarray(fill if fill is not None else 0)
+    if block.dtype.kind == "f" and np.isnan(fill):
+        return bool(np.isnan(block[0]).all() and np.isnan(block).all())
+    return bool((block[0] == fill).all() and (block == fill).all())
+
+
+def _check_chunk_files(arr: Any, name: str, loc: Location, start: int, stop: int,
+                       block: np.ndarray) -> None:
+    """Raise :class:`StoreCorruptError` for a touched chunk that reads as the fill value because
+    its file is missing (only called for stores whose every chunk has a file)."""
+    rows = int(arr.chunks[0])
+    for i in range(start // rows, -(-stop // rows)):
+        a, b = max(i * rows, start), min((i + 1) * rows, stop)
+        if _all_fill(block[a - start:b - start], arr.fill_value) and not _chunk_exists(loc, chunk_key(arr, name, i)):
+            raise missing_chunk_error(arr, name, loc.url, i)
+
+
+def _chunk_exists(loc: Location, key: str) -> bool:
+    if loc.is_local:
+        return os.path.exists(os.path.join(loc.url, *key.split("/")))
+    return loc.fs.exists(f"{loc.path}/{key}")
+
+
+def missing_chunk_error(arr: Any, name: str, url: str, chunk: int) -> StoreCorruptError:
+    """The :class:`StoreCorruptError` for row chunk ``chunk`` whose file does not exist."""
+    rows = int(arr.chunks[0])
+    start, stop = chunk * rows, min((chunk + 1) * rows, int(arr.shape[0]))
+    key = chunk_key(arr, name, chunk)
+    return StoreCorruptError(
+        f"chunk {chunk} (rows {start}..{stop - 1}) of array {name!r} in store {url!r} is missing: its file "
+        f"{url}/{key} does not exist, although ingest wrote a file for every chunk (zarr would read the "
+        f"rows as {arr.fill_value}). The store is damaged: restore it from a copy or re-create it "
+        f"(kmp-dask ingest SOURCE {url} --overwrite); `kmp-dask info --verify {url}` checks every chunk.",
+        url=url, array=name, chunk=int(chunk), rows=(int(start), int(stop)), key=key,
+    )
+
+
+def _listed_chunk_keys(loc: Location, name: str) -> set[str]:
+    """The chunk files of array ``name`` present in the store (keys relative to the store)."""
+    if loc.is_local:
+        base = os.path.join(loc.url, name)
+        out = set()
+        for dirpath, _, filenames in os.walk(base):
+            for f in filenames:
+                rel = os.path.relpath(os.path.join(dirpath, f), loc.url).replace(os.sep, "/")
+                out.add(rel)
+        return out
+    root = loc.path.rstrip("/")
+    return {p[len(root) + 1:] for p in loc.fs.find(f"{root}/{name}")}
 
 
 class _CheckedArray:
     """Array-like over a zarr array for :func:`dask.array.from_array`: chunk reads go
-    through :func:`read_checked`, so a corrupt chunk is named in the error (picklable)."""
+    through :func:`read_checked`, so a corrupt or missing chunk is named in the error and the
+    values are cast and checked (picklable)."""
 
-    def __init__(self, arr: Any, name: str, url: str):
-        self.arr, self.name, self.url = arr, name, url
-        self.shape, self.dtype, self.ndim = tuple(arr.shape), np.dtype(arr.dtype), arr.ndim
+    def __init__(self, arr: Any, name: str, url: str, check: ContentCheck | None = None,
+                 files: Location | None = None):
+        self.arr, self.name, self.url, self.check, self.files = arr, name, url, check, files
+        self.shape, self.ndim = tuple(arr.shape), arr.ndim
+        self.dtype = check.x_dtype if (check is not None and name == "X") else np.dtype(arr.dtype)
 
     def __getitem__(self, key):
         key = key if isinstance(key, tuple) else (key,)
@@ -528,8 +653,23 @@ class _CheckedArray:
         if not isinstance(rows, slice) or rows.step not in (None, 1):
             return self.arr[key]
         start, stop, _ = rows.indices(self.shape[0])
-        block = read_checked(self.arr, self.name, self.url, start, stop)
+        block = read_checked(self.arr, self.name, self.url, start, stop, self.check, self.files)
         return block[(slice(None), *rest)] if rest else block
+
+
+def _check_dtypes(X: Any, y: Any, where: str) -> None:
+    """``X`` and ``y`` must hold numbers (int / bool ``X`` is read as float64)."""
+    if read_dtype(X.dtype) is None:
+        raise StoreSchemaError(
+            f"array 'X' at {where!r} has dtype {X.dtype}, not numbers; kmp_dask reads float32/float64 "
+            "(int and bool are cast to float64). Encode the features as numbers and ingest them again."
+        )
+    if y is not None and np.dtype(y.dtype).kind not in "biuf":
+        raise StoreSchemaError(
+            f"array 'y' at {where!r} has dtype {y.dtype}, not numbers; a store keeps class labels as integer "
+            "codes into its 'classes' attribute (classes, y = np.unique(labels, return_inverse=True)), or "
+            "numeric targets. Ingest it again with classes=classes."
+        )
 
 
 def _check_layout(X: Any, y: Any, attrs: dict, where: str) -> None:
