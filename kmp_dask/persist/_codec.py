@@ -10,7 +10,9 @@ Values map to JSON as follows (every non-JSON value is a small object with a ``"
   predictions stay bit-identical);
 * ``tuple`` → ``{"__kind__": "tuple", "items": [...]}``; ``list`` → a JSON list;
   ``dict`` → ``{"__kind__": "dict", "items": [[key, value], ...]}`` (any encodable keys);
-* an ``Enum`` of kmp_dask → ``{"__kind__": "enum", "class": ..., "value": ...}``;
+* an ``Enum`` of kmp_dask → ``{"__kind__": "enum", "class": ..., "value": ...}``; loading looks the
+  member up among the class's members by value (nothing is called; a class that is not an
+  ``Enum`` in :data:`ALLOWED`, or a value that is no member, is an error);
 * an object of one of kmp_dask's own classes listed in :data:`ALLOWED` → ``{"__kind__":
   "object", "class": "kmp_dask.expansion.KernelExpansion", "state": {attribute: value}}``.
   Loading makes it with ``cls.__new__`` and sets the attributes: no ``__init__``, no
@@ -126,20 +128,51 @@ def decode(v, load_array):
         out[:] = v["items"]
         return out.reshape(v["shape"])
     if kind == "scalar":
-        return np.dtype(v["dtype"]).type(v["value"])
+        return _scalar(v)
     if kind == "tuple":
         return tuple(decode(x, load_array) for x in v["items"])
     if kind == "dict":
         return {_hashable(decode(k, load_array)): decode(x, load_array) for k, x in v["items"]}
     if kind == "enum":
-        return resolve(v["class"])(decode(v["value"], load_array))
+        return _member(v["class"], decode(v["value"], load_array))
     if kind == "object":
         cls = resolve(v["class"])
+        if issubclass(cls, enum.Enum):
+            raise ValueError(f"the model file stores {v['class']!r} as an object; it is an enum (kind 'enum')")
         obj = cls.__new__(cls)
         for k, x in v["state"].items():
             object.__setattr__(obj, k, decode(x, load_array))
         return obj
     raise ValueError(f"unknown value kind {kind!r} in the model file")
+
+
+def _member(name: str, value):
+    """The member of the allowed enum ``name`` whose value is ``value`` — found by comparing with
+    the members, so nothing (no constructor, no ``_missing_``) is called."""
+    cls = resolve(name)
+    if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):
+        raise ValueError(f"the model file names {name!r} as an enum, but it is not one; the file is damaged or "
+                         "was not written by kmp_dask.save")
+    for member in cls.__members__.values():
+        if type(member.value) is type(value) and member.value == value:
+            return member
+    raise ValueError(f"the model file has {value!r} for the enum {name!r}, which has no such member "
+                     f"(members: {', '.join(repr(m.value) for m in cls.__members__.values())})")
+
+
+#: dtype kinds a stored NumPy scalar may have: bool, integers, floats (no object, void, datetime).
+SCALAR_KINDS = "biuf"
+
+
+def _scalar(v: dict):
+    try:
+        dtype = np.dtype(v["dtype"])
+    except (TypeError, ValueError):
+        dtype = None
+    if dtype is None or dtype.kind not in SCALAR_KINDS or not isinstance(v["value"], (bool, int, float)):
+        raise ValueError(f"the model file has a scalar of dtype {v.get('dtype')!r} and value {v.get('value')!r}; "
+                         "kmp_dask stores only bool, integer and float scalars")
+    return dtype.type(v["value"])
 
 
 def _hashable(k):

@@ -142,19 +142,34 @@ def load(path):
         f = (path / name).resolve()
         if root not in f.parents:
             raise ValueError(f"{str(path)!r}: array reference {name!r} points outside the model directory")
-        return np.load(f, allow_pickle=False)
+        try:
+            return np.load(f, allow_pickle=False)
+        except FileNotFoundError:
+            raise ModelFileError(f"{str(path)!r}: the array file {name!r} that model.json refers to is missing; the "
+                                 "model is incomplete — save it again (kmp_dask.save / kmp-dask train)") from None
+        except (ValueError, OSError, EOFError) as exc:  # truncated, an object array (pickle), not .npy
+            raise ModelFileError(f"{str(path)!r}: the array file {name!r} is damaged or not a plain .npy array "
+                                 f"({' '.join(str(exc).split())}); the model cannot be loaded — save it again "
+                                 "(kmp_dask.save / kmp-dask train)") from None
 
-    cls = resolve(doc["class"])
+    cls = resolve(doc.get("class"))
+    state = doc.get("state")
+    if not isinstance(state, dict):
+        raise ModelFileError(f"{str(path)!r}: model.json has no 'state' object; the file is damaged — save the model again")
     obj = cls.__new__(cls)
-    for k, v in doc["state"].items():
+    for k, v in state.items():
         object.__setattr__(obj, k, decode(v, load_array))
     return obj
+
+
+class ModelFileError(ValueError):
+    """A saved model's files are damaged or incomplete (a truncated .npy, a missing array)."""
 
 
 def model_info(path) -> dict:
     """What a saved model is, from its JSON only (class, versions, parameters, sizes)."""
     path, doc = _read_document(path)
     params = decode(doc.get("params", {}), lambda name: f"<array {name}>")
-    return {"path": str(path), "class": doc["class"].rsplit(".", 1)[-1], "format_version": doc["format_version"],
+    return {"path": str(path), "class": str(doc.get("class")).rsplit(".", 1)[-1], "format_version": doc["format_version"],
             "kmp_dask_version": doc.get("kmp_dask_version"), "created": doc.get("created"),
             "params": params, **doc.get("summary", {}), "dropped": doc.get("dropped", [])}
