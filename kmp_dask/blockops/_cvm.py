@@ -250,13 +250,18 @@ def cvm_furthest(part: Partition, q: CVMQuery) -> dict:
     evals = 0
     if kc is not None and q.ids is not None and m < len(S) and kc.room():
         # the core rows without cached columns (normally the one that joined last): computed on
-        # all rows once, kept for later passes
+        # all rows once, kept for later passes. One column at a time, always: a cache rebuilt after
+        # a partition was lost, paged out or a fit resumed from its checkpoint then holds bit for
+        # bit the values the loop computed when each row joined (a many-column kernel block may
+        # round differently), so the rebuilt fit's distances — and model — are identical.
         new = slice(m, m + min(len(S) - m, kc.room()))
         cols = np.empty((n_part, new.stop - new.start))
-        step = max(1, BLOCK_ELEMENTS // max(cols.shape[1], 1))
-        for r0 in range(0, n_part, step):
-            r1 = min(r0 + step, n_part)
-            cols[r0:r1] = _kernel_f64(st, st.X[r0:r1], st.sq[r0:r1], S[new], Ssq[new])
+        step = max(1, BLOCK_ELEMENTS)
+        for j in range(new.start, new.stop):
+            for r0 in range(0, n_part, step):
+                r1 = min(r0 + step, n_part)
+                cols[r0:r1, j - new.start] = _kernel_f64(st, st.X[r0:r1], st.sq[r0:r1], S[j : j + 1],
+                                                         sqnorm(S[j : j + 1]))[:, 0]
         evals += cols.size
         kc.append(np.asarray(q.ids)[new], cols)
         m = new.stop

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import time
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -12,15 +13,17 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 from ..expansion import KernelExpansion
 from ..kernels import get_kernel
 from ..parallel import resolve_client
+from ..greedy._checkpoint import open_checkpoint
 from ..parallel._cvm import fit_binary_problems
 from ._inputs import fit_input, is_dask_array, is_store_like, predict_input, sample_rows
+from ._progress import progress_callback
 
 __all__ = ["CVMClassifier", "MMDA"]
 
 
 class _CVMBase(BaseEstimator):
     def __init__(self, *, C=1.0, eps=1e-4, kernel="rbf", gamma=None, kernel_params=None, candidates=59,
-                 max_core=5000, random_state=None, client=None, chunk_rows=None):
+                 max_core=5000, random_state=None, client=None, chunk_rows=None, verbose=0):
         self.C = C
         self.eps = eps
         self.kernel = kernel
@@ -31,6 +34,7 @@ class _CVMBase(BaseEstimator):
         self.random_state = random_state
         self.client = client
         self.chunk_rows = chunk_rows
+        self.verbose = verbose
 
     def _check_params(self):
         if not (isinstance(self.C, numbers.Real) and not isinstance(self.C, bool) and self.C > 0):
@@ -43,14 +47,18 @@ class _CVMBase(BaseEstimator):
         if not (isinstance(self.max_core, numbers.Integral) and self.max_core >= 2):
             raise ValueError(f"max_core must be an int >= 2; got {self.max_core!r}")
 
-    def _fit_problems(self, X, y, n_components=0):
-        """Validate, find the classes, run the binary problems; returns (store facts, results)."""
+    def _fit_problems(self, X, y, n_components=0, checkpoint=None, checkpoint_every=10, resume=False):
+        """Validate, find the classes, run the binary problems (resuming ``checkpoint``); returns
+        their results, and sets ``classes_``, ``kernel_``, ``fit_seconds_``."""
+        t0 = time.perf_counter()
         self._check_params()
         in_memory = not (is_store_like(X) or is_dask_array(X))
         if in_memory and y is not None:
             check_classification_targets(np.asarray(y))
         self._input_classes = None
         with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=True) as store:
+            ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
+                                   params=self.get_params(deep=False), store=store, store_is_input=is_store_like(X))
             kernel = get_kernel(self.kernel, gamma=self.gamma, kernel_params=self.kernel_params,
                                 n_features=store.n_features)
             sample = sample_rows(store)
@@ -62,14 +70,43 @@ class _CVMBase(BaseEstimator):
             positives = [codes[1]] if len(codes) == 2 else list(codes)
             rs = check_random_state(self.random_state)
             seeds = [int(rs.randint(0, 2**31 - 1)) for _ in positives]
-            with resolve_client(self.client, in_memory=in_memory) as client:
-                results = fit_binary_problems(
-                    client, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
-                    eps=float(self.eps), n_rows=store.n_rows, candidates=self.candidates,
-                    max_core=int(self.max_core), n_components=n_components)
+            if ckpt is not None and ckpt.result is not None:  # the checkpointed fit had finished
+                results, elapsed = ckpt.result, float(ckpt.saved.get("elapsed", 0.0))
+            else:
+                cb, bar = progress_callback(self.verbose, len(positives), desc=type(self).__name__, unit="problem")
+                label = list(names) if len(codes) > 2 else [names[1]]
+                resumed = {} if ckpt is None or ckpt.saved is None else ckpt.saved.get("results", {})
+                if bar is not None and resumed and hasattr(bar, "update"):
+                    bar.update(len(resumed))
+
+                def on_problem(k, result, n_done):
+                    if cb is not None:
+                        cb(_problem_record(k, label[k], result, n_done))
+
+                try:
+                    with resolve_client(self.client, in_memory=in_memory) as client:
+                        results = fit_binary_problems(
+                            client, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
+                            eps=float(self.eps), n_rows=store.n_rows, candidates=self.candidates,
+                            max_core=int(self.max_core), n_components=n_components, checkpoint=ckpt,
+                            on_problem=on_problem)
+                finally:
+                    if bar is not None:
+                        bar.close()
+                elapsed = None
         self.classes_ = np.asarray(names)
         self.kernel_ = kernel
+        saved_elapsed = 0.0 if ckpt is None or ckpt.saved is None else float(ckpt.saved.get("elapsed", 0.0))
+        self.fit_seconds_ = elapsed if elapsed is not None else saved_elapsed + time.perf_counter() - t0
         return results
+
+
+def _problem_record(k, name, result, n_done) -> dict:
+    """The progress record of binary problem ``k`` (class ``name`` against the rest) once it is done."""
+    runs = [result] if hasattr(result, "core_index") else [r for r, _ in result]
+    return {"iteration": n_done - 1, "problem": int(k), "class": name.item() if hasattr(name, "item") else name,
+            "n_core": int(sum(len(r.core_index) for r in runs)), "n_iter": int(sum(r.n_iter for r in runs)),
+            "problem_seconds": float(sum(r.seconds for r in runs))}
 
 
 def _constant_diagonal(kernel, sample) -> float:
@@ -135,17 +172,45 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     random_state, client, chunk_rows
         As for :class:`~kmp_dask.KMPClassifier`. With a cluster, a binary problem runs its passes
         on the workers; the binary problems of a multi-class fit run as parallel tasks.
+    verbose : int, default=0
+        Progress per binary problem (one per class for several classes): 1 a progress bar,
+        ``k ≥ 2`` a line on stderr every ``k`` problems (class, core vectors, time); listeners
+        (the CLI's ``--log-json``) get every problem's record.
 
     Attributes
     ----------
     classes_, core_indices_ (array, or list per class), dual_coef_ (α·y per core vector, same
     shape), intercept_ (per problem), radius_ (R per problem), n_iter_ (per problem),
     expansion_ (KernelExpansion over the union of core vectors; one output, or one per class),
-    n_full_passes_, stop_reason_.
+    n_full_passes_, stop_reason_, fit_seconds_ (wall-clock seconds of the fit; a resumed fit
+    adds the time its checkpoint recorded up to the last problem boundary), results_ (one
+    ``CVMResult`` per problem, with its own ``seconds``).
     """
 
-    def fit(self, X, y=None):
-        results = self._fit_problems(X, y)
+    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
+        """Fit one L2-SVM (two classes) or one per class against the rest.
+
+        Parameters
+        ----------
+        X : array, dask array, DataFrame or store (path / URL / :class:`~kmp_dask.store.Store`)
+        y : labels (with array input)
+        checkpoint : str, path or None
+            A directory where the fit saves its state: the main file ``state.ckpt`` at every
+            problem boundary (the finished binary problems' results), and per running problem
+            ``problem-<k>.ckpt`` every ``checkpoint_every`` core-set iterations (and, for
+            :class:`MMDA`, after each feature). A checkpoint already there is never overwritten:
+            pass ``resume=True`` to continue it or remove it. A fit killed at any point and
+            resumed gives the identical model to an uninterrupted one; a complete checkpoint
+            gives the model at once (docs/cvm.md "Checkpoints"). With a cluster and several
+            classes the problems' files are written by the worker tasks: the directory must be
+            on a file system the workers share (as the store is).
+        checkpoint_every : int, default=10
+            Core vectors added between saves of a running problem.
+        resume : bool, default=False
+            Continue the checkpoint in ``checkpoint`` (with none there the fit starts from
+            scratch). Its parameters (but ``client`` and ``verbose``) and data must be this fit's.
+        """
+        results = self._fit_problems(X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
         union, pos = [], {}
         for r in results:
             for g, row in zip(r.core_index.tolist(), r.core_rows):
@@ -201,7 +266,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     ----------
     n_components : int, default=3
         Features per binary problem (the paper found 3–5 per class best).
-    C, eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows
+    C, eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows, verbose
         As for :class:`CVMClassifier`.
 
     Attributes
@@ -213,21 +278,46 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     it grows with the feature's index, each feature carrying the earlier ones' core vectors),
     core_sizes_ (core vectors of each feature's CVM), training_kernel_evaluations_ (kernel values
     the fit computed: distance passes and core Gram rows; values read from the partitions' column
-    cache are not counted).
+    cache are not counted; a resumed fit counts the columns it rebuilt), fit_seconds_ (as for
+    :class:`CVMClassifier`).
     """
 
     def __init__(self, n_components=3, *, C=1.0, eps=1e-4, kernel="rbf", gamma=None, kernel_params=None,
-                 candidates=59, max_core=5000, random_state=None, client=None, chunk_rows=None):
+                 candidates=59, max_core=5000, random_state=None, client=None, chunk_rows=None, verbose=0):
         super().__init__(C=C, eps=eps, kernel=kernel, gamma=gamma, kernel_params=kernel_params,
                          candidates=candidates, max_core=max_core, random_state=random_state, client=client,
-                         chunk_rows=chunk_rows)
+                         chunk_rows=chunk_rows, verbose=verbose)
         self.n_components = n_components
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
+        """Find ``n_components`` features per binary problem (one problem for two classes, one per
+        class against the rest otherwise).
+
+        Parameters
+        ----------
+        X : array, dask array, DataFrame or store (path / URL / :class:`~kmp_dask.store.Store`)
+        y : labels (with array input)
+        checkpoint : str, path or None
+            A directory where the fit saves its state: the main file ``state.ckpt`` at every
+            problem boundary (the finished binary problems' results), and per running problem
+            ``problem-<k>.ckpt`` every ``checkpoint_every`` core-set iterations (and, for
+            :class:`MMDA`, after each feature). A checkpoint already there is never overwritten:
+            pass ``resume=True`` to continue it or remove it. A fit killed at any point and
+            resumed gives the identical model to an uninterrupted one; a complete checkpoint
+            gives the model at once (docs/cvm.md "Checkpoints"). With a cluster and several
+            classes the problems' files are written by the worker tasks: the directory must be
+            on a file system the workers share (as the store is).
+        checkpoint_every : int, default=10
+            Core vectors added between saves of a running problem.
+        resume : bool, default=False
+            Continue the checkpoint in ``checkpoint`` (with none there the fit starts from
+            scratch). Its parameters (but ``client`` and ``verbose``) and data must be this fit's.
+        """
         if not (isinstance(self.n_components, numbers.Integral) and not isinstance(self.n_components, bool)
                 and self.n_components >= 1):
             raise ValueError(f"n_components must be an int >= 1 (features per binary problem); got {self.n_components!r}")
-        problems = self._fit_problems(X, y, n_components=int(self.n_components))
+        problems = self._fit_problems(X, y, n_components=int(self.n_components), checkpoint=checkpoint,
+                                      checkpoint_every=checkpoint_every, resume=resume)
         union, pos, columns = [], {}, []
         for features in problems:
             prev = []  # this problem's earlier features, as coefficient vectors over the union

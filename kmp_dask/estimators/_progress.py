@@ -54,6 +54,10 @@ def _fmt(record, unit="basis"):
         parts.append(f"rkhs_error {record['rkhs_error_rel']:.3g}")
     if record.get("val_score") is not None:
         parts.append(f"validation {record['val_score']:.4g}")
+    if record.get("class") is not None:  # one-vs-rest problems (CVM, MMDA): the class just fitted
+        parts.append(f"class {record['class']}")
+    if record.get("n_core") is not None:
+        parts.append(f"core {record['n_core']}")
     return parts
 
 

@@ -212,7 +212,8 @@ docs/cvm.md). Convergence is still declared only by a full pass that finds no ro
 
 def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n_rows: int,
                         candidates: int | None = 59, random_state=None, max_core: int = 5000,
-                        n_features_deflated: int = 0, callback=None, refill: int = REFILL) -> CVMResult:
+                        n_features_deflated: int = 0, callback=None, refill: int = REFILL, checkpoint=None,
+                        resume: dict | None = None) -> CVMResult:
     """One binary L2-SVM by the core-set loop over the engine's partitions.
 
     The partitions must hold the rows (:func:`~kmp_dask.blockops._cvm.cvm_effects.init`), the
@@ -220,24 +221,48 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
     kernel's constant diagonal κ; ``candidates=None`` measures every row in every iteration (no
     probabilistic speed-up). ``refill``: rows outside the ball a full pass hands to the following
     sampled passes (:data:`REFILL`; 0: none).
+
+    ``checkpoint``: anything with ``maybe_save(t, state)``, called at the end of iteration ``t``
+    (after the new core row joined, before ``callback``) with a function returning the loop's
+    whole state (:func:`_loop_state`: core set, α, K̃, the QP's factor, pending rows, counters,
+    the RNG's state). ``resume``: such a state; the loop continues after its iteration, with
+    ``random_state`` set from it. The caller restores the partitions to that moment (targets and
+    deflating features: the kernel-column cache is rebuilt by the next pass, one column at a time
+    as when the rows joined), so the resumed run's result is bit for bit the uninterrupted one's
+    (``kernel_evaluations`` counts the rebuilt columns too; ``seconds`` adds the saved run's).
     """
     t0 = time.perf_counter()
     rng = random_state if random_state is not None else np.random.default_rng(0)
     kt = kappa + 1.0 + 1.0 / C
     sampler = None if candidates is None else _Sampler(n_rows, int(candidates))
-    first = np.array([int(rng.integers(0, n_rows))])
-    q0 = CVMQuery(np.zeros((0, 1)), np.zeros(0), np.zeros((0, n_features_deflated)), 0.0, kt, cand=first,
-                  ids=np.zeros(0, dtype=np.int64))
-    res = engine.run(cvm_furthest, q0)
-    n_passes, evals = 1, 0
-    idx, rows, ys, Ps = _best(res)
-    core_index, core_rows, core_y, core_P = [idx], [rows], [ys], [Ps]
-    alpha = np.ones(1)
-    n_iter = n_full = 0
     reason = "converged"
-    Q = _ktilde(kernel, np.asarray(core_rows), np.asarray(core_y), np.asarray(core_P).reshape(1, -1), C)
-    qp = ActiveSetQP()
-    pending = np.zeros(0, dtype=np.int64)  # rows a full pass found outside the ball, not yet measured inside
+    if resume is None:
+        first = np.array([int(rng.integers(0, n_rows))])
+        q0 = CVMQuery(np.zeros((0, 1)), np.zeros(0), np.zeros((0, n_features_deflated)), 0.0, kt, cand=first,
+                      ids=np.zeros(0, dtype=np.int64))
+        res = engine.run(cvm_furthest, q0)
+        n_passes, evals = 1, 0
+        idx, rows, ys, Ps = _best(res)
+        core_index, core_rows, core_y, core_P = [idx], [rows], [ys], [Ps]
+        alpha = np.ones(1)
+        n_iter = n_full = 0
+        Q = _ktilde(kernel, np.asarray(core_rows), np.asarray(core_y), np.asarray(core_P).reshape(1, -1), C)
+        qp = ActiveSetQP()
+        pending = np.zeros(0, dtype=np.int64)  # rows a full pass found outside the ball, not yet measured inside
+        seconds0 = 0.0
+    else:
+        r = resume
+        core_index, core_rows, core_y, core_P = (list(r[k]) for k in ("core_index", "core_rows", "core_y", "core_P"))
+        alpha, Q, qp, pending = r["alpha"], r["Q"], r["qp"], r["pending"]
+        n_iter, n_full, n_passes, evals, seconds0 = r["n_iter"], r["n_full"], r["n_passes"], r["evals"], r["seconds"]
+        rng.bit_generator.state = r["rng"]
+
+    def _loop_state():
+        return {"core_index": core_index, "core_rows": core_rows, "core_y": core_y, "core_P": core_P,
+                "alpha": alpha, "Q": Q, "qp": qp, "pending": pending, "n_iter": n_iter, "n_full": n_full,
+                "n_passes": n_passes, "evals": evals, "rng": rng.bit_generator.state,
+                "seconds": seconds0 + time.perf_counter() - t0}
+
     while True:
         S, y, P = np.asarray(core_rows), np.asarray(core_y), np.asarray(core_P).reshape(len(core_rows), -1)
         if len(Q) < len(S):  # the new core row's entries only (the Gram grows by one row and column)
@@ -285,11 +310,13 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
         core_P.append(Ps)
         alpha = np.append(alpha, 0.0)
         n_iter += 1
+        if checkpoint is not None:
+            checkpoint.maybe_save(n_iter - 1, _loop_state)
         if callback is not None:
             callback({"iteration": n_iter - 1, "n_core": len(core_index), "R2": R2})
     return CVMResult(np.asarray(core_index, dtype=np.int64), np.asarray(core_rows), np.asarray(core_y),
                      np.asarray(core_P).reshape(len(core_index), -1), alpha, float(R2), obj, n_iter, n_full,
-                     n_passes, reason, int(evals), time.perf_counter() - t0)
+                     n_passes, reason, int(evals), seconds0 + time.perf_counter() - t0)
 
 
 class _Sampler:

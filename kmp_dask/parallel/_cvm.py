@@ -9,6 +9,8 @@ finishes a many-class problem sooner; without one they run in turn on one engine
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..blockops._cvm import cvm_effects
@@ -17,7 +19,7 @@ from ..blockops import PartitionSpec, partition_bounds
 from ._engine import InProcessEngine, tune_worker_malloc
 from ._setup import _SliceReader, make_engine
 
-__all__ = ["fit_binary_problems", "run_problem", "in_process_specs"]
+__all__ = ["fit_binary_problems", "run_problem", "in_process_specs", "ProblemCheckpoint"]
 
 IN_PROCESS_PARTITION_BYTES = 64 << 20
 """Partition size for a core-set loop on an in-process engine (no cluster, or one one-vs-rest
@@ -41,63 +43,160 @@ def in_process_specs(store):
     return [PartitionSpec(i, a, b, reader, row_bytes, None) for i, (a, b) in enumerate(ranges)]
 
 
-def run_problem(engine, positive, *, kernel, kappa, C, eps, n_rows, candidates, seed, max_core, n_components=0):
+class ProblemCheckpoint:
+    """One binary problem's checkpoint file (a :meth:`~kmp_dask.greedy._checkpoint.Checkpoint.part`,
+    ``problem-<k>``): the core-set loop's state every ``every`` iterations and, for MMDA, after each
+    feature — with the features found so far and the RNG's state, from which :func:`run_problem`
+    restores the partitions (targets, deflating features) and continues."""
+
+    def __init__(self, part, every: int):
+        self.part, self.every = part, int(every)
+        self.q, self.features, self.rng = 0, [], None
+
+    def maybe_save(self, t, state):
+        if (t + 1) % self.every == 0:
+            self.save(state(), iteration=t)
+
+    def save(self, loop, iteration=-1):
+        self.part.save_payload({"q": self.q, "features": list(self.features), "rng": self.rng.bit_generator.state,
+                                "loop": loop}, iteration=iteration, feature=self.q)
+
+
+def run_problem(engine, positive, *, kernel, kappa, C, eps, n_rows, candidates, seed, max_core, n_components=0,
+                checkpoint=None, saved=None, callback=None):
     """One binary problem ("label == positive") on ``engine``: the CVM (a :class:`CVMResult`), or
     with ``n_components`` the MMDA features — each a CVM on the kernel deflated by the earlier
     ones, sent to the partitions as a new projection column — as a list of ``(CVMResult,
-    feature)`` with ``feature = (S, a, PSa, norm)`` (:func:`~kmp_dask.greedy._cvm.mmda_feature`)."""
-    engine.run(None, None, [cvm_effects.targets(positive), cvm_effects.clear_features()])
+    feature)`` with ``feature = (S, a, PSa, norm)`` (:func:`~kmp_dask.greedy._cvm.mmda_feature`).
+
+    ``checkpoint``: a :class:`ProblemCheckpoint` (None: none); ``saved``: the payload it last saved
+    (resume: the partitions get the targets and the saved features, then the loop continues from
+    its saved state — the same model, bit for bit). ``callback``: the core-set loop's, per iteration.
+    """
     rng = np.random.default_rng(seed)
+    out, q0, loop = [], 0, None
+    if saved is not None:
+        out, q0, loop = list(saved["features"]), int(saved["q"]), saved["loop"]
+        rng.bit_generator.state = saved["rng"]
+    # the effects the uninterrupted run sent up to this moment, in order (same partition state)
+    engine.run(None, None, [cvm_effects.targets(positive), cvm_effects.clear_features()]
+               + [cvm_effects.add_feature(*f) for _, f in out])
+    if checkpoint is not None:
+        checkpoint.features, checkpoint.rng = out, rng
+    kw = dict(kernel=kernel, kappa=kappa, C=C, eps=eps, n_rows=n_rows, candidates=candidates, random_state=rng,
+              max_core=max_core, checkpoint=checkpoint, callback=callback)
     if not n_components:
-        return core_vector_machine(engine, kernel=kernel, kappa=kappa, C=C, eps=eps, n_rows=n_rows,
-                                   candidates=candidates, random_state=rng, max_core=max_core)
-    out = []
-    for q in range(n_components):
-        res = core_vector_machine(engine, kernel=kernel, kappa=kappa, C=C, eps=eps, n_rows=n_rows,
-                                  candidates=candidates, random_state=rng, max_core=max_core, n_features_deflated=q)
+        if checkpoint is not None:
+            checkpoint.q = 0
+        return core_vector_machine(engine, resume=loop, **kw)
+    for q in range(q0, n_components):
+        if checkpoint is not None:
+            checkpoint.q = q
+        res = core_vector_machine(engine, n_features_deflated=q, resume=loop if q == q0 else None, **kw)
         feature = mmda_feature(kernel, res)
         if feature is None:  # w = 0: the deflated problem has no direction left
             break
         engine.run(None, None, [cvm_effects.add_feature(*feature)])
         out.append((res, feature))
+        if checkpoint is not None and q + 1 < n_components:
+            checkpoint.q = q + 1
+            checkpoint.save(None, iteration=-1)  # a feature boundary: the next feature starts afresh
     return out
 
 
-def _task(specs, positive, kw):
+def _task(specs, positive, kw, part=None, saved=None):
     # A worker's nanny makes every temporary above 128 KiB a fresh mmap (docs/engine.md): the loop's
     # per-iteration core-sized arrays (the growing K̃ and its factor, ~1 MB at 370 core rows) then
     # fault their pages in on every iteration.
     tune_worker_malloc()
     with InProcessEngine(specs) as engine:
         engine.run(None, None, [cvm_effects.init(kw["kernel"])])
-        return run_problem(engine, positive, **kw)
+        return run_problem(engine, positive, checkpoint=part, saved=saved, **kw)
 
 
 def _engine(client, store):
     return InProcessEngine(in_process_specs(store)) if client is None else make_engine(client, store)
 
 
-def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 3600.0, **kw):
+def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 3600.0, checkpoint=None,
+                        on_problem=None, **kw):
     """Run one binary problem per entry of ``positives``; returns their results in order.
 
     ``client=None``: one in-process engine, problems in turn. One problem and a client: an actor
     engine (passes on the workers). Several problems and a client: one task each.
+
+    ``checkpoint``: the fit's :class:`~kmp_dask.greedy._checkpoint.Checkpoint` (None: none). Its
+    main file holds the seeds, the finished problems' results and the fit's elapsed seconds,
+    rewritten at every problem boundary; each running problem keeps its own part
+    ``problem-<k>`` (:class:`ProblemCheckpoint`, written by the worker task that runs it when
+    problems are tasks: the directory must be on a file system the workers share, as stores
+    are), removed once its result is in the main file. A resumed fit skips the finished problems
+    and continues the others from their parts. ``on_problem(k, result, n_done)``: called on the
+    driver as each problem finishes (in order of completion; after its checkpoint).
     """
-    if client is None or len(positives) == 1:
+    t0 = time.perf_counter()
+    done, elapsed0 = {}, 0.0
+    if checkpoint is not None and checkpoint.saved is not None:
+        done = dict(checkpoint.saved.get("results", {}))
+        elapsed0 = float(checkpoint.saved.get("elapsed", 0.0))
+        seeds = list(checkpoint.saved.get("seeds", seeds))
+    positives, seeds = list(positives), [int(s) for s in seeds]
+
+    def payload():
+        return {"positives": positives, "seeds": seeds, "results": dict(done),
+                "elapsed": elapsed0 + time.perf_counter() - t0}
+
+    if checkpoint is not None:
+        checkpoint.save_payload(payload(), iteration=len(done) - 1, problems_done=len(done))
+
+    def finished(k, result):
+        done[k] = result
+        if checkpoint is not None:
+            checkpoint.save_payload(payload(), iteration=len(done) - 1, problems_done=len(done))
+            checkpoint.part(_part_name(k)).discard()
+        if on_problem is not None:
+            on_problem(k, result, len(done))
+
+    todo = [k for k in range(len(positives)) if k not in done]
+    parts = {k: checkpoint.part(_part_name(k)) for k in todo} if checkpoint is not None else {}
+    if todo and (client is None or len(positives) == 1):
         engine = _engine(client, store)
         try:
             engine.run(None, None, [cvm_effects.init(kw["kernel"])])
-            return [run_problem(engine, p, seed=s, **kw) for p, s in zip(positives, seeds)]
+            for k in todo:
+                pc = ProblemCheckpoint(parts[k], checkpoint.every) if k in parts else None
+                saved = parts[k].saved if k in parts else None
+                finished(k, run_problem(engine, positives[k], seed=seeds[k], checkpoint=pc, saved=saved, **kw))
         finally:
             engine.close()
-    specs = in_process_specs(store)
-    specs_f = client.scatter(specs, broadcast=True) if store.url is None else specs
-    futures = [client.submit(_task, specs_f, p, {**kw, "seed": s}, pure=False) for p, s in zip(positives, seeds)]
-    try:
-        return client.gather(futures, errors="raise", direct=None, asynchronous=False) if timeout is None else [
-            f.result(timeout=timeout) for f in futures]
-    except TimeoutError:
-        for f in futures:
-            f.cancel()
-        raise TimeoutError(f"the one-vs-rest problems did not finish within {timeout:.0f} s (kmp_dask.pass-timeout)"
-                           ) from None
+    elif todo:
+        from distributed import as_completed
+
+        specs = in_process_specs(store)
+        specs_f = client.scatter(specs, broadcast=True) if store.url is None else specs
+        futures = {}
+        for k in todo:
+            pc = ProblemCheckpoint(parts[k].detached(), checkpoint.every) if k in parts else None
+            saved = parts[k].saved if k in parts else None
+            futures[client.submit(_task, specs_f, positives[k], {**kw, "seed": seeds[k]}, pc, saved, pure=False)] = k
+        try:
+            for f in as_completed(list(futures), loop=client.loop, timeout=timeout):
+                finished(futures[f], f.result())
+        except TimeoutError:
+            for f in futures:
+                f.cancel()
+            raise TimeoutError(f"the one-vs-rest problems did not finish within {timeout:.0f} s "
+                               "(kmp_dask.pass-timeout)") from None
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+    results = [done[k] for k in range(len(positives))]
+    if checkpoint is not None:
+        checkpoint.save_payload({"result": results, "seeds": seeds, "elapsed": elapsed0 + time.perf_counter() - t0},
+                                iteration=len(results) - 1, complete=True, problems_done=len(results))
+    return results
+
+
+def _part_name(k: int) -> str:
+    return f"problem-{k:05d}"
