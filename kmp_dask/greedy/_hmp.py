@@ -54,7 +54,7 @@ from ..blockops import Atom, RSScoreQuery, RSValuesQuery, rs_effects, rs_score, 
 from ..linalg import IncrementalCholesky
 from ._sampling import RandomCandidates
 
-__all__ = ["HMPResult", "hyperplane_pursuit", "dense_hyperplane_pursuit", "pool_errors", "geometric_levels",
+__all__ = ["HMPResult", "HMPLoop", "hyperplane_pursuit", "dense_hyperplane_pursuit", "pool_errors", "geometric_levels",
            "HMP_STOP_REASONS", "MIN_PIVOT"]
 
 RESYNC_EVERY = 32
@@ -145,7 +145,8 @@ def _merge_candidates(results):
 
 def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: int, backfit: bool = True,
                        candidates: int | None = None, random_state=None, rkhs_tol: float = 0.0,
-                       top: int = 4, callback=None, criterion: str = "eq13") -> HMPResult:
+                       top: int = 4, callback=None, criterion: str = "eq13", checkpoint=None,
+                       loop=None) -> HMPResult:
     """Run hyperplane matching pursuit over the pool held by ``engine``.
 
     The partitions must have received :func:`~kmp_dask.blockops.rs_effects.init` (the
@@ -169,6 +170,10 @@ def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: 
         ``n_vectors``, ``rkhs_error`` and ``rkhs_error_rel``
     criterion : ``"eq13"`` (the paper's score) or ``"decrease"`` (``Σ_j r_j(z)² / δ(z)``, the
         exact backfitted decrease; needs ``backfit=True``)
+    checkpoint : object with ``maybe_save(loop, t, rng, last=...)`` or None — called at the end of
+        every iteration t (after the choice, before ``callback``) with the :class:`HMPLoop`
+    loop : :class:`HMPLoop` or None — a saved state to continue (the engine's partitions must
+        be in the state they had then: its journal replayed)
     """
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
@@ -178,35 +183,50 @@ def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: 
                          "criterion='eq13' with backfit=False")
     t0 = time.perf_counter()
     rng = random_state if random_state is not None else np.random.default_rng(0)
-    sampler = None if candidates is None else RandomCandidates(n_rows, int(candidates))
-    model = _HMPModel(kernel, wsq, n_vectors, backfit, criterion)
-    effects = [rs_effects.start(outputs, model.capacity, track_delta=criterion == "decrease")]
-    sses, n_passes, stalls = [], 0, 0
+    if loop is None:
+        sampler = None if candidates is None else RandomCandidates(n_rows, int(candidates))
+        model = _HMPModel(kernel, wsq, n_vectors, backfit, criterion)
+        loop = HMPLoop(model, sampler, [rs_effects.start(outputs, model.capacity, track_delta=criterion == "decrease")])
+    model, sampler = loop.model, loop.sampler
     while True:
         excluded = model.excluded()
         cand = None if sampler is None else sampler.draw(rng, excluded)
         exclude = np.asarray(sorted(excluded), dtype=np.int64)
         query = RSScoreQuery(cand, exclude, top, criterion, MIN_PIVOT)
-        results = engine.run(rs_score, query, effects)          # applies the last choice
-        effects = []
-        n_passes += 1
-        sses.append(np.sum([r["rss"] for r in results], axis=0))
+        results = engine.run(rs_score, query, loop.effects)     # applies the last choice
+        loop.effects = []
+        loop.n_passes += 1
+        loop.sses.append(np.sum([r["rss"] for r in results], axis=0))
         best = _merge_candidates(results)
         reason = model.stop_rule(best, rkhs_tol)
         if reason is not None:
             break
         pick = model.admissible(best)                          # best candidate not dependent on the basis
         if pick is None:  # every returned candidate is dependent: they are excluded from now on
-            stalls += 1
-            if stalls >= MAX_STALLS:
+            loop.stalls += 1
+            if loop.stalls >= MAX_STALLS:
                 reason = "linear_dependence"
                 break
             continue
-        stalls = 0
-        effects = model.add(best, pick)                        # coefficients, RKHS error, the partitions' move
+        loop.stalls = 0
+        loop.effects = model.add(best, pick)                   # coefficients, RKHS error, the partitions' move
+        if checkpoint is not None:  # the end of iteration it − 1: everything the rest depends on
+            checkpoint.maybe_save(loop, model.it - 1, rng, last=model.counts[-1] >= model.n_vectors)
         if callback is not None:
             callback(model.record())
-    return model.result(reason, sses, n_passes, time.perf_counter() - t0)
+    return model.result(reason, loop.sses, loop.n_passes, time.perf_counter() - t0)
+
+
+class HMPLoop:
+    """The engine pursuit's driver state between two passes (what a checkpoint saves with the
+    engine's journal and the RNG state): the :class:`_HMPModel`, the candidate sampler, the
+    effects queued for the next pass, the pool sums of squares so far and the pass / stall
+    counters."""
+
+    def __init__(self, model, sampler, effects):
+        self.model, self.sampler, self.effects = model, sampler, list(effects)
+        self.sses: list = []
+        self.n_passes, self.stalls = 0, 0
 
 
 class _HMPModel:
@@ -324,7 +344,7 @@ class _HMPModel:
 
 def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates: int | None = None,
                              random_state=None, rkhs_tol: float = 0.0, callback=None,
-                             criterion: str = "eq13") -> HMPResult:
+                             criterion: str = "eq13", checkpoint=None, run=None) -> HMPResult:
     """Backfitted hyperplane matching pursuit over a pool held in this process (see the module
     docstring): ``rows`` (P, d) the pool, ``F`` (P, m) the expansion's values there (without
     intercept) for the outputs pursued (coupled when m > 1), ``wsq`` (m,) their ``‖w_j‖²``;
@@ -333,11 +353,19 @@ def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates
     ``criterion``: ``"eq13"`` scores ``Σ_j r_j(z)² / k(z, z)`` (the paper's, as the engine);
     ``"decrease"`` scores ``Σ_j r_j(z)² / δ(z)`` with ``δ(z) = k(z,z) − ‖Q[z]‖²`` the part of
     ``φ(z)`` orthogonal to the selected vectors — exactly how much ``‖w − ŵ‖²`` falls when z
-    joins with backfitting (the greedy optimum per step; "optimised" orthogonal pursuit)."""
+    joins with backfitting (the greedy optimum per step; "optimised" orthogonal pursuit).
+
+    ``checkpoint``: an object with ``maybe_save(run, t, rng, last=...)`` called at the end of
+    every iteration t with the pursuit's state (a ``_DensePursuit``, pickled without the pool,
+    its values and the unused capacity of ``Q``); ``run``: such a saved state to continue
+    (:meth:`_DensePursuit.reattach` gives it the pool, values and RNG back)."""
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
     t0 = time.perf_counter()
-    run = _DensePursuit(rows, kernel, F, wsq, n_vectors, candidates, random_state, criterion)
+    if run is None:
+        run = _DensePursuit(rows, kernel, F, wsq, n_vectors, candidates, random_state, criterion)
+    else:
+        run.reattach(rows, F, random_state)
     while True:
         reason = run.stop_rule(rkhs_tol)                       # size or RKHS tolerance reached
         if reason is not None:
@@ -357,8 +385,11 @@ def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates
                 reason = "linear_dependence"
                 break
             continue
-        if run.add(z) and callback is not None:                # Cholesky column, residual, error
-            callback(run.record())
+        if run.add(z):                                         # Cholesky column, residual, error
+            if checkpoint is not None:
+                checkpoint.maybe_save(run, len(run.sel) - 1, run.rng, last=len(run.sel) >= run.n_vectors)
+            if callback is not None:
+                callback(run.record())
     return run.result(reason, time.perf_counter() - t0)
 
 
@@ -388,6 +419,33 @@ class _DensePursuit:
         self.sel: list[int] = []
         self.dependent: set[int] = set()
         self.excluded = np.zeros(P, dtype=bool)
+
+    #: given back by :meth:`reattach`, not saved: the pool, its values, the RNG (saved as its state)
+    _DETACHED = ("Z", "F", "kdiag", "rng")
+
+    def __getstate__(self):
+        """Without the inputs, and ``Q`` / ``L`` without their unused capacity (a checkpoint
+        after k vectors holds P × k values of ``Q``, not P × n_vectors)."""
+        state = {k: v for k, v in self.__dict__.items() if k not in self._DETACHED}
+        k = len(self.sel)
+        state["Q"], state["L"] = self.Q[:, :k].copy(), self.L[:k, :k].copy()
+        state["capacity"] = (self.Q.shape, self.L.shape)
+        return state
+
+    def __setstate__(self, state):
+        (qs, ls) = state.pop("capacity")
+        Q, L = np.zeros(qs), np.zeros(ls)
+        k = state["Q"].shape[1]
+        Q[:, :k], L[:k, :k] = state["Q"], state["L"]
+        self.__dict__.update(state, Q=Q, L=L, Z=None, F=None, kdiag=None, rng=None)
+
+    def reattach(self, rows, F, random_state) -> None:
+        """The inputs of a restored state (the same pool and values: the checkpoint's header
+        checked them) and the RNG, its state already set by the caller."""
+        self.Z = np.ascontiguousarray(rows, dtype=np.float64)
+        self.F = np.asarray(F, dtype=np.float64).reshape(len(self.Z), -1)
+        self.kdiag = np.asarray(self.kernel.diag(self.Z), dtype=np.float64)
+        self.rng = random_state if random_state is not None else np.random.default_rng(0)
 
     def stop_rule(self, rkhs_tol):
         if len(self.sel) >= self.n_vectors:

@@ -120,8 +120,8 @@ def sparse_kernel_pca(engine, *, kernel, n_rows: int, n_features: int, dtype, n_
 
 def save_complete(checkpoint, result: KPCAResult) -> None:
     """The selection is complete: the checkpoint keeps its result (resuming returns it at once)."""
-    checkpoint._write({"result": result}, iteration=len(result.index) - 1, complete=True,
-                      stop_reason=result.stop_reason)
+    checkpoint.save_payload({"result": result}, iteration=len(result.index) - 1, complete=True,
+                            stop_reason=result.stop_reason)
 
 
 class KPCARun:

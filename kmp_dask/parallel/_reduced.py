@@ -34,20 +34,35 @@ def pool_rkhs_norms(engine, expansion, pool_coef) -> np.ndarray:
 
 
 def compress_on_pool(engine, expansion, pool_coef, *, n_rows, outputs_groups, n_vectors, backfit=True,
-                     candidates=None, seed=0, rkhs_tol=0.0, callback=None, criterion="eq13"):
+                     candidates=None, seed=0, rkhs_tol=0.0, callback=None, criterion="eq13", checkpoint=None,
+                     saved=None):
     """Initialise the pool and run one pursuit per group of outputs (coupled: one group with all
     outputs; independent: one group per output). Returns ``(wsq, [HMPResult per group])``.
     ``criterion``: the selection score, ``"eq13"`` or ``"decrease"`` (backfitting only; the
-    partitions then also track ``δ(z)``, see :func:`~kmp_dask.greedy._hmp.hyperplane_pursuit`)."""
-    wsq = pool_rkhs_norms(engine, expansion, pool_coef)
+    partitions then also track ``δ(z)``, see :func:`~kmp_dask.greedy._hmp.hyperplane_pursuit`).
+
+    ``checkpoint``: an object whose ``bind(wsq=, group=, results=, engine=)`` gives the hook
+    the pursuit calls after each iteration (the compressor's checkpoint, which saves the pursuit
+    state with the engine's journal); ``saved``: such a saved state (``wsq``, ``group``, the
+    finished groups' ``results``, the ``loop``, ``rng``, ``journal``) — its journal is replayed on
+    this engine's fresh partitions (the init pass is not repeated) and the pursuit of its group
+    continues: the same results as an uninterrupted run."""
     rng = np.random.default_rng(seed)
-    results = []
-    for group in outputs_groups:
-        group = list(group)
+    if saved is not None:
+        engine.run(None, None, saved["journal"])  # fresh partitions → their state at the save
+        rng.bit_generator.state = saved["rng"]
+        wsq, results, first, loop = saved["wsq"], list(saved["results"]), int(saved["group"]), saved["loop"]
+    else:
+        wsq, results, first, loop = pool_rkhs_norms(engine, expansion, pool_coef), [], 0, None
+    groups = [list(g) for g in outputs_groups]
+    for g in range(first, len(groups)):
+        group = groups[g]
+        hook = None if checkpoint is None else checkpoint.bind(wsq=wsq, group=g, results=results, engine=engine)
         results.append(hyperplane_pursuit(
             engine, kernel=expansion.kernels[0], n_rows=n_rows, wsq=wsq[group], outputs=group,
             n_vectors=n_vectors, backfit=backfit, candidates=candidates, random_state=rng,
-            rkhs_tol=rkhs_tol, callback=callback, criterion=criterion))
+            rkhs_tol=rkhs_tol, callback=callback, criterion=criterion, checkpoint=hook,
+            loop=loop if g == first else None))
     return wsq, results
 
 

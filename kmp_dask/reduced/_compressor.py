@@ -29,6 +29,7 @@ rows), as the paper does. ``path_`` records every level.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import numbers
 import time
 
@@ -39,6 +40,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..estimators._inputs import is_dask_array, is_store_like
 from ..estimators._progress import progress_callback
 from ..expansion import KernelExpansion
+from ..greedy._checkpoint import open_checkpoint
 from ..greedy._exchange import engine_exchange, exchange_vectors
 from ..greedy._hmp import dense_hyperplane_pursuit
 from ..parallel import make_engine, resolve_client
@@ -294,7 +296,8 @@ class ReducedSetCompressor(BaseEstimator):
         return k
 
     # -- fit ---------------------------------------------------------------------------------
-    def fit(self, model, X_pool=None, y=None, *, X_val=None, y_val=None):
+    def fit(self, model, X_pool=None, y=None, *, X_val=None, y_val=None, checkpoint=None, checkpoint_every=10,
+            resume=False):
         """Compress ``model`` (a fitted kernel model or a KernelExpansion).
 
         Parameters
@@ -306,6 +309,19 @@ class ReducedSetCompressor(BaseEstimator):
             Labels / targets of the pool rows: threshold re-optimisation and ``train_error``.
         X_val, y_val : arrays, optional
             Held-out data for ``val_error`` along the path and ``select="validation"``.
+        checkpoint : str, path or None
+            A directory where the compression's state is saved (the pursuit every
+            ``checkpoint_every`` vectors and after its last, the path when the pursuit ends, the
+            result when the fit ends; the final checkpoint is kept). A checkpoint already there is
+            never overwritten: pass ``resume=True`` to continue it (the compressed model is then
+            identical to an uninterrupted fit's; a complete checkpoint gives it without any
+            pursuit), or remove it. Its header holds the parameters, the pool's fingerprint and
+            digests of the model and of ``y`` / ``X_val`` / ``y_val``, checked before the file is
+            read. The file is a pickle: resume only your own checkpoints (docs/reduced.md).
+        checkpoint_every : int, default=10
+            Selected vectors between two saves of the pursuit.
+        resume : bool, default=False
+            Continue the checkpoint in ``checkpoint``; with none there, the fit starts from scratch.
         """
         self._check_params()
         target = as_compression_target(model)
@@ -341,6 +357,10 @@ class ReducedSetCompressor(BaseEstimator):
         if self.exchange and len(groups) > 1:
             raise ValueError("exchange improves one shared set of vectors: use coupled=True (or 'auto') with a "
                              f"{m}-output model, or exchange=0")
+        params = {**self.get_params(deep=False), "model": model_digest(target),
+                  "labels": {k: _array_digest(v) for k, v in (("y", y), ("X_val", X_val), ("y_val", y_val))}}
+        ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
+                               params=params, store=store, store_is_input=is_store_like(X_pool))
         self.target_ = target
         self.classes_ = target.classes
         # one-vs-one models whose decision_function shows the one-vs-rest view (SVC's default)
@@ -348,40 +368,63 @@ class ReducedSetCompressor(BaseEstimator):
         t0 = time.perf_counter()
         # a store pool's exchanges run on the engine that ran the pursuit: it (and its client) stay
         # open until the chosen level's model is built, then close (see _exchanged)
+        done = None if ckpt is None else ckpt.result
+        self.__dict__.pop("results_", None)
         with contextlib.ExitStack() as keep:
             self._xengine = None
             try:
-                if self.method == "hmp":
-                    levels, wsq = self._fit_hmp(exp, store, rows, pool_coef, in_memory, n_keep, groups, keep)
+                if done is not None:  # a complete checkpoint: its path, no pursuit
+                    levels, wsq = self._restored_levels(done, groups, m)
+                elif self.method == "hmp":
+                    levels, wsq = self._fit_hmp(exp, store, rows, pool_coef, in_memory, n_keep, groups, keep, ckpt)
                 else:
                     levels, wsq = self._fit_dense(exp, rows, pool_coef, n_keep, coupled)
-                self.seconds_ = time.perf_counter() - t0
+                self.seconds_ = done["seconds"] if done is not None else time.perf_counter() - t0
                 self.wsq_ = wsq
                 self._levels = levels
                 self.path_ = self._evaluate_path(levels, wsq, rows, y, X_val, y_val)
                 chosen = self._choose(levels, wsq, n_keep)
                 self._pool_rows, self._pool_y = rows, y
                 self._finish(chosen, rows, y)
+                if ckpt is not None and done is None:
+                    ckpt.save_payload({"result": self._result_payload(levels, wsq)}, iteration=len(levels) - 1,
+                                      complete=True, stage="complete")
             finally:
                 del self._xengine  # never saved or pickled; expansion_at exchanges only levels done here
         return self
 
-    def _fit_hmp(self, exp, store, rows, pool_coef, in_memory, n_keep, groups, keep=None):
+    def _fit_hmp(self, exp, store, rows, pool_coef, in_memory, n_keep, groups, keep=None, ckpt=None):
         seed = int(np.random.RandomState(self.random_state).randint(0, 2**31 - 1)) if not isinstance(
             self.random_state, np.random.RandomState) else int(self.random_state.randint(0, 2**31 - 1))
+        saved = None if ckpt is None else ckpt.restore_payload()
+        saver = None if ckpt is None else _PursuitSaver(ckpt, {} if saved is None or "tree" not in saved
+                                                        else {"tree": saved["tree"]})
+        if saved is not None and saved["stage"] == "path":  # the pursuit had ended
+            return self._resume_path(saved, store, in_memory, groups, exp.n_outputs, keep)
+        in_pursuit = saved if saved is not None and saved["stage"] == "pursuit" else None
         cb, bar = progress_callback(self.verbose, n_keep * len(groups), desc="reduced set", unit="vector")
         path_len = n_keep if self.select == "n_vectors" else min(store.n_rows, max(n_keep, 1))
-        if self.chunk_vectors is None and self.client is None and self._use_dense(None, rows, min(path_len, store.n_rows),
-                                                                                  False):
+        dense_first = self.chunk_vectors is None and self.client is None and self._use_dense(
+            None, rows, min(path_len, store.n_rows), False)
+        if in_pursuit is not None and self.chunk_vectors is None:
+            dense_first = in_pursuit["dense"]  # a resumed pursuit runs where it began (client is not checked)
+        if dense_first:
             # in process, no client needed
-            return self._dense_levels(exp, rows, pool_coef, groups, min(path_len, store.n_rows), seed, cb, bar)
+            return self._dense_levels(exp, rows, pool_coef, groups, min(path_len, store.n_rows), seed, cb, bar,
+                                      saver, in_pursuit)
         # exchange on a store pool: the client and the engine outlive this call (closed by fit's `keep`)
         on_engine = bool(self.exchange) and rows is None and keep is not None
         with contextlib.ExitStack() as local:
             client = (keep if on_engine else local).enter_context(resolve_client(self.client, in_memory=in_memory))
             if self.chunk_vectors is not None:
-                vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(self.chunk_vectors),
-                                                      keep=path_len, criterion=self.criterion)
+                if saver is not None and "tree" in saver.extra:  # the tree had finished: not run again
+                    vecs, tree_coef = saver.extra["tree"]
+                else:
+                    vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(self.chunk_vectors),
+                                                          keep=path_len, criterion=self.criterion)
+                    if saver is not None:
+                        saver.extra["tree"] = (vecs, tree_coef)
+                        ckpt.save_payload({"stage": "tree", "tree": (vecs, tree_coef)}, stage="tree")
                 if not self.refine:
                     wsq = exp.rkhs_sqnorm()
                     self.stop_reason_ = "chunk_tree"
@@ -389,8 +432,11 @@ class ReducedSetCompressor(BaseEstimator):
                 store, rows, pool_coef = InMemoryStore(np.ascontiguousarray(vecs)), np.ascontiguousarray(vecs), None
                 client = None  # the refinement pool is small: in this process
             n_path = min(path_len, store.n_rows)
-            if self._use_dense(client, rows, n_path, self.chunk_vectors is not None):
-                return self._dense_levels(exp, rows, pool_coef, groups, n_path, seed, cb, bar)
+            use_dense = self._use_dense(client, rows, n_path, self.chunk_vectors is not None)
+            if in_pursuit is not None:
+                use_dense = in_pursuit["dense"]
+            if use_dense:
+                return self._dense_levels(exp, rows, pool_coef, groups, n_path, seed, cb, bar, saver, in_pursuit)
             engine = make_engine(client, store)
             (keep if on_engine else local).callback(engine.close)
             try:
@@ -398,15 +444,62 @@ class ReducedSetCompressor(BaseEstimator):
                     engine, exp, pool_coef, n_rows=store.n_rows, outputs_groups=groups,
                     n_vectors=min(path_len, store.n_rows), backfit=bool(self.backfit), candidates=self.candidates,
                     seed=seed, rkhs_tol=float(self.rkhs_tol) if self.select == "rkhs_tol" else 0.0, callback=cb,
-                    criterion=self.criterion)
+                    criterion=self.criterion, checkpoint=saver, saved=in_pursuit)
             finally:
                 if bar is not None:
                     bar.close()
             if on_engine:
                 self._xengine = (engine, store.n_rows)
+            if saver is not None:
+                saver.save_path(wsq, results, dense=False, engine=engine)
         self.results_ = results
         self.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
         return _levels_from_pursuits(results, groups, exp.n_outputs), wsq
+
+    def _resume_path(self, saved, store, in_memory, groups, m, keep):
+        """A checkpoint saved when the pursuit had ended: its path; with exchanges on a store pool
+        the engine is rebuilt (journal replayed) so that they run on the pursuit's partitions."""
+        if self.exchange and saved.get("journal") is not None and keep is not None:
+            client = keep.enter_context(resolve_client(self.client, in_memory=in_memory))
+            engine = make_engine(client, store)
+            keep.callback(engine.close)
+            engine.run(None, None, saved["journal"])  # fresh partitions → their state when the pursuit ended
+            self._xengine = (engine, store.n_rows)
+        results = list(saved["results"])
+        self.results_ = results
+        self.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
+        return _levels_from_pursuits(results, groups, m), saved["wsq"]
+
+    def _result_payload(self, levels, wsq) -> dict:
+        """What a complete checkpoint keeps: the path (the pursuits' results, or the levels of the
+        dense baselines / the chunking tree) and every level exchanged during the fit."""
+        out = {"wsq": wsq, "seconds": self.seconds_, "stop_reason": getattr(self, "stop_reason_", None),
+               "results": self.__dict__.get("results_"), "levels": None, "exchanged": {}}
+        if out["results"] is None:
+            out["levels"] = [(lv.index, lv.coef, lv.rkhs_error, lv.vectors) for lv in levels]
+        for i, lv in enumerate(levels):
+            ex = lv.exchanged
+            if ex is not None:
+                out["exchanged"][i] = (ex.index, ex.coef, ex.rkhs_error, ex.vectors, int(getattr(ex, "n_swaps", 0)),
+                                       bool(getattr(ex, "guarded", False)))
+        return out
+
+    def _restored_levels(self, done, groups, m):
+        """The levels of a complete checkpoint, with the exchanges made during its fit."""
+        if done["results"] is not None:
+            self.results_ = list(done["results"])
+            levels = _levels_from_pursuits(self.results_, groups, m)
+        else:
+            levels = [_Level(*t) for t in done["levels"]]
+        if done["stop_reason"] is not None:
+            self.stop_reason_ = done["stop_reason"]
+        for i, (index, coef, err, vectors, n_swaps, guarded) in done["exchanged"].items():
+            ex = _Level(index, coef, err, vectors)
+            ex.n_swaps, ex.is_exchanged = n_swaps, True
+            if guarded:
+                ex.guarded = True
+            levels[int(i)].exchanged = ex
+        return levels, done["wsq"]
 
     def _use_dense(self, client, rows, n_path, refining):
         ok = rows is not None and bool(self.backfit) and (client is None or refining)
@@ -423,28 +516,37 @@ class ReducedSetCompressor(BaseEstimator):
             self._F_pool = np.asarray(exp.with_coef(exp.coef, 0.0).decision_function(X64), dtype=np.float64)
         return self._F_pool.reshape(len(rows), -1)
 
-    def _dense_levels(self, exp, rows, pool_coef, groups, n_path, seed, cb, bar):
+    def _dense_levels(self, exp, rows, pool_coef, groups, n_path, seed, cb, bar, saver=None, saved=None):
         """The in-process pursuit's levels (the progress bar closed either way)."""
         try:
-            wsq, results = self._dense_hmp(exp, rows, pool_coef, groups, n_path, seed, cb)
+            wsq, results = self._dense_hmp(exp, rows, pool_coef, groups, n_path, seed, cb, saver, saved)
         finally:
             if bar is not None:
                 bar.close()
+        if saver is not None:
+            saver.save_path(wsq, results, dense=True)
         self.results_ = results
         self.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
         return _levels_from_pursuits(results, groups, exp.n_outputs), wsq
 
-    def _dense_hmp(self, exp, rows, pool_coef, groups, n_path, seed, cb):
+    def _dense_hmp(self, exp, rows, pool_coef, groups, n_path, seed, cb, saver=None, saved=None):
         F = self._pool_values(exp, rows)
         own = pool_coef is not None and np.array_equal(np.asarray(rows, dtype=np.float64),
                                                        np.asarray(exp.support_vectors, dtype=np.float64))
         wsq = np.einsum("ij,ij->j", np.asarray(pool_coef, dtype=np.float64), F) if own else exp.rkhs_sqnorm()
         rng = np.random.default_rng(seed)
         tol = float(self.rkhs_tol) if self.select == "rkhs_tol" else 0.0
-        results = [dense_hyperplane_pursuit(rows, kernel=exp.kernels[0], F=F[:, g], wsq=wsq[g], n_vectors=n_path,
-                                            candidates=self.candidates, random_state=rng, rkhs_tol=tol, callback=cb,
-                                            criterion=self.criterion)
-                   for g in (list(g) for g in groups)]
+        results, first, run = [], 0, None
+        if saved is not None:  # a checkpointed pursuit: its finished groups, its RNG, the group's state
+            rng.bit_generator.state = saved["rng"]
+            results, first, run = list(saved["results"]), int(saved["group"]), saved["loop"]
+        for i in range(first, len(groups)):
+            g = list(groups[i])
+            hook = None if saver is None else saver.bind(wsq=wsq, group=i, results=results)
+            results.append(dense_hyperplane_pursuit(
+                rows, kernel=exp.kernels[0], F=F[:, g], wsq=wsq[g], n_vectors=n_path, candidates=self.candidates,
+                random_state=rng, rkhs_tol=tol, callback=cb, criterion=self.criterion, checkpoint=hook,
+                run=run if i == first else None))
         return wsq, results
 
     def _fit_dense(self, exp, rows, pool_coef, n_keep, coupled):
@@ -749,6 +851,70 @@ def _eval_positions(n: int, count: int = 50) -> list[int]:
     pts = {int(round(x)) - 1 for x in np.geomspace(1, n, num=count)}
     pts.add(n - 1)
     return sorted(p for p in pts if 0 <= p < n)
+
+
+def model_digest(target: CompressionTarget) -> str:
+    """SHA-256 of the model being compressed (its expansion's vectors, coefficients, intercept and
+    kernel; how its outputs are decided): a checkpoint resumes only the compression of that model."""
+    exp = target.expansion
+    h = hashlib.sha256()
+    for a in (exp.support_vectors, exp.coef, exp.intercept):
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    classes = None if target.classes is None else [str(c) for c in np.asarray(target.classes).tolist()]
+    h.update(repr(([repr(k) for k in exp.kernels], target.kind, classes, target.pairs, target.source,
+                   bool(target.break_ties))).encode())
+    return h.hexdigest()
+
+
+def _array_digest(a) -> str | None:
+    if a is None:
+        return None
+    a = np.ascontiguousarray(np.asarray(a))
+    if a.dtype.kind in "OUS":
+        a = np.asarray([str(v) for v in a.reshape(-1).tolist()]).astype("U")
+    return hashlib.sha256(f"{a.dtype.str}{a.shape}".encode() + a.tobytes()).hexdigest()
+
+
+class _PursuitSaver:
+    """A compression's saves into its checkpoint (``greedy/_checkpoint.py``'s generic payloads).
+
+    * stage ``"pursuit"``, every ``every`` selected vectors and after the last: the pursuit's state
+      (``HMPLoop`` on the engine, with the engine's journal; the dense pursuit's state in
+      process), the RNG state, ``‖w‖²``, the group of outputs being pursued and the finished
+      groups' results;
+    * stage ``"path"``, when every pursuit has ended: their results (and the journal, which lets
+      exchanges on a store pool run on rebuilt partitions);
+    * stage ``"tree"``: the chunking tree's vectors and coefficients (kept in later saves).
+    """
+
+    def __init__(self, ckpt, extra):
+        self.ckpt, self.extra = ckpt, dict(extra)
+
+    def bind(self, *, wsq, group, results, engine=None):
+        return _PursuitHook(self, wsq, int(group), list(results), engine)
+
+    def save_path(self, wsq, results, *, dense, engine=None) -> None:
+        payload = {**self.extra, "stage": "path", "dense": dense, "wsq": wsq, "results": list(results),
+                   "journal": None if engine is None else tuple(engine.journal)}
+        self.ckpt.save_payload(payload, iteration=sum(len(r.index) for r in results) - 1, stage="path")
+
+
+class _PursuitHook:
+    """What a pursuit calls at the end of each iteration (``maybe_save(state, t, rng, last=)``)."""
+
+    def __init__(self, saver, wsq, group, results, engine):
+        self.saver, self.wsq, self.group, self.results, self.engine = saver, wsq, group, results, engine
+        self.offset = sum(len(r.index) for r in results)
+
+    def maybe_save(self, state, t, rng, last=False) -> None:
+        if (t + 1) % self.saver.ckpt.every and not last:
+            return
+        payload = {**self.saver.extra, "stage": "pursuit", "dense": self.engine is None, "wsq": self.wsq,
+                   "group": self.group, "results": self.results, "loop": state, "rng": rng.bit_generator.state,
+                   "journal": None if self.engine is None else tuple(self.engine.journal)}
+        self.saver.ckpt.save_payload(payload, iteration=self.offset + int(t), stage="pursuit")
 
 
 def compress(model, n_vectors=0.2, *, X_pool=None, y=None, X_val=None, y_val=None, **params):
