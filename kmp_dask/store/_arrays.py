@@ -27,6 +27,20 @@ def _npz_header(path: Path, key: str):
             version = np.lib.format.read_magic(fh)
             reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
             shape, _, dtype = reader(fh)
+    return _checked_header(f"{path}[{key!r}]", shape, dtype)
+
+
+def _checked_header(where, shape, dtype):
+    """Refuse object arrays (reading them would unpickle) and 0-d arrays before any data is read."""
+    from ..exceptions import DataValidationError
+
+    if np.dtype(dtype).hasobject:
+        raise DataValidationError(f"source {str(where)!r} holds an object array (dtype object), which kmp_dask does "
+                                  "not read (loading it would unpickle); save a numeric array, e.g. "
+                                  "np.save(path, X.astype('float64'))")
+    if len(shape) == 0:
+        raise DataValidationError(f"source {str(where)!r} holds a 0-d array (one value, shape ()); save a 2-D "
+                                  "array of rows x features (labels: a 1-D array of one label per row)")
     return shape, dtype
 
 
@@ -51,6 +65,17 @@ def _npz_arrays(path: Path):
 def _npy_array(path: Path, chunk_rows: int):
     import dask.array as da
 
+    try:
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, dtype = reader(fh)
+    except ValueError as exc:
+        from ..exceptions import DataValidationError
+
+        raise DataValidationError(f"source {str(path)!r} is not a .npy file ({exc}); write one with "
+                                  "numpy.save(path, X)") from None
+    _checked_header(path, shape, dtype)
     arr = np.load(path, mmap_mode="r", allow_pickle=False)
     return da.from_array(arr, chunks=(chunk_rows,) + arr.shape[1:])
 
