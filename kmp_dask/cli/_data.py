@@ -98,6 +98,11 @@ def info(target, verify, progress):
         click.echo(json.dumps(model_info(target), indent=2, default=str))
         return
 
+    from ..store._ingest import ingest_temporaries
+
+    temporaries = ingest_temporaries(target)
+    if temporaries and not Path(target).exists():
+        raise FileNotFoundError(f"no store at {target!r}; beside it: {_temporaries_text(temporaries, target)}")
     st = open_store(target)
     attrs = st.attrs
     click.echo(f"{st!r}\n  dtype {st.dtype}, {len(st.row_chunks)} row chunks of {st.row_chunks[0]} rows, y {st.y_shape}")
@@ -124,5 +129,14 @@ def info(target, verify, progress):
         click.echo(f"  verify: all {n} chunks of {'X and y' if st.has_y else 'X'} read back intact")
     else:
         click.echo(f"  verify: chunks not read; `kmp-dask info {shlex.quote(target)} --verify` reads every one back")
+    if temporaries:
+        click.echo(f"  temporaries: {_temporaries_text(temporaries, target)}")
+
+
+def _temporaries_text(temporaries, target) -> str:
+    """The ``TARGET.tmp-<uuid>`` siblings left by ingests, and what the next ingest does with them."""
+    parts = [f"{Path(t.path).name} ({t.why}; {t.nbytes} bytes; "
+             f"{'stale: removed by the next ingest of ' + repr(target) if t.stale else 'kept'})" for t in temporaries]
+    return f"{len(parts)} left by ingests: " + ", ".join(parts)
 
 

@@ -3,14 +3,27 @@
 Every ingest writes into a temporary sibling of the target and renames it into
 place only when complete (see :func:`~kmp_dask.store._zarr.atomic_target`).
 Per-feature mean and std are accumulated in the same single pass as the write.
+
+Temporaries of killed ingests (``TARGET.tmp-<32 hex>``): while an ingest writes one it holds the
+marker file ``.kmp_dask-ingest`` (JSON: host, pid and the process's start time), removed just
+before the rename. The next ingest of the same target removes every such sibling whose marker
+names a process of this host that is gone (no such pid, or a pid reused by a later process) or,
+for another host, a marker older than :data:`STALE_AFTER_SECONDS`; ``kmp-dask info`` lists them
+(:func:`ingest_temporaries`). A sibling without the marker is never removed (not recognisably
+ours), only reported.
 """
 from __future__ import annotations
 
 import csv
 import functools
+import json
+import logging
 import os
 import re
+import shutil
+import socket
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +62,119 @@ __all__ = [
 ]
 
 Block = tuple[np.ndarray, "np.ndarray | None"]
+
+INGEST_MARKER = ".kmp_dask-ingest"
+#: A temporary whose marker names another host is stale once the marker is this old (24 h): the
+#: writing process cannot be checked from here.
+STALE_AFTER_SECONDS = 24 * 3600
+_TMP_SUFFIX = re.compile(r"\.tmp-[0-9a-f]{32}$")
+_log = logging.getLogger("kmp_dask")
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux ``/proc``), None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _mark_in_use(tmp) -> None:
+    """Write the in-use marker into the temporary store ``tmp`` (local locations only)."""
+    if tmp.is_local:
+        info = {"host": socket.gethostname(), "pid": os.getpid(), "start_time": _start_time(os.getpid()),
+                "started": time.time()}
+        with open(os.path.join(tmp.url, INGEST_MARKER), "w", encoding="utf-8") as fh:
+            json.dump(info, fh)
+
+
+def _unmark(tmp) -> None:
+    if tmp.is_local:
+        try:
+            os.unlink(os.path.join(tmp.url, INGEST_MARKER))
+        except FileNotFoundError:
+            pass
+
+
+def _alive(pid: int, start_time) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    now = _start_time(pid)
+    return start_time is None or now is None or now == start_time  # a different start time: pid reused
+
+
+@dataclass(frozen=True)
+class IngestTemporary:
+    """A ``TARGET.tmp-<uuid>`` sibling left by an ingest, and whether it may be removed."""
+
+    path: str
+    stale: bool
+    why: str
+    nbytes: int
+
+
+def _size(path: str) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def ingest_temporaries(target) -> list[IngestTemporary]:
+    """The temporary siblings ``TARGET.tmp-<32 hex>`` of the local store path ``target``."""
+    text = os.fspath(target)
+    if "://" in text and not text.startswith("file://"):
+        return []
+    final = os.path.abspath(os.path.expanduser(text[len("file://"):] if text.startswith("file://") else text))
+    parent, name = os.path.split(final.rstrip(os.sep))
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    out = []
+    for entry in sorted(names):
+        path = os.path.join(parent, entry)
+        if not (entry.startswith(name) and _TMP_SUFFIX.fullmatch(entry[len(name):])) or not os.path.isdir(path) \
+                or os.path.islink(path):
+            continue
+        try:
+            with open(os.path.join(path, INGEST_MARKER), encoding="utf-8") as fh:
+                info = json.load(fh)
+            host, pid, started = str(info["host"]), int(info["pid"]), float(info["started"])
+        except (OSError, ValueError, KeyError, TypeError):
+            out.append(IngestTemporary(path, False, f"no readable {INGEST_MARKER} marker: not removed", _size(path)))
+            continue
+        if host == socket.gethostname():
+            stale = not _alive(pid, info.get("start_time"))
+            why = f"pid {pid} on this host {'has ended' if stale else 'is still running'}"
+        else:
+            age = time.time() - started
+            stale = age > STALE_AFTER_SECONDS
+            why = f"written on host {host} {age / 3600:.1f} h ago"
+        out.append(IngestTemporary(path, stale, why, _size(path)))
+    return out
+
+
+def clean_stale_temporaries(target) -> list[IngestTemporary]:
+    """Remove the stale temporaries of killed ingests of ``target`` (see the module doc)."""
+    removed = []
+    for t in ingest_temporaries(target):
+        if t.stale:
+            shutil.rmtree(t.path, ignore_errors=True)
+            removed.append(t)
+            _log.warning("removed %s, the temporary of a killed ingest (%s; %d bytes)", t.path, t.why, t.nbytes)
+    return removed
 
 
 @dataclass(frozen=True)
@@ -165,9 +291,11 @@ def _write_stream(target, blocks: Iterable[Block], *, n_rows_hint: int, overwrit
         raise DataValidationError("no rows to store: the input is empty.")
     meta = _make_meta(*first, n_rows=n_rows_hint, **meta_kw)
     bar = _Progress(progress, n_rows_total, "ingest")
+    clean_stale_temporaries(target)
     try:
         with atomic_target(target, overwrite=overwrite, storage_options=storage_options) as tmp:
             _write_batches(tmp, _rebatch(_chain(first, it), meta.chunk_rows), meta, bar)
+            _unmark(tmp)
     finally:
         bar.close()
     return ZarrStore(target, storage_options=storage_options)
@@ -188,6 +316,7 @@ def _write_batches(tmp, batches: Iterator[Block], meta: _Meta,
             sink = ZarrSink(tmp, n_rows=0, n_features=meta.n_features, dtype=meta.dtype,
                             chunk_rows=meta.chunk_rows, y_trailing=meta.y_trailing,
                             y_dtype=meta.y_dtype)
+            _mark_in_use(tmp)
         X, y = _prepare_block(X, y, start, meta)
         sink.write(start, X, y)
         stats = stats.merge(RunningStats.of_block(X))
@@ -302,12 +431,15 @@ def _reduce_results(results: Iterable[_BlockResult], n_features: int) -> Running
 def _parallel_ingest(target, tasks_for, meta: _Meta, n_rows: int, *, overwrite, storage_options,
                      compute: Callable) -> ZarrStore:
     """Pre-size the arrays, run one write task per whole chunk, then write attributes."""
+    clean_stale_temporaries(target)
     with atomic_target(target, overwrite=overwrite, storage_options=storage_options) as tmp:
         sink = ZarrSink(tmp, n_rows=n_rows, n_features=meta.n_features, dtype=meta.dtype,
                         chunk_rows=meta.chunk_rows, y_trailing=meta.y_trailing,
                         y_dtype=meta.y_dtype)
+        _mark_in_use(tmp)
         results = compute(tasks_for(sink.block_writer()))
         sink.finish(meta.attrs(_reduce_results(results, meta.n_features)))
+        _unmark(tmp)
     return ZarrStore(target, storage_options=storage_options)
 
 
