@@ -22,7 +22,7 @@ from ..parallel import encode_dask_labels
 from ..store import DataStore, InMemoryStore, as_store, store_from_dask
 from ..store._validation import as_numpy_X, first_nonfinite
 
-__all__ = ["is_dask_array", "is_store_like", "fit_input", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X", "check_regression_targets", "sample_rows",
+__all__ = ["is_dask_array", "is_store_like", "fit_input", "record_feature_names", "check_store_feature_names", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X", "check_regression_targets", "sample_rows",
            "validate_numeric"]
 
 
@@ -88,8 +88,10 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
         if not store.has_y:
             raise ValueError(f"the store {store!r} has no 'y' array; supervised fit needs targets")
         estimator.n_features_in_ = store.n_features
+        record_feature_names(estimator, store)
         yield store
         return
+    record_feature_names(estimator, None)
     if is_dask_array(X):
         check_dask_X(X)
         if y is None:
@@ -134,8 +136,10 @@ def unsupervised_input(estimator, X, *, chunk_rows=None):
     if is_store_like(X):
         store = as_store(X)
         estimator.n_features_in_ = store.n_features
+        record_feature_names(estimator, store)
         yield store
         return
+    record_feature_names(estimator, None)
     if is_dask_array(X):
         check_dask_X(X)
         validate_data(estimator, X, skip_check_array=True)
@@ -194,6 +198,7 @@ def predict_input(estimator, X):
         store = as_store(X)
         Xd = store.to_dask("X")
         validate_data(estimator, Xd, skip_check_array=True, reset=False)
+        check_store_feature_names(estimator, store)
         return "dask", Xd
     if is_dask_array(X):
         check_dask_X(X)
@@ -202,6 +207,62 @@ def predict_input(estimator, X):
             X = X.map_blocks(_finite_block, dtype=X.dtype, meta=np.empty((0, 0), dtype=X.dtype))
         return "dask", X
     return "numpy", validate_numeric(X, validate_data, estimator, X, dtype=[np.float64, np.float32], reset=False)
+
+
+def _store_names(store) -> list[str] | None:
+    """A store's ``feature_names``, or None when they are the defaults ``x0, x1, ...`` (no names)."""
+    names = store.attrs.get("feature_names")
+    if names is None:
+        return None
+    names = [str(n) for n in names]
+    return None if names == [f"x{j}" for j in range(len(names))] else names
+
+
+def record_feature_names(estimator, store) -> None:
+    """At ``fit``: keep the training store's column names as ``store_feature_names_`` (an
+    ndarray of str), or remove a previous fit's when ``store`` is None or has only the default
+    names ``x0, x1, ...``. :func:`check_store_feature_names` compares them with a store given to
+    predict / transform / score, as scikit-learn compares a DataFrame's with ``feature_names_in_``."""
+    names = None if store is None else _store_names(store)
+    if names is None:
+        estimator.__dict__.pop("store_feature_names_", None)
+    else:
+        estimator.store_feature_names_ = np.asarray(names, dtype=object)
+
+
+def check_store_feature_names(estimator, store) -> None:
+    """Refuse a store whose ``feature_names`` differ from those the model was fitted on.
+
+    The fitted names are ``store_feature_names_`` (fitted on a store) or scikit-learn's
+    ``feature_names_in_`` (fitted on a DataFrame). Nothing is compared when either side has no
+    names (numpy / dask input, or a store with the default ``x0, x1, ...``).
+    """
+    fitted = getattr(estimator, "store_feature_names_", None)
+    if fitted is None:
+        fitted = getattr(estimator, "feature_names_in_", None)
+    names = _store_names(store)
+    if fitted is None or names is None:
+        return
+    fitted = [str(n) for n in fitted]
+    if names == fitted:
+        return
+    where = f"the store {store.url!r}" if store.url is not None else "the in-memory store"
+    if sorted(names) == sorted(fitted):
+        moved = [f"column {j} is {names[j]!r} (fitted: {fitted[j]!r})" for j in range(len(names)) if names[j] != fitted[j]]
+        shown = "; ".join(moved[:5]) + (f"; and {len(moved) - 5} more" if len(moved) > 5 else "")
+        what = f"has the fitted columns in another order: {shown}"
+    else:
+        unseen = [n for n in names if n not in fitted]
+        missing = [n for n in fitted if n not in names]
+        what = ("has other columns than the model was fitted on: "
+                + ", ".join(part for part in (f"names unseen at fit {unseen[:8]}" if unseen else "",
+                                              f"names missing {missing[:8]}" if missing else "") if part))
+    raise DataValidationError(
+        f"feature names differ: {where} {what}. {type(estimator).__name__} was fitted on the columns "
+        f"{fitted[:8]}{' ...' if len(fitted) > 8 else ''} (in that order). Write the store with the fitted "
+        "columns in the fitted order (X[:, order], feature_names=...) and ingest it again; its 'feature_names' "
+        "attribute must list them as the training store did."
+    )
 
 
 def _finite_block(block, block_info=None):
