@@ -114,10 +114,22 @@ def predict_to_store(model, data, target, *, overwrite: bool = False, client=Non
     check_target_free(target, overwrite=overwrite)
     kind = model_kind(model)
     store = open_store(data) if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__") else data
+    url = getattr(store, "url", None)
+    if overwrite and isinstance(url, str) and "://" not in url and _same_path(url, target):
+        raise ValueError(f"target {str(target)!r} is the store the predictions are computed from; write them to "
+                         "another path (replacing the input store would lose it)")
     prov = {"command": "predict", "model": type(model).__name__, "source": store.url, **(provenance or {})}
     with resolve_client(client, in_memory=False):
         X, y, classes = _outputs(model, kind, store)
         return store_from_dask(target, X, y, classes=classes, overwrite=overwrite, provenance=prov)
+
+
+def _same_path(a, b) -> bool:
+    import os
+
+    b = os.fspath(b)
+    b = b[len("file://"):] if b.startswith("file://") else b
+    return "://" not in b and os.path.realpath(a) == os.path.realpath(os.path.expanduser(b))
 
 
 def _outputs(model, kind, store):
