@@ -122,7 +122,19 @@ def run_pipeline(spec: dict, output, *, client, overwrite: bool = False, resume:
 
     ``verbose`` is given to the estimators that have it (unless the spec sets it): progress."""
     run = RunDirectory(output, overwrite=overwrite, resume=resume, verbose=verbose)
-    (run.path("pipeline.json")).write_text(json.dumps(spec, indent=2, default=json_default))
+    text = json.dumps(spec, indent=2, default=json_default)
+    earlier = run.path("pipeline.json")
+    if run.resumed and earlier.is_file():
+        try:
+            same = json.loads(earlier.read_text()) == json.loads(text)
+        except ValueError:
+            same = False
+        if not same:
+            raise ValueError(f"the run in {str(run.root)!r} was started from a different pipeline (its pipeline.json "
+                             "differs from this spec, e.g. another file or --small): resume it with the same file and "
+                             "options, or pass overwrite instead of resume to start again")
+    else:
+        earlier.write_text(text)
     results, t_all = {}, time.perf_counter()
     for name, fn in _steps(spec):
         previous = run.done(name) if resume else None
