@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import warnings
 
 import numpy as np
 from sklearn.utils.validation import validate_data
@@ -197,7 +198,10 @@ def predict_input(estimator, X):
     if is_store_like(X):
         store = as_store(X)
         Xd = store.to_dask("X")
-        validate_data(estimator, Xd, skip_check_array=True, reset=False)
+        with warnings.catch_warnings():
+            if _store_names(store) is not None:  # compared below, not by scikit-learn (a dask array has none)
+                warnings.filterwarnings("ignore", "X does not have valid feature names", UserWarning)
+            validate_data(estimator, Xd, skip_check_array=True, reset=False)
         check_store_feature_names(estimator, store)
         return "dask", Xd
     if is_dask_array(X):
