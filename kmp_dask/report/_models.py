@@ -130,6 +130,8 @@ def fit_time(model) -> str:
     secs = getattr(comp, "seconds_", None) if comp is not None else None
     if secs is not None:
         return f"{float(secs):.3g} s"
+    if getattr(model, "fit_seconds_", None) is not None:  # CVMClassifier, MMDA: the fit's wall-clock time
+        return f"{float(model.fit_seconds_):.3g} s"
     secs = [h.get("seconds") for h in (getattr(model, "history_", None) or []) if h.get("seconds") is not None]
     return f"{float(np.sum(secs)):.3g} s (sum over iterations)" if secs else "not recorded"
 

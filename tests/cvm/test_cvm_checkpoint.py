@@ -1,0 +1,341 @@
+"""Checkpoints and resume for CVMClassifier and MMDA (issue 29): a fit interrupted inside a binary
+problem's core-set loop, at a one-vs-rest problem boundary, between MMDA features, or SIGKILLed,
+and resumed from its checkpoint gives the identical model (bit for bit) as an uninterrupted fit —
+in process and on a process LocalCluster; an existing checkpoint is never overwritten, one of
+another fit is refused; long one-vs-rest fits report progress per problem and record their time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification
+
+import kmp_dask.estimators._cvm as est_cvm
+import kmp_dask.parallel._cvm as par_cvm
+from kmp_dask import MMDA, CVMClassifier
+from kmp_dask.estimators._progress import iteration_listener
+from kmp_dask.greedy._checkpoint import STATE_FILE, _load, _read_header, checkpoint_info
+from kmp_dask.store import create_store
+
+GAMMA, C, EPS = 0.3, 10.0, 1e-3
+
+
+class Interrupted(Exception):
+    """Raised from a hook: the fit dies where a killed driver would."""
+
+
+def _data(n=200, classes=2, seed=0):
+    return make_classification(n, n_features=5, n_informative=4, n_redundant=0, n_classes=classes,
+                               n_clusters_per_class=1, random_state=seed)
+
+
+def _interrupt_in_loop(monkeypatch, run, iteration):
+    """The ``run``-th core-set loop of the fit (0: the first problem's, or MMDA's first feature)
+    raises at the end of ``iteration`` (after that iteration's checkpoint, as in KMP)."""
+    real, calls = par_cvm.core_vector_machine, []
+
+    def wrapped(engine, **kw):
+        n = len(calls)
+        calls.append(n)
+
+        def callback(rec):
+            if n == run and rec["iteration"] == iteration:
+                raise Interrupted((run, iteration))
+
+        return real(engine, **{**kw, "callback": callback})
+
+    monkeypatch.setattr(par_cvm, "core_vector_machine", wrapped)
+    return calls
+
+
+def _interrupt_after_problem(monkeypatch, n_done):
+    """The estimator's progress callback raises once ``n_done`` problems are done (after the
+    problem-boundary checkpoint)."""
+    def progress(verbose, total, **kw):
+        def callback(record):
+            if record["iteration"] + 1 == n_done:
+                raise Interrupted(n_done)
+        return callback, None
+
+    monkeypatch.setattr(est_cvm, "progress_callback", progress)
+
+
+def _same_cvm(a, b, X):
+    ea, eb = a.expansion_, b.expansion_
+    assert ea.support_vectors.tobytes() == eb.support_vectors.tobytes()
+    assert ea.coef.tobytes() == eb.coef.tobytes() and ea.intercept.tobytes() == eb.intercept.tobytes()
+    assert a.radius_.tobytes() == b.radius_.tobytes()
+    assert np.array_equal(a.n_iter_, b.n_iter_) and np.array_equal(a.n_full_passes_, b.n_full_passes_)
+    assert a.stop_reason_ == b.stop_reason_
+    for ra, rb in zip(a.results_, b.results_, strict=True):
+        assert ra.core_index.tolist() == rb.core_index.tolist()
+        assert ra.alpha.tobytes() == rb.alpha.tobytes() and ra.objective == rb.objective
+        assert ra.n_passes == rb.n_passes
+    assert np.array_equal(a.classes_, b.classes_)
+    assert a.decision_function(X).tobytes() == b.decision_function(X).tobytes()
+
+
+def _same_mmda(a, b, X):
+    ea, eb = a.expansion_, b.expansion_
+    assert ea.support_vectors.tobytes() == eb.support_vectors.tobytes()
+    assert ea.coef.tobytes() == eb.coef.tobytes()
+    assert a.core_sizes_ == b.core_sizes_ and a.components_per_problem_ == b.components_per_problem_
+    assert a.transform(X).tobytes() == b.transform(X).tobytes()
+
+
+def _parts(ckpt):
+    return sorted(p.name for p in ckpt.iterdir())
+
+
+@pytest.mark.parametrize("run, at, every", [(1, 7, 3), pytest.param(0, 4, 5, marks=pytest.mark.slow),
+                                             pytest.param(0, 0, 1, marks=pytest.mark.slow),
+                                             pytest.param(2, 2, 1, marks=pytest.mark.slow)])
+def test_one_vs_rest_cvm_resumed_inside_a_problem_is_identical(tmp_path, monkeypatch, run, at, every):
+    X, y = _data(classes=3)
+    make = lambda: CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=4)  # noqa: E731
+    ref = make().fit(X, y)
+    ckpt = tmp_path / "ck"
+    with monkeypatch.context() as m:
+        _interrupt_in_loop(m, run, at)
+        with pytest.raises(Interrupted):
+            make().fit(X, y, checkpoint=ckpt, checkpoint_every=every)
+    info = checkpoint_info(ckpt)
+    assert not info["complete"] and info["problems_done"] == run
+    saved = at - (at + 1) % every  # the loop's last save: the end of this iteration
+    part = ckpt / f"problem-{run:05d}.ckpt"
+    if saved >= 0:
+        assert _parts(ckpt) == [part.name, STATE_FILE]
+        assert _read_header(part)[0]["iteration"] == saved
+    resumed_loops = []
+    real = par_cvm.core_vector_machine
+    with monkeypatch.context() as m:  # a resumed fit skips the finished problems and continues the loop
+        m.setattr(par_cvm, "core_vector_machine",
+                  lambda engine, **kw: resumed_loops.append(kw["resume"] is not None) or real(engine, **kw))
+        resumed = make().fit(X, y, checkpoint=ckpt, checkpoint_every=every, resume=True)
+    assert resumed_loops == [saved >= 0] + [False] * (2 - run)
+    _same_cvm(resumed, ref, X)
+    assert checkpoint_info(ckpt)["complete"] and _parts(ckpt) == [STATE_FILE]  # parts removed when done
+
+
+def test_binary_cvm_resumed_twice_and_a_complete_checkpoint_returns_the_model(tmp_path, monkeypatch):
+    X, y = _data(n=300, seed=3)
+    make = lambda: CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=9)  # noqa: E731
+    ref = make().fit(X, y)
+    assert ref.n_iter_[0] > 20
+    ckpt = tmp_path / "ck"
+    for at in (5, 17):  # killed twice, resumed twice
+        with monkeypatch.context() as m:
+            _interrupt_in_loop(m, 0, at)
+            with pytest.raises(Interrupted):
+                make().fit(X, y, checkpoint=ckpt, checkpoint_every=2, resume=at != 5)
+    done = make().fit(X, y, checkpoint=ckpt, checkpoint_every=2, resume=True)
+    _same_cvm(done, ref, X)
+    assert done.fit_seconds_ > 0
+    with monkeypatch.context() as m:
+        m.setattr(par_cvm, "fit_binary_problems", lambda *a, **k: pytest.fail("a complete checkpoint needs no pass"))
+        again = make().fit(X, y, checkpoint=ckpt, resume=True)
+    _same_cvm(again, ref, X)
+    assert again.fit_seconds_ == pytest.approx(done.fit_seconds_, rel=0.5)
+
+
+@pytest.mark.parametrize("run, at, every", [(3, 2, 1), pytest.param(0, 3, 2, marks=pytest.mark.slow),
+                                             pytest.param(1, 5, 3, marks=pytest.mark.slow),
+                                             pytest.param(1, -1, 1, marks=pytest.mark.slow)])
+def test_mmda_resumed_inside_a_feature_or_between_features_is_identical(tmp_path, monkeypatch, run, at, every):
+    """Runs 0-1: the first problem's features 1-2; run 3: the second problem's second feature
+    (its partitions deflated by the first, restored on resume). ``at=-1``: killed as feature
+    ``run`` starts (its checkpoint is the feature boundary's)."""
+    X, y = _data(classes=3, seed=2)
+    make = lambda: MMDA(2, C=C, eps=EPS, gamma=GAMMA, random_state=1)  # noqa: E731
+    ref = make().fit(X, y)
+    assert ref.components_per_problem_ == [2, 2, 2]
+    ckpt = tmp_path / "ck"
+    with monkeypatch.context() as m:
+        if at < 0:
+            real, calls = par_cvm.core_vector_machine, []
+
+            def dying(engine, **kw):
+                calls.append(1)
+                if len(calls) == run + 1:
+                    raise Interrupted(run)
+                return real(engine, **kw)
+
+            m.setattr(par_cvm, "core_vector_machine", dying)
+        else:
+            _interrupt_in_loop(m, run, at)
+        with pytest.raises(Interrupted):
+            make().fit(X, y, checkpoint=ckpt, checkpoint_every=every)
+    part = ckpt / f"problem-{run // 2:05d}.ckpt"
+    assert _read_header(part)[0]["feature"] == run % 2
+    resumed = make().fit(X, y, checkpoint=ckpt, checkpoint_every=every, resume=True)
+    _same_mmda(resumed, ref, X)
+
+
+def test_cvm_resumed_after_a_problem_boundary_and_progress_per_problem(tmp_path, monkeypatch, capsys):
+    X, y = _data(classes=4, seed=5)
+    make = lambda **kw: CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=2, **kw)  # noqa: E731
+    records = []
+    with iteration_listener(lambda desc, rec: records.append((desc, rec))):
+        ref = make(verbose=2).fit(X, y)
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[CVMClassifier]")]
+    assert [x.split(",")[0] for x in lines] == ["[CVMClassifier] problem 2", "[CVMClassifier] problem 4"]
+    assert "class 3" in lines[-1] and "s elapsed" in lines[-1]
+    assert [r["problem"] for _, r in records] == [0, 1, 2, 3] and {d for d, _ in records} == {"CVMClassifier"}
+    assert [r["n_core"] for _, r in records] == [len(c) for c in ref.core_indices_]
+    ckpt = tmp_path / "ck"
+    with monkeypatch.context() as m:
+        _interrupt_after_problem(m, 2)
+        with pytest.raises(Interrupted):
+            make().fit(X, y, checkpoint=ckpt)
+    info = checkpoint_info(ckpt)
+    assert info["problems_done"] == 2 and not info["complete"] and _parts(ckpt) == [STATE_FILE]
+    records = []
+    with iteration_listener(lambda desc, rec: records.append(rec)):
+        resumed = make().fit(X, y, checkpoint=ckpt, resume=True)
+    assert [r["problem"] for r in records] == [2, 3] and [r["iteration"] for r in records] == [2, 3]
+    _same_cvm(resumed, ref, X)
+
+
+def test_fit_time_is_recorded_and_reported(tmp_path):
+    from kmp_dask.report._models import fit_time
+
+    X, y = _data()
+    for est in (CVMClassifier(C=C, eps=EPS, gamma=GAMMA), MMDA(2, C=C, eps=EPS, gamma=GAMMA)):
+        est.fit(X, y)
+        assert 0 < est.fit_seconds_ < 600
+        assert fit_time(est) == f"{est.fit_seconds_:.3g} s"
+
+
+def test_existing_checkpoint_is_never_overwritten_and_another_fit_is_refused(tmp_path):
+    X, y = _data()
+    ckpt = tmp_path / "ck"
+    CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y, checkpoint=ckpt)
+    before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
+    with pytest.raises(FileExistsError, match="pass resume=True to continue it, or remove it"):
+        CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y, checkpoint=ckpt)
+    with pytest.raises(ValueError, match=r"parameter C: checkpoint 10.0, now 1.0"):
+        CVMClassifier(C=1.0, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y, checkpoint=ckpt, resume=True)
+    with pytest.raises(ValueError, match=r"estimator: checkpoint 'CVMClassifier', now 'MMDA'"):
+        MMDA(2, C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y, checkpoint=ckpt, resume=True)
+    y2 = y.copy()
+    y2[100] = 1 - y2[100]
+    with pytest.raises(ValueError, match=r"data rows_sha256"):
+        CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y2, checkpoint=ckpt, resume=True)
+    with pytest.raises(ValueError, match="resume=True needs checkpoint="):
+        CVMClassifier().fit(X, y, resume=True)
+    with pytest.raises(ValueError, match="checkpoint_every must be a positive int"):
+        MMDA(2).fit(X, y, checkpoint=tmp_path / "other", checkpoint_every=0)
+    assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before
+    assert not (tmp_path / "other").exists()
+    # a leftover part with no main file (its main file removed by hand) is not overwritten either
+    (ckpt / STATE_FILE).rename(ckpt / "problem-00000.ckpt")
+    with pytest.raises(FileExistsError, match="problem-00000.ckpt"):
+        CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y, checkpoint=ckpt)
+
+
+def test_random_state_none_resumes_with_the_saved_seeds(tmp_path, monkeypatch):
+    X, y = _data(classes=3, seed=7)
+    ckpt = tmp_path / "ck"
+    with monkeypatch.context() as m:
+        _interrupt_after_problem(m, 1)
+        with pytest.raises(Interrupted):
+            CVMClassifier(C=C, eps=EPS, gamma=GAMMA).fit(X, y, checkpoint=ckpt)
+    resumed = CVMClassifier(C=C, eps=EPS, gamma=GAMMA).fit(X, y, checkpoint=ckpt, resume=True)
+    seeds = _load(ckpt / STATE_FILE, _read_header(ckpt / STATE_FILE)[0])["seeds"]
+    ref = CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0)
+    monkeypatch.setattr(est_cvm, "check_random_state", lambda rs: _Seeds(seeds))
+    _same_cvm(resumed, ref.fit(X, y), X)
+
+
+class _Seeds:
+    def __init__(self, seeds):
+        self.seeds = list(seeds)
+
+    def randint(self, lo, hi):
+        return self.seeds.pop(0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_resumed_on_a_process_cluster_is_identical(tmp_path, monkeypatch, process_client):
+    """One-vs-rest problems as worker tasks: killed after a problem boundary and resumed on the
+    cluster; a binary problem on actors: killed inside its loop, resumed on the cluster — each the
+    uninterrupted cluster fit's model; tasks write their problems' parts into the shared directory."""
+    X, y = _data(n=600, classes=3, seed=11)
+    store = create_store(tmp_path / "d.zarr", X, y, chunk_rows=150)
+    make = lambda: CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=5, client=process_client)  # noqa: E731
+    ref = make().fit(store.url)
+    ckpt = tmp_path / "ck-ovr"
+    with monkeypatch.context() as m:
+        _interrupt_after_problem(m, 1)
+        with pytest.raises(Interrupted):
+            make().fit(store.url, checkpoint=ckpt, checkpoint_every=3)
+    assert checkpoint_info(ckpt)["problems_done"] == 1
+    resumed = make().fit(store.url, checkpoint=ckpt, checkpoint_every=3, resume=True)
+    _same_cvm(resumed, ref, X)
+    assert _parts(ckpt) == [STATE_FILE]
+
+    Xb, yb = _data(n=600, seed=12)
+    sb = create_store(tmp_path / "b.zarr", Xb, yb, chunk_rows=150)
+    ref = make().fit(sb.url)
+    ckpt = tmp_path / "ck-bin"
+    with monkeypatch.context() as m:
+        _interrupt_in_loop(m, 0, 9)
+        with pytest.raises(Interrupted):
+            make().fit(sb.url, checkpoint=ckpt, checkpoint_every=4)
+    resumed = make().fit(sb.url, checkpoint=ckpt, checkpoint_every=4, resume=True)
+    _same_cvm(resumed, ref, Xb)
+
+
+_SCRIPT = """
+import sys
+import kmp_dask.parallel._cvm as par_cvm
+from kmp_dask import MMDA
+
+real = par_cvm.core_vector_machine
+
+def loud(engine, **kw):
+    def callback(rec):
+        print("iteration", rec["iteration"], flush=True)
+    return real(engine, **{**kw, "callback": callback})
+
+par_cvm.core_vector_machine = loud
+MMDA(**PARAMS).fit(sys.argv[1], checkpoint=sys.argv[2], checkpoint_every=1)
+print("done", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_sigkilled_mmda_fit_resumes_to_the_identical_model(tmp_path):
+    """An MMDA fit process SIGKILLed inside a core-set loop (maybe mid-write) resumes."""
+    X, y = _data(n=800, classes=3, seed=13)
+    store = create_store(tmp_path / "d.zarr", X, y, chunk_rows=200)
+    params = {"n_components": 2, "C": C, "eps": EPS, "gamma": GAMMA, "random_state": 3, "client": "sync"}
+    script = tmp_path / "fit.py"
+    script.write_text(textwrap.dedent(_SCRIPT).replace("PARAMS", repr(params)))
+    ckpt = tmp_path / "ck"
+    proc = subprocess.Popen([sys.executable, str(script), store.url, str(ckpt)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    seen, deadline = [], time.monotonic() + 180
+    try:
+        for line in proc.stdout:  # the third core-set loop (problem 1's first feature), iteration 10
+            seen.append(line.strip())
+            if seen.count("iteration 10") == 3 or time.monotonic() > deadline:
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert seen.count("iteration 10") == 3 and "done" not in seen, seen[-5:]
+    info = checkpoint_info(ckpt)
+    assert info is not None and not info["complete"] and info["problems_done"] == 1
+    resumed = MMDA(**params).fit(store.url, checkpoint=ckpt, resume=True)
+    ref = MMDA(**params).fit(store.url)
+    _same_mmda(resumed, ref, X)
