@@ -58,6 +58,7 @@ import json
 import logging
 import os
 import pickle
+import threading
 import time
 from pathlib import Path
 
@@ -107,7 +108,11 @@ class Checkpoint:
 
     @property
     def _tmp(self) -> Path:
-        return self.directory / (TMP_FILE if self.name == "state" else f"{self.name}.tmp")
+        if self.name == "state":
+            return self.directory / TMP_FILE
+        # a part may be written by a worker task that outlived its driver while a resumed fit's
+        # task writes the same part: each writer its own temporary, so every replace is whole
+        return self.directory / f"{self.name}.{os.getpid()}-{threading.get_ident()}.tmp"
 
     # -- generic payloads (any family) --------------------------------------------------------------
     def save_payload(self, payload: dict, *, iteration: int = -1, complete: bool = False, **status) -> None:
@@ -137,6 +142,8 @@ class Checkpoint:
     def discard(self) -> None:
         """Remove this checkpoint's file (a part whose result is kept elsewhere)."""
         self.path.unlink(missing_ok=True)
+        for tmp in self.directory.glob(f"{self.name}.*.tmp"):  # temporaries of writers killed mid-write
+            tmp.unlink(missing_ok=True)
         self.saved = None
 
     @property

@@ -10,16 +10,18 @@ finishes a many-class problem sooner; without one they run in turn on one engine
 from __future__ import annotations
 
 import time
+import uuid
 
 import numpy as np
 
 from ..blockops._cvm import cvm_effects
+from ..greedy._checkpoint import checkpoint_info
 from ..greedy._cvm import core_vector_machine, mmda_feature
 from ..blockops import PartitionSpec, partition_bounds
 from ._engine import InProcessEngine, tune_worker_malloc
 from ._setup import _SliceReader, make_engine
 
-__all__ = ["fit_binary_problems", "run_problem", "in_process_specs", "ProblemCheckpoint"]
+__all__ = ["fit_binary_problems", "run_problem", "in_process_specs", "ProblemCheckpoint", "CheckpointSuperseded"]
 
 IN_PROCESS_PARTITION_BYTES = 64 << 20
 """Partition size for a core-set loop on an in-process engine (no cluster, or one one-vs-rest
@@ -43,14 +45,18 @@ def in_process_specs(store):
     return [PartitionSpec(i, a, b, reader, row_bytes, None) for i, (a, b) in enumerate(ranges)]
 
 
+class CheckpointSuperseded(RuntimeError):
+    """A problem's task finds that its checkpoint belongs to a newer run of the fit."""
+
+
 class ProblemCheckpoint:
     """One binary problem's checkpoint file (a :meth:`~kmp_dask.greedy._checkpoint.Checkpoint.part`,
     ``problem-<k>``): the core-set loop's state every ``every`` iterations and, for MMDA, after each
     feature — with the features found so far and the RNG's state, from which :func:`run_problem`
     restores the partitions (targets, deflating features) and continues."""
 
-    def __init__(self, part, every: int):
-        self.part, self.every = part, int(every)
+    def __init__(self, part, every: int, token: str | None = None):
+        self.part, self.every, self.token = part, int(every), token
         self.q, self.features, self.rng = 0, [], None
 
     def maybe_save(self, t, state):
@@ -58,6 +64,12 @@ class ProblemCheckpoint:
             self.save(state(), iteration=t)
 
     def save(self, loop, iteration=-1):
+        if self.token is not None:  # a task of an earlier run of this fit (its driver gone): stop
+            info = checkpoint_info(self.part.directory) or {}
+            if info.get("run_token") != self.token:
+                raise CheckpointSuperseded(
+                    f"the checkpoint {self.part.directory} was resumed or finished by another run of this fit "
+                    f"(run {info.get('run_token')!r}, this task's {self.token!r}); this task stops")
         self.part.save_payload({"q": self.q, "features": list(self.features), "rng": self.rng.bit_generator.state,
                                 "loop": loop}, iteration=iteration, feature=self.q)
 
@@ -135,6 +147,7 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
     driver as each problem finishes (in order of completion; after its checkpoint).
     """
     t0 = time.perf_counter()
+    token = uuid.uuid4().hex  # this run of the fit: tasks of an earlier run stop at their next save
     done, elapsed0 = {}, 0.0
     if checkpoint is not None and checkpoint.saved is not None:
         done = dict(checkpoint.saved.get("results", {}))
@@ -147,12 +160,12 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
                 "elapsed": elapsed0 + time.perf_counter() - t0}
 
     if checkpoint is not None:
-        checkpoint.save_payload(payload(), iteration=len(done) - 1, problems_done=len(done))
+        checkpoint.save_payload(payload(), iteration=len(done) - 1, problems_done=len(done), run_token=token)
 
     def finished(k, result):
         done[k] = result
         if checkpoint is not None:
-            checkpoint.save_payload(payload(), iteration=len(done) - 1, problems_done=len(done))
+            checkpoint.save_payload(payload(), iteration=len(done) - 1, problems_done=len(done), run_token=token)
             checkpoint.part(_part_name(k)).discard()
         if on_problem is not None:
             on_problem(k, result, len(done))
@@ -164,7 +177,7 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
         try:
             engine.run(None, None, [cvm_effects.init(kw["kernel"])])
             for k in todo:
-                pc = ProblemCheckpoint(parts[k], checkpoint.every) if k in parts else None
+                pc = ProblemCheckpoint(parts[k], checkpoint.every, token) if k in parts else None
                 saved = parts[k].saved if k in parts else None
                 finished(k, run_problem(engine, positives[k], seed=seeds[k], checkpoint=pc, saved=saved, **kw))
         finally:
@@ -176,7 +189,7 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
         specs_f = client.scatter(specs, broadcast=True) if store.url is None else specs
         futures = {}
         for k in todo:
-            pc = ProblemCheckpoint(parts[k].detached(), checkpoint.every) if k in parts else None
+            pc = ProblemCheckpoint(parts[k].detached(), checkpoint.every, token) if k in parts else None
             saved = parts[k].saved if k in parts else None
             futures[client.submit(_task, specs_f, positives[k], {**kw, "seed": seeds[k]}, pc, saved, pure=False)] = k
         try:
@@ -194,7 +207,8 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
     results = [done[k] for k in range(len(positives))]
     if checkpoint is not None:
         checkpoint.save_payload({"result": results, "seeds": seeds, "elapsed": elapsed0 + time.perf_counter() - t0},
-                                iteration=len(results) - 1, complete=True, problems_done=len(results))
+                                iteration=len(results) - 1, complete=True, problems_done=len(results),
+                                run_token=token)
     return results
 
 

@@ -339,3 +339,27 @@ def test_sigkilled_mmda_fit_resumes_to_the_identical_model(tmp_path):
     resumed = MMDA(**params).fit(store.url, checkpoint=ckpt, resume=True)
     ref = MMDA(**params).fit(store.url)
     _same_mmda(resumed, ref, X)
+
+
+def test_a_task_of_an_earlier_run_stops_at_its_next_save(tmp_path):
+    """A one-vs-rest task that outlived its driver (the cluster survived) must not keep writing a
+    checkpoint a resumed run now owns: it stops at its next save, writing nothing."""
+    from kmp_dask.greedy._checkpoint import Checkpoint
+    from kmp_dask.parallel._cvm import CheckpointSuperseded, ProblemCheckpoint
+
+    X, y = _data()
+    ckpt = tmp_path / "ck"
+    CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y, checkpoint=ckpt)
+    info = checkpoint_info(ckpt)
+    part = Checkpoint(ckpt, 1, {k: info[k] for k in ("format", "kmp_dask_version", "estimator", "params", "data")},
+                      resuming=True).part("problem-00000")
+    stale = ProblemCheckpoint(part, 1, token="an-earlier-run")
+    stale.rng = np.random.default_rng(0)
+    with pytest.raises(CheckpointSuperseded, match="resumed or finished by another run"):
+        stale.maybe_save(0, lambda: {})
+    current = ProblemCheckpoint(part, 1, token=info["run_token"])
+    current.rng = np.random.default_rng(0)
+    current.maybe_save(0, lambda: {})
+    assert _parts(ckpt) == ["problem-00000.ckpt", STATE_FILE]
+    part.discard()
+    assert _parts(ckpt) == [STATE_FILE]
