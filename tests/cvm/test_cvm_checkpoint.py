@@ -145,17 +145,18 @@ def test_binary_cvm_resumed_twice_and_a_complete_checkpoint_returns_the_model(tm
     assert again.fit_seconds_ == pytest.approx(done.fit_seconds_, rel=0.5)
 
 
-@pytest.mark.parametrize("run, at, every", [(3, 2, 1), pytest.param(0, 3, 2, marks=pytest.mark.slow),
-                                             pytest.param(1, 5, 3, marks=pytest.mark.slow),
-                                             pytest.param(1, -1, 1, marks=pytest.mark.slow)])
-def test_mmda_resumed_inside_a_feature_or_between_features_is_identical(tmp_path, monkeypatch, run, at, every):
-    """Runs 0-1: the first problem's features 1-2; run 3: the second problem's second feature
-    (its partitions deflated by the first, restored on resume). ``at=-1``: killed as feature
-    ``run`` starts (its checkpoint is the feature boundary's)."""
-    X, y = _data(classes=3, seed=2)
+@pytest.mark.parametrize("classes, run, at, every", [
+    (2, 1, 4, 1), pytest.param(3, 3, 2, 1, marks=pytest.mark.slow), pytest.param(3, 0, 3, 2, marks=pytest.mark.slow),
+    pytest.param(3, 1, 5, 3, marks=pytest.mark.slow), pytest.param(3, 1, -1, 1, marks=pytest.mark.slow)])
+def test_mmda_resumed_inside_a_feature_or_between_features_is_identical(tmp_path, monkeypatch, classes, run, at,
+                                                                        every):
+    """Runs 0-1: the first problem's features 1-2 (run 1: partitions deflated by feature 1,
+    restored on resume); run 3: the second problem's second feature. ``at=-1``: killed as
+    feature ``run`` starts (its checkpoint is the feature boundary's)."""
+    X, y = _data(classes=classes, seed=2)
     make = lambda: MMDA(2, C=C, eps=EPS, gamma=GAMMA, random_state=1)  # noqa: E731
     ref = make().fit(X, y)
-    assert ref.components_per_problem_ == [2, 2, 2]
+    assert ref.components_per_problem_ == [2] * (1 if classes == 2 else classes)
     ckpt = tmp_path / "ck"
     with monkeypatch.context() as m:
         if at < 0:
