@@ -150,6 +150,10 @@ CASES = [
          ("code_float.zarr", "array 'y'", "0.5, which is not an integer label code", "row 50 (chunk 2, rows 40..59)")),
     Case("store-code-5-evaluate", _evaluate(lambda ws: ws.code_5), _SCE,
          ("code_5.zarr", "array 'y'", "label code 5", "row 33")),
+    Case("create_store-code-outside-classes", lambda ws: __import__("kmp_dask.store").store.create_store(
+        ws.root / "coded.zarr", X, np.where(np.arange(60) == 49, 5, Y), classes=["neg", "pos"]), _SCE,
+         ("the y given to ingest", "label code 5", "row 49", "2 classes ['neg', 'pos']", "integer in 0..1",
+          "return_inverse=True")),
     Case("store-missing-chunk-fit", _fit("kmp")(lambda ws: ws.missing_chunk), _corrupt_error(),
          ("missing_chunk.zarr", "chunk 1 (rows 20..39) of array 'X'", "is missing", "X/c/1/0", "does not exist",
           "restore it from a copy", "--overwrite")),

@@ -232,10 +232,13 @@ class ContentCheck:
         Scan for NaN / inf (dask config ``kmp_dask.check-finite``).
     x_dtype : numpy dtype
         dtype ``X`` is returned as.
+    source : str, optional
+        What the messages call the data instead of "the store URL" (e.g. ingest's input).
     """
 
-    def __init__(self, url, row_chunks, classes=None, *, finite=True, x_dtype=np.float64):
+    def __init__(self, url, row_chunks, classes=None, *, finite=True, x_dtype=np.float64, source=None):
         self.url = url
+        self.source = source
         self.row_chunks = tuple(int(c) for c in row_chunks)
         self.classes = None if classes is None else list(classes)
         self.finite = bool(finite)
@@ -244,11 +247,11 @@ class ContentCheck:
 
     def __getstate__(self):
         return {"url": self.url, "row_chunks": self.row_chunks, "classes": self.classes,
-                "finite": self.finite, "x_dtype": self.x_dtype.str}
+                "finite": self.finite, "x_dtype": self.x_dtype.str, "source": self.source}
 
     def __setstate__(self, state):
         self.__init__(state["url"], state["row_chunks"], state["classes"], finite=state["finite"],
-                      x_dtype=state["x_dtype"])
+                      x_dtype=state["x_dtype"], source=state.get("source"))
 
     def __call__(self, name: str, block: np.ndarray, start: int) -> np.ndarray:
         """``block`` (rows from global row ``start`` of array ``name``) cast and checked."""
@@ -293,9 +296,10 @@ class ContentCheck:
 
         chunk = int(np.searchsorted(self._starts, row, side="right") - 1)
         a, b = int(self._starts[chunk]), int(self._starts[min(chunk + 1, len(self._starts) - 1)])
-        where = f"the store {self.url!r}" if self.url is not None else "an in-memory store"
+        where = self.source or (f"the store {self.url!r}" if self.url is not None else "an in-memory store")
         at = f"row {row}" + (f", column {col}" if col is not None else "") + f" (chunk {chunk}, rows {a}..{b - 1})"
-        verify = (f"; `kmp-dask info --verify {self.url}` checks every chunk" if self.url is not None else "")
+        verify = (f"; `kmp-dask info --verify {self.url}` checks every chunk"
+                  if self.url is not None and self.source is None else "")
         if why == "nonfinite":
             text = (f"array {name!r} of {where} holds a non-finite value ({_number(value)}) at {at}. kmp_dask "
                     "needs finite numbers: the store was not written by ingest (which refuses NaN/inf) or was "
@@ -305,10 +309,14 @@ class ContentCheck:
             n = len(self.classes)
             what = (f"{_number(value)}, which is not an integer label code" if why == "notinteger"
                     else f"the label code {_number(value)}")
-            text = (f"array {name!r} of {where} holds {what}, at {at}; its 'classes' attribute lists {n} "
-                    f"classes {_preview(self.classes)}, so a code must be an integer in 0..{n - 1}. Write y as "
-                    "indices into the classes (classes, y = np.unique(labels, return_inverse=True)) and ingest "
-                    f"again with classes=classes, or correct the store's 'classes' attribute{verify}.")
+            subject = f"array {name!r} of {where}" if self.source is None else self.source
+            listed = "its 'classes' attribute lists" if self.source is None else "classes lists"
+            other = ("correct the store's 'classes' attribute" if self.source is None
+                     else "pass the classes the codes refer to")
+            text = (f"{subject} holds {what}, at {at}; {listed} {n} classes {_preview(self.classes)}, so a code "
+                    f"must be an integer in 0..{n - 1}. Write y as indices into the classes (classes, y = "
+                    f"np.unique(labels, return_inverse=True)) and ingest again with classes=classes, or {other}"
+                    f"{verify}.")
         raise StoreContentError(text, url=self.url, array=name, chunk=chunk, row=int(row),
                                 column=None if col is None else int(col),
                                 value=value.item() if isinstance(value, np.generic) else value)

@@ -234,7 +234,19 @@ class ZarrSink:
 
     def finish(self, attrs: dict) -> None:
         """Write the group attributes (last step before the rename), with the marker saying
-        that every chunk has a file (:data:`COMPLETE_KEY`)."""
+        that every chunk has a file (:data:`COMPLETE_KEY`).
+
+        With ``classes``, ``y`` is first read back chunk by chunk (a pass over ``y`` only) and
+        every value must be an integer code into ``classes``: a
+        :class:`~kmp_dask.exceptions.StoreContentError` otherwise, and, raised inside
+        :func:`atomic_target`, nothing is left at the target.
+        """
+        classes = attrs.get("classes")
+        if classes is not None and self._y is not None:
+            n = int(attrs["n_rows"])
+            check = ContentCheck(None, regular_chunks(n, self.chunk_rows), classes, source="the y given to ingest")
+            for a in range(0, n, self.chunk_rows):
+                check.y(self._y[a:min(a + self.chunk_rows, n)], a)
         self._group.update_attributes({**attrs, COMPLETE_KEY: True})
 
 
