@@ -88,6 +88,7 @@ CASES = {
     "engine-decrease-sampled": {"n_vectors": 25, "client": "sync", "dense": False, "candidates": 50,
                                 "criterion": "decrease"},
     "engine-basic": {"n_vectors": 12, "client": "sync", "dense": False, "backfit": False},
+    "dense-exchange-guard": {"n_vectors": 15, "exchange": 3},
 }
 
 
@@ -99,9 +100,9 @@ def test_resumed_compression_is_identical_in_process(tmp_path, monkeypatch, case
         ckpt = tmp_path / f"ck{calls}"
         resumed = _interrupted_then_resumed(monkeypatch, make, SVC2, (X, Y), ckpt, calls, every)
         _same(resumed, ref)
-    with monkeypatch.context() as m:  # a complete checkpoint: the model without any pursuit
-        m.setattr(rc, "dense_hyperplane_pursuit", None)
-        m.setattr(rc, "compress_on_pool", None)
+    with monkeypatch.context() as m:  # a complete checkpoint: the model without any pursuit or exchange
+        for name in ("dense_hyperplane_pursuit", "compress_on_pool", "exchange_vectors", "engine_exchange"):
+            m.setattr(rc, name, None)
         _same(make().fit(SVC2, X, Y, checkpoint=ckpt, resume=True), ref)
 
 
