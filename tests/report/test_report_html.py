@@ -185,6 +185,11 @@ def test_write_report_refuses_to_overwrite(fitted, tmp_path):
     with pytest.raises(FileExistsError, match="pass overwrite=True"):
         write_report([("kmp", fitted["kmp-clf"])], out)
     assert out.read_text() == "keep me"
+    with pytest.raises(FileExistsError, match="not a kmp_dask report"):  # overwrite replaces only a report
+        write_report([("kmp", fitted["kmp-clf"])], out, overwrite=True)
+    assert out.read_text() == "keep me"
+    out.unlink()
+    write_report([("kmp", fitted["kmp-clf"])], out)
     assert write_report([("kmp", fitted["kmp-clf"])], out, overwrite=True) == out
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
@@ -194,7 +199,7 @@ def test_write_report_is_atomic(fitted, tmp_path, monkeypatch):
     """The text goes to a temporary file in the same directory and is renamed into place; a
     failure before the rename leaves the old report untouched and no temporary file behind."""
     out = tmp_path / "report.html"
-    out.write_text("old")
+    old = write_report([("kmp", fitted["kmp-clf"])], out, title="old").read_text(encoding="utf-8")
     calls = []
     real_replace = os.replace
 
@@ -205,7 +210,7 @@ def test_write_report_is_atomic(fitted, tmp_path, monkeypatch):
     monkeypatch.setattr(os, "replace", spy)
     write_report([("kmp", fitted["kmp-clf"])], out, overwrite=True)
     (src, dst, before), = calls
-    assert src.parent == out.parent and src != out and dst == out and before == "old"
+    assert src.parent == out.parent and src != out and dst == out and before == old
     assert not src.exists() and "kmp_dask" in out.read_text(encoding="utf-8")
 
     def boom(src, dst):
