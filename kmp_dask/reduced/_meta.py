@@ -41,14 +41,15 @@ class _ReducedSetModel(BaseEstimator):
         self.random_state = random_state
         self.client = client
 
-    def _fit(self, X, y):
+    def _fit(self, X, y, checkpoint=None, checkpoint_every=10, resume=False):
         est = clone(self.estimator) if self.estimator is not None else self._default_estimator()
         self.estimator_ = est.fit(X, y)
         comp = ReducedSetCompressor(
             n_vectors=self.n_vectors, method=self.method, backfit=self.backfit, candidates=self.candidates,
             coupled=self.coupled, optimize_threshold=self.optimize_threshold, refit=self.refit,
             criterion=self.criterion, exchange=self.exchange, exchange_guard=self.exchange_guard, random_state=self.random_state, client=self.client)
-        self.compressor_ = comp.fit(self.estimator_, X, y)
+        self.compressor_ = comp.fit(self.estimator_, X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                                    resume=resume)
         self.expansion_ = comp.expansion_
         self.n_vectors_ = comp.n_vectors_
         return self
@@ -64,11 +65,16 @@ class ReducedSetClassifier(ClassifierMixin, _ReducedSetModel):
 
     _default_estimator = staticmethod(lambda: SVC(kernel="rbf"))
 
-    def fit(self, X, y):
+    def fit(self, X, y, *, checkpoint=None, checkpoint_every=10, resume=False):
+        """Fit the estimator, then compress it with (X, y) as the pool. ``checkpoint``,
+        ``checkpoint_every``, ``resume``: the compression's checkpoint
+        (:meth:`ReducedSetCompressor.fit <kmp_dask.reduced.ReducedSetCompressor.fit>`); the
+        estimator is fitted again on resume, and the checkpoint is refused (its model digest
+        differs) unless that fit gives the same model."""
         X, y = validate_data(self, X, y)
         check_classification_targets(y)
         self.classes_ = np.unique(y)
-        return self._fit(X, y)
+        return self._fit(X, y, checkpoint, checkpoint_every, resume)
 
     def decision_function(self, X):
         """Decision values of the compressed model (shaped as the original estimator's)."""
@@ -101,9 +107,10 @@ class ReducedSetRegressor(RegressorMixin, _ReducedSetModel):
         tags.target_tags.multi_output = True  # a multi-target model is compressed with coupled selection
         return tags
 
-    def fit(self, X, y):
+    def fit(self, X, y, *, checkpoint=None, checkpoint_every=10, resume=False):
+        """As :meth:`ReducedSetClassifier.fit`."""
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True)
-        return self._fit(X, y)
+        return self._fit(X, y, checkpoint, checkpoint_every, resume)
 
     def predict(self, X):
         check_is_fitted(self, "compressor_")

@@ -257,3 +257,21 @@ def test_sigkilled_compression_resumes_to_the_identical_model(tmp_path):
     resumed = ReducedSetCompressor(**params).fit(SVC2, store.url, checkpoint=ckpt, resume=True)
     ref = ReducedSetCompressor(**params).fit(SVC2, store.url)
     _same(resumed, ref)
+
+
+def test_fit_then_compress_estimators_pass_the_checkpoint_on(tmp_path, monkeypatch):
+    """ReducedSetClassifier refits its SVC (deterministic) and resumes the compression."""
+    from kmp_dask.reduced import ReducedSetClassifier
+
+    make = lambda: ReducedSetClassifier(SVC(C=10.0, gamma=0.5), n_vectors=20, random_state=0)  # noqa: E731
+    ref = make().fit(X, Y)
+    ckpt = tmp_path / "ck"
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 8)
+        with pytest.raises(Interrupted):
+            make().fit(X, Y, checkpoint=ckpt, checkpoint_every=4)
+    assert checkpoint_info(ckpt)["iteration"] == 7
+    _same(make().fit(X, Y, checkpoint=ckpt, resume=True).compressor_, ref.compressor_)
+    with pytest.raises(ValueError, match="parameter model: checkpoint"):
+        ReducedSetClassifier(SVC(C=1.0, gamma=0.5), n_vectors=20, random_state=0).fit(X, Y, checkpoint=ckpt,
+                                                                                      resume=True)
