@@ -102,6 +102,10 @@ def _template() -> Path:
     np.save(root / "objects.npy", np.array([[1.0, "a"], [2.0, "b"]], dtype=object), allow_pickle=True)
     np.save(root / "scalar.npy", np.array(3.0))
     np.save(root / "rows.npy", X[:2])
+    # a temporary left by an ingest killed on another host two days ago (stale), and no store
+    ghost = root / f"ghost.zarr.tmp-{'ab' * 16}"
+    ghost.mkdir()
+    (ghost / ".kmp_dask-ingest").write_text(json.dumps({"host": "elsewhere", "pid": 1, "started": 0.0}))
     # pipelines: a good one, and data names that are paths
     _pipeline(root, "ok.toml", "train")
     _pipeline(root, "abs.toml", "/tmp/victim.zarr")
@@ -138,7 +142,7 @@ def WORKSPACE(root: Path, ws) -> None:
         joblib.dump(_Planted(root / "PWNED"), root / f"{name}-run" / "model.joblib")
         setattr(ws, f"{name}_run", str(root / f"{name}-run"))
     ws.user_dir, ws.notes, ws.page = str(root / "userdir"), str(root / "userdir" / "notes.txt"), str(root / "page.html")
-    ws.extra_store = str(root / "extra.zarr")
+    ws.extra_store, ws.ghost = str(root / "extra.zarr"), str(root / "ghost.zarr")
     for name in ("kmp", "truncated", "objarray", "enum"):
         setattr(ws, "model" if name == "kmp" else f"{name}_model", str(root / f"{name}.model"))
     ws.objects_npy, ws.scalar_npy, ws.rows_npy = (str(root / f"{n}.npy") for n in ("objects", "scalar", "rows"))
@@ -267,6 +271,9 @@ COMMANDS = [
     Command("ingest-object-npy", lambda ws: ["ingest", ws.objects_npy, ws.new], 1,
             ("objects.npy", "object array", "would unpickle")),
     Command("ingest-0d-npy", lambda ws: ["ingest", ws.scalar_npy, ws.new], 1, ("scalar.npy", "0-d array", "2-D")),
+    Command("info-stale-ingest-temporary", lambda ws: ["info", ws.ghost], 1,
+            ("no store at", "ghost.zarr", "1 left by ingests", f"ghost.zarr.tmp-{'ab' * 16}", "host elsewhere",
+             "stale: removed by the next ingest of")),
     Command("ingest-object-labels", lambda ws: ["ingest", ws.rows_npy, ws.new, "--labels", ws.objects_npy], 1,
             ("objects.npy", "object array")),
 ]
