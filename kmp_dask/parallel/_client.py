@@ -17,7 +17,18 @@ a ``distributed.Client``
 a string address (``"tcp://host:8786"``) or the path of a scheduler file (``.json``)
     A client is connected for the fit and closed afterwards (the cluster stays). The address
     is checked before anything is started; a missing scheduler file fails at once; the
-    connection waits at most ``distributed.comm.timeouts.connect`` (30 s by default).
+    connection — TCP connect *and* dask's handshake — waits at most
+    ``distributed.comm.timeouts.connect`` (30 s by default), so a port that accepts connections
+    but does not speak dask (a dashboard, a web server) fails in that time too. A scheduler
+    with no workers is waited for (the same bound) until its first worker arrives, then
+    :class:`NoWorkersError`.
+
+Every wait is bounded (docs/engine.md, "Bounded waits"): the embedded cluster's workers must
+all arrive within :data:`WORKER_START_TIMEOUT` seconds, and a worker that keeps dying as soon as
+it starts (a memory limit below what a worker process needs, an import that crashes) ends the
+fit with :class:`WorkerRestartLoopError` instead of being restarted forever. Explicit memory
+limits below :data:`MIN_MEMORY_LIMIT` are refused before anything starts
+(:func:`check_memory_limit`).
 
 Clients made here are never registered as dask's global default client: they are made
 *current* (``Client.as_current``) for the duration of the fit only. A connection that fails
@@ -31,10 +42,37 @@ import contextlib
 import json
 import os
 
-__all__ = ["resolve_client", "embedded_cluster", "connect", "check_client", "check_scheduler_address"]
+__all__ = ["resolve_client", "embedded_cluster", "connect", "check_client", "check_scheduler_address",
+           "check_memory_limit", "wait_for_workers", "NoWorkersError", "WorkerRestartLoopError"]
 
 #: Seconds allowed to close a client (a half-made one included); closing never blocks longer.
 CLOSE_TIMEOUT = 10.0
+
+#: Seconds allowed to stop the embedded cluster (scheduler, nannies, workers).
+CLUSTER_CLOSE_TIMEOUT = 30.0
+
+#: Smallest explicit per-worker memory limit accepted (256 MiB). Measured (dask 2026.8,
+#: Python 3.11, Linux): an idle worker process holds 62 MiB, 180 MiB once it has imported
+#: kmp_dask, zarr and scikit-learn (what every fit does); dask pauses a worker at 80 % of its
+#: limit and restarts it at 95 %, so below ~225 MiB a worker is restarted as soon as it works.
+MIN_MEMORY_LIMIT = 256 * 2**20
+
+#: Seconds the embedded cluster's workers have to arrive (all of them) before an error; generous
+#: because a loaded machine starts worker processes slowly. dask config
+#: ``kmp_dask.worker-start-timeout`` overrides it.
+WORKER_START_TIMEOUT = 300.0
+
+#: A worker restarted this many times within :data:`RESTART_WINDOW` seconds is in a restart loop.
+RESTART_LIMIT = 5
+RESTART_WINDOW = 120.0
+
+
+class NoWorkersError(RuntimeError):
+    """The dask cluster has no worker to run on (none arrived, or all of them are gone)."""
+
+
+class WorkerRestartLoopError(RuntimeError):
+    """The embedded cluster's workers kept dying as soon as they started."""
 
 _FIX = (
     "Pass None (local default), 'sync', 'embedded', a distributed.Client, a scheduler address "
@@ -53,6 +91,131 @@ def _connect_timeout(timeout) -> float:
     return float(parse_timedelta(timeout, "s"))
 
 
+def check_memory_limit(memory_limit, *, name: str = "memory_limit"):
+    """Return ``memory_limit`` if dask accepts it and it is not absurdly small, else raise.
+
+    Accepted as dask's ``LocalCluster`` does: ``"auto"``, ``None`` or ``0`` (no limit), a
+    fraction of the machine's memory (a number ≤ 1), a number of bytes or a string such as
+    ``"2GB"`` / ``"1.5GiB"``. An explicit limit below :data:`MIN_MEMORY_LIMIT` (256 MiB) is
+    refused: a worker process needs about that much before it holds any data, and dask would
+    restart it as soon as it starts, again and again.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, the value received and what to pass instead.
+    """
+    import logging
+
+    from dask.utils import format_bytes
+    from distributed.worker_memory import parse_memory_limit
+
+    fix = ("pass a size such as '2GB' or '1.5GiB' (per worker), a fraction of the machine's memory such as 0.5, "
+           "'auto' (the machine's memory shared between the workers) or 0 (no limit)")
+    if memory_limit is None or (isinstance(memory_limit, str) and memory_limit.strip().lower() == "auto"):
+        return None if memory_limit is None else "auto"
+    if isinstance(memory_limit, bool) or not isinstance(memory_limit, (str, int, float)):
+        raise ValueError(f"{name}={memory_limit!r} is not a memory limit; {fix}.")
+    try:
+        parsed = parse_memory_limit(memory_limit, 1, logger=logging.getLogger("kmp_dask.memory_limit"))
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ValueError(f"{name}={memory_limit!r} is not a memory limit ({exc}); {fix}.") from None
+    if parsed is not None and parsed < MIN_MEMORY_LIMIT:
+        got = format_bytes(parsed) if parsed > 0 else str(parsed)
+        raise ValueError(
+            f"{name}={memory_limit!r} ({got} per worker) is below the smallest usable limit, "
+            f"{format_bytes(MIN_MEMORY_LIMIT)}: a dask worker process needs about 180 MiB before it holds any data "
+            f"and dask restarts a worker above 95 % of its limit, so it would restart forever. Pass at least "
+            f"'{MIN_MEMORY_LIMIT // 2**20}MiB' (e.g. '2GB'), 'auto' or 0 (no limit)."
+        )
+    return memory_limit
+
+
+def _worker_start_timeout() -> float:
+    import dask
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(dask.config.get("kmp_dask.worker-start-timeout", WORKER_START_TIMEOUT), "s"))
+
+
+class _RestartWatch:
+    """Counts how often each nanny of an embedded cluster starts its worker process. A worker
+    restarted :data:`RESTART_LIMIT` times within :data:`RESTART_WINDOW` seconds is in a restart
+    loop: the cause is recorded, no nanny starts a worker any more and our client is closed, so
+    every wait of the fit ends (and :func:`embedded_cluster` raises the cause)."""
+
+    def __init__(self, memory_limit):
+        self.memory_limit, self.cause, self.closing, self.client = memory_limit, None, None, None
+        self.starts: dict[str, list[float]] = {}
+
+    def nanny_class(self):
+        """A ``distributed.Nanny`` whose every worker start is counted here (in-process)."""
+        import asyncio
+        import time
+
+        from distributed import Nanny
+        from distributed.core import Status
+
+        watch = self
+
+        class _WatchedNanny(Nanny):
+            async def instantiate(self):
+                key, now = str(self.name), time.monotonic()
+                times = [t for t in watch.starts.get(key, []) if now - t < RESTART_WINDOW] + [now]
+                watch.starts[key] = times
+                if watch.cause is None and len(times) > RESTART_LIMIT:
+                    watch.cause = watch._message(key, len(times) - 1, now - times[0])
+                    # close our client: every wait of the fit ends now; no nanny restarts any more
+                    watch.closing = asyncio.ensure_future(_stop(watch.client))
+                if watch.cause is not None:
+                    return Status.failed
+                return await super().instantiate()
+
+        return _WatchedNanny
+
+    def _message(self, name, count, seconds) -> str:
+        return (
+            f"the embedded dask cluster's worker {name!r} was restarted {count} times in {seconds:.0f} s, each time "
+            f"soon after it started (memory_limit={self.memory_limit!r}); the cluster was stopped instead of "
+            "restarting it forever. The workers' log lines above say why: 'exceeded 95% memory budget' means the "
+            "memory limit is too small (raise --memory-limit / memory_limit, or pass 'auto'); otherwise a worker "
+            "crashes as it starts (check that the environment imports, e.g. `python -c 'import kmp_dask'`)."
+        )
+
+    def check(self):
+        if self.cause is not None:
+            raise WorkerRestartLoopError(self.cause)
+
+
+async def _stop(client) -> None:
+    """Close our client of an embedded cluster in a restart loop (its pending futures fail at
+    once, so the fit ends). Runs in the cluster's event loop."""
+    if client is not None:
+        with contextlib.suppress(Exception):
+            await client._close(fast=True)
+
+
+def _wait_for_embedded_workers(client, n: int, timeout: float, watch: _RestartWatch) -> None:
+    """Wait until all ``n`` workers of the embedded cluster arrived (at most ``timeout`` s)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        watch.check()
+        have = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        if have >= n:
+            return
+        if time.monotonic() > deadline:
+            watch.check()
+            raise NoWorkersError(
+                f"only {have} of the embedded dask cluster's {n} workers started within {timeout:.0f} s. The "
+                "machine may be overloaded or short of memory: try fewer workers (--workers / n_workers), wait "
+                "for other jobs to finish, or raise the limit with dask.config.set("
+                "{'kmp_dask.worker-start-timeout': '600s'})."
+            )
+        time.sleep(0.1)
+
+
 @contextlib.contextmanager
 def embedded_cluster(n_workers: int | None = None, *, threads_per_worker: int = 1, memory_limit="auto",
                      local_directory=None, dashboard: bool = True, timeout=None):
@@ -63,22 +226,43 @@ def embedded_cluster(n_workers: int | None = None, *, threads_per_worker: int = 
     of the cluster (scheduler, nannies, workers, dashboard) listens on 127.0.0.1. The client
     is current only inside the ``with`` block and is never registered as dask's global
     default client.
+
+    Bounded: ``memory_limit`` is checked first (:func:`check_memory_limit`); all workers must
+    arrive within :data:`WORKER_START_TIMEOUT` seconds (:class:`NoWorkersError`); a worker
+    that dies :data:`RESTART_LIMIT` times in :data:`RESTART_WINDOW` seconds stops the cluster
+    and whatever the block was doing ends in :class:`WorkerRestartLoopError`.
     """
     from distributed import LocalCluster
 
+    memory_limit = check_memory_limit(memory_limit)
     n = n_workers or max(1, min(os.cpu_count() or 1, 8))
     kw = {"local_directory": str(local_directory)} if local_directory is not None else {}
-    with LocalCluster(
+    watch = _RestartWatch(memory_limit)
+    cluster = LocalCluster(
         n_workers=n,
         threads_per_worker=int(threads_per_worker),
         memory_limit=memory_limit,
         processes=True,
         host="127.0.0.1",
         dashboard_address="127.0.0.1:0" if dashboard else None,
+        worker_class=watch.nanny_class(),
         **kw,
-    ) as cluster:
+    )
+    try:
         with _new_client(cluster, _connect_timeout(timeout), what="the embedded LocalCluster") as client:
-            yield client
+            watch.client = client
+            try:
+                _wait_for_embedded_workers(client, n, _worker_start_timeout(), watch)
+                yield client
+            except WorkerRestartLoopError:
+                raise
+            except Exception as exc:
+                if watch.cause is not None:  # whatever failed, it failed because the cluster was stopped
+                    raise WorkerRestartLoopError(watch.cause) from exc
+                raise
+    finally:
+        with contextlib.suppress(Exception):  # bounded: a nanny stuck in a restart cannot hold us
+            cluster.close(timeout=CLUSTER_CLOSE_TIMEOUT)
 
 
 def check_scheduler_address(address: str, *, name: str = "client", fix: str = _FIX) -> str:
@@ -197,6 +381,8 @@ def _new_client(target, timeout: float, *, what: str, security=None):
     The client is made with ``set_as_default=False``; if the connection fails the half-made
     client is closed, so nothing stays registered and dask's configuration is as before.
     """
+    import asyncio
+
     from distributed import Client
 
     made: list = []
@@ -206,6 +392,12 @@ def _new_client(target, timeout: float, *, what: str, security=None):
             made.append(self)
             return super().start(**kwargs)
 
+        async def _start(self, *args, **kwargs):
+            # distributed bounds the TCP connect by `timeout` but not the handshake that follows:
+            # a port that accepts and never answers (a dashboard, any non-dask server) would hang
+            # forever. The whole start — connect, handshake, registration — gets the one bound.
+            return await asyncio.wait_for(super()._start(*args, **kwargs), timeout)
+
     try:
         kw = {"security": security} if security is not None else {}
         client = _Client(target, timeout=timeout, set_as_default=False, **kw)
@@ -214,11 +406,11 @@ def _new_client(target, timeout: float, *, what: str, security=None):
             _close_quietly(c)
         if isinstance(exc, (OSError, TimeoutError)):
             raise ConnectionError(
-                f"could not connect to {what} within {timeout:g} s ({type(exc).__name__}: {exc}). "
-                "Check that the scheduler is running (`dask scheduler` prints its address) and "
-                "reachable from here, or raise the limit with dask.config.set("
-                "{'distributed.comm.timeouts.connect': '60s'}); client=None or 'embedded' uses a "
-                "local cluster instead."
+                f"could not connect to {what} within {timeout:g} s ({type(exc).__name__}: {str(exc) or 'no answer'})."
+                f"{_not_dask_hint(target, exc)} Check that the scheduler is running (`dask scheduler` prints "
+                "its address) and reachable from here, or raise the limit with dask.config.set("
+                "{'distributed.comm.timeouts.connect': '60s'}) (CLI: --connect-timeout); client=None or "
+                "'embedded' uses a local cluster instead."
             ) from exc
         raise
     try:
@@ -226,6 +418,26 @@ def _new_client(target, timeout: float, *, what: str, security=None):
             yield client
     finally:
         _close_quietly(client)
+
+
+def _not_dask_hint(target, exc) -> str:
+    """When the address accepts TCP connections but the dask handshake did not complete: say so."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if not isinstance(target, str) or not target.startswith(("tcp://", "tls://")):
+        return ""
+    if isinstance(exc, OSError) and "Timed out trying to connect" in str(exc):
+        return ""  # the TCP connection itself never succeeded
+    try:
+        parts = urlsplit(target)
+        with socket.create_connection((parts.hostname, parts.port), timeout=2.0):
+            pass
+    except (OSError, ValueError):
+        return ""
+    return (f" Something at {target} accepts connections but did not answer as a dask scheduler: is this the "
+            "scheduler's port (`dask scheduler` prints 'Scheduler at: tcp://HOST:8786'), not its dashboard "
+            "(8787) or another service?")
 
 
 def _close_quietly(client) -> None:
