@@ -192,14 +192,19 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
             pc = ProblemCheckpoint(parts[k].detached(), checkpoint.every, token) if k in parts else None
             saved = parts[k].saved if k in parts else None
             futures[client.submit(_task, specs_f, positives[k], {**kw, "seed": seeds[k]}, pc, saved, pure=False)] = k
-        try:
-            for f in as_completed(list(futures), loop=client.loop, timeout=timeout):
-                finished(futures[f], f.result())
-        except TimeoutError:
-            for f in futures:
-                f.cancel()
-            raise TimeoutError(f"the one-vs-rest problems did not finish within {timeout:.0f} s "
-                               "(kmp_dask.pass-timeout)") from None
+        try:  # each problem's result as it arrives; ``timeout``: the longest wait for the next one
+            ac = as_completed(list(futures), loop=client.loop)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not ac.is_empty():
+                if not ac.has_ready():
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise TimeoutError(f"no one-vs-rest problem finished within {timeout:.0f} s "
+                                           "(kmp_dask.pass-timeout)")
+                    time.sleep(0.02)
+                    continue
+                for f in ac.next_batch(block=False):
+                    finished(futures[f], f.result())
+                deadline = None if timeout is None else time.monotonic() + timeout
         except BaseException:
             for f in futures:
                 f.cancel()
