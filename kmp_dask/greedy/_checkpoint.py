@@ -136,8 +136,9 @@ class Checkpoint:
         return part
 
     def detached(self) -> "Checkpoint":
-        """This checkpoint without its loaded payload (to send to the process that writes it)."""
-        return Checkpoint(self.directory, self.every, self.header, resuming=self.resuming, name=self.name)
+        """This checkpoint without its loaded payload (to send to the process that writes it; its
+        directory made absolute, as that process may run elsewhere)."""
+        return Checkpoint(self.directory.absolute(), self.every, self.header, resuming=self.resuming, name=self.name)
 
     def discard(self) -> None:
         """Remove this checkpoint's file (a part whose result is kept elsewhere)."""
