@@ -32,7 +32,7 @@ class RunDirectory:
     directory (holding nothing but what a run writes) is replaced by ``overwrite`` — its entries
     are deleted, the directory itself stays — or continued by ``resume``. Anything else that
     exists (a user's directory, ``.``, ``..``, the home directory) is refused before anything is
-    written; an empty directory is used as it is."""
+    written; an existing empty directory (with overwrite or resume) has nothing to lose."""
 
     def __init__(self, root, *, overwrite: bool, resume: bool, verbose=0):
         from .._overwrite import check_replaceable, clear_run_directory
@@ -60,7 +60,8 @@ class RunDirectory:
     def path(self, *parts) -> Path:
         """``root/parts``, refused if it would leave the run directory (data names are names)."""
         p = self.root.joinpath(*parts)
-        if self._real not in p.resolve().parents:
+        real = p.resolve()
+        if real != self._real and self._real not in real.parents:
             raise ValueError(f"{str(p)!r} is outside the run directory {str(self.root)!r}; pipeline files stay "
                              "inside it (data names are names, not paths)")
         return p
