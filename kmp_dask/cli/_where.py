@@ -52,7 +52,8 @@ def where_options(fn):
         click.option("--threads-per-worker", default=1, show_default=True, type=click.IntRange(1, 256),
                      help="Embedded cluster: threads per worker."),
         click.option("--memory-limit", default="auto", show_default=True,
-                     help="Embedded cluster: memory limit per worker, e.g. 2GB ('auto' shares the machine's)."),
+                     help="Embedded cluster: memory limit per worker, e.g. 2GB ('auto' shares the machine's; "
+                          "0 means none; at least 256MiB)."),
         click.option("--local-directory", default=None, type=click.Path(file_okay=False),
                      help="Embedded cluster: workers' scratch directory (where partitions page out of core)."),
         click.option("--tls-ca-file", default=None, type=click.Path(exists=True, dir_okay=False),
@@ -62,7 +63,8 @@ def where_options(fn):
         click.option("--tls-key", default=None, type=click.Path(exists=True, dir_okay=False),
                      help="TLS: this client's private key."),
         click.option("--connect-timeout", default=30.0, show_default=True, type=click.FloatRange(0.1, 3600),
-                     help="Seconds to wait for the scheduler before giving up with an error."),
+                     help="Seconds to wait for the scheduler (connection and dask handshake), then for its "
+                          "first worker, before giving up with an error."),
     ]
 
     @functools.wraps(fn)
@@ -83,8 +85,14 @@ def where_options(fn):
 
 
 def check_where(where: Where) -> None:
-    """Refuse bad options before any work: the address's form, missing files, TLS pieces."""
-    from ..parallel._client import check_scheduler_address
+    """Refuse bad options before any work: the address's form, missing files, TLS pieces, the
+    embedded cluster's memory limit (its form and the 256 MiB floor)."""
+    from ..parallel._client import check_memory_limit, check_scheduler_address
+
+    try:
+        check_memory_limit(where.memory_limit, name="--memory-limit")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--memory-limit") from None
 
     if where.scheduler is not None:
         s = where.scheduler

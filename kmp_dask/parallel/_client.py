@@ -121,7 +121,7 @@ def check_memory_limit(memory_limit, *, name: str = "memory_limit"):
     except (ValueError, TypeError, OverflowError) as exc:
         raise ValueError(f"{name}={memory_limit!r} is not a memory limit ({exc}); {fix}.") from None
     if parsed is not None and parsed < MIN_MEMORY_LIMIT:
-        got = format_bytes(parsed) if parsed > 0 else str(parsed)
+        got = format_bytes(parsed) if parsed > 0 else "a negative size"
         raise ValueError(
             f"{name}={memory_limit!r} ({got} per worker) is below the smallest usable limit, "
             f"{format_bytes(MIN_MEMORY_LIMIT)}: a dask worker process needs about 180 MiB before it holds any data "
@@ -370,8 +370,39 @@ def connect(scheduler: str, *, security=None, timeout=None):
     """
     address = _read_scheduler_file(scheduler) if _is_scheduler_file(scheduler) else check_scheduler_address(scheduler)
     what = f"the dask scheduler at {address!r}" + (f" (from {scheduler!r})" if address != scheduler else "")
-    with _new_client(address, _connect_timeout(timeout), what=what, security=security) as c:
+    seconds = _connect_timeout(timeout)
+    with _new_client(address, seconds, what=what, security=security) as c:
+        start = f"`dask worker --scheduler-file {scheduler}`" if address != scheduler else f"`dask worker {address}`"
+        wait_for_workers(c, seconds, what=what, fix=f"start workers for it ({start})")
         yield c
+
+
+def wait_for_workers(client, timeout: float, *, n: int = 1, what: str | None = None, fix: str | None = None) -> dict:
+    """The scheduler's workers once at least ``n`` are connected, waiting at most ``timeout`` s.
+
+    Raises
+    ------
+    NoWorkersError
+        Fewer than ``n`` workers after ``timeout`` seconds: names the scheduler, how many
+        workers it has and what to do.
+    """
+    import time
+
+    deadline = time.monotonic() + float(timeout)
+    while True:
+        workers = client.scheduler_info(n_workers=-1).get("workers", {})
+        if len(workers) >= n:
+            return workers
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    what = what or f"the dask scheduler at {getattr(client.scheduler, 'address', '?')!r}"
+    fix = fix or "start workers for it (`dask worker SCHEDULER_ADDRESS`)"
+    raise NoWorkersError(
+        f"{what} has {len(workers)} worker{'s' if len(workers) != 1 else ''} after waiting {float(timeout):g} s "
+        f"(at least {n} needed). {fix[0].upper() + fix[1:]}, or run without a scheduler (client=None or "
+        "'embedded'; CLI: no --scheduler) to use a local cluster."
+    )
 
 
 @contextlib.contextmanager

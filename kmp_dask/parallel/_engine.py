@@ -46,6 +46,9 @@ class SchedulerLostError(ConnectionError):
 
 logger = logging.getLogger(__name__)
 
+#: Seconds a repair waits for any live worker before :class:`~kmp_dask.parallel._client.NoWorkersError`.
+NO_WORKERS_WAIT = 60.0
+
 
 class InProcessEngine:
     """All partitions in the calling process; ``run`` is a loop."""
@@ -353,9 +356,9 @@ class ActorEngine:
         self.budget_bytes = budget_bytes
         self.n_restarts = 0
         self.n_calls = 0
-        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
-        if not workers:
-            raise RuntimeError("the dask cluster has no workers; start some or pass client='sync'")
+        from ._client import _connect_timeout, wait_for_workers
+
+        workers = sorted(wait_for_workers(client, _connect_timeout(None)))  # bounded; NoWorkersError
         groups = _assign(self.specs, workers)
         if budget_bytes is None:
             check_budgets(client, groups, self.memory_fraction)
@@ -375,6 +378,14 @@ class ActorEngine:
                 raise
             except Exception as exc:  # e.g. "Worker holding Actor was lost"
                 live = sorted(self._workers())  # the scheduler gone: SchedulerLostError
+                if not live and "lost" in str(exc).lower():
+                    from ._client import NoWorkersError
+
+                    raise NoWorkersError(
+                        f"no live dask workers left: worker {addr} was lost while its partition holder started and "
+                        "no other worker is alive. Check the workers' logs (a worker killed for memory needs a "
+                        "larger memory limit, e.g. --memory-limit), start workers again, and fit again."
+                    ) from exc
                 if addr in live and "lost" not in str(exc).lower() or attempt == attempts - 1 or not live:
                     raise
                 logger.warning("worker %s lost while its partition holder started (%s); starting it on another "
@@ -526,13 +537,21 @@ class ActorEngine:
             ) from exc
         self.n_restarts += 1
         logger.warning("worker %s lost (%s); rebuilding %d partitions", holder["addr"], exc, len(holder["specs"]))
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + NO_WORKERS_WAIT
         while True:
             live = sorted(self._workers())
             if live:
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError("no live dask workers left to rebuild lost partitions") from exc
+                from ._client import NoWorkersError
+
+                raise NoWorkersError(
+                    f"no live dask workers left: worker {holder['addr']} holding partitions "
+                    f"{[s.index for s in holder['specs']]} was lost and no worker was alive to rebuild them within "
+                    f"{NO_WORKERS_WAIT:g} s. Check the workers' logs (a worker killed for memory needs a larger "
+                    "memory limit, e.g. --memory-limit), start workers again (`dask worker SCHEDULER_ADDRESS`), and "
+                    "fit again — a KMP fit started with checkpoint=DIR continues with resume=True (CLI: --resume)."
+                ) from exc
             time.sleep(0.5)
         new = self._start(live[self.n_restarts % len(live)], holder["specs"])
         self._holders[self._holders.index(holder)] = new
