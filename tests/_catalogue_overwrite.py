@@ -108,6 +108,9 @@ def _template() -> Path:
     (ghost / ".kmp_dask-ingest").write_text(json.dumps({"host": "elsewhere", "pid": 1, "started": 0.0}))
     # pipelines: a good one, and data names that are paths
     _pipeline(root, "ok.toml", "train")
+    (root / "other.toml").write_text((root / "ok.toml").read_text().replace("n_vectors = 2", "n_vectors = 5"))
+    (root / "collide.toml").write_text((root / "ok.toml").read_text() + '[data.train_features]\nsource = "keel:banana"\n'
+                                       '[features]\ndata = ["train"]\n')
     _pipeline(root, "abs.toml", "/tmp/victim.zarr")
     _pipeline(root, "up.toml", "../../x")
     _pipeline(root, "slash.toml", "a/b")
@@ -146,7 +149,7 @@ def WORKSPACE(root: Path, ws) -> None:
     for name in ("kmp", "truncated", "objarray", "enum"):
         setattr(ws, "model" if name == "kmp" else f"{name}_model", str(root / f"{name}.model"))
     ws.objects_npy, ws.scalar_npy, ws.rows_npy = (str(root / f"{n}.npy") for n in ("objects", "scalar", "rows"))
-    for name in ("ok", "abs", "up", "slash", "empty", "dotdot"):
+    for name in ("ok", "abs", "up", "slash", "empty", "dotdot", "other", "collide"):
         setattr(ws, "pipeline" if name == "ok" else f"pipeline_{name}", str(root / f"{name}.toml"))
     ws.spec = load_spec(ws.pipeline)
 
@@ -222,6 +225,8 @@ CASES = [
          ("'../../x'", "is not a name", "no '/', '..'")),
     Case("pipeline-data-name-slash", lambda ws: load_spec(ws.pipeline_slash), SpecError, ("'a/b'", "is not a name")),
     Case("pipeline-data-name-empty", lambda ws: load_spec(ws.pipeline_empty), SpecError, ("''", "is not a name")),
+    Case("pipeline-features-name-collision", lambda ws: load_spec(ws.pipeline_collide), SpecError,
+         ("collide.toml", "[features] writes the store train_features", "[data.train_features]", "rename")),
     Case("pipeline-name-dotdot", lambda ws: load_spec(ws.pipeline_dotdot), SpecError, ("name = '..'", "is not a name")),
     # --- nothing unpickled that the run did not write -----------------------------------------------
     Case("pipeline-resume-planted-pickle", _resume("planted_run"), DigestMismatchError,
@@ -263,6 +268,9 @@ COMMANDS = [
             ("output directory", "userdir", "not a kmp_dask run directory", *NOT_OURS)),
     Command("run-resume-user-dir", lambda ws: ["run", ws.pipeline, "--output", ws.user_dir, "--resume"], 1,
             ("output directory", "userdir", "not a kmp_dask run directory", *NOT_OURS)),
+    Command("run-resume-another-pipeline",
+            lambda ws: ["run", ws.pipeline_other, "--output", ws.planted_run, "--resume"], 1,
+            ("planted-run", "started from a different pipeline", "pipeline.json", "same file and options")),
     Command("run-data-name-absolute", lambda ws: ["run", ws.pipeline_abs], 1,
             ("victim.zarr", "is not a name", "never a path")),
     Command("run-data-name-parent", lambda ws: ["run", ws.pipeline_up], 1, ("'../../x'", "is not a name")),

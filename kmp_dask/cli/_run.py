@@ -32,6 +32,7 @@ def run(pipeline, output, small, resume, overwrite, quiet, where):
 
     from .._overwrite import check_replaceable
     from ..pipeline import load_spec, run_pipeline
+    from ..pipeline._runner import check_resumable
 
     spec = load_spec(pipeline, small=small)
     out = Path(output or spec.get("output") or Path("runs") / spec["name"])
@@ -40,6 +41,8 @@ def run(pipeline, output, small, resume, overwrite, quiet, where):
                               "or --resume to continue the run in it")
     if out.exists():  # before the cluster starts: only a kmp_dask run directory is replaced or continued
         check_replaceable(out, ("run",), option="output directory")
+        if resume:
+            check_resumable(spec, out)
     if where.scheduler is None:
         r = spec.get("run", {})
         where = Where(**{**where.__dict__, "workers": where.workers or r.get("workers"),

@@ -117,25 +117,34 @@ def _steps(spec):
     yield "report", s.report_step
 
 
+def check_resumable(spec: dict, output) -> None:
+    """A run is resumed only with the spec it was started with (its ``pipeline.json``)."""
+    earlier = Path(output) / "pipeline.json"
+    if not earlier.is_file():
+        return
+    try:
+        same = json.loads(earlier.read_text()) == json.loads(json.dumps(spec, default=json_default))
+    except ValueError:
+        same = False
+    if not same:
+        raise ValueError(f"the run in {str(output)!r} was started from a different pipeline (its pipeline.json "
+                         "differs from this spec, e.g. another file or --small): resume it with the same file and "
+                         "options, or overwrite it to start again")
+
+
 def run_pipeline(spec: dict, output, *, client, overwrite: bool = False, resume: bool = False, log=print,
                  verbose=0) -> dict:
     """Run ``spec`` (from :func:`load_spec`) into ``output`` on ``client``; return the summary.
 
     ``verbose`` is given to the estimators that have it (unless the spec sets it): progress."""
+    if resume and Path(output).exists():
+        from .._overwrite import check_replaceable
+
+        check_replaceable(output, ("run",), option="output directory")  # before reading anything in it
+        check_resumable(spec, output)
     run = RunDirectory(output, overwrite=overwrite, resume=resume, verbose=verbose)
-    text = json.dumps(spec, indent=2, default=json_default)
-    earlier = run.path("pipeline.json")
-    if run.resumed and earlier.is_file():
-        try:
-            same = json.loads(earlier.read_text()) == json.loads(text)
-        except ValueError:
-            same = False
-        if not same:
-            raise ValueError(f"the run in {str(run.root)!r} was started from a different pipeline (its pipeline.json "
-                             "differs from this spec, e.g. another file or --small): resume it with the same file and "
-                             "options, or pass overwrite instead of resume to start again")
-    else:
-        earlier.write_text(text)
+    if not (run.path("pipeline.json").is_file() and run.resumed):
+        run.path("pipeline.json").write_text(json.dumps(spec, indent=2, default=json_default))
     results, t_all = {}, time.perf_counter()
     for name, fn in _steps(spec):
         previous = run.done(name) if resume else None

@@ -129,6 +129,10 @@ def validate(spec: dict, path) -> None:
     for est in (spec["model"].get("estimator"), spec.get("downstream", {}).get("estimator")):
         if est is not None and est not in SKLEARN:
             raise SpecError(f"{path}: estimator {est!r} is not one a pipeline may use; choose from {', '.join(sorted(SKLEARN))}")
+    for d in spec.get("features", {}).get("data", []):
+        if f"{d}_features" in spec["data"]:
+            raise SpecError(f"{path}: [features] writes the store {d}_features, which [data.{d}_features] also "
+                            "names; rename that data set")
     names = set(spec["data"]) | {f"{d}_features" for d in spec.get("features", {}).get("data", [])}
     for key, ref in _data_refs(spec) + [("downstream.train", spec.get("downstream", {}).get("train")),
                                         ("downstream.test", spec.get("downstream", {}).get("test"))]:
