@@ -187,19 +187,40 @@ def _ktilde(kernel, S, y, P, C):
     return np.outer(y, y) * (K + 1.0) + np.eye(len(S)) / C
 
 
-def _grow(Q, kernel, S, y, P, C):
-    """``K̃`` of the core set after its last row joined: one new row and column (O(|S|·d))."""
-    n = len(S)
+def _new_entries(kernel, S, y, P, C):
+    """The last row of ``K̃`` of the core set ``S`` (its off-diagonal part, its diagonal)."""
     k = kernel(S[:-1], S[-1:])[:, 0].astype(np.float64)
     kzz = float(kernel.diag(S[-1:])[0])
     if P.shape[1]:
         k = k - P[:-1] @ P[-1]
         kzz = kzz - float(P[-1] @ P[-1])
+    return y[:-1] * y[-1] * (k + 1.0), kzz + 1.0 + 1.0 / C
+
+
+def _grow(Q, kernel, S, y, P, C):
+    """``K̃`` of the core set after its last row joined: one new row and column (O(|S|·d))."""
+    n = len(S)
     out = np.empty((n, n))
     out[:-1, :-1] = Q
-    out[:-1, -1] = out[-1, :-1] = y[:-1] * y[-1] * (k + 1.0)
-    out[-1, -1] = kzz + 1.0 + 1.0 / C
+    out[:-1, -1], out[-1, -1] = _new_entries(kernel, S, y, P, C)
+    out[-1, :-1] = out[:-1, -1]
     return out
+
+
+def _rebuilt_ktilde(kernel, core_rows, core_y, core_P, C, m):
+    """``K̃`` of the first ``m`` core rows entry for entry as the loop built it — :func:`_ktilde`
+    on the first row, then the entries :func:`_grow` added for each row, from the same kernel
+    calls on the same arrays — without ``_grow``'s copies (O(m²·d)). A checkpoint of the loop
+    keeps the core rows instead of this m × m matrix."""
+    Q = np.empty((m, m))
+    if m:
+        Q[:1, :1] = _ktilde(kernel, np.asarray(core_rows[:1]), np.asarray(core_y[:1]),
+                            np.asarray(core_P[:1]).reshape(1, -1), C)
+    for n in range(2, m + 1):
+        S, y, P = np.asarray(core_rows[:n]), np.asarray(core_y[:n]), np.asarray(core_P[:n]).reshape(n, -1)
+        Q[: n - 1, n - 1], Q[n - 1, n - 1] = _new_entries(kernel, S, y, P, C)
+        Q[n - 1, : n - 1] = Q[: n - 1, n - 1]
+    return Q
 
 
 REFILL = 64
@@ -224,8 +245,9 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
 
     ``checkpoint``: anything with ``maybe_save(t, state)``, called at the end of iteration ``t``
     (after the new core row joined, before ``callback``) with a function returning the loop's
-    whole state (:func:`_loop_state`: core set, α, K̃, the QP's factor, pending rows, counters,
-    the RNG's state). ``resume``: such a state; the loop continues after its iteration, with
+    whole state (:func:`_loop_state`: core set, α, the QP's active set and factor, pending rows,
+    counters, the RNG's state; K̃ is not saved but rebuilt from the core rows entry for entry,
+    :func:`_rebuilt_ktilde`). ``resume``: such a state; the loop continues after its iteration, with
     ``random_state`` set from it. The caller restores the partitions to that moment (targets and
     deflating features: the kernel-column cache is rebuilt by the next pass, one column at a time
     as when the rows joined), so the resumed run's result is bit for bit the uninterrupted one's
@@ -253,13 +275,14 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
     else:
         r = resume
         core_index, core_rows, core_y, core_P = (list(r[k]) for k in ("core_index", "core_rows", "core_y", "core_P"))
-        alpha, Q, qp, pending = r["alpha"], r["Q"], r["qp"], r["pending"]
+        alpha, qp, pending = r["alpha"], r["qp"], r["pending"]
+        Q = _rebuilt_ktilde(kernel, core_rows, core_y, core_P, C, r["Q_rows"])
         n_iter, n_full, n_passes, evals, seconds0 = r["n_iter"], r["n_full"], r["n_passes"], r["evals"], r["seconds"]
         rng.bit_generator.state = r["rng"]
 
     def _loop_state():
         return {"core_index": core_index, "core_rows": core_rows, "core_y": core_y, "core_P": core_P,
-                "alpha": alpha, "Q": Q, "qp": qp, "pending": pending, "n_iter": n_iter, "n_full": n_full,
+                "alpha": alpha, "Q_rows": len(Q), "qp": qp, "pending": pending, "n_iter": n_iter, "n_full": n_full,
                 "n_passes": n_passes, "evals": evals, "rng": rng.bit_generator.state,
                 "seconds": seconds0 + time.perf_counter() - t0}
 

@@ -364,3 +364,30 @@ def test_a_task_of_an_earlier_run_stops_at_its_next_save(tmp_path):
     assert _parts(ckpt) == ["problem-00000.ckpt", STATE_FILE]
     part.discard()
     assert _parts(ckpt) == [STATE_FILE]
+
+
+def test_the_rebuilt_ktilde_is_the_loops_own_bit_for_bit():
+    """A loop checkpoint keeps the core rows, not K̃: the matrix rebuilt from them on resume must
+    be the one the loop grew row by row (MMDA's deflated kernel included)."""
+    from kmp_dask.greedy._cvm import _rebuilt_ktilde
+    import kmp_dask.greedy._cvm as g
+
+    X, y = _data(classes=2, seed=4)
+    grown, real = [], g._grow
+
+    def keep(Q, kernel, S, yy, P, C_):
+        out = real(Q, kernel, S, yy, P, C_)
+        grown.append((out, S.copy(), yy.copy(), P.copy(), kernel))
+        return out
+
+    g._grow = keep
+    try:
+        MMDA(2, C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y)
+    finally:
+        g._grow = real
+    deflated = [k for k, (_, _, _, P, _) in enumerate(grown) if P.shape[1]]
+    assert deflated and len(grown) > 100
+    for k in (0, 40, deflated[0] + 30, len(grown) - 1):
+        Q, S, yy, P, kernel = grown[k]
+        Q2 = _rebuilt_ktilde(kernel, list(S), list(yy), list(P), C, len(S))
+        assert Q2.tobytes() == Q.tobytes(), k
