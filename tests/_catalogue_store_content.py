@@ -11,6 +11,7 @@ edited with zarr as another tool would) and copied into each row's workspace.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -64,7 +65,10 @@ def WORKSPACE(root: Path, ws) -> None:  # noqa: N802 - the catalogue's hook name
         atexit.register(shutil.rmtree, tmp, True)
         _build(tmp)
         _TEMPLATE.append(tmp)
-    shutil.copytree(_TEMPLATE[0], root / "content")
+    try:  # hard links: ~20 ms a workspace instead of ~110 ms for a copy (the rows only read them)
+        shutil.copytree(_TEMPLATE[0], root / "content", copy_function=os.link)
+    except OSError:  # another file system than the template's
+        shutil.copytree(_TEMPLATE[0], root / "content")
     for p in (root / "content").iterdir():
         setattr(ws, p.name.split(".")[0], str(p))
 
