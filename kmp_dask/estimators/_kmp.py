@@ -553,6 +553,9 @@ _ATTRIBUTES = """
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Column names of a pandas ``X``; only when ``X`` had string column names.
+    store_feature_names_ : ndarray of shape (n_features_in_,)
+        The training store's ``feature_names`` (only when fitted on a store with names other than
+        ``x0, x1, ...``); a store given to predict / score must list the same (docs/store.md).
 
     Methods
     -------
