@@ -90,7 +90,7 @@ KPCA_CASES = {
 
 @pytest.mark.parametrize("case", list(KPCA_CASES))
 def test_kpca_resumed_fit_is_identical_in_process(tmp_path, monkeypatch, case):
-    X = _data(n=300 if case == "exact" else 700)
+    X = _data(n=200 if case == "exact" else 700)
     make = lambda: SparseKernelPCA(gamma=0.3, random_state=7, **KPCA_CASES[case])  # noqa: E731
     ref = make().fit(X)
     last = ref.trace_residual_path_.shape[0] - 2 if case != "bound" else 11
@@ -141,8 +141,9 @@ def test_complete_checkpoint_is_kept_and_resuming_it_starts_nothing(tmp_path, mo
 
 def test_resume_without_a_checkpoint_starts_from_scratch(tmp_path):
     X = _data()
-    ref = SparseKernelPCA(n_components=6, random_state=2).fit(X)
-    fresh = SparseKernelPCA(n_components=6, random_state=2).fit(X, checkpoint=tmp_path / "new", resume=True)
+    ref = SparseKernelPCA(n_components=6, candidates=30, random_state=2).fit(X)
+    fresh = SparseKernelPCA(n_components=6, candidates=30, random_state=2).fit(X, checkpoint=tmp_path / "new",
+                                                                             resume=True)
     _same_kpca(fresh, ref)
     assert checkpoint_info(tmp_path / "new")["complete"]
 
