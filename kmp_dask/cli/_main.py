@@ -7,7 +7,9 @@ the full Python traceback instead. Anything else (a bug) keeps its traceback.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,16 +32,52 @@ def _raised_in_kmp_dask(exc: BaseException) -> bool:
     return last is not None and str(last.tb_frame.f_globals.get("__name__", "")).startswith("kmp_dask")
 
 
+#: The environment's ``OSError`` errnos that are not bugs: what the user can do about each.
+_ENVIRONMENT_ERRNOS = {
+    errno.ENOSPC: "the disk is full: free space there or write to another directory, then run the command again",
+    errno.EDQUOT: "the disk quota is exhausted: free space there or write to another directory, then run the "
+                  "command again",
+    errno.EROFS: "that file system is read-only: write to a writable directory (e.g. under your home or the "
+                 "current directory), then run the command again",
+    errno.EMFILE: "too many open files: raise the limit (`ulimit -n 4096`) or use fewer workers",
+}
+
+
+def _environment_oserror(exc: BaseException) -> OSError | None:
+    """The disk-full / read-only / quota / open-files ``OSError`` behind ``exc`` (itself or a cause)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _ENVIRONMENT_ERRNOS:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def is_expected_error(exc: BaseException) -> bool:
     """Errors reported in one line: kmp_dask's own exception classes, file-system and connection
-    errors, and ``ValueError`` / ``TypeError`` raised by kmp_dask's input checks."""
+    errors, the environment's failures (disk full, read-only file system, quota, out of memory,
+    too many open files) and ``ValueError`` / ``TypeError`` raised by kmp_dask's input checks."""
     if type(exc).__module__.startswith("kmp_dask") or isinstance(exc, _EXPECTED_BUILTINS):
+        return True
+    if isinstance(exc, MemoryError) or _environment_oserror(exc) is not None:
         return True
     return type(exc) in (ValueError, TypeError) and _raised_in_kmp_dask(exc)
 
 
 def one_line_message(exc: BaseException) -> str:
     """``exc``'s message on one line, Python argument names replaced by the CLI's options."""
+    env = _environment_oserror(exc)
+    if env is not None:
+        where = f" writing in {os.path.dirname(os.path.abspath(env.filename))!r}" if env.filename else ""
+        cause = env.strerror or errno.errorcode.get(env.errno, str(env.errno))
+        text = f"{cause} ({errno.errorcode.get(env.errno, env.errno)}){where}: {_ENVIRONMENT_ERRNOS[env.errno]}"
+        return " ".join(text.split())
+    if isinstance(exc, MemoryError):
+        detail = " ".join(str(exc).split())
+        return ("out of memory" + (f" ({detail})" if detail else "") + ": this machine cannot hold what the command "
+                "asked for. Use a smaller model (e.g. a smaller --n-basis), fewer or smaller chunks per worker, a "
+                "larger --memory-limit on a machine with more memory, or a cluster (--scheduler).")
     text = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, FileExistsError):
         text = text.replace("pass overwrite=True", "pass --overwrite")
