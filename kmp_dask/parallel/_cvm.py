@@ -137,41 +137,44 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
     ``client=None``: one in-process engine, problems in turn. One problem and a client: an actor
     engine (passes on the workers). Several problems and a client: one task each.
 
-    ``checkpoint``: the fit's :class:`~kmp_dask.greedy._checkpoint.Checkpoint` (None: none). Its
-    main file holds the seeds, the finished problems' results and the fit's elapsed seconds,
-    rewritten at every problem boundary; each running problem keeps its own part
-    ``problem-<k>`` (:class:`ProblemCheckpoint`, written by the worker task that runs it when
-    problems are tasks: the directory must be on a file system the workers share, as stores
-    are), removed once its result is in the main file. A resumed fit skips the finished problems
-    and continues the others from their parts. ``on_problem(k, result, n_done)``: called on the
-    driver as each problem finishes (in order of completion; after its checkpoint).
+    ``checkpoint``: the fit's :class:`~kmp_dask.greedy._checkpoint.Checkpoint` (None: none). Each
+    problem has its own part ``problem-<k>``: while it runs, its core-set loop's state
+    (:class:`ProblemCheckpoint`, written by the worker task that runs it when problems are tasks:
+    the directory must then be on a file system the workers share, as stores are); once it is
+    done, its result (written by the driver, marked complete). The main file holds the seeds,
+    the finished problems' numbers and the fit's elapsed seconds, rewritten (small) at every
+    problem boundary; when the fit completes, all results — the parts are then removed. A
+    resumed fit takes the finished problems' results from their parts and continues the
+    others. ``on_problem(k, result, n_done)``: called on the driver as each problem finishes (in
+    order of completion; after its checkpoint).
     """
     t0 = time.perf_counter()
     token = uuid.uuid4().hex  # this run of the fit: tasks of an earlier run stop at their next save
-    done, elapsed0 = {}, 0.0
+    elapsed0 = 0.0
     if checkpoint is not None and checkpoint.saved is not None:
-        done = dict(checkpoint.saved.get("results", {}))
         elapsed0 = float(checkpoint.saved.get("elapsed", 0.0))
         seeds = list(checkpoint.saved.get("seeds", seeds))
     positives, seeds = list(positives), [int(s) for s in seeds]
+    parts = {k: checkpoint.part(_part_name(k)) for k in range(len(positives))} if checkpoint is not None else {}
+    done = {k: p.saved["result"] for k, p in parts.items() if p.saved is not None and "result" in p.saved}
 
-    def payload():
-        return {"positives": positives, "seeds": seeds, "results": dict(done),
-                "elapsed": elapsed0 + time.perf_counter() - t0}
+    def save_main():
+        checkpoint.save_payload({"positives": positives, "seeds": seeds, "done": sorted(done),
+                                 "elapsed": elapsed0 + time.perf_counter() - t0},
+                                iteration=len(done) - 1, problems_done=len(done), run_token=token)
 
     if checkpoint is not None:
-        checkpoint.save_payload(payload(), iteration=len(done) - 1, problems_done=len(done), run_token=token)
+        save_main()
 
     def finished(k, result):
         done[k] = result
         if checkpoint is not None:
-            checkpoint.save_payload(payload(), iteration=len(done) - 1, problems_done=len(done), run_token=token)
-            checkpoint.part(_part_name(k)).discard()
+            parts[k].save_payload({"result": result}, complete=True, problem=int(k))
+            save_main()
         if on_problem is not None:
             on_problem(k, result, len(done))
 
     todo = [k for k in range(len(positives)) if k not in done]
-    parts = {k: checkpoint.part(_part_name(k)) for k in todo} if checkpoint is not None else {}
     if todo and (client is None or len(positives) == 1):
         engine = _engine(client, store)
         try:
@@ -214,6 +217,8 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
         checkpoint.save_payload({"result": results, "seeds": seeds, "elapsed": elapsed0 + time.perf_counter() - t0},
                                 iteration=len(results) - 1, complete=True, problems_done=len(results),
                                 run_token=token)
+        for part in parts.values():  # the main file holds every result now
+            part.discard()
     return results
 
 

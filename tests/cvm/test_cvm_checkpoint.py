@@ -110,8 +110,9 @@ def test_one_vs_rest_cvm_resumed_inside_a_problem_is_identical(tmp_path, monkeyp
     assert not info["complete"] and info["problems_done"] == run
     saved = at - (at + 1) % every  # the loop's last save: the end of this iteration
     part = ckpt / f"problem-{run:05d}.ckpt"
-    if saved >= 0:
-        assert _parts(ckpt) == [part.name, STATE_FILE]
+    if saved >= 0:  # the finished problems' results, the running one's loop, the main file
+        assert _parts(ckpt) == [f"problem-{k:05d}.ckpt" for k in range(run + 1)] + [STATE_FILE]
+        assert all(_read_header(ckpt / f"problem-{k:05d}.ckpt")[0]["complete"] for k in range(run))
         assert _read_header(part)[0]["iteration"] == saved
     resumed_loops = []
     real = par_cvm.core_vector_machine
@@ -196,7 +197,8 @@ def test_cvm_resumed_after_a_problem_boundary_and_progress_per_problem(tmp_path,
         with pytest.raises(Interrupted):
             make().fit(X, y, checkpoint=ckpt)
     info = checkpoint_info(ckpt)
-    assert info["problems_done"] == 2 and not info["complete"] and _parts(ckpt) == [STATE_FILE]
+    assert info["problems_done"] == 2 and not info["complete"]
+    assert _parts(ckpt) == ["problem-00000.ckpt", "problem-00001.ckpt", STATE_FILE]
     records = []
     with iteration_listener(lambda desc, rec: records.append(rec)):
         resumed = make().fit(X, y, checkpoint=ckpt, resume=True)
