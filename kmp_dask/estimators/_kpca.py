@@ -232,7 +232,7 @@ class SparseKCCA(BaseEstimator):
     kernel_x, gamma_x, kernel_y, gamma_y, degree, coef0
         Each view's kernel (gamma None: 1 / that view's n_features).
     reg : float, default=0.1
-        CCA regulariser, relative to each view's mean variance inside its subspace. Measured
+        CCA regulariser (finite, >= 0), relative to each view's mean variance inside its subspace. Measured
         (benchmarks/sparse_kpca.py, optdigits halves, k = 200): reg = 1e-3 gave held-out
         correlations .55/.57/.76 for the first pairs — §4's quotient is a cosine, so rows isolated
         in both views score 1 and weakly regularised pairs sit on a few of them — while 0.1 gave
