@@ -61,8 +61,11 @@ def _check_params(est):
     def bad(name, want):
         raise ValueError(f"{name} must be {want}; got {getattr(est, name)!r}")
 
-    if not isinstance(est.n_basis, numbers.Integral) or est.n_basis < 1:
-        bad("n_basis", "a positive int")
+    if isinstance(est.n_basis, bool) or not isinstance(est.n_basis, numbers.Integral) or est.n_basis < 1:
+        bad("n_basis", "a positive int (a fit uses at most one atom per training row and kernel)")
+    if isinstance(est.gamma, (list, tuple)) and not est.gamma:
+        raise ValueError("gamma must be a positive number, None (1 / n_features) or a non-empty list of positive "
+                         "numbers (a dictionary of RBF widths, e.g. gamma=[0.1, 1.0, 10.0]); got []")
     if est.fit_mode not in FIT_MODES:
         bad("fit_mode", f"one of {FIT_MODES}")
     if est.basis_columns not in BASIS_COLUMNS:

@@ -123,6 +123,27 @@ def _total(results, key):
     return np.add.reduce([r[key] for r in results])
 
 
+def _check_factor_fits(n_basis: int, requested: int) -> None:
+    """Refuse a Cholesky factor (``n_basis²`` float64 in the driver) larger than the memory available."""
+    need = 8 * int(n_basis) ** 2
+    try:
+        import psutil
+
+        free = int(psutil.virtual_memory().available)
+    except Exception:  # no psutil: let numpy's own MemoryError speak
+        return
+    if need > free:
+        from dask.utils import format_bytes
+
+        capped = f" (capped at {n_basis}: one atom per training row and kernel)" if requested != n_basis else ""
+        raise ValueError(
+            f"n_basis={requested}{capped} needs a {format_bytes(need)} Cholesky factor in this process "
+            "(n_basis² × 8 bytes; "
+            f"backfit / prefit / refit keep it), more than the {format_bytes(free)} of memory available. Pass a smaller "
+            f"n_basis (at most about {int((free / 8) ** 0.5 * 0.5)} here), or fit_mode='basic' (no factor)."
+        )
+
+
 class Pursuit:
     """One KMP run: the model being built and the passes that build it (see the module doc)."""
 
@@ -139,6 +160,14 @@ class Pursuit:
         self.n_val = int(sum(s["n_val"] for s in stats))
         if self.n_train == 0:
             raise ValueError("no training rows: validation_fraction leaves nothing to fit")
+        # A basis holds at most one atom per (training row, kernel) plus the bias: cap n_basis there
+        # before anything is sized by it (the n_basis² Cholesky factor, the workers' columns). The
+        # margin keeps the loop reaching the iteration that finds the dictionary exhausted, so the
+        # stop reason is the one an uncapped run gives.
+        requested, n_basis = n_basis, min(int(n_basis), self.n_train * len(self.kernels) + 3)
+        self.n_basis = n_basis
+        if strategy.uses_chol:
+            _check_factor_fits(n_basis, requested)
         # the weight of the training rows: their number, or the sum of their sample weights
         self.w_train = float(sum(s["w_sum"] for s in stats)) if "w_sum" in stats[0] else self.n_train
         if not self.w_train > 0:
