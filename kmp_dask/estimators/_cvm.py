@@ -75,11 +75,12 @@ class _CVMBase(BaseEstimator):
             else:
                 cb, bar = progress_callback(self.verbose, len(positives), desc=type(self).__name__, unit="problem")
                 label = list(names) if len(codes) > 2 else [names[1]]
-                resumed = {} if ckpt is None or ckpt.saved is None else ckpt.saved.get("results", {})
-                if bar is not None and resumed and hasattr(bar, "update"):
-                    bar.update(len(resumed))
+                shown = [0]
 
                 def on_problem(k, result, n_done):
+                    if bar is not None and hasattr(bar, "update") and n_done - 1 > shown[0]:
+                        bar.update(n_done - 1 - shown[0])  # the problems a resumed fit found finished
+                    shown[0] = n_done
                     if cb is not None:
                         cb(_problem_record(k, label[k], result, n_done))
 
