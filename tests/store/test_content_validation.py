@@ -177,6 +177,24 @@ def test_missing_chunk_file_is_found_on_read_and_by_verify(store, key, array, ch
     assert s.read_range(0, CHUNK)[0].shape == (CHUNK, 3)  # the other chunks still read
 
 
+def test_missing_chunk_of_an_fsspec_store(tmp_path):
+    """The same through fsspec (``memory://``): ``fs.exists`` on read, ``fs.find`` in verify."""
+    import fsspec
+
+    X, y = _data()
+    url = f"memory://content-{tmp_path.name}/s.zarr"
+    create_store(url, X, y, chunk_rows=CHUNK, classes=["neg", "pos"])
+    fs = fsspec.filesystem("memory")
+    try:
+        fs.rm(f"/content-{tmp_path.name}/s.zarr/y/c/1")
+        s = open_store(url)
+        for read in [lambda: s.read_range(0, N), s.verify]:
+            with pytest.raises(StoreCorruptError, match=r"chunk 1 \(rows 250..499\) of array 'y' .* is missing"):
+                read()
+    finally:
+        fs.rm(f"/content-{tmp_path.name}", recursive=True)
+
+
 def test_verify_compares_the_listing_with_the_grid_before_reading(store):
     """A deleted chunk of y is reported without reading X (the listing is checked first)."""
     os.remove(os.path.join(store.url, "y", "c", "0"))
