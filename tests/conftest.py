@@ -6,6 +6,10 @@
 * ``cli_cluster`` — a real ``dask scheduler`` + two ``dask worker`` subprocesses on 127.0.0.1
   (the commands a user types), yielding the scheduler-file path; module-scoped, used by the
   end-to-end tests.
+
+Every cluster here is made with ``_loaded_machine.CLUSTER_CONFIG`` (generous connection timeouts
+that its worker processes inherit) and waits ``_loaded_machine.WORKER_WAIT`` seconds for its
+workers, so the tests pass on a loaded machine (issue 29).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _loaded_machine import CLUSTER_CONFIG, WORKER_WAIT, cluster_env
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -39,9 +44,12 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def thread_cluster():
+    import dask
     from distributed import LocalCluster
 
-    with LocalCluster(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster:
+    with dask.config.set(CLUSTER_CONFIG):
+        cluster = LocalCluster(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=":0")
+    with cluster:
         yield cluster
 
 
@@ -55,12 +63,15 @@ def thread_client(thread_cluster):
 
 @pytest.fixture(scope="session")
 def process_cluster():
+    import dask
     from distributed import LocalCluster
 
-    with LocalCluster(
-        processes=True, n_workers=2, threads_per_worker=1, host="127.0.0.1",
-        dashboard_address=None, memory_limit="3GiB",
-    ) as cluster:
+    with dask.config.set(CLUSTER_CONFIG):  # the nannies hand it to every worker they (re)start
+        cluster = LocalCluster(
+            processes=True, n_workers=2, threads_per_worker=1, host="127.0.0.1",
+            dashboard_address=None, memory_limit="3GiB",
+        )
+    with cluster:
         yield cluster
 
 
@@ -69,7 +80,7 @@ def process_client(process_cluster):
     from distributed import Client
 
     with Client(process_cluster, set_as_default=False) as client:
-        client.wait_for_workers(2, timeout=60)
+        client.wait_for_workers(2, timeout=WORKER_WAIT)  # back after an earlier test killed one
         yield client
 
 
@@ -85,14 +96,14 @@ def cli_cluster(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("cli-cluster")
     sched_file = tmp / "scheduler.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **cluster_env()}
     logs = [open(tmp / "scheduler.log", "w"), open(tmp / "worker.log", "w")]
     sched = subprocess.Popen(
         _dask_cli() + ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                        "--scheduler-file", str(sched_file), "--idle-timeout", "600"],
         stdout=logs[0], stderr=subprocess.STDOUT, env=env,
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + WORKER_WAIT
     while not sched_file.exists():
         if time.monotonic() > deadline or sched.poll() is not None:
             sched.kill()
@@ -101,12 +112,12 @@ def cli_cluster(tmp_path_factory):
     worker = subprocess.Popen(
         _dask_cli() + ["worker", "--scheduler-file", str(sched_file), "--host", "127.0.0.1",
                        "--nworkers", "2", "--nthreads", "1", "--memory-limit", "3GiB",
-                       "--no-dashboard", "--death-timeout", "60", "--name", "w"],
+                       "--no-dashboard", "--death-timeout", f"{WORKER_WAIT:g}", "--name", "w"],
         stdout=logs[1], stderr=subprocess.STDOUT, env=env,
     )
     try:
-        with Client(scheduler_file=str(sched_file), timeout="30s") as c:
-            c.wait_for_workers(2, timeout=60)
+        with Client(scheduler_file=str(sched_file), timeout=CLUSTER_CONFIG["distributed.comm.timeouts.connect"]) as c:
+            c.wait_for_workers(2, timeout=WORKER_WAIT)
         yield str(sched_file)
     finally:
         for proc in (worker, sched):

@@ -7,6 +7,7 @@ import signal
 
 import numpy as np
 import pytest
+from _loaded_machine import WORKER_WAIT  # generous on a loaded machine (issue 29)
 from sklearn.datasets import load_iris, make_classification
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -134,7 +135,7 @@ def test_binary_problem_on_workers_survives_a_killed_worker(tmp_path, process_cl
 
         res = core_vector_machine(eng, random_state=np.random.default_rng(0), callback=kill, **kw)
         assert eng.n_restarts >= 1
-    process_client.wait_for_workers(2, timeout=120)
+    process_client.wait_for_workers(2, timeout=WORKER_WAIT)
     assert res.core_index.tolist() == ref.core_index.tolist()
     np.testing.assert_allclose(res.alpha, ref.alpha, rtol=1e-9, atol=1e-12)
 

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from _loaded_machine import WORKER_WAIT  # generous on a loaded machine (issue 29)
 
 from kmp_dask import KMPRegressor
 from kmp_dask.datasets import make_regression_store
@@ -25,7 +26,7 @@ def test_worker_killed_during_prediction_over_a_store(tmp_path):
     model = KMPRegressor(n_basis=60, gamma=0.05, random_state=0).fit(X, y)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster, Client(cluster, set_as_default=False) as client:
-        client.wait_for_workers(2, timeout=60)
+        client.wait_for_workers(2, timeout=WORKER_WAIT)
         victim = sorted(client.scheduler_info()["workers"])[0]
         pid = client.run(os.getpid, workers=[victim])[victim]
         with client.as_current():

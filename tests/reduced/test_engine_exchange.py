@@ -11,6 +11,7 @@ import signal
 
 import numpy as np
 import pytest
+from _loaded_machine import WORKER_WAIT  # generous on a loaded machine (issue 29)
 
 from kmp_dask import KernelExpansion
 from kmp_dask.blockops import apply_effects
@@ -215,7 +216,7 @@ def test_killed_worker_during_the_exchange(tmp_path, process_client):
 
         got = engine_exchange(_Kill(), kernel=k, wsq=wsq2, index=res2.index, vectors=res2.vectors, n_rows=len(X))
         assert eng.n_restarts >= 1
-    process_client.wait_for_workers(2, timeout=120)
+    process_client.wait_for_workers(2, timeout=WORKER_WAIT)
     # partitions paged out of core every pass: the exchange state pages like any other
     with ActorEngine(process_client, specs, budget_bytes=(17 << 20) // 10) as eng:
         _, wsq3, res3 = _pursuit(eng, X, alpha, k, 25)

@@ -1,0 +1,40 @@
+"""Generous, configurable waits for tests that start dask clusters (issue 29: a test that passes
+alone failed on a machine with load 10 — ``Only 1/2 workers arrived after 120``).
+
+On a loaded machine a worker process (re)started by its nanny after a SIGKILL can take minutes to
+import and register, and a worker whose connection to the scheduler times out (dask's default
+``distributed.comm.timeouts.connect`` is 30 s) fails to start and is never restarted — the cluster
+stays one worker short. So the clusters the tests start get:
+
+* :data:`CLUSTER_CONFIG` — dask config set while a cluster is made; nannies snapshot the config
+  at creation and hand it to every worker process they (re)start, and ``cli_cluster`` passes it
+  to its ``dask scheduler`` / ``dask worker`` subprocesses as environment variables;
+* :data:`WORKER_WAIT` — seconds to wait for workers (to arrive, or to come back after a kill):
+  ``KMP_TEST_WORKER_WAIT`` in the environment, default 600.
+
+A correct run never waits that long: these are bounds, not sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: Seconds a test waits for a cluster's workers (to start or to come back after a kill).
+WORKER_WAIT = float(os.environ.get("KMP_TEST_WORKER_WAIT", "600"))
+
+#: dask config for the clusters the tests start (connections under load take longer).
+CLUSTER_CONFIG = {
+    "distributed.comm.timeouts.connect": f"{max(180.0, WORKER_WAIT / 3):g}s",
+    "distributed.comm.timeouts.tcp": f"{max(180.0, WORKER_WAIT / 3):g}s",
+}
+
+
+def cluster_env() -> dict:
+    """:data:`CLUSTER_CONFIG` as the environment variables dask reads in subprocesses."""
+    return {"DASK_" + key.upper().replace(".", "__").replace("-", "_"): value
+            for key, value in CLUSTER_CONFIG.items()}
+
+
+def wait_for_workers(client, n: int) -> None:
+    """``client.wait_for_workers(n)`` with the generous :data:`WORKER_WAIT` bound."""
+    client.wait_for_workers(n, timeout=WORKER_WAIT)
