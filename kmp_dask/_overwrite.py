@@ -41,7 +41,7 @@ __all__ = ["ForeignTargetError", "check_replaceable", "kind_of", "RUN_MARKER", "
 
 RUN_MARKER = ".kmp_dask-run"
 #: Entries a pipeline run writes at the top of its directory.
-RUN_ENTRIES = frozenset({RUN_MARKER, "pipeline.json", "data", "model", "compressed", "checkpoint", "steps",
+RUN_ENTRIES = frozenset({RUN_MARKER, "pipeline.json", "data", "model", "compressed", "checkpoint", "checkpoint_compress", "steps",
                          "summary.json", "report.html", "model.joblib"})
 #: kmp_dask's own temporaries of those entries (save, the report's atomic write, a step record).
 _RUN_TEMPORARY = re.compile(r"^\.(model|compressed)\.(tmp|old)-\w+$|^\.report\.html\.\w+\.tmp$|^\.summary\.json\.\w+$")

@@ -101,7 +101,7 @@ Examples:
               help="TOML file of estimator parameters (flat keys, e.g. n_basis = 200); flags win.")
 @click.option("--overwrite", is_flag=True, help="Replace --model if it exists.")
 @click.option("--checkpoint", default=None, type=click.Path(file_okay=False),
-              help="kmp: save the driver's state here every --checkpoint-every iterations.")
+              help="Save the driver's state here every --checkpoint-every iterations (every algorithm).")
 @click.option("--checkpoint-every", default=10, show_default=True, type=click.IntRange(1))
 @click.option("--resume", is_flag=True, help="Continue the fit saved in --checkpoint (identical model).")
 @click.option("--sample-weight", "weights_path", default=None, type=click.Path(dir_okay=False, exists=True),
@@ -123,8 +123,6 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
         raise click.BadParameter(f"unknown algorithm {algorithm!r}; use one of {', '.join(sorted(ALGORITHMS))}",
                                  param_hint="algorithm (in --config)")
     _check_output_free(model_path, overwrite, "--model", "model")
-    if (checkpoint or resume) and algorithm != "kmp":
-        raise click.UsageError(f"--checkpoint/--resume are supported for --algorithm kmp only (got {algorithm})")
     if resume and not checkpoint:
         raise click.UsageError("--resume needs --checkpoint DIR (the directory of the interrupted fit)")
     if weights_path and algorithm != "kmp":

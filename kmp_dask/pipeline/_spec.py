@@ -20,7 +20,7 @@ TABLES = {"name", "description", "output", "data", "model", "compress", "feature
           "report", "run", "small"}
 DATA_KEYS = {"source", "n_rows", "seed", "start_row", "part", "test_size", "chunk_rows", "n_features", "n_classes"}
 MODEL_KEYS = {"algorithm", "task", "params", "checkpoint_every", "estimator"}
-COMPRESS_KEYS = {"n_vectors", "method", "data", "params"}
+COMPRESS_KEYS = {"n_vectors", "method", "data", "params", "checkpoint_every"}
 FEATURES_KEYS = {"data"}
 DOWNSTREAM_KEYS = {"estimator", "params", "train", "test"}
 EVALUATE_KEYS = {"data"}

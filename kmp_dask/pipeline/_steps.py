@@ -116,17 +116,12 @@ def model_step(spec, run, client, *, resume=False):
     return out
 
 
-#: Families whose ``fit`` continues from a checkpoint directory (``checkpoint=``, ``resume=``).
-CHECKPOINTED = {"kmp"}
-
-
-def _fit_kw(m: dict, run, resume: bool) -> dict:
-    """Keyword arguments of the model's ``fit``: the checkpoint of the families that have one."""
-    fit_kw = {}
-    if m.get("algorithm", "kmp") in CHECKPOINTED:
-        fit_kw.update(checkpoint=str(run.path("checkpoint")), checkpoint_every=int(m.get("checkpoint_every", 10)),
-                      resume=resume)
-    return fit_kw
+def _fit_kw(m: dict, run, resume: bool, directory: str = "checkpoint") -> dict:
+    """Keyword arguments of a step's ``fit``: every family's fit (KMP, CVM, MMDA, sparse KPCA, the
+    compressor) continues from its checkpoint directory in the run, so a killed run resumes to the
+    identical model."""
+    return {"checkpoint": str(run.path(directory)), "checkpoint_every": int(m.get("checkpoint_every", 10)),
+            "resume": resume}
 
 
 class DigestMismatchError(ValueError):
@@ -168,7 +163,7 @@ def compress_step(spec, run, client, *, resume=False):
     comp = ReducedSetCompressor(n_vectors=c["n_vectors"], method=c.get("method", "hmp"),
                                 **{"verbose": run.verbose, **c.get("params", {})})
     t0 = time.perf_counter()
-    comp.fit(load_model(run), X, y)
+    comp.fit(load_model(run), X, y, **_fit_kw(c, run, resume, "checkpoint_compress"))
     seconds = time.perf_counter() - t0
     save(comp, run.path("compressed"), overwrite=run.resumed)
     return {"n_vectors": int(comp.n_vectors_), "compress_seconds": seconds, "path": comp.path_}

@@ -57,3 +57,22 @@ def test_killed_train_resumes_to_the_identical_model(tmp_path):
     np.testing.assert_array_equal(got.intercept_, ref.intercept_)
     X = np.random.default_rng(0).normal(size=(50, ref.n_features_in_)).astype(np.float32)
     np.testing.assert_array_equal(got.decision_function(X), ref.decision_function(X))
+
+
+@pytest.mark.parametrize("algorithm, flags", [
+    ("cvm", ["--eps", "1e-3"]),
+    pytest.param("skpca", ["--n-components", "12"], marks=pytest.mark.slow),
+])
+def test_every_algorithm_checkpoints_and_a_complete_checkpoint_resumes_to_the_same_model(tmp_path, algorithm, flags):
+    """``--checkpoint`` is accepted for every ``--algorithm`` (issue 29); resuming a complete checkpoint
+    gives the model of the run that wrote it, without fitting again."""
+    run_cli("ingest", "synthetic:classification", tmp_path / "train.zarr", "--n-rows", 1500, "--chunk-rows", 500)
+    common = ["train", tmp_path / "train.zarr", "--algorithm", algorithm, *flags, "--workers", 1, "--quiet",
+              "--checkpoint", tmp_path / "ckpt", "--checkpoint-every", 2]
+    run_cli(*common, "--model", tmp_path / "a.model")
+    assert any((tmp_path / "ckpt").iterdir())
+    run_cli(*common, "--model", tmp_path / "b.model", "--resume")
+    a, b = load(tmp_path / "a.model"), load(tmp_path / "b.model")
+    X = np.random.default_rng(0).normal(size=(40, a.n_features_in_)).astype(np.float32)
+    out = "decision_function" if algorithm == "cvm" else "transform"
+    np.testing.assert_array_equal(getattr(b, out)(X), getattr(a, out)(X))
