@@ -117,6 +117,9 @@ CLOCK_KEYS = ("seconds", "time")
 #: compared and reported, but not part of the model's identity
 WORK_COUNTERS = ("kernel_evaluations", "training_kernel_evaluations_")
 CHILD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+#: the script the drivers run (``main`` points it at a copy in the work directory, so edits of this
+#: file during a run change nothing)
+CHILD_SCRIPT = Path(__file__).resolve()
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,6 +183,18 @@ def _checkpoint_state(directory):
     if info is not None:
         out.update(iteration=info.get("iteration"), complete=info.get("complete"),
                    estimator=info.get("estimator"))
+    parts = {}
+    for f in files:  # a fit of several parts (CVM/MMDA problems) keeps a file per part, same header
+        if f.endswith(".ckpt") and f != "state.ckpt":
+            try:
+                from kmp_dask.greedy._checkpoint import _read_header
+
+                head = _read_header(d / f)[0]
+                parts[f] = {"iteration": head.get("iteration"), "complete": head.get("complete")}
+            except Exception as exc:
+                parts[f] = {"error": f"{type(exc).__name__}: {exc}"}
+    if parts:
+        out["parts"] = parts
     return out
 
 
@@ -259,7 +274,7 @@ def run_driver(spec, *, kill_at=None, kill_after_checkpoint=False, expected=None
         if p.exists():
             p.unlink()
     t_start = time.time()
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
+    proc = subprocess.Popen([sys.executable, str(CHILD_SCRIPT), "--child", json.dumps(spec)],
                             stdout=subprocess.PIPE, stderr=err, text=True, env=env, start_new_session=True)
     markers = {}
 
@@ -427,6 +442,17 @@ def _spec(workdir, family, client, name, store, source, checkpoint=True, overrid
             "record": str(d / "record.json")}
 
 
+def _ckpt_str(c):
+    """The checkpoint at a kill, for the log: its iteration (and its parts' iterations)."""
+    if not c or not c["exists"]:
+        return "no ckpt"
+    out = f"ckpt it {c.get('iteration')}" + (" complete" if c.get("complete") else "")
+    if c.get("parts"):
+        out += " parts " + ",".join(str(p.get("iteration")) + ("c" if p.get("complete") else "")
+                                    for p in c["parts"].values())
+    return out
+
+
 def _kill_run(workdir, family, client, name, store, source, T, rng, *, rekill, max_kills, timeout, mode=None,
               overrides=None):
     """One run: a driver killed at a random moment, restarted (maybe killed again) until it
@@ -576,8 +602,7 @@ def run_driver_kills(workdir, *, families=tuple(FAMILIES), runs=9, embedded_runs
                     run["comparison"] = compare_models(model, ref_dir)
                     run["identical"] = run["comparison"]["identical"]
                 doc["runs"].append(run)
-                ks = ", ".join(f"{k['after_seconds']:.2f}s/{k['phase']}"
-                               f"{'/ckpt it ' + str(k['checkpoint'].get('iteration')) if k['checkpoint'] and k['checkpoint']['exists'] else '/no ckpt'}"
+                ks = ", ".join(f"{k['after_seconds']:.2f}s/{k['phase']}/{_ckpt_str(k['checkpoint'])}"
                                for k in run["kills"])
                 log(f"  {fam} {client} run {i + 1}/{n_runs} ({run['mode']}): {run['n_kills']} kill(s) [{ks}] -> "
                     f"{run['status']}, identical={run['identical']}")
@@ -679,6 +704,12 @@ def main(argv=None):
         sys.path.insert(0, str(src))
         os.environ["PYTHONPATH"] = os.pathsep.join([str(src)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
         H.log(f"kmp_dask from commit {source['commit'][:10]} ({args.kmp_dask_rev}), extracted to {src}")
+    global CHILD_SCRIPT
+    bench = workdir / "bench"
+    bench.mkdir(exist_ok=True)
+    for f in (Path(__file__).resolve(), HERE / "_harness.py"):
+        shutil.copy2(f, bench / f.name)
+    CHILD_SCRIPT = bench / Path(__file__).name
     try:
         doc = run_driver_kills(workdir, families=families, runs=args.runs, embedded_runs=args.embedded_runs,
                                rows=args.rows, chunk_rows=args.chunk_rows, rekill=args.rekill,
