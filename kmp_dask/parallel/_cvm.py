@@ -189,7 +189,8 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
         from distributed import as_completed
 
         specs = in_process_specs(store)
-        specs_f = client.scatter(specs, broadcast=True) if store.url is None else specs
+        # hash=False: keys of this call only (a cancelled earlier call must not release them)
+        specs_f = client.scatter(specs, broadcast=True, hash=False) if store.url is None else specs
         futures = {}
         for k in todo:
             pc = ProblemCheckpoint(parts[k].detached(), checkpoint.every, token) if k in parts else None

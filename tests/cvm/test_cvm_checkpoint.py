@@ -393,3 +393,24 @@ def test_the_rebuilt_ktilde_is_the_loops_own_bit_for_bit():
         Q, S, yy, P, kernel = grown[k]
         Q2 = _rebuilt_ktilde(kernel, list(S), list(yy), list(P), C, len(S))
         assert Q2.tobytes() == Q.tobytes(), k
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_one_vs_rest_tasks_time_out_when_no_problem_finishes_in_time(process_client):
+    """Results are taken as they arrive; ``timeout`` bounds the wait for the next one."""
+    from kmp_dask.kernels import get_kernel
+    from kmp_dask.parallel._cvm import fit_binary_problems
+    from kmp_dask.store import InMemoryStore
+
+    X, y = _data(n=3000, classes=3, seed=1)
+    store = InMemoryStore(X, y, chunk_rows=1000)
+    kw = dict(kernel=get_kernel("rbf", gamma=GAMMA), kappa=1.0, C=C, eps=1e-4, n_rows=len(X), candidates=59,
+              max_core=5000)
+    with pytest.raises(TimeoutError, match="no one-vs-rest problem finished within 0 s"):
+        fit_binary_problems(process_client, store, [0, 1, 2], seeds=[1, 2, 3], timeout=0.01, **kw)
+    got = []
+    res = fit_binary_problems(process_client, store, [0, 1, 2], seeds=[1, 2, 3], timeout=600,
+                              on_problem=lambda k, r, n: got.append((k, n)), **kw)
+    assert sorted(k for k, _ in got) == [0, 1, 2] and [n for _, n in got] == [1, 2, 3]
+    assert [len(r.core_index) for r in res] == [r.n_iter + 1 for r in res]
