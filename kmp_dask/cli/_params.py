@@ -123,4 +123,15 @@ def build_params(cls, config: dict, flags: dict, *, config_name: str | None) -> 
             raise click.UsageError(
                 f"unknown {source} {shown!r}{where}: {cls.__name__} has no parameter {unknown[0]!r}; "
                 f"its parameters are {', '.join(sorted(known))}")
-    return {**config, **flags}
+    params = {**config, **flags}
+    check_before_cluster(cls, params)
+    return params
+
+
+def check_before_cluster(cls, params: dict) -> None:
+    """The parameter checks a fit would make, made now — before any cluster starts — for the
+    estimators that have them as a separate step (KMP): a bad value costs no cluster start."""
+    from ..estimators._kmp import _BaseKMP, _check_params
+
+    if isinstance(cls, type) and issubclass(cls, _BaseKMP):
+        _check_params(cls(**params))
