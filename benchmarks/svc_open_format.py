@@ -13,11 +13,9 @@ class: a :class:`~kmp_dask.KernelExpansion` plus the prediction rule) — are sa
   kmp_dask's kernels: not bit-identical, so this is the number to judge);
 * ``predict_mismatches``: rows where ``target.predict(F)`` differs from ``svc.predict``.
 
-Why it matters: pipelines today dump the SVC with joblib and unpickle it only after its SHA-256
-matches the digest their model step recorded (docs/pipelines.md). Storing the target instead
-would remove the pickle, but the compressor would have to accept a target as its model and the
-evaluate step would predict with ``target.predict`` — this measures whether that gives the same
-predictions.
+Why it matters: pipelines keep the SVC they train in exactly this form (``source_model/``, no
+pickle; docs/pipelines.md), the compressor takes the target as its model and the evaluate step
+predicts with ``target.predict`` — this measures that it gives the SVC's predictions.
 
 Usage: ``python benchmarks/svc_open_format.py`` (a few seconds; results in
 ``benchmarks/results/svc_open_format.json``).

@@ -12,9 +12,10 @@ guard is checked in the code:
 * ``trust_pickle`` — the enclosing function takes ``trust_pickle`` and raises before the call
   unless it is true; its callers are followed up to the public entry points, which must expose
   the flag (``--trust-pickle``);
-* ``digest`` — the enclosing function raises unless the file's SHA-256 is the one the step that
-  wrote it recorded (the pipeline's own ``model.joblib``), and a planted file is refused (tested
-  below by running it).
+
+Pipelines unpickle nothing: a scikit-learn model they train is kept in the open format (its
+``CompressionTarget``), and a ``model.joblib`` planted in a run directory is refused (tested below
+by running it).
 
 A new unpickling call anywhere fails this test until it is guarded and listed here.
 """
@@ -25,6 +26,7 @@ import ast
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "kmp_dask"
@@ -33,7 +35,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "kmp_dask"
 SITES = {
     ("blockops/_safe_pickle.py", "RestrictedUnpickler"): "restricted",
     ("cli/_post.py", "_load_any"): "trust_pickle",
-    ("pipeline/_steps.py", "load_model"): "digest",
 }
 UNPICKLING = {("pickle", "load"), ("pickle", "loads"), ("pickle", "Unpickler"), ("joblib", "load"),
               ("cloudpickle", "load"), ("cloudpickle", "loads"), ("dill", "load"), ("dill", "loads"),
@@ -136,10 +137,6 @@ def test_every_unpickling_call_is_known_and_guarded():
             assert "trust_pickle" in [a.arg for a in fn.args.args]
             assert all(_raises_before(fn, ln, lambda t: ast.unparse(t) == "not trust_pickle") for ln in lines), \
                 f"{rel}:{fn_name} unpickles without raising first unless trust_pickle"
-        elif guard == "digest":
-            assert all(_raises_before(fn, ln, lambda t: "sha256" in ast.unparse(t) or "actual != recorded"
-                                      in ast.unparse(t)) for ln in lines), f"{rel}:{fn_name} has no digest check"
-            assert all(_raises_before(fn, ln, lambda t: ast.unparse(t) == "recorded is None") for ln in lines)
         else:  # pragma: no cover
             raise AssertionError(guard)
 
@@ -182,20 +179,16 @@ def test_trust_pickle_reaches_the_user_only_through_the_flag():
     assert "--trust-pickle" in CliRunner().invoke(main, ["compress", "--help"]).output
 
 
-def test_the_pipeline_reaches_the_digest_checked_load_only(tmp_path):
-    """``load_model``'s callers are the pipeline's own steps (no public path hands it a file)."""
-    callers = {(rel, fn) for rel, fn, _ in _callers("load_model")}
-    assert callers == {("pipeline/_steps.py", "compress_step"), ("pipeline/_steps.py", "features_step"),
-                       ("pipeline/_steps.py", "evaluate_step")}
-
-
-def test_a_planted_pickle_is_not_run(tmp_path):
-    """``load_model`` on a run directory whose ``model.joblib`` was replaced (or has no record)
-    refuses before unpickling: the planted file's ``os.system`` never runs."""
+def test_a_pipeline_keeps_its_scikit_learn_model_openly_and_a_planted_pickle_is_not_run(tmp_path):
+    """The model step saves an SVC as its open-format CompressionTarget (predicting as the SVC);
+    ``load_model`` never unpickles: a ``model.joblib`` planted in the run directory is refused and
+    its ``os.system`` never runs."""
     import joblib
+    from sklearn.svm import SVC
 
+    from kmp_dask import load
     from kmp_dask.pipeline._runner import RunDirectory
-    from kmp_dask.pipeline._steps import DigestMismatchError, load_model, sha256
+    from kmp_dask.pipeline._steps import SOURCE_MODEL, load_model
 
     flag = tmp_path / "ran"
 
@@ -205,15 +198,23 @@ def test_a_planted_pickle_is_not_run(tmp_path):
 
     run = RunDirectory(tmp_path / "run", overwrite=False, resume=False)
     joblib.dump(Planted(), run.path("model.joblib"))
-    with pytest.raises(DigestMismatchError, match="no SHA-256"):
-        load_model(run)
-    run.record("model", {"files": {"model.joblib": "0" * 64}})
-    with pytest.raises(DigestMismatchError, match="changed after this run wrote it"):
+    with pytest.raises(FileNotFoundError, match="no longer unpickle anything"):
         load_model(run)
     assert not flag.exists()
-    joblib.dump({"a": 1}, run.path("model.joblib"))  # the file the step wrote: its digest matches
-    run.record("model", {"files": {"model.joblib": sha256(run.path("model.joblib"))}})
-    assert load_model(run) == {"a": 1}
+
+    from kmp_dask import save
+    from kmp_dask.reduced import as_compression_target
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = np.where(X[:, 0] * X[:, 1] > 0, "a", "b")
+    svc = SVC(C=3.0, gamma=0.7).fit(X, y)
+    save(as_compression_target(svc), run.path(SOURCE_MODEL))
+    target = load_model(run)
+    assert type(target).__name__ == "CompressionTarget" and type(load(run.path(SOURCE_MODEL))) is type(target)
+    Xt = rng.normal(size=(200, 3))
+    assert (target.predict(target.expansion.decision_function(Xt)) == svc.predict(Xt)).all()
+    assert not flag.exists()
 
 
 def test_the_audit_sees_a_new_site(tmp_path, monkeypatch):

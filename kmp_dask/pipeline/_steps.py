@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import time
 from pathlib import Path
@@ -74,15 +73,6 @@ def _sklearn(name: str, params: dict):
     return getattr(importlib.import_module(SKLEARN[name]), name)(**params)
 
 
-def sha256(path) -> str:
-    """SHA-256 (hex) of the file at ``path``, read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def model_step(spec, run, client, *, resume=False):
     """Fit ``[model]`` on the ``train`` data set (or the first one) and save it."""
     from .. import save
@@ -91,15 +81,14 @@ def model_step(spec, run, client, *, resume=False):
     train = "train" if "train" in spec["data"] else next(iter(spec["data"]))
     st = _store(run, train)
     if "estimator" in m:  # a scikit-learn model, fitted in memory, to be compressed
-        import joblib
+        from ..reduced import as_compression_target
 
         est = _sklearn(m["estimator"], m.get("params", {}))
         X, y = _read_all(st)
         est.fit(X, y)
-        joblib.dump(est, run.path("model.joblib"))
-        # the digest goes into steps/model.json: load_model unpickles only the file this step wrote
-        return {"estimator": m["estimator"], "n_support": int(getattr(est, "n_support_", np.array([0])).sum()),
-                "files": {"model.joblib": sha256(run.path("model.joblib"))}}
+        # kept in the open format (its hyperplanes and prediction rule): nothing in a run is unpickled
+        save(as_compression_target(est), run.path(SOURCE_MODEL), overwrite=run.resumed)
+        return {"estimator": m["estimator"], "n_support": int(getattr(est, "n_support_", np.array([0])).sum())}
     task = m.get("task") or ("classification" if st.attrs.get("classes") is not None else "regression")
     cls = class_for(m.get("algorithm", "kmp"), task)
     est = cls(**m.get("params", {}))
@@ -124,35 +113,25 @@ def _fit_kw(m: dict, run, resume: bool, directory: str = "checkpoint") -> dict:
             "resume": resume}
 
 
-class DigestMismatchError(ValueError):
-    """A file of the run directory is not the one its step wrote (its SHA-256 differs): not read."""
+#: Where the model step keeps a scikit-learn model: as a CompressionTarget in the open format.
+SOURCE_MODEL = "source_model"
 
 
 def load_model(run):
-    """The run's model: the open-format one, or the scikit-learn one its model step trained.
-
-    ``model.joblib`` is unpickled only if its SHA-256 is the one the model step recorded in
-    ``steps/model.json`` when it wrote the file: a file planted in (or changed in) the run
-    directory is refused, not run."""
+    """The run's model, read in the open format (``kmp_dask.load``: nothing is unpickled): the
+    kmp_dask estimator, or the scikit-learn model's :class:`~kmp_dask.reduced.CompressionTarget`
+    (its support vectors, coefficients, kernel and prediction rule)."""
     from .. import load
 
-    if run.path("model").exists():
-        return load(run.path("model"))
-    path = run.path("model.joblib")
-    recorded = ((run.done("model") or {}).get("files") or {}).get("model.joblib")
-    if recorded is None:
-        raise DigestMismatchError(
-            f"{str(path)!r} has no SHA-256 in {str(run.path('steps', 'model.json'))!r}: this run's model step did not "
-            "write it, so it is not unpickled. Re-run the pipeline with --overwrite to train the model again")
-    actual = sha256(path)
-    if actual != recorded:
-        raise DigestMismatchError(
-            f"{str(path)!r} has SHA-256 {actual[:16]}..., not the {recorded[:16]}... its model step recorded: the file "
-            "changed after this run wrote it, so it is not unpickled. Re-run the pipeline with --overwrite to train "
-            "the model again")
-    import joblib
-
-    return joblib.load(path)  # the file this run's model step wrote (digest checked above)
+    for name in ("model", SOURCE_MODEL):
+        if run.path(name).exists():
+            return load(run.path(name))
+    if run.path("model.joblib").exists():  # made by kmp_dask before the open-format source model
+        raise FileNotFoundError(
+            f"{str(run.path('model.joblib'))!r} is a pickle written by an older kmp_dask; pipelines no longer "
+            "unpickle anything. Re-run the pipeline with --overwrite to train the model again")
+    raise FileNotFoundError(f"no model in {str(run.root)!r}: its model step has not run; run the pipeline without "
+                            "--resume (or with --overwrite)")
 
 
 def compress_step(spec, run, client, *, resume=False):
@@ -205,9 +184,10 @@ def evaluate_step(spec, run, client, *, resume=False):
         model = load(p)
         if model_kind(model) != "transformer":
             out[name] = evaluate(model, st, client=client)
-    if run.path("model.joblib").exists():
+    if run.path(SOURCE_MODEL).exists():  # the scikit-learn model, predicting by its own rule (in memory)
         X, y = _read_all(st)
-        out["sklearn_model"] = {"accuracy": float(np.mean(load_model(run).predict(X) == y))}
+        target = load_model(run)
+        out["sklearn_model"] = {"accuracy": float(np.mean(target.predict(target.expansion.decision_function(X)) == y))}
     first = next(iter(out.values()), {})
     return {**out, **({"accuracy": first["accuracy"]} if "accuracy" in first else {}),
             **({"r2": first["r2"]} if "r2" in first else {})}

@@ -304,7 +304,7 @@ def as_compression_target(model) -> CompressionTarget:
 
     Parameters
     ----------
-    model : fitted estimator or KernelExpansion
+    model : fitted estimator, KernelExpansion or CompressionTarget
         scikit-learn ``SVC``, ``NuSVC``, ``SVR``, ``NuSVR`` or ``KernelRidge`` with a kernel
         kmp_dask can evaluate (rbf, laplacian for KernelRidge, poly/polynomial, sigmoid,
         linear); kmp_dask's ``KMPRegressor`` / ``KMPClassifier``; or a ``KernelExpansion``.
@@ -338,6 +338,8 @@ def as_compression_target(model) -> CompressionTarget:
     >>> bool((target.predict(target.expansion.decision_function(X)) == svc.predict(X)).all())
     True
     """
+    if isinstance(model, CompressionTarget):  # already one (e.g. an SVC a pipeline saved in the open format)
+        return model
     if isinstance(model, KernelExpansion):
         return CompressionTarget(model, "regression", None, None, "KernelExpansion")
     if isinstance(model, (SVC, NuSVC)):

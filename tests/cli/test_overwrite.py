@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -189,12 +190,11 @@ def test_a_killed_ingest_leaves_a_temporary_the_next_ingest_removes(tmp_path):
 
 @pytest.mark.slow
 def test_pipeline_overwrite_and_resume_end_to_end(tmp_path, monkeypatch):
-    """A whole (small, in-process) pipeline: run, refuse a planted model.joblib on resume,
-    overwrite in the current directory."""
+    """A whole (small, in-process) pipeline: run (the SVC kept in the open format), refuse a
+    planted model.joblib on resume, overwrite in the current directory."""
     import joblib
 
     from kmp_dask.pipeline import load_spec, run_pipeline
-    from kmp_dask.pipeline._steps import DigestMismatchError
 
     p = tmp_path / "p.toml"
     p.write_text('name = "t"\n[data.train]\nsource = "synthetic:classification"\nn_rows = 200\nn_features = 3\n'
@@ -202,11 +202,13 @@ def test_pipeline_overwrite_and_resume_end_to_end(tmp_path, monkeypatch):
     spec = load_spec(p)
     run = tmp_path / "run"
     run_pipeline(spec, run, client=None, log=lambda *_: None)
-    assert {"model.joblib", "compressed", "report.html", RUN_MARKER} <= set(os.listdir(run))
+    assert {"source_model", "compressed", "report.html", RUN_MARKER} <= set(os.listdir(run))
+    assert "model.joblib" not in os.listdir(run)
+    shutil.rmtree(run / "source_model")
     joblib.dump({"planted": True}, run / "model.joblib")
     for step in ("compress", "report", "summary"):
         (run / "steps" / f"{step}.json").unlink()
-    with pytest.raises(DigestMismatchError, match="changed after this run wrote it"):
+    with pytest.raises(FileNotFoundError, match="no longer unpickle anything"):
         run_pipeline(spec, run, client=None, resume=True, log=lambda *_: None)
     monkeypatch.chdir(run)
     summary = run_pipeline(spec, ".", client=None, overwrite=True, log=lambda *_: None)
