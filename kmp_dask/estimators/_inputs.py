@@ -100,7 +100,10 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
         if not is_classifier:
             check_regression_targets(estimator, y)
         validate_data(estimator, X, skip_check_array=True)
-        if is_classifier and getattr(y, "dtype", np.dtype(float)).kind not in "biuf":
+        y = _dask_fit_labels(y)
+        if is_classifier and not is_dask_array(y):  # labels in memory (any dtype): encoded here, no dask pass
+            estimator._input_classes, y = np.unique(y, return_inverse=True)
+        elif is_classifier and y.dtype.kind not in "biuf":
             estimator._input_classes, y = encode_dask_labels(y)
         with _temporary_store(X, y, chunk_rows) as store:
             yield store
@@ -117,6 +120,21 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
         y = column_or_1d(y, warn=True)
         estimator._input_classes, y = np.unique(y, return_inverse=True)
     yield InMemoryStore(X, y, chunk_rows=chunk_rows or _default_memory_chunks(X))
+
+
+def _dask_fit_labels(y):
+    """``y`` given with a dask ``X``: a dask array stays lazy (a dask Series becomes its array);
+    anything else — a list, a numpy object / string / bool array, a pandas Series, a pandas
+    Categorical — becomes a 1-D or 2-D numpy array (a categorical → its values, as objects), so
+    that no dask auto-rechunking of an object array is ever asked for."""
+    if not is_dask_array(y) and type(y).__module__.startswith("dask.") and hasattr(y, "to_dask_array"):
+        return y.to_dask_array(lengths=True)
+    if is_dask_array(y):
+        return y
+    values = np.asarray(y.astype(object) if str(getattr(y, "dtype", "")) == "category" else y)
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    return values
 
 
 @contextlib.contextmanager

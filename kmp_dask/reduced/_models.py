@@ -54,6 +54,18 @@ The mapping per model type
     Their ``expansion_`` as is. Classifiers: one output → ``"binary"`` (``F > 0`` means
     ``classes_[1]``), one output per class → ``"ovr"`` (argmax).
 
+``CVMClassifier``
+    Its ``expansion_`` (the union of the binary problems' core vectors, ``coef`` = α·y per problem,
+    the problems' intercepts) as is: two classes → one output, ``"binary"`` (``F > 0`` means
+    ``classes_[1]``, as ``CVMClassifier.predict``); k > 2 classes → one one-vs-rest output per
+    class, ``"ovr"`` (argmax). ``output_labels`` then re-fits thresholds for the same one-vs-rest
+    problems the CVM solved.
+
+``MMDA``
+    A transformer: its ``expansion_`` (one output per feature, intercept 0) as kind
+    ``"regression"``; ``predict`` of the target is the features (``MMDA.transform``). A compressed
+    MMDA approximates every feature with fewer kernel evaluations; its ``predict`` returns them.
+
 :class:`~kmp_dask.KernelExpansion`
     As is, kind ``"regression"``.
 
@@ -86,7 +98,7 @@ KINDS = ("binary", "ovo", "ovr", "regression")
 
 SUPPORTED_MODELS = ("sklearn.svm.SVC", "sklearn.svm.NuSVC", "sklearn.svm.SVR", "sklearn.svm.NuSVR",
                     "sklearn.kernel_ridge.KernelRidge", "kmp_dask.KMPRegressor", "kmp_dask.KMPClassifier",
-                    "kmp_dask.KernelExpansion")
+                    "kmp_dask.CVMClassifier", "kmp_dask.MMDA", "kmp_dask.KernelExpansion")
 """What :func:`as_compression_target` accepts (named in its TypeError)."""
 
 _LIBSVM_SOURCES = frozenset({"SVC", "NuSVC"})
@@ -100,6 +112,7 @@ _PAIRWISE_KERNELS = {"rbf": "rbf", "laplacian": "laplacian", "poly": "polynomial
 """sklearn.metrics.pairwise kernel name (KernelRidge) → kmp_dask registry name."""
 
 _KMP_MODULE = "kmp_dask.estimators._kmp"
+_CVM_MODULE = "kmp_dask.estimators._cvm"
 
 
 # -- the target -----------------------------------------------------------------------------------
@@ -123,7 +136,7 @@ class CompressionTarget:
         ``F_p > 0`` means class ``i``. None otherwise.
     source : str
         The model's type name (``"SVC"``, ``"NuSVC"``, ``"SVR"``, ``"NuSVR"``, ``"KernelRidge"``,
-        ``"KMPRegressor"``, ``"KMPClassifier"``, ``"KernelExpansion"``).
+        ``"KMPRegressor"``, ``"KMPClassifier"``, ``"CVMClassifier"``, ``"MMDA"``, ``"KernelExpansion"``).
     break_ties : bool, default=False
         ``kind="ovo"`` only: predict by the argmax of scikit-learn's one-vs-rest transform of the
         pairwise values (an ``SVC(break_ties=True, decision_function_shape="ovr")``) instead of
@@ -307,7 +320,8 @@ def as_compression_target(model) -> CompressionTarget:
     model : fitted estimator, KernelExpansion or CompressionTarget
         scikit-learn ``SVC``, ``NuSVC``, ``SVR``, ``NuSVR`` or ``KernelRidge`` with a kernel
         kmp_dask can evaluate (rbf, laplacian for KernelRidge, poly/polynomial, sigmoid,
-        linear); kmp_dask's ``KMPRegressor`` / ``KMPClassifier``; or a ``KernelExpansion``.
+        linear); kmp_dask's ``KMPRegressor`` / ``KMPClassifier`` / ``CVMClassifier`` / ``MMDA``
+        (its features as a multi-output regression target); or a ``KernelExpansion``.
 
     Returns
     -------
@@ -351,6 +365,9 @@ def as_compression_target(model) -> CompressionTarget:
     kmp = sys.modules.get(_KMP_MODULE)
     if kmp is not None and isinstance(model, (kmp.KMPRegressor, kmp.KMPClassifier)):
         return _from_kmp(model, kmp)
+    cvm = sys.modules.get(_CVM_MODULE)
+    if cvm is not None and isinstance(model, (cvm.CVMClassifier, cvm.MMDA)):
+        return _from_cvm(model, cvm)
     raise TypeError(
         f"as_compression_target(model): model must be one of {', '.join(SUPPORTED_MODELS)}; got "
         f"{type(model).__module__}.{type(model).__qualname__}. Other kernel models can be compressed by "
@@ -465,3 +482,13 @@ def _from_kmp(model, kmp) -> CompressionTarget:
     kind = "binary" if expansion.n_outputs == 1 else "ovr"
     return CompressionTarget(expansion, kind, np.asarray(model.classes_), None, source)
 
+
+def _from_cvm(model, cvm) -> CompressionTarget:
+    _check_fitted(model, "expansion_")
+    expansion = model.expansion_
+    source = type(model).__name__
+    if isinstance(model, cvm.MMDA):  # features u_q^T phi(x), one output each: a multi-output "regression"
+        return CompressionTarget(expansion, "regression", None, None, source)
+    classes = np.asarray(model.classes_)
+    kind = "binary" if expansion.n_outputs == 1 else "ovr"
+    return CompressionTarget(expansion, kind, classes, None, source)
