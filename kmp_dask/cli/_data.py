@@ -16,70 +16,73 @@ Examples:
   kmp-dask ingest keel:banana banana.zarr
   kmp-dask ingest synthetic:classification train.zarr --n-rows 1000000 --seed 0
   kmp-dask ingest synthetic:classification test.zarr --n-rows 100000 --seed 0 --start-row 1000000
-  kmp-dask ingest data.csv data.zarr --chunk-rows 100000
+  kmp-dask ingest mine.csv train.zarr --label species --drop id --test-size 0.25
+                                   # train.zarr + train-test.zarr
+  kmp-dask ingest mine.csv mine.zarr --label 0 --delimiter ';'
+  kmp-dask ingest mine.parquet mine.zarr --label species --n-rows 100000
   kmp-dask ingest X.npy data.zarr --labels y.npy
   kmp-dask ingest parts/ data.zarr        # a directory of .npz files (arrays X, y)
+  kmp-dask ingest big.zarr small.zarr --n-rows 10000   # a store: copied chunk by chunk
 """
 
 
 @main.command(epilog=INGEST_EPILOG)
 @click.argument("source")
 @click.argument("target", type=click.Path())
+@click.option("--label", default=None,
+              help="CSV/TSV, Parquet: the label column, by name or 0-based position (default: the last column).")
+@click.option("--drop", multiple=True,
+              help="CSV/TSV, Parquet: a column to leave out, by name or position (repeat, or comma-separated).")
+@click.option("--delimiter", default=None, help="CSV/TSV: the field delimiter (default: detected from the first lines).")
+@click.option("--n-rows", default=None, type=click.IntRange(1),
+              help="Store the first N rows of SOURCE (synthetic sources: rows to generate).")
+@click.option("--test-size", default=None, type=float,
+              help="Also write a test store of this share of the rows (seeded, stratified in expectation).")
+@click.option("--test-target", default=None, type=click.Path(),
+              help="With --test-size: the test store (default: TARGET with -test, train.zarr -> train-test.zarr).")
 @click.option("--chunk-rows", default=None, type=int, help="Rows per storage chunk (default ~16 MiB chunks).")
 @click.option("--overwrite", is_flag=True, help="Replace TARGET if it exists (only once the new store is complete).")
-@click.option("--n-rows", default=None, type=int, help="Rows for synthetic:classification / synthetic:regression.")
-@click.option("--seed", default=0, show_default=True, help="Seed for synthetic generators.")
+@click.option("--seed", default=0, show_default=True, help="Seed for synthetic generators and the --test-size split.")
 @click.option("--start-row", default=0, show_default=True, type=click.IntRange(0),
               help="Synthetic sources: first row of the seeded sequence (a held-out store: --start-row N_TRAIN).")
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar of rows written (default: only on a terminal).")
 @click.option("--labels", default=None, type=click.Path(exists=True, dir_okay=False),
               help="For a .npy SOURCE: a .npy file of labels (one per row).")
-def ingest(source, target, chunk_rows, overwrite, n_rows, seed, start_row, progress, labels):
+def ingest(source, target, label, drop, delimiter, n_rows, test_size, test_target, chunk_rows, overwrite, seed,
+           start_row, progress, labels):
     """Write SOURCE into a zarr store at TARGET.
 
     SOURCE is keel:NAME, sklearn:NAME, synthetic:classification, synthetic:regression,
-    a path to a .csv (last column = label) or .libsvm/.svm file, a .npy file (X; labels with
-    --labels), a .npz file (arrays X and optionally y), or a directory of .npz (or .npy) files,
-    concatenated in name order. An existing TARGET is
-    reported before SOURCE is read; with --overwrite it is replaced only once the new store
-    is complete.
+    a path to a .csv/.tsv file (delimiter detected; label: the last column unless --label),
+    a .parquet file (read by row groups), a .libsvm/.svm/.txt file, a .npy file (X; labels
+    with --labels), a .npz file (arrays X and optionally y), a directory of .npz (or .npy)
+    files concatenated in name order, or an existing store (copied chunk by chunk). An
+    existing TARGET is reported before SOURCE is read; with --overwrite it is replaced only
+    once the new store is complete. See docs/store.md "Ingest".
     """
-    from .. import datasets, store
+    from .. import store
 
-    store.check_target_free(target, overwrite=overwrite)
+    drops = [c.strip() for value in drop for c in value.split(",") if c.strip()] or None
     progress = _want_progress(progress)
-    if source.startswith("synthetic:"):
-        kind = source.split(":", 1)[1]
-        gen = {"classification": datasets.make_classification_store,
-               "regression": datasets.make_regression_store}.get(kind)
-        if gen is None:
-            raise click.BadParameter(f"unknown generator {kind!r}; use classification or regression", param_hint="SOURCE")
-        if not n_rows:
-            raise click.BadParameter("synthetic sources need --n-rows", param_hint="--n-rows")
-        st = gen(target, n_rows, chunk_rows=chunk_rows, random_state=seed, overwrite=overwrite,
-                 progress=progress, start_row=start_row)
-    elif source.endswith(".csv"):
-        st = store.store_from_csv(target, source, chunk_rows=chunk_rows or 100_000, overwrite=overwrite,
-                                  progress=progress)
-    elif source.endswith((".libsvm", ".svm", ".txt")):
-        st = store.store_from_libsvm(target, source, chunk_rows=chunk_rows, overwrite=overwrite,
-                                     progress=progress)
-    elif source.endswith((".npy", ".npz")) or Path(source).is_dir():
-        from ..store import store_from_arrays
+    options = {k: v for k, v in (("label", label), ("delimiter", _delimiter(delimiter)), ("labels", labels))
+               if v is not None}
+    out = store.ingest(source, target, drop=drops, n_rows=n_rows, test_size=test_size, test_target=test_target,
+                       seed=seed, start_row=start_row, chunk_rows=chunk_rows or None, overwrite=overwrite,
+                       progress=progress, **options)
+    for st in out if isinstance(out, tuple) else (out,):
+        click.echo(f"wrote {st!r}")
 
-        st = store_from_arrays(target, source, labels=labels, chunk_rows=chunk_rows, overwrite=overwrite)
-    elif source.startswith(("keel:", "sklearn:")):
-        st = datasets.ingest(source, target, chunk_rows=chunk_rows, overwrite=overwrite,
-                             progress=progress)
-    else:
-        raise click.BadParameter(
-            f"{source!r} is not a data source; use keel:NAME, sklearn:NAME, "
-            "synthetic:classification, synthetic:regression, a .csv, .libsvm, .svm, .txt, .npy or .npz "
-            "file, or a directory of .npy/.npz files.",
-            param_hint="SOURCE",
-        )
-    click.echo(f"wrote {st!r}")
+
+def _delimiter(value):
+    """``--delimiter``: one character; ``\\t`` and ``tab`` mean TAB."""
+    if value is None:
+        return None
+    value = {"\\t": "\t", "tab": "\t", "TAB": "\t"}.get(value, value)
+    if len(value) != 1:
+        raise click.BadParameter(f"{value!r} is not one character; give the delimiter itself, e.g. ';' or '\\t'",
+                                 param_hint="--delimiter")
+    return value
 
 
 @main.command(epilog="\b\nExamples:\n  kmp-dask info train.zarr --verify\n  kmp-dask info kmp.model")

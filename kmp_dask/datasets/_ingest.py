@@ -1,6 +1,8 @@
 """Ingest a named or in-memory Dataset into a zarr store."""
 from __future__ import annotations
 
+import os
+
 from ..store import ZarrStore, check_target_free, create_store
 from ._dataset import Dataset
 from ._real import load_keel, load_sklearn
@@ -22,8 +24,11 @@ def load(name: str) -> Dataset:
 
 
 def ingest(dataset_or_name: Dataset | str, target, *, chunk_rows=None, overwrite=False,
-           storage_options=None, progress=None) -> ZarrStore:
-    """Write a :class:`Dataset` (or a name such as ``"keel:banana"``) to a new store.
+           storage_options=None, progress=None, **source_options) -> ZarrStore:
+    """Write a :class:`Dataset` (or a name such as ``"keel:banana"``, or any other source of
+    :func:`kmp_dask.store.ingest`: a CSV/Parquet/NumPy/LIBSVM file, a store, a synthetic generator)
+    to a new store. ``source_options`` (``label``, ``drop``, ``delimiter``, ``n_rows``,
+    ``test_size``, ...) and any non-keel/sklearn name go to :func:`kmp_dask.store.ingest`.
 
     Parameters
     ----------
@@ -47,6 +52,12 @@ def ingest(dataset_or_name: Dataset | str, target, *, chunk_rows=None, overwrite
     StoreExistsError
         ``target`` exists and ``overwrite`` is False (checked before the data are loaded).
     """
+    if isinstance(dataset_or_name, (str, os.PathLike)) and (
+            source_options or not os.fspath(dataset_or_name).startswith(("keel:", "sklearn:"))):
+        from ..store import ingest as ingest_source
+
+        return ingest_source(dataset_or_name, target, chunk_rows=chunk_rows, overwrite=overwrite,
+                             storage_options=storage_options, progress=progress, **source_options)
     check_target_free(target, overwrite=overwrite, storage_options=storage_options)
     ds = load(dataset_or_name) if isinstance(dataset_or_name, str) else dataset_or_name
     if not isinstance(ds, Dataset):

@@ -14,6 +14,8 @@ from ._ingest import (
     store_from_dask,
     store_from_libsvm,
 )
+from ._parquet import store_from_parquet
+from ._sources import check_source, default_test_target, ingest, source_kind
 from ._memory import InMemoryStore, MemoryRowReader
 from ._schema import SCHEMA_VERSION, RunningStats
 from ._zarr import ZarrRowReader, ZarrStore, check_target_free
@@ -31,7 +33,10 @@ __all__ = [
     "as_store",
     "check_target_free",
     "create_store",
+    "check_source",
     "default_chunk_rows",
+    "default_test_target",
+    "ingest",
     "open_store",
     "row_partitions",
     "store_from_arrays",
@@ -39,4 +44,6 @@ __all__ = [
     "store_from_csv",
     "store_from_dask",
     "store_from_libsvm",
+    "store_from_parquet",
+    "source_kind",
 ]

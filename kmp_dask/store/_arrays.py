@@ -92,14 +92,10 @@ def _files(source: Path) -> list[Path]:
     return files
 
 
-def store_from_arrays(target, source, *, labels=None, chunk_rows=None, overwrite=False, classes=None):
-    """Write the NumPy file(s) at ``source`` to a zarr store at ``target`` (see the module doc)."""
+def arrays_dask(source, *, labels=None, chunk_rows=None):
+    """``(X, y, provenance)``: the NumPy file(s) at ``source`` as lazy dask arrays (see the module doc)."""
     import dask.array as da
 
-    from ._ingest import store_from_dask
-    from ._zarr import check_target_free
-
-    check_target_free(target, overwrite=overwrite)
     src = Path(source)
     if not src.exists():
         raise FileNotFoundError(f"source {str(src)!r} does not exist")
@@ -120,5 +116,18 @@ def store_from_arrays(target, source, *, labels=None, chunk_rows=None, overwrite
             raise ValueError(f"labels: {labels!r} has {y.shape[0]} rows but the source has {X.shape[0]}")
     if X.ndim != 2:
         raise ValueError(f"source {str(src)!r}: X must be 2-D (rows, features); got shape {X.shape}")
-    prov = {"source": str(src), "files": [p.name for p in files]}
+    return X, y, {"source": str(src), "files": [p.name for p in files]}
+
+
+def store_from_arrays(target, source, *, labels=None, chunk_rows=None, overwrite=False, classes=None,
+                      n_rows=None):
+    """Write the NumPy file(s) at ``source`` (the first ``n_rows`` rows, if given) to a zarr store at
+    ``target`` (see the module doc)."""
+    from ._ingest import store_from_dask
+    from ._zarr import check_target_free
+
+    check_target_free(target, overwrite=overwrite)
+    X, y, prov = arrays_dask(source, labels=labels, chunk_rows=chunk_rows)
+    if n_rows is not None:
+        X, y = X[: int(n_rows)], None if y is None else y[: int(n_rows)]
     return store_from_dask(target, X, y, chunk_rows=chunk_rows, overwrite=overwrite, classes=classes, provenance=prov)

@@ -558,17 +558,101 @@ def _client_ingest(target, n_rows, block_fn, client, overwrite, meta_kw) -> Zarr
                             storage_options=storage_options, compute=client.gather)
 
 
-def _resolve_label(columns: list, label_column) -> Any:
+def resolve_column(columns: list, value, *, what: str, where: str, option: str) -> Any:
+    """The column of ``columns`` that ``value`` names: a column name, else a 0-based position
+    (an int, or a string of digits such as ``"0"`` from the command line)."""
+    if value in columns and not isinstance(value, bool):
+        return value
+    idx = None
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        idx = int(value)
+    elif isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        idx = int(value)
+    shown = [str(c) for c in columns[:30]] + (["..."] if len(columns) > 30 else [])
+    if idx is None:
+        raise ValueError(f"{what} {value!r} is not a column of {where}; its columns are {shown}. Pass {option} a "
+                         "column name or a 0-based position.")
+    if not -len(columns) <= idx < len(columns):
+        raise ValueError(f"{what} {value!r} is out of range: {where} has {len(columns)} columns (positions 0 to "
+                         f"{len(columns) - 1}; names {shown}). Pass {option} a column name or a 0-based position.")
+    return columns[idx]
+
+
+def _resolve_label(columns: list, label_column, where: str = "the file") -> Any:
     """Column label of the target column (None for no target)."""
     if label_column is None:
         return None
-    if isinstance(label_column, (int, np.integer)) and not isinstance(label_column, bool):
-        if not -len(columns) <= label_column < len(columns):
-            raise ValueError(f"label_column={label_column} is out of range for {len(columns)} columns.")
-        return columns[label_column]
-    if label_column not in columns:
-        raise ValueError(f"label_column={label_column!r} is not a column; columns are {columns}.")
-    return label_column
+    return resolve_column(columns, label_column, what="label column", where=where,
+                          option="--label (label= in Python)")
+
+
+def _resolve_drop(columns: list, drop, label, where: str) -> list:
+    """The columns named by ``drop`` (names or positions), refusing unknown ones and the label."""
+    if drop is None:
+        return []
+    if isinstance(drop, (str, int, np.integer)):
+        drop = [drop]
+    out = []
+    for value in drop:
+        col = resolve_column(columns, value, what="drop column", where=where, option="--drop (drop= in Python)")
+        if label is not None and col == label:
+            raise ValueError(f"drop column {value!r} is the label column {str(label)!r} of {where}; drop feature "
+                             "columns only (or pass no label).")
+        out.append(col)
+    return out
+
+
+#: Delimiters the CSV sniffer chooses from (``csv.Sniffer`` on the first lines of the file).
+DELIMITERS = ",;\t|"
+
+
+def _first_lines(path, n: int = 20) -> list[str]:
+    import fsspec
+
+    with fsspec.open(path, mode="rt", encoding="utf-8", errors="replace", newline="") as fh:
+        lines = []
+        for line in fh:
+            if line.strip():
+                lines.append(line)
+            if len(lines) >= n:
+                break
+    return lines
+
+
+def _sniff_delimiter(path) -> str:
+    """The delimiter of a CSV/TSV file: ``csv.Sniffer`` on its first 20 non-blank lines, choosing
+    among ``, ; TAB |``; if that finds none, TAB for ``.tsv``/``.tab`` files and ``,`` otherwise."""
+    name = os.fspath(path).lower()
+    fallback = "\t" if name.endswith((".tsv", ".tab", ".tsv.gz")) else ","
+    try:
+        sample = "".join(_first_lines(path))
+        return csv.Sniffer().sniff(sample, delimiters=DELIMITERS).delimiter
+    except (OSError, csv.Error, UnicodeError):
+        return fallback
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """A source read as a stream of row blocks, with what is fixed before the first row:
+    ``blocks()`` starts a fresh pass over the source each call."""
+
+    blocks: Callable[[], Iterator[Block]]
+    feature_names: list | None
+    classes: list | None
+    provenance: dict
+    source: str
+    chunk_rows: int
+    n_rows: int | None = None  # total rows, when known without a pass
+
+
+def write_plan(target, plan: SourcePlan, *, select=None, overwrite=False, storage_options=None, progress=None,
+               dtype=None) -> ZarrStore:
+    """Write ``plan``'s rows (``select(blocks)`` of them, if given) to a new store at ``target``."""
+    blocks = plan.blocks() if select is None else select(plan.blocks())
+    return _write_stream(target, blocks, n_rows_hint=plan.n_rows or 2**31, overwrite=overwrite,
+                         storage_options=storage_options, chunk_rows=plan.chunk_rows, dtype=dtype,
+                         feature_names=plan.feature_names, classes=plan.classes, provenance=plan.provenance,
+                         source=plan.source, progress=progress, n_rows_total=plan.n_rows if select is None else None)
 
 
 class _CsvSource:
@@ -580,10 +664,11 @@ class _CsvSource:
 
     _TOKENIZE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 
-    def __init__(self, path, delimiter: str, header):
+    def __init__(self, path, delimiter: str | None, header):
         self.path, self.name = path, os.fspath(path)
-        self.delimiter = delimiter
-        self.read_kw = dict(sep=delimiter, header=header)
+        self.given_delimiter = delimiter
+        self.delimiter = delimiter if delimiter is not None else _sniff_delimiter(path)
+        self.read_kw = dict(sep=self.delimiter, header=header)
         if header is None:
             self.header_lines = 0
         elif header == "infer":
@@ -591,6 +676,7 @@ class _CsvSource:
         else:
             self.header_lines = int(max(np.atleast_1d(header))) + 1
         self.n_columns = None
+        self.label = None
 
     def read(self, **kw):
         """``pandas.read_csv`` of the whole file (or ``nrows``), tokenizer errors translated."""
@@ -712,27 +798,44 @@ class _CsvSource:
         raise DataValidationError(
             f"column(s) {[str(c) for c in bad]} of {self.name!r} are not numeric{detail}. Fix "
             "that value, or encode the column(s) (e.g. pandas.get_dummies) before ingest, or "
-            "drop them."
+            f"drop them (--drop {bad[0]}, drop= in Python). If column {str(bad[0])!r} is the label, "
+            f"name it: --label {bad[0]} (label= in Python; the label column is "
+            f"{'none' if self.label is None else repr(str(self.label))} now)."
         )
 
+    def check_columns(self, columns: list) -> None:
+        """Refuse a file that reads as one column while its first line holds another delimiter."""
+        if len(columns) != 1:
+            return
+        first = (_first_lines(self.path, 1) or [""])[0].rstrip("\r\n")
+        others = [d for d in DELIMITERS if d != self.delimiter and d in first]
+        if others:
+            how = "the given" if self.given_delimiter is not None else "the detected"
+            raise DataValidationError(
+                f"CSV file {self.name!r} reads as a single column with {how} delimiter {self.delimiter!r}, but its "
+                f"first line {first[:80]!r} holds {others[0]!r}: pass --delimiter {others[0]!r} "
+                f"(delimiter= in Python).")
 
-def _csv_classes(source: _CsvSource, label) -> list:
+
+def _csv_classes(source: _CsvSource, label, n_rows=None) -> list:
     """Extra pass over the label column only: sorted, stripped text labels."""
     labels: set = set()
-    for part in source.frames(100_000, usecols=[label], dtype={label: str}):
+    for part in source.frames(100_000, usecols=[label], dtype={label: str}, nrows=n_rows):
         labels.update(part[label].dropna().str.strip())
     return sorted(labels)
 
 
-def _csv_blocks(source: _CsvSource, label, classes, chunk_rows: int) -> Iterator[Block]:
+def _csv_blocks(source: _CsvSource, label, drop: list, classes, chunk_rows: int, n_rows=None) -> Iterator[Block]:
     """Stream ``(X, y)`` blocks of ``chunk_rows`` rows from a CSV file."""
     codes = None if classes is None else {c: i for i, c in enumerate(classes)}
-    for df in source.frames(chunk_rows):
-        yield _csv_frame_block(df, label, codes, source)
+    for df in source.frames(chunk_rows, nrows=n_rows):
+        yield _csv_frame_block(df, label, drop, codes, source)
 
 
-def _csv_frame_block(df, label, codes: dict | None, source: _CsvSource) -> Block:
+def _csv_frame_block(df, label, drop: list, codes: dict | None, source: _CsvSource) -> Block:
     """``(X, y)`` of one CSV chunk, refusing short rows, missing and non-numeric values."""
+    if drop:
+        df = df.drop(columns=drop)
     source.check_missing(df)
     feats = df if label is None else df.drop(columns=[label])
     source.check_numeric(feats)
@@ -748,10 +851,59 @@ def _encode_labels(col, codes: dict | None) -> np.ndarray:
     return col.astype(str).str.strip().map(codes).to_numpy(dtype=np.int32)
 
 
-def store_from_csv(target, path, *, label_column=-1, delimiter=",", header="infer",
+def _check_file(path, kind: str) -> None:
+    text = os.fspath(path)
+    if "://" in text:
+        return
+    if os.path.isdir(text):
+        raise IsADirectoryError(f"source {text!r} is a directory, not a {kind} file.")
+    if not os.path.isfile(text):
+        raise FileNotFoundError(f"source {text!r}: no such {kind} file.")
+    if not os.access(text, os.R_OK):
+        raise PermissionError(f"source {text!r}: the {kind} file is not readable (permission denied).")
+
+
+def csv_plan(path, *, label_column=-1, drop=None, delimiter=None, header="infer", chunk_rows=None,
+             feature_names=None, dtype=None, n_rows=None, provenance=None) -> SourcePlan:
+    """Read a CSV file's header and settle its columns (label, dropped, features): a
+    :class:`SourcePlan` that streams it. Raises before any row is stored for a bad delimiter,
+    label or drop column, or no feature column left."""
+    import pandas as pd
+
+    _check_file(path, "CSV")
+    source = _CsvSource(path, delimiter, header)
+    probe = source.read(nrows=2)
+    source.check_probe(probe)
+    columns = list(probe.columns)
+    source.check_columns(columns)
+    source.n_columns = len(columns)
+    where = f"CSV file {source.name!r} (delimiter {source.delimiter!r})"
+    label = _resolve_label(columns, label_column, where)
+    source.label = label
+    dropped = _resolve_drop(columns, drop, label, where)
+    feat_cols = [c for c in columns if c != label and c not in dropped]
+    if not feat_cols:
+        raise DataValidationError(
+            f"{where} has no feature column left (columns {[str(c) for c in columns]}, label {str(label)!r}, "
+            f"dropped {[str(c) for c in dropped]}); if the file uses another delimiter pass --delimiter "
+            "(delimiter= in Python).")
+    if feature_names is None and header is not None:
+        feature_names = [str(c) for c in feat_cols]
+    text_labels = label is not None and not pd.api.types.is_numeric_dtype(probe[label])
+    classes = _csv_classes(source, label, n_rows) if text_labels else None
+    itemsize = resolve_dtype(dtype, np.dtype(np.float64)).itemsize
+    chunk_rows = chunk_rows or default_chunk_rows(2**31, max(1, len(feat_cols)), itemsize)
+    prov = {"path": os.fspath(path), "label_column": str(label), "delimiter": source.delimiter,
+            **({"dropped": [str(c) for c in dropped]} if dropped else {}), **(provenance or {})}
+    return SourcePlan(blocks=lambda: _csv_blocks(source, label, dropped, classes, chunk_rows, n_rows),
+                      feature_names=feature_names, classes=classes, provenance=prov, source="csv",
+                      chunk_rows=chunk_rows)
+
+
+def store_from_csv(target, path, *, label_column=-1, delimiter=None, header="infer",
                    chunk_rows=None, overwrite=False, feature_names=None, provenance=None,
-                   dtype=None, storage_options=None, progress=None) -> ZarrStore:
-    """Stream a CSV file into a new store; memory is bounded by one chunk.
+                   dtype=None, storage_options=None, progress=None, drop=None, n_rows=None) -> ZarrStore:
+    """Stream a CSV (or TSV) file into a new store; memory is bounded by one chunk.
 
     Parameters
     ----------
@@ -761,14 +913,21 @@ def store_from_csv(target, path, *, label_column=-1, delimiter=",", header="infe
     path : str or os.PathLike
         CSV file.
     label_column : int, str or None, default=-1
-        Position or name of the target column; None for unsupervised data.
-        Non-numeric labels are stripped and encoded as integer codes into
+        Name or 0-based position (negative from the end) of the target column; None for
+        unsupervised data. Non-numeric labels are stripped and encoded as integer codes into
         the sorted ``classes`` attribute (one extra pass over that column).
-    delimiter : str, default=","
+    delimiter : str, optional
+        Default: detected by :class:`csv.Sniffer` on the first 20 lines among ``, ; TAB |``
+        (TAB for a ``.tsv`` file it cannot decide). A file that reads as one column while its
+        first line holds another of those delimiters is refused.
     header : "infer", int or None, default="infer"
         As for :func:`pandas.read_csv`.
     feature_names : sequence of str, optional
         Default: the header names (or ``x0, x1, ...`` without a header).
+    drop : column name, position or a list of them, optional
+        Columns left out of the store (ids, free text, ...).
+    n_rows : int, optional
+        Store only the first ``n_rows`` data rows.
 
     Returns
     -------
@@ -780,34 +939,18 @@ def store_from_csv(target, path, *, label_column=-1, delimiter=",", header="infe
         ``target`` exists and ``overwrite`` is False.
     FileNotFoundError
         No file at ``path``.
+    ValueError
+        ``label_column`` or a ``drop`` entry names no column (the message lists the columns).
     DataValidationError
         A short or long row, a missing or non-numeric value: the message names the row, the
-        file's line number, the column and the value.
+        file's line number, the column and the value; no feature column left; a wrong delimiter.
     """
-    import pandas as pd
-
     check_target_free(target, overwrite=overwrite, storage_options=storage_options)
-    if "://" not in os.fspath(path) and not os.path.isfile(path):
-        raise FileNotFoundError(f"path={os.fspath(path)!r}: no such CSV file.")
-    source = _CsvSource(path, delimiter, header)
-    probe = source.read(nrows=2)
-    source.check_probe(probe)
-    columns = list(probe.columns)
-    source.n_columns = len(columns)
-    label = _resolve_label(columns, label_column)
-    feat_cols = [c for c in columns if c != label]
-    if feature_names is None and header is not None:
-        feature_names = [str(c) for c in feat_cols]
-    text_labels = label is not None and not pd.api.types.is_numeric_dtype(probe[label])
-    classes = _csv_classes(source, label) if text_labels else None
-    itemsize = resolve_dtype(dtype, np.dtype(np.float64)).itemsize
-    chunk_rows = chunk_rows or default_chunk_rows(2**31, max(1, len(feat_cols)), itemsize)
-    blocks = _csv_blocks(source, label, classes, chunk_rows)
-    prov = {"path": os.fspath(path), "label_column": str(label), **(provenance or {})}
-    return _write_stream(target, blocks, n_rows_hint=2**31, overwrite=overwrite,
-                         storage_options=storage_options, chunk_rows=chunk_rows, dtype=dtype,
-                         feature_names=feature_names, classes=classes, provenance=prov,
-                         source="csv", progress=progress)
+    plan = csv_plan(path, label_column=label_column, drop=drop, delimiter=delimiter, header=header,
+                    chunk_rows=chunk_rows, feature_names=feature_names, dtype=dtype, n_rows=n_rows,
+                    provenance=provenance)
+    return write_plan(target, plan, overwrite=overwrite, storage_options=storage_options, progress=progress,
+                      dtype=dtype)
 
 
 def _libsvm_records(path) -> Iterator[tuple[int, str]]:
