@@ -92,15 +92,18 @@ def _data_step(spec, run, client):
 
     out = {}
     for name, d in spec["data"].items():
-        st = make_store(d, run.path("data", f"{name}.zarr"), client, overwrite=run.resumed)
-        out[name] = {"path": str(run.path("data", f"{name}.zarr")), "n_rows": st.n_rows, "n_features": st.n_features}
+        target = run.path("data", f"{name}.zarr")
+        st = make_store(d, target, client, overwrite=run.resumed)
+        path = str(target) if not hasattr(st, "url") or os.path.realpath(st.url) == os.path.realpath(target) else st.url
+        out[name] = {"path": path, "n_rows": st.n_rows, "n_features": st.n_features,
+                     **({"in_place": True} if path != str(target) else {})}
     return out
 
 
 def _peak_memory(client) -> dict:
     driver = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     workers = {}
-    if client is not None:
+    if client is not None and hasattr(client, "run"):  # not for client="sync" (in process)
         workers = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     return {"driver_peak_rss_bytes": int(driver), "workers_peak_rss_bytes": {k: int(v) for k, v in workers.items()}}
 

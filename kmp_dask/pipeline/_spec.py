@@ -18,7 +18,10 @@ __all__ = ["load_spec", "SpecError"]
 
 TABLES = {"name", "description", "output", "data", "model", "compress", "features", "downstream", "evaluate",
           "report", "run", "small"}
-DATA_KEYS = {"source", "n_rows", "seed", "start_row", "part", "test_size", "chunk_rows", "n_features", "n_classes"}
+DATA_KEYS = {"source", "n_rows", "seed", "start_row", "part", "test_size", "chunk_rows", "n_features", "n_classes",
+             "label", "drop", "delimiter"}
+#: ``test_size`` of a data set that names a ``part`` but no ``test_size``.
+DEFAULT_TEST_SIZE = 0.3
 MODEL_KEYS = {"algorithm", "task", "params", "checkpoint_every", "estimator"}
 COMPRESS_KEYS = {"n_vectors", "method", "data", "params", "checkpoint_every"}
 FEATURES_KEYS = {"data"}
@@ -115,7 +118,9 @@ def validate(spec: dict, path) -> None:
         _check_name(name, f"[data.{name!r}]", path)
         _check_keys(f"data.{name}", d, DATA_KEYS, path)
         if "source" not in d:
-            raise SpecError(f"{path}: [data.{name}] needs a 'source' (synthetic:classification, keel:NAME, ...)")
+            raise SpecError(f"{path}: [data.{name}] needs a 'source' (synthetic:classification, keel:NAME, "
+                            "a .csv/.parquet/.npz file or a .zarr store, ...)")
+        _check_source(name, d, path)
     if "model" not in spec:
         raise SpecError(f"{path}: a pipeline needs a [model] table")
     for table, keys in (("model", MODEL_KEYS), ("compress", COMPRESS_KEYS), ("features", FEATURES_KEYS),
@@ -138,6 +143,87 @@ def validate(spec: dict, path) -> None:
                                         ("downstream.test", spec.get("downstream", {}).get("test"))]:
         if ref is not None and ref not in names:
             raise SpecError(f"{path}: {key} = {ref!r} names no data set; defined: {', '.join(sorted(names))}")
+    _check_params(spec, path)
+
+
+def _check_source(name: str, d: dict, path) -> None:
+    """One ``[data.NAME]``'s source and keys, checked without writing anything: a file or store
+    path is resolved relative to the pipeline file (``d["source"]`` becomes the absolute path),
+    must exist and be readable, and its ``label`` / ``drop`` columns must exist."""
+    from ..store import check_source, source_kind
+
+    where = f"{path}: [data.{name}]"
+    src = d["source"]
+    if not isinstance(src, str) or not src.strip():
+        raise SpecError(f"{where} source = {src!r}: give a source name or a path as a string")
+    for key in ("n_rows", "seed", "start_row", "chunk_rows", "n_features", "n_classes"):
+        if key in d and (isinstance(d[key], bool) or not isinstance(d[key], int)
+                         or d[key] < (0 if key in ("seed", "start_row") else 1)):
+            raise SpecError(f"{where} {key} = {d[key]!r}: give a {'non-negative' if key in ('seed', 'start_row') else 'positive'} integer")
+    if "drop" in d and not (isinstance(d["drop"], (str, int)) or (isinstance(d["drop"], list) and all(
+            isinstance(c, (str, int)) for c in d["drop"]))):
+        raise SpecError(f"{where} drop = {d['drop']!r}: give a column name or position, or a list of them")
+    try:
+        kind = source_kind(src) if src.startswith(("keel:", "sklearn:", "synthetic:")) else None
+        if kind is None:
+            resolved = Path(src).expanduser()
+            if not resolved.is_absolute():
+                resolved = (Path(path).resolve().parent / resolved)
+            d["source"] = src = str(resolved)
+        test_size = d.get("test_size", DEFAULT_TEST_SIZE if "part" in d else None)
+        if "test_size" in d and "part" not in d:
+            raise ValueError(f"test_size = {d['test_size']!r} needs part = 'train' or 'test' (which part this "
+                             "data set is); add a second [data.*] table for the other part")
+        options = {k: d[k] for k in ("label", "drop", "delimiter") if k in d}
+        check_source(src, n_rows=d.get("n_rows"), test_size=test_size, part=d.get("part"), **options)
+        if src.startswith("synthetic:") and "n_rows" not in d:
+            raise ValueError("a synthetic source needs n_rows")
+        extra = sorted({"start_row", "n_features", "n_classes"} & set(d))
+        if extra and not src.startswith("synthetic:"):
+            raise ValueError(f"{extra[0]} applies to synthetic sources only; leave it out")
+    except SpecError:
+        raise
+    except (ValueError, TypeError, OSError) as exc:
+        raise SpecError(f"{where}: {exc}") from None
+    except Exception as exc:  # DataValidationError / StoreSchemaError (ValueError subclasses are above)
+        raise SpecError(f"{where}: {exc}") from None
+
+
+def _accepted(cls) -> set:
+    return set(cls().get_params())
+
+
+def _check_params(spec: dict, path) -> None:
+    """Parameter names of the model, compressor and downstream estimators, checked before anything runs."""
+    import importlib
+
+    tables = []
+    m = spec["model"]
+    if "estimator" in m:
+        est = m["estimator"]
+        tables.append(("model.params", m.get("params", {}), [getattr(importlib.import_module(SKLEARN[est]), est)]))
+    else:
+        names = [n for n in ALGORITHMS[m.get("algorithm", "kmp")] if n is not None]
+        tables.append(("model.params", m.get("params", {}), [estimator_class(n) for n in names]))
+    if "compress" in spec:
+        tables.append(("compress.params", spec["compress"].get("params", {}), [estimator_class("ReducedSetCompressor")]))
+    d = spec.get("downstream", {})
+    if "estimator" in d:
+        est = d["estimator"]
+        tables.append(("downstream.params", d.get("params", {}),
+                       [getattr(importlib.import_module(SKLEARN[est]), est)]))
+    for key, params, classes in tables:
+        if not isinstance(params, dict):
+            raise SpecError(f"{path}: {key} must be a table of parameter = value")
+        accepted = set().union(*(_accepted(c) for c in classes))
+        unknown = sorted(set(params) - accepted)
+        if unknown:
+            import difflib
+
+            close = difflib.get_close_matches(unknown[0], sorted(accepted), n=1)
+            raise SpecError(f"{path}: {key} has unknown parameter {unknown[0]!r} for {classes[0].__name__}"
+                            + (f" (did you mean {close[0]!r}?)" if close else "")
+                            + f"; accepted: {', '.join(sorted(accepted))}")
 
 
 def load_spec(path, *, small: bool = False) -> dict:

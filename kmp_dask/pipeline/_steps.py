@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._spec import SKLEARN, class_for
+from ._spec import DEFAULT_TEST_SIZE, SKLEARN, class_for
 
 
 def make_store(d: dict, target: Path, client, *, overwrite: bool = False):
@@ -27,7 +27,23 @@ def make_store(d: dict, target: Path, client, *, overwrite: bool = False):
                    chunk_rows=d.get("chunk_rows"), overwrite=overwrite, client=client, **kw)
     if src.startswith(("keel:", "sklearn:")):
         return _split_store(d, target, overwrite)
-    raise ValueError(f"data source {src!r}: use synthetic:classification, synthetic:regression, keel:NAME or sklearn:NAME")
+    return file_store(d, target, overwrite=overwrite)
+
+
+def file_store(d: dict, target: Path, *, overwrite: bool = False):
+    """A file source (CSV/TSV, Parquet, NumPy, LIBSVM: already resolved to an absolute path by the
+    spec check) ingested to ``target``, or an existing store used in place — not copied — when no
+    ``n_rows``, ``part`` or ``test_size`` asks for a subset of it."""
+    from ..store import ingest, open_store, source_kind
+
+    src = d["source"]
+    if source_kind(src) == "store" and not {"n_rows", "part", "test_size"} & set(d):
+        return open_store(src)
+    part = d.get("part")
+    test_size = d.get("test_size", DEFAULT_TEST_SIZE) if part is not None else None
+    options = {k: d[k] for k in ("label", "drop", "delimiter") if k in d}
+    return ingest(src, target, n_rows=d.get("n_rows"), part=part, test_size=test_size, seed=int(d.get("seed", 0)),
+                  chunk_rows=d.get("chunk_rows"), overwrite=overwrite, **options)
 
 
 def _split_store(d: dict, target: Path, overwrite: bool):
@@ -55,8 +71,13 @@ def _split_store(d: dict, target: Path, overwrite: bool):
 
 
 def _store(run, name):
+    """The store of data set ``name``: where the data step put it (a store source is used in place),
+    else ``data/NAME.zarr`` in the run (the features step's stores)."""
     from ..store import open_store
 
+    made = run.done("data") or {}
+    if isinstance(made.get(name), dict) and made[name].get("path"):
+        return open_store(made[name]["path"])
     return open_store(run.path("data", f"{name}.zarr"))
 
 

@@ -583,7 +583,7 @@ def _resolve_label(columns: list, label_column, where: str = "the file") -> Any:
     if label_column is None:
         return None
     return resolve_column(columns, label_column, what="label column", where=where,
-                          option="--label (label= in Python)")
+                          option="--label (label= in Python and pipeline files)")
 
 
 def _resolve_drop(columns: list, drop, label, where: str) -> list:
@@ -594,7 +594,7 @@ def _resolve_drop(columns: list, drop, label, where: str) -> list:
         drop = [drop]
     out = []
     for value in drop:
-        col = resolve_column(columns, value, what="drop column", where=where, option="--drop (drop= in Python)")
+        col = resolve_column(columns, value, what="drop column", where=where, option="--drop (drop= in Python and pipeline files)")
         if label is not None and col == label:
             raise ValueError(f"drop column {value!r} is the label column {str(label)!r} of {where}; drop feature "
                              "columns only (or pass no label).")
