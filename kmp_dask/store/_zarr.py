@@ -39,7 +39,8 @@ COMPLETE_KEY = "all_chunks_written"
 #: zarr array config of every array kmp_dask writes: all-zero chunks are written too.
 WRITE_CONFIG = {"write_empty_chunks": True}
 
-__all__ = ["Location", "ZarrRowReader", "ZarrSink", "ZarrStore", "atomic_target", "check_target_free"]
+__all__ = ["Location", "StorePublishError", "ZarrRowReader", "ZarrSink", "ZarrStore", "atomic_target",
+           "check_target_free", "publish_remote"]
 
 
 def default_compressors() -> tuple:
@@ -81,8 +82,13 @@ class Location:
         return fsspec.core.url_to_fs(self.url, **self.storage_options)[1]
 
     def exists(self) -> bool:
-        """Whether anything exists at this location."""
-        return os.path.exists(self.url) if self.is_local else self.fs.exists(self.path)
+        """Whether anything exists at this location (object stores: asked afresh, not from the
+        file system's listing cache, which another writer may have made stale)."""
+        if self.is_local:
+            return os.path.exists(self.url)
+        fs = self.fs
+        fs.invalidate_cache(self.path)
+        return fs.exists(self.path)
 
     def sibling(self, suffix: str) -> Location:
         """A location next to this one whose name ends with ``suffix``."""
@@ -94,11 +100,11 @@ class Location:
             self.fs.rm(self.path, recursive=True)
 
     def rename_to(self, other: Location) -> None:
-        """Move this location to ``other`` (atomic ``os.replace`` for local paths)."""
-        if self.is_local:
-            os.replace(self.url, other.url)
-        else:
-            self.fs.mv(self.path, other.path, recursive=True)
+        """Move the local path to ``other`` (atomic ``os.replace``); URLs are published with
+        :func:`publish_remote` instead (object stores have no rename)."""
+        if not self.is_local:
+            raise ValueError(f"rename_to is for local paths; {self.url!r} is a URL (use publish_remote).")
+        os.replace(self.url, other.url)
 
     def zarr_store(self, read_only: bool) -> Any:
         """A zarr ``LocalStore`` or ``FsspecStore`` for this location."""
@@ -143,13 +149,81 @@ def atomic_target(
     try:
         yield tmp
         _swap_in(tmp, final)
+    except StorePublishError:
+        raise  # the complete new store stays at the temporary location the message names
     except BaseException:
         tmp.remove()
         raise
 
 
+class StorePublishError(OSError):
+    """Copying a complete temporary store into place on an object store failed part way.
+
+    The complete new store is kept at :attr:`temporary` (the message names it); the target holds
+    no readable store (its root ``zarr.json``, written last, is absent).
+    """
+
+    def __init__(self, message: str, *, temporary: str, target: str):
+        super().__init__(message)
+        self.temporary, self.target = temporary, target
+
+
+def publish_remote(tmp: Location, final: Location) -> None:
+    """Publish the complete store at URL ``tmp`` at URL ``final`` (object stores: no rename).
+
+    Object stores (S3, GCS, ...) have no atomic rename of a prefix, so the commit point is the
+    store's root ``zarr.json``: zarr cannot open a group without it, and :class:`ZarrStore` and
+    ``check_replaceable`` recognise a store by it. The steps:
+
+    1. the objects of ``tmp`` are listed (a fresh listing, not the cache);
+    2. an old store at ``final`` (``overwrite=True``, already checked to be a kmp_dask store) loses
+       its root ``zarr.json`` first — from then on no reader opens it, so none can see a mix of old
+       and new chunks — and then the rest of its objects;
+    3. every object but the root ``zarr.json`` is copied to ``final`` (server-side copies: no chunk
+       passes through this process), then the root ``zarr.json`` last;
+    4. ``tmp`` is deleted.
+
+    A failure in step 3 removes what was copied and raises :class:`StorePublishError` naming the
+    complete store kept at ``tmp`` (the old store, if any, is gone by then: unlike a local rename,
+    replacing a store on an object store has a window in which the target holds no store).
+    """
+    fs = tmp.fs
+    src, dst = tmp.path.rstrip("/"), final.path.rstrip("/")
+    fs.invalidate_cache(src)
+    keys = sorted(p[len(src) + 1:] for p in fs.find(src))
+    if "zarr.json" not in keys:
+        raise StoreSchemaError(f"the temporary store {tmp.url!r} has no root zarr.json; nothing was published.")
+    if final.exists():
+        if fs.exists(f"{dst}/zarr.json"):
+            fs.rm(f"{dst}/zarr.json")
+        fs.invalidate_cache(dst)
+        if fs.exists(dst):
+            fs.rm(dst, recursive=True)
+        fs.invalidate_cache(dst)
+    body = [k for k in keys if k != "zarr.json"]
+    try:
+        if body:
+            fs.copy([f"{src}/{k}" for k in body], [f"{dst}/{k}" for k in body])
+        fs.copy(f"{src}/zarr.json", f"{dst}/zarr.json")
+    except Exception as exc:
+        try:
+            final.remove()
+        except Exception:  # pragma: no cover - the store is unreadable without its zarr.json anyway
+            pass
+        raise StorePublishError(
+            f"publishing the new store at {final.url!r} failed ({type(exc).__name__}: {exc}); the complete new "
+            f"store is kept at {tmp.url!r}: run the ingest again, or copy it there yourself (its zarr.json last).",
+            temporary=tmp.url, target=final.url,
+        ) from exc
+    fs.invalidate_cache(dst)
+    tmp.remove()
+
+
 def _swap_in(tmp: Location, final: Location) -> None:
     """Move ``tmp`` to ``final``, replacing (and finally deleting) any old store."""
+    if not final.is_local:
+        publish_remote(tmp, final)
+        return
     if not final.exists():
         tmp.rename_to(final)
         return
@@ -617,7 +691,9 @@ def _check_chunk_files(arr: Any, name: str, loc: Location, start: int, stop: int
 def _chunk_exists(loc: Location, key: str) -> bool:
     if loc.is_local:
         return os.path.exists(os.path.join(loc.url, *key.split("/")))
-    return loc.fs.exists(f"{loc.path}/{key}")
+    fs, path = loc.fs, f"{loc.path}/{key}"
+    fs.invalidate_cache(path)
+    return fs.exists(path)
 
 
 def missing_chunk_error(arr: Any, name: str, url: str, chunk: int) -> StoreCorruptError:
@@ -644,8 +720,9 @@ def _listed_chunk_keys(loc: Location, name: str) -> set[str]:
                 rel = os.path.relpath(os.path.join(dirpath, f), loc.url).replace(os.sep, "/")
                 out.add(rel)
         return out
-    root = loc.path.rstrip("/")
-    return {p[len(root) + 1:] for p in loc.fs.find(f"{root}/{name}")}
+    root, fs = loc.path.rstrip("/"), loc.fs
+    fs.invalidate_cache(f"{root}/{name}")
+    return {p[len(root) + 1:] for p in fs.find(f"{root}/{name}")}
 
 
 class _CheckedArray:
