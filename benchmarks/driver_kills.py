@@ -534,7 +534,8 @@ def run_driver_kills(workdir, *, families=tuple(FAMILIES), runs=9, embedded_runs
                                      for f in families},
                         "fit_call": "est.fit(store, checkpoint=DIR, checkpoint_every=k, resume=True) (reduced: "
                                     "est.fit(source_model, store, ...)); kmp_dask.save(est, MODEL, overwrite=True)"},
-           "support": {}, "references": {}, "runs": [], "redrawn": []}
+           "support": {}, "references": {}, "runs": [], "redrawn": [],
+           "load_average_at_start": list(os.getloadavg())}
     source = None
     for fam in families:
         sup = family_support(fam)
@@ -609,6 +610,7 @@ def run_driver_kills(workdir, *, families=tuple(FAMILIES), runs=9, embedded_runs
                 if run["identical"] and not keep:
                     shutil.rmtree(workdir / fam / name, ignore_errors=True)
                 i += 1
+    doc["load_average_at_end"] = list(os.getloadavg())
     return summarize(doc)
 
 
