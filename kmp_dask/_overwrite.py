@@ -23,6 +23,10 @@ Recognised, by the marker kmp_dask writes and by holding nothing else:
     VERSION · created ...``);
 ``metrics``
     a JSON object with the keys ``evaluate --output`` writes (``model``, ``store``, ``task``).
+``predictions``
+    a CSV file whose header ``predict --output`` writes (``row,`` then ``prediction`` /
+    ``proba_`` / ``decision`` / ``feature_`` columns), or a Parquet file with the schema metadata
+    ``kmp_dask = predictions``; a ``.npy`` file carries no mark and is never replaced.
 
 An empty directory is free (nothing to lose). Never replaced, whatever it holds: ``/``, the home
 directory, and the current directory or any directory containing it (a run directory may be the
@@ -49,7 +53,8 @@ _DATA_ENTRY = re.compile(r"^[^/]+\.zarr(\.(tmp|old)-[0-9a-f]{32})?$")
 _ARRAY_FILE = re.compile(r"^a\d+\.npy$")
 _REPORT_HEADER = re.compile(rb'<header><h1>.*?</h1><p class="meta">kmp_dask \S+ \xc2\xb7 created ', re.S)
 _NAMES = {"store": "kmp_dask store", "model": "kmp_dask model", "run": "kmp_dask run directory",
-          "report": "kmp_dask report", "metrics": "metrics file written by `kmp-dask evaluate`"}
+          "report": "kmp_dask report", "metrics": "metrics file written by `kmp-dask evaluate`",
+          "predictions": "predictions file written by `kmp-dask predict`"}
 
 
 class ForeignTargetError(FileExistsError):
@@ -142,8 +147,14 @@ def _why_not_metrics(p: Path) -> str | None:
     return None if ok else "it is not a JSON object with the keys model, store and task"
 
 
+def _why_not_predictions(p: Path) -> str | None:
+    from ._predictions_file import predictions_file_reason  # a CSV / Parquet file `predict` wrote (its header / metadata)
+
+    return predictions_file_reason(p)
+
+
 _CHECKS = {"store": _why_not_store, "model": _why_not_model, "run": _why_not_run, "report": _why_not_report,
-           "metrics": _why_not_metrics}
+           "metrics": _why_not_metrics, "predictions": _why_not_predictions}
 
 
 def kind_of(target, kinds=tuple(_CHECKS)) -> str | None:

@@ -196,12 +196,13 @@ def _size(est) -> str:
 @where_options
 def evaluate(model_path, store, as_json, output, overwrite, quiet, where):
     """Accuracy and per-class metrics (classifiers) or R², MSE, MAE (regressors) on a labelled STORE."""
-    from ..evaluation import evaluate as run_evaluate
+    from ..evaluation import check_evaluate, evaluate as run_evaluate
 
     if output:
         _check_output_free(output, overwrite, "--output", "metrics")
     model = _load_model(model_path)
     st = _open_store(store)
+    check_evaluate(model, st)  # transformer, other columns, no class in common: refused before a cluster starts
     with running(where, quiet=quiet or as_json) as client:
         metrics = run_evaluate(model, st, client=client)
     metrics = {"model": str(model_path), "store": st.url, **metrics}
@@ -238,27 +239,45 @@ def _atomic_write_text(path, text: str) -> None:
         raise
 
 
-@main.command(epilog="\b\nExamples:\n  kmp-dask predict kmp.model data/test.zarr --output pred.zarr\n"
+@main.command(epilog="\b\nExamples:\n  kmp-dask predict kmp.model data/test.zarr --output pred.csv          # row, prediction (class names)\n"
+                     "  kmp-dask predict kmp.model data/test.zarr --output proba.parquet --proba   # row, proba_<class>...\n"
+                     "  kmp-dask predict svc10.model data/test.zarr --output scores.npy --decision\n"
+                     "  kmp-dask predict kmp.model data/test.zarr --output pred.zarr         # a store: X = decision values, y = classes\n"
                      "  kmp-dask predict mmda.model data/train.zarr --output features.zarr   # X = features, y = labels")
 @click.argument("model_path", metavar="MODEL")
 @click.argument("store")
-@click.option("--output", required=True, type=click.Path(), help="The zarr store to write.")
+@click.option("--output", required=True, type=click.Path(),
+              help="Where to write; the extension names the format: .csv, .parquet, .npy or .zarr.")
+@click.option("--proba", is_flag=True, help="Class probabilities instead of classes (models with predict_proba).")
+@click.option("--decision", is_flag=True, help="Decision values instead of classes (models with decision_function).")
 @click.option("--overwrite", is_flag=True, help="Replace --output if it exists (once the new one is complete).")
 @click.option("--quiet", "-q", is_flag=True)
 @where_options
-def predict(model_path, store, output, overwrite, quiet, where):
-    """Write MODEL's predictions over STORE, chunk by chunk, to a new zarr store (--output).
+def predict(model_path, store, output, proba, decision, overwrite, quiet, where):
+    """Write MODEL's predictions over STORE, chunk by chunk and in STORE's row order, to --output.
 
-    Classifiers: y = predicted class (names in the store's classes), X = decision values.
-    Regressors: X and y = predictions. Transformers (mmda, skpca): X = features, y = STORE's labels.
+    .csv / .parquet: a `row` column, then `prediction` (class names for classifiers), or
+    `proba_<class>` (--proba), `decision_<class>` (--decision), `feature_<name>` (transformers).
+    .npy: the same values as one array. .zarr: a store (classifiers: y = predicted class, X =
+    decision values, or probabilities with --proba; regressors: X = y = predictions; transformers
+    (mmda, skpca): X = features, y = STORE's labels).
     """
-    from ..evaluation import predict_to_store
+    from ..evaluation import check_model_data, check_output_request, output_format, predict_to_file
 
-    _check_output_free(output, overwrite, "--output", "store")
+    if proba and decision:
+        raise click.UsageError("--proba and --decision are exclusive: write one, then the other to a second file")
+    fmt = output_format(output)
+    if fmt == "zarr":
+        _check_output_free(output, overwrite, "--output", "store")
+    else:
+        _check_output_free(output, overwrite, "--output", "predictions")
     model = _load_model(model_path)
+    what = "proba" if proba else "decision" if decision else "auto"
+    check_output_request(model, what)
     st = _open_store(store)
+    check_model_data(model, st)
     with running(where, quiet=quiet) as client:
-        out = predict_to_store(model, st, output, overwrite=overwrite, client=client,
-                               provenance={"model_path": str(model_path)})
+        out = predict_to_file(model, st, output, output=what, overwrite=overwrite, client=client,
+                              provenance={"model_path": str(model_path)})
     if not quiet:
-        click.echo(f"wrote {out.n_rows} rows x {out.n_features} to {out.url}")
+        click.echo(f"wrote {out['n_rows']} rows ({fmt}) to {out['path']}")

@@ -99,12 +99,16 @@ def _class_names(store, y):
 @where_options
 def compress(source, n_vectors, model_path, data, method, candidates, criterion, refit, exchange, random_state,
              trust_pickle, overwrite, quiet, where):
-    """Compress MODEL (kmp_dask model or scikit-learn SVC/SVR/KernelRidge file) by reduced-set selection."""
+    """Compress MODEL (a kmp_dask KMP, CVM or MMDA model, or a scikit-learn SVC/SVR/KernelRidge file) by
+    reduced-set selection."""
     from .. import ReducedSetCompressor, save
     from ._params import parse_value
 
     _check_output_free(model_path, overwrite, "--model", "model")
     model = _load_any(source, trust_pickle)
+    from ..reduced._models import as_compression_target
+
+    as_compression_target(model)  # a model that cannot be compressed is refused before a cluster starts
     st = _open_store(data) if data else None
     n = parse_value(n_vectors)
     if isinstance(n, bool) or not isinstance(n, (int, float)):

@@ -9,31 +9,95 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["confusion_counts", "regression_sums", "label_codes"]
+__all__ = ["confusion_counts", "regression_sums", "label_codes", "chunkwise", "computed_blocks"]
 
 
 def _as_dask(a, chunks):
+    """``a`` as a dask array; a numpy array (any dtype: object labels too) is split into explicit
+    row chunks (``chunks``: a tuple of sizes or an int; dask's "auto" cannot size object data)."""
     import dask.array as da
 
     if isinstance(a, da.Array):
         return a
-    return da.from_array(np.asarray(a), chunks=chunks)
+    a = np.asarray(a)
+    if chunks == "auto" or chunks is None:
+        chunks = max(1, len(a))
+    rows = chunks if isinstance(chunks, tuple) else (chunks,)
+    return da.from_array(a, chunks=(rows,) + tuple(-1 for _ in a.shape[1:]))
 
 
 def _codes_block(labels, classes):
-    """Index of each label in ``classes`` (-1 when absent)."""
+    """Index of each label in ``classes`` (-1 when absent); matched by value, else by name
+    (``str``), so a store's class names ("1", "True") meet a model's classes of another type."""
     labels = np.asarray(labels)
-    lookup = {c: i for i, c in enumerate(classes.tolist())}
-    return np.fromiter((lookup.get(v, -1) for v in labels.tolist()), dtype=np.int64, count=len(labels))
+    keys = classes.tolist()
+    lookup = {c: i for i, c in enumerate(keys)}
+    by_name = {str(c): i for i, c in enumerate(keys)}
+    return np.fromiter((lookup[v] if v in lookup else by_name.get(str(v), -1) for v in labels.tolist()),
+                       dtype=np.int64, count=len(labels))
 
 
-def label_codes(labels, classes):
-    """A dask array of labels → their indices in ``classes`` (-1 for a label not among them)."""
+def label_codes(labels, classes, chunks="auto"):
+    """Labels (a dask array, or numpy / list of any dtype) → a dask int64 array of their indices in
+    ``classes`` (-1 for a label not among them); numpy labels are split into ``chunks`` rows."""
+    classes = np.asarray(classes)
+    labels = _as_dask(labels, chunks)
+    return labels.map_blocks(_codes_block, classes, dtype=np.int64)
+
+
+def _apply(model, method, block):
+    """``model.<method>(block)`` on one block of rows, as a numpy array."""
+    import warnings
+
+    with warnings.catch_warnings():  # the store's feature names were compared once, before the pass
+        warnings.filterwarnings("ignore", "X does not have valid feature names", UserWarning)
+        return np.asarray(getattr(model, method)(np.asarray(block)))
+
+
+def _shipped(model):
+    """A shallow copy of ``model`` without its ``client`` (a Client does not travel to workers)."""
+    import copy
+
+    if getattr(model, "client", None) is None or isinstance(model.client, str):
+        return model
+    model = copy.copy(model)
+    model.client = None
+    return model
+
+
+def chunkwise(model, X, method, probe):
+    """``model.<method>`` over the dask array ``X`` as a lazy dask array, one task per row chunk of
+    ``X`` (the model is one key of the graph, shipped once per worker, not per task).
+
+    ``probe`` (a few rows of ``X`` as numpy) gives the output's dtype and trailing shape without a
+    pass over the data. This is the one data pass behind ``evaluate``, ``predict_to_store`` and
+    ``predict_to_file``: any model with that method (kmp_dask's, scikit-learn's, a compressed
+    model) predicts here, block by block, in the input's row order.
+    """
+    import uuid
+
+    import dask
     import dask.array as da
 
-    classes = np.asarray(classes)
-    labels = labels if isinstance(labels, da.Array) else da.from_array(np.asarray(labels))
-    return labels.map_blocks(_codes_block, classes, dtype=np.int64)
+    out0 = _apply(model, method, probe)
+    tail, dtype = out0.shape[1:], out0.dtype
+    X = X.rechunk({1: -1})
+    m = dask.delayed(_shipped(model), name=f"model-{uuid.uuid4().hex}", traverse=False)
+    parts = [da.from_delayed(dask.delayed(_apply, pure=True)(m, method, b), shape=(int(n),) + tail, dtype=dtype)
+             for b, n in zip(X.to_delayed().ravel(), X.chunks[0])]
+    if not parts:
+        return da.from_array(np.empty((0,) + tail, dtype=dtype), chunks=((0,),) + tuple((k,) for k in tail))
+    return da.concatenate(parts, axis=0)
+
+
+def computed_blocks(arr, batch: int = 8):
+    """Yield the row blocks of the dask array ``arr`` as numpy, in order, computing ``batch`` of
+    them at a time (the workers run a batch in parallel; only one batch is ever in memory here)."""
+    import dask
+
+    blocks = arr.to_delayed().ravel()
+    for i in range(0, len(blocks), batch):
+        yield from dask.compute(*blocks[i:i + batch])
 
 
 def _confusion_block(pred, true, n):
