@@ -185,6 +185,7 @@ def _remote_store_reason(target, storage_options) -> str | None:
     from .store._schema import MARKER_KEY, MARKER_VALUE
 
     fs, path = fsspec.core.url_to_fs(os.fspath(target), **(storage_options or {}))
+    fs.invalidate_cache(path)  # object stores: list afresh, another writer may have changed the prefix
     try:
         attrs = json.loads(fs.cat(path.rstrip("/") + "/zarr.json")).get("attributes", {})
     except (OSError, ValueError, AttributeError):

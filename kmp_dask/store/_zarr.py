@@ -61,10 +61,16 @@ class Location:
         text = os.fspath(target)
         if not isinstance(text, str):
             raise TypeError(f"target must be a str path/URL or os.PathLike; got {type(target).__name__}.")
+        options = _check_storage_options(storage_options)
         if "://" in text and not text.startswith("file://"):
-            return cls(text.rstrip("/"), dict(storage_options or {}))
+            return cls(text.rstrip("/"), options)
+        if options:
+            raise ValueError(
+                f"storage_options={_shown(options)} apply to URLs such as s3://bucket/data.zarr; {text!r} is a "
+                "local path. Drop storage_options, or give the store's URL."
+            )
         local = text[len("file://"):] if text.startswith("file://") else text
-        return cls(os.path.abspath(os.path.expanduser(local)), dict(storage_options or {}))
+        return cls(os.path.abspath(os.path.expanduser(local)), options)
 
     @property
     def is_local(self) -> bool:
@@ -74,12 +80,12 @@ class Location:
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
         """The fsspec file system holding the store."""
-        return fsspec.core.url_to_fs(self.url, **self.storage_options)[0]
+        return _url_to_fs(self.url, self.storage_options)[0]
 
     @property
     def path(self) -> str:
         """Path of the store inside :attr:`fs`."""
-        return fsspec.core.url_to_fs(self.url, **self.storage_options)[1]
+        return _url_to_fs(self.url, self.storage_options)[1]
 
     def exists(self) -> bool:
         """Whether anything exists at this location (object stores: asked afresh, not from the
@@ -115,6 +121,65 @@ class Location:
         )
 
 
+#: fsspec protocols whose first path component is a bucket that must exist before a write.
+BUCKET_PROTOCOLS = ("s3", "s3a", "gs", "gcs")
+
+
+def _shown(options: dict) -> str:
+    """``storage_options`` for a message, secrets masked."""
+    secret = ("secret", "token", "password", "key")
+    return "{" + ", ".join(f"{k!r}: " + ("'***'" if any(w in k.lower() for w in secret) else repr(v))
+                           for k, v in options.items()) + "}"
+
+
+def _check_storage_options(storage_options: Any) -> dict:
+    """``storage_options`` as a dict: None or a mapping with str keys (fsspec keyword arguments)."""
+    from collections.abc import Mapping
+
+    if storage_options is None:
+        return {}
+    if not isinstance(storage_options, Mapping) or not all(isinstance(k, str) for k in storage_options):
+        raise TypeError(
+            f"storage_options must be a dict of fsspec options such as {{'endpoint_url': 'http://host:9000', "
+            f"'key': ..., 'secret': ...}}; got {type(storage_options).__name__} {storage_options!r:.60}."
+        )
+    return dict(storage_options)
+
+
+def _url_to_fs(url: str, storage_options: dict) -> tuple[fsspec.AbstractFileSystem, str]:
+    """``fsspec.core.url_to_fs`` with errors that name the URL and the fix."""
+    protocol = url.split("://", 1)[0]
+    try:
+        return fsspec.core.url_to_fs(url, **storage_options)
+    except ImportError as exc:
+        extra = " (pip install 'kmp_dask[s3]')" if protocol in ("s3", "s3a") else ""
+        raise ImportError(f"the store {url!r} needs the fsspec implementation of {protocol}://, which is not "
+                          f"installed{extra}: {exc}") from exc
+    except ValueError as exc:
+        if "protocol" not in str(exc).lower():
+            raise
+        raise ValueError(f"the store {url!r} has the protocol {protocol!r}, which fsspec does not know; use a "
+                         f"local path or a URL such as s3://bucket/data.zarr ({exc}).") from exc
+
+
+def _check_bucket(final: Location) -> None:
+    """Raise ``FileNotFoundError`` before any work if the bucket of an object-store target is missing."""
+    protocol = final.url.split("://", 1)[0]
+    if protocol not in BUCKET_PROTOCOLS:
+        return
+    fs = final.fs
+    bucket = final.path.split("/", 1)[0]
+    fs.invalidate_cache(bucket)
+    if not fs.exists(bucket):
+        where = final.storage_options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL_S3") \
+            or os.environ.get("AWS_ENDPOINT_URL") or "the default endpoint"
+        raise FileNotFoundError(
+            f"target {final.url!r}: the bucket {bucket!r} does not exist at {where}, or these credentials "
+            f"cannot see it. Create the bucket first (aws s3 mb {protocol}://{bucket}), or check storage_options "
+            "(endpoint_url, key, secret) / the AWS_* environment variables."
+        )
+
+
 def check_target_free(target: str | os.PathLike, *, overwrite: bool,
                       storage_options: dict | None = None) -> None:
     """Raise :class:`StoreExistsError` if something is at ``target`` and ``overwrite`` is False.
@@ -123,6 +188,8 @@ def check_target_free(target: str | os.PathLike, *, overwrite: bool,
     is reported before any work (:func:`atomic_target` checks again before writing).
     """
     final = Location.parse(target, storage_options)
+    if not final.is_local:
+        _check_bucket(final)
     if final.exists() and not overwrite:
         raise StoreExistsError(
             f"a store already exists at {final.url!r}; pass overwrite=True to replace it."
@@ -390,7 +457,10 @@ class ZarrStore:
     def __init__(self, target: str | os.PathLike, *, storage_options: dict | None = None):
         self._loc = Location.parse(target, storage_options)
         if not self._loc.exists():
-            raise FileNotFoundError(f"no store at {self._loc.url!r}.")
+            hint = "" if self._loc.is_local else (
+                " (looked up with storage_options " + _shown(self._loc.storage_options) + " and the AWS_* / FSSPEC_* "
+                "environment variables; check the bucket, the path and endpoint_url)")
+            raise FileNotFoundError(f"no store at {self._loc.url!r}{hint}.")
         self._refresh()
 
     def _refresh(self) -> None:
