@@ -44,6 +44,8 @@ Protocol
   parts) and work counters (:data:`WORK_COUNTERS`: kernel evaluations, documented to include the
   partitions' rebuild after a resume), whose differences are listed per run. A difference between
   the plain reference and the control (checkpointing changed the model) is reported as such.
+* Runs are named ``<client>_run<i>_<m>``: the i-th run of that family and client, m the number of
+  first kills redrawn before it (listed under ``redrawn``).
 * Recorded per kill: family, client, the kill time (seconds after the process start, fraction of
   T), the phase the driver was in (``startup``: importing / building; ``fit``; ``saving``;
   ``exiting``), whether a checkpoint existed and its iteration / completeness (what the next
@@ -490,8 +492,7 @@ def _kill_run(workdir, family, client, name, store, source, T, rng, *, rekill, m
            "n_kills": len(kills), "n_processes": len(processes), "kills": kills, "status": status,
            "resumed_from": [p.get("record", {}).get("resumed_from") for p in processes if p["status"] == "ok"],
            "wall_seconds": sum(p["wall_seconds"] for p in processes),
-           "restart_wall_seconds": [p["wall_seconds"] for p in processes[1:]],
-           "redraws_before": 0}
+           "restart_wall_seconds": [p["wall_seconds"] for p in processes[1:]]}
     if status != "ok":
         run.update(identical=False, error=processes[-1].get("error"), stderr_tail=processes[-1].get("stderr_tail"))
     return run, first
