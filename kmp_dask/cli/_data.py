@@ -63,6 +63,10 @@ def ingest(source, target, label, drop, delimiter, n_rows, test_size, test_targe
     """
     from .. import store
 
+    try:
+        store.source_kind(source)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="SOURCE") from None
     drops = [c.strip() for value in drop for c in value.split(",") if c.strip()] or None
     progress = _want_progress(progress)
     options = {k: v for k, v in (("label", label), ("delimiter", _delimiter(delimiter)), ("labels", labels))

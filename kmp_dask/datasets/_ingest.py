@@ -23,6 +23,16 @@ def load(name: str) -> Dataset:
     return _LOADERS[prefix](short)
 
 
+def _other_source(name) -> bool:
+    """A source of :func:`kmp_dask.store.ingest` other than keel/sklearn (a file, a store, synthetic)."""
+    from ..store import source_kind
+
+    try:
+        return source_kind(name) != "dataset"
+    except ValueError:
+        return False  # load() names the accepted forms
+
+
 def ingest(dataset_or_name: Dataset | str, target, *, chunk_rows=None, overwrite=False,
            storage_options=None, progress=None, **source_options) -> ZarrStore:
     """Write a :class:`Dataset` (or a name such as ``"keel:banana"``, or any other source of
@@ -52,8 +62,7 @@ def ingest(dataset_or_name: Dataset | str, target, *, chunk_rows=None, overwrite
     StoreExistsError
         ``target`` exists and ``overwrite`` is False (checked before the data are loaded).
     """
-    if isinstance(dataset_or_name, (str, os.PathLike)) and (
-            source_options or not os.fspath(dataset_or_name).startswith(("keel:", "sklearn:"))):
+    if isinstance(dataset_or_name, (str, os.PathLike)) and (source_options or _other_source(dataset_or_name)):
         from ..store import ingest as ingest_source
 
         return ingest_source(dataset_or_name, target, chunk_rows=chunk_rows, overwrite=overwrite,

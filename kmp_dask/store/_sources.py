@@ -54,8 +54,6 @@ def source_kind(source) -> str:
             return kind
     if os.path.isdir(text):
         return "store" if os.path.isfile(os.path.join(text, "zarr.json")) else "numpy"
-    if not os.path.exists(text) and ("/" in text or "." in os.path.basename(text)):
-        raise FileNotFoundError(f"source {text!r} does not exist; a data source is {VOCABULARY}.")
     raise ValueError(f"source {text!r} is not a data source; use {VOCABULARY}.")
 
 

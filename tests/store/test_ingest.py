@@ -202,7 +202,7 @@ def test_store_from_csv_rejects_text_features(tmp_path):
     ref.assign(colour="red").to_csv(path, index=False)
     with pytest.raises(DataValidationError, match=r"column\(s\) \['colour'\] .* are not numeric"):
         store_from_csv(tmp_path / "c.zarr", path, label_column="label")
-    with pytest.raises(ValueError, match="label_column='nope' is not a column"):
+    with pytest.raises(ValueError, match="label column 'nope' is not a column"):
         store_from_csv(tmp_path / "c.zarr", path, label_column="nope")
 
 
