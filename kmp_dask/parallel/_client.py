@@ -400,8 +400,9 @@ def wait_for_workers(client, timeout: float, *, n: int = 1, what: str | None = N
     fix = fix or "start workers for it (`dask worker SCHEDULER_ADDRESS`)"
     raise NoWorkersError(
         f"{what} has {len(workers)} worker{'s' if len(workers) != 1 else ''} after waiting {float(timeout):g} s "
-        f"(at least {n} needed). {fix[0].upper() + fix[1:]}, or run without a scheduler (client=None or "
-        "'embedded'; CLI: no --scheduler) to use a local cluster."
+        f"(at least {n} needed). {fix[0].upper() + fix[1:]}, or wait longer for workers still starting "
+        "(CLI: --connect-timeout SECONDS; Python: dask config 'distributed.comm.timeouts.connect'), or run "
+        "without a scheduler (client=None or 'embedded'; CLI: no --scheduler) to use a local cluster."
     )
 
 
