@@ -668,7 +668,7 @@ class _CsvSource:
         self.path, self.name = path, os.fspath(path)
         self.given_delimiter = delimiter
         self.delimiter = delimiter if delimiter is not None else _sniff_delimiter(path)
-        self.read_kw = dict(sep=self.delimiter, header=header)
+        self.read_kw = dict(sep=self.delimiter, header=header, float_precision="round_trip")  # exact decimals
         if header is None:
             self.header_lines = 0
         elif header == "infer":

@@ -92,7 +92,7 @@ def _check_options(source, kind: str, options: dict, n_rows, test_size, part, te
 def test_rows(start: int, n: int, test_size: float, seed: int = 0) -> np.ndarray:
     """Boolean mask: which of rows ``start .. start+n-1`` belong to the test part (see the module doc)."""
     x = np.arange(start, start + n, dtype=np.uint64)
-    z = x + np.uint64(0x9E3779B97F4A7C15) * np.uint64((int(seed) + 1) % 2**64)
+    z = x + np.uint64((0x9E3779B97F4A7C15 * (int(seed) + 1)) % 2**64)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     z = z ^ (z >> np.uint64(31))
