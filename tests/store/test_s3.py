@@ -1,0 +1,290 @@
+"""Stores on object storage (docs/store.md "Object storage"), against a real S3-compatible server:
+moto's server mode on 127.0.0.1 (tests/_s3_server.py), one per test process, a fresh bucket per module.
+
+Checked: ingest, open, fit (every family, reading the store through ``read_range`` / readers) and
+predict on ``s3://`` give the same arrays and the same model, bit for bit, as a local copy; a failed
+ingest leaves nothing at the target; publishing writes the root ``zarr.json`` last and a failure while
+publishing keeps the complete new store at its temporary prefix; a damaged or missing chunk object is
+a ``StoreCorruptError`` as locally; ``overwrite`` replaces only a kmp_dask store; commands reach the
+server through the standard AWS environment variables.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import numpy as np
+import pytest
+
+pytest.importorskip("s3fs")
+pytest.importorskip("moto.server")
+
+from _s3_server import s3_server  # noqa: E402
+from click.testing import CliRunner  # noqa: E402
+
+from kmp_dask import CVMClassifier, KMPClassifier, KMPRegressor, SparseKernelPCA  # noqa: E402
+from kmp_dask._overwrite import ForeignTargetError  # noqa: E402
+from kmp_dask.cli import main as cli  # noqa: E402
+from kmp_dask.exceptions import StoreExistsError  # noqa: E402
+from kmp_dask.store import StoreCorruptError, create_store, open_store, store_from_blocks, store_from_csv  # noqa: E402
+from kmp_dask.store._zarr import Location, StorePublishError  # noqa: E402
+
+RNG = np.random.default_rng(26)
+X = RNG.normal(size=(240, 4))
+Y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    return s3_server()
+
+
+@pytest.fixture(scope="module")
+def bucket(s3):
+    return s3.new_bucket("kmp-s3-tests")
+
+
+@pytest.fixture
+def url(bucket):
+    """A fresh store URL in the module's bucket."""
+    return f"s3://{bucket}/{uuid.uuid4().hex[:8]}/data.zarr"
+
+
+@pytest.fixture(scope="module")
+def pair(s3, bucket, tmp_path_factory):
+    """The same data as a local store and as a store on the server."""
+    local = create_store(tmp_path_factory.mktemp("s3") / "local.zarr", X, Y, chunk_rows=80)
+    remote = create_store(f"s3://{bucket}/pair.zarr", X, Y, chunk_rows=80, storage_options=s3.storage_options)
+    return local, remote
+
+
+def _keys(s3, url):
+    root = url[len("s3://"):]
+    return sorted(p[len(root) + 1:] for p in s3.fs().find(root))
+
+
+def _siblings(s3, url):
+    """Everything next to the store's prefix: leftovers of temporaries would show here."""
+    parent = url[len("s3://"):].rsplit("/", 1)[0]
+    try:
+        return sorted(s3.fs().ls(parent, detail=False))
+    except FileNotFoundError:  # nothing at all under the parent prefix
+        return []
+
+
+def test_store_on_s3_holds_what_a_local_one_holds(s3, pair):
+    local, remote = pair
+    assert remote.url.startswith("s3://") and remote.complete
+    for a, b in zip(local.read_range(0, 240), remote.read_range(0, 240)):
+        assert np.array_equal(a, b) and a.dtype == b.dtype
+    rows = [7, 200, 3, 7]
+    assert np.array_equal(local.read_rows(rows)[0], remote.read_rows(rows)[0])
+    strip = {"provenance"}
+    assert {k: v for k, v in local.attrs.items() if k not in strip} == \
+        {k: v for k, v in remote.attrs.items() if k not in strip}
+    assert remote.verify() == 6
+    # the published store only: no temporary prefix left next to it
+    assert _siblings(s3, remote.url) == [remote.url[len("s3://"):]]
+    reopened = open_store(remote.url, storage_options=s3.storage_options)
+    assert np.array_equal(reopened.to_dask("X").compute(), X)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: KMPClassifier(n_basis=6, candidates=20, gamma=0.5, random_state=0, client="sync"),
+    lambda: KMPRegressor(n_basis=5, gamma=0.5, random_state=0, client="sync"),
+    lambda: CVMClassifier(C=10, gamma=0.5, random_state=0, client="sync"),
+    lambda: SparseKernelPCA(n_components=3, gamma=0.5, random_state=0, client="sync"),
+], ids=["kmp-classifier", "kmp-regressor", "cvm", "sparse-kpca"])
+def test_fit_on_s3_gives_the_model_of_a_local_copy(pair, make):
+    local, remote = pair
+    a, b = make().fit(local), make().fit(remote)
+    out = "transform" if hasattr(a, "transform") else "predict"
+    assert np.array_equal(getattr(a, out)(X), getattr(b, out)(X))
+    if hasattr(a, "expansion_"):
+        ea, eb = a.expansion_, b.expansion_
+        assert np.array_equal(ea.support_vectors, eb.support_vectors)
+        assert np.array_equal(ea.coef, eb.coef) and np.array_equal(ea.intercept, eb.intercept)
+
+
+@pytest.mark.slow
+def test_fit_and_predict_on_s3_on_a_cluster_same_as_local(pair):
+    """Workers read the store on the server through the pickled reader (a thread cluster: the
+    process cluster is in the slow test below)."""
+    from distributed import Client, LocalCluster
+
+    local, remote = pair
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as lc, \
+            Client(lc) as client:
+        a = KMPClassifier(n_basis=6, candidates=20, gamma=0.5, random_state=0, client=client).fit(local)
+        b = KMPClassifier(n_basis=6, candidates=20, gamma=0.5, random_state=0, client=client).fit(remote)
+        assert np.array_equal(a.expansion_.coef, b.expansion_.coef)
+        assert np.array_equal(a.expansion_.support_vectors, b.expansion_.support_vectors)
+        assert np.array_equal(np.asarray(a.predict(local).compute()), np.asarray(b.predict(remote).compute()))
+        assert np.array_equal(np.asarray(b.predict(remote).compute()), a.predict(X))
+
+
+def test_csv_ingest_to_s3_same_as_local(s3, url, tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("a,b,c,label\n" + "".join(f"{r[0]},{r[1]},{r[2]},{int(l)}\n" for r, l in zip(X[:50], Y[:50])))
+    local = store_from_csv(tmp_path / "l.zarr", path, chunk_rows=16)
+    remote = store_from_csv(url, path, chunk_rows=16, storage_options=s3.storage_options)
+    for a, b in zip(local.read_range(0, 50), remote.read_range(0, 50)):
+        assert np.array_equal(a, b)
+    assert local.attrs["feature_names"] == remote.attrs["feature_names"] == ["a", "b", "c"]
+
+
+def _blocks(fail_at=None):
+    def block(a, b):
+        if fail_at is not None and a >= fail_at:
+            raise RuntimeError("source broke")
+        return X[a:b], Y[a:b]
+    return block
+
+
+def test_failed_ingest_leaves_nothing_and_keeps_the_old_store(s3, url):
+    so = s3.storage_options
+    with pytest.raises(RuntimeError, match="source broke"):
+        store_from_blocks(url, 240, _blocks(fail_at=160), chunk_rows=80, storage_options=so)
+    assert not Location.parse(url, so).exists()
+    assert not [p for p in _siblings(s3, url) if ".tmp-" in p]
+    create_store(url, X[:80], Y[:80], chunk_rows=40, storage_options=so)
+    before = s3.listing(url[len("s3://"):])
+    with pytest.raises(RuntimeError, match="source broke"):
+        store_from_blocks(url, 240, _blocks(fail_at=80), chunk_rows=80, overwrite=True, storage_options=so)
+    assert s3.listing(url[len("s3://"):]) == before
+    assert open_store(url, storage_options=so).n_rows == 80
+    with pytest.raises(StoreExistsError, match="overwrite=True"):
+        create_store(url, X, Y, storage_options=so)
+
+
+def test_publish_writes_the_root_zarr_json_last(s3, url, monkeypatch):
+    so = s3.storage_options
+    create_store(url, X[:80], Y[:80], chunk_rows=40, storage_options=so)  # replaced below
+    fs = Location.parse(url, so).fs
+    events = []
+    real_copy, real_rm = fs.copy, fs.rm
+    monkeypatch.setattr(fs, "copy", lambda a, b, **kw: (events.append(("copy", b)), real_copy(a, b, **kw))[1])
+    monkeypatch.setattr(fs, "rm", lambda p, *a, **kw: (events.append(("rm", p)), real_rm(p, *a, **kw))[1])
+    create_store(url, X, Y, chunk_rows=80, overwrite=True, storage_options=so)
+    root = url[len("s3://"):]
+    # the old store first loses its zarr.json (no reader opens it any more), then the rest
+    assert events[0] == ("rm", f"{root}/zarr.json")
+    copies = [e for e in events if e[0] == "copy"]
+    assert copies[-1] == ("copy", f"{root}/zarr.json")
+    assert all(f"{root}/zarr.json" not in e[1] for e in copies[:-1])
+    assert events[-1][0] == "rm" and ".tmp-" in events[-1][1]  # the temporary, after publishing
+    assert open_store(url, storage_options=so).n_rows == 240
+    assert _keys(s3, url) == sorted(["zarr.json", "X/zarr.json", "y/zarr.json"]
+                                    + [f"X/c/{i}/0" for i in range(3)] + [f"y/c/{i}" for i in range(3)])
+
+
+def test_a_failed_publish_keeps_the_complete_store_at_its_temporary(s3, url, monkeypatch):
+    so = s3.storage_options
+    fs = Location.parse(url, so).fs
+    real_copy = fs.copy
+
+    def copy(a, b, **kw):
+        if isinstance(b, str) and b.endswith("/zarr.json"):
+            raise ConnectionError("connection reset")
+        return real_copy(a, b, **kw)
+
+    monkeypatch.setattr(fs, "copy", copy)
+    with pytest.raises(StorePublishError, match="connection reset") as info:
+        create_store(url, X, Y, chunk_rows=80, storage_options=so)
+    monkeypatch.undo()
+    assert info.value.target == url and ".tmp-" in info.value.temporary
+    assert info.value.temporary in str(info.value)
+    assert not Location.parse(url, so).exists()  # nothing half-copied at the target
+    kept = open_store(info.value.temporary, storage_options=so)
+    assert kept.verify() == 6 and np.array_equal(kept.read_range(0, 240)[0], X)
+    Location.parse(info.value.temporary, so).remove()
+
+
+def test_damaged_and_missing_chunks_on_s3_are_named(s3, url):
+    so = s3.storage_options
+    store = create_store(url, X, Y, chunk_rows=80, storage_options=so)
+    root = url[len("s3://"):]
+    fs = s3.fs()
+    fs.pipe(f"{root}/X/c/1/0", b"not a blosc frame at all")
+    with pytest.raises(StoreCorruptError, match=r"chunk 1 \(rows 80..159\) of array 'X'") as info:
+        open_store(url, storage_options=so).read_range(0, 240)
+    assert info.value.key == "X/c/1/0" and url in str(info.value)
+    with pytest.raises(StoreCorruptError, match="X/c/1/0"):
+        KMPClassifier(n_basis=3, client="sync").fit(open_store(url, storage_options=so))
+    fs.rm(f"{root}/y/c/2")
+    again = open_store(url, storage_options=so)
+    with pytest.raises(StoreCorruptError, match=r"y/c/2 does not exist"):
+        again.read_range(160, 240)
+    with pytest.raises(StoreCorruptError, match="is missing"):
+        again.verify()
+    assert store.n_rows == 240
+
+
+def test_overwrite_on_s3_replaces_only_a_kmp_dask_store(s3, url):
+    so = s3.storage_options
+    root = url[len("s3://"):]
+    fs = s3.fs()
+    fs.pipe(f"{root}/notes.txt", b"mine")
+    with pytest.raises(ForeignTargetError, match="no zarr.json with the attribute kmp_dask_store"):
+        create_store(url, X, Y, overwrite=True, storage_options=so)
+    assert fs.cat(f"{root}/notes.txt") == b"mine"
+    fs.rm(f"{root}/notes.txt")
+    create_store(url, X[:80], Y[:80], storage_options=so)
+    fs.pipe(f"{root}/notes.txt", b"mine")  # a store holding a user's object as well
+    with pytest.raises(ForeignTargetError, match="also holds notes.txt"):
+        create_store(url, X, Y, overwrite=True, storage_options=so)
+    fs.rm(f"{root}/notes.txt")
+    assert create_store(url, X, Y, overwrite=True, storage_options=so).n_rows == 240
+
+
+def test_storage_options_are_checked_before_any_work(s3, tmp_path):
+    with pytest.raises(TypeError, match="storage_options must be a dict of fsspec options"):
+        create_store("s3://b/x.zarr", X, Y, storage_options="endpoint_url=http://h")
+    with pytest.raises(ValueError, match="apply to URLs") as info:
+        create_store(tmp_path / "x.zarr", X, Y, storage_options={"key": "AKIA", "secret": "s3cr3t"})
+    assert "s3cr3t" not in str(info.value) and not (tmp_path / "x.zarr").exists()
+    with pytest.raises(FileNotFoundError, match="the bucket 'no-such-bucket-26' does not exist"):
+        create_store("s3://no-such-bucket-26/x.zarr", X, Y, storage_options=s3.storage_options)
+
+
+def test_commands_reach_s3_through_the_aws_environment(s3, bucket, monkeypatch):
+    """The CLI has no storage-option flag: s3fs reads AWS_ENDPOINT_URL and the keys (docs/store.md)."""
+    for k, v in s3.environ().items():
+        monkeypatch.setenv(k, v)
+    target = f"s3://{bucket}/cli-{uuid.uuid4().hex[:6]}/train.zarr"
+    run = CliRunner().invoke(cli, ["ingest", "synthetic:classification", target, "--n-rows", "300",
+                                   "--chunk-rows", "100", "--no-progress"])
+    assert run.exit_code == 0, run.output
+    info = CliRunner().invoke(cli, ["info", target, "--verify", "--no-progress"])
+    assert info.exit_code == 0 and "n_rows=300" in info.output and "intact" in info.output, info.output
+    again = CliRunner().invoke(cli, ["ingest", "synthetic:classification", target, "--n-rows", "300"])
+    assert again.exit_code == 1 and "pass --overwrite" in again.output, again.output
+
+
+@pytest.mark.slow
+def test_cli_train_and_predict_on_s3_on_a_process_cluster_same_as_local(s3, bucket, tmp_path):
+    """Worker processes read s3:// with credentials from the environment; the models trained on the
+    store on the server and on its local copy are the same file, and so are the predictions."""
+    env = dict(os.environ, **s3.environ())
+    remote = f"s3://{bucket}/slow-{uuid.uuid4().hex[:6]}/train.zarr"
+    local = str(tmp_path / "train.zarr")
+
+    def kmp(*args):
+        out = subprocess.run([sys.executable, "-m", "kmp_dask.cli", *args], env=env, capture_output=True,
+                             text=True, cwd=tmp_path, timeout=600)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
+    for target in (remote, local):
+        kmp("ingest", "synthetic:classification", target, "--n-rows", "600", "--chunk-rows", "200")
+    for name, store in (("r", remote), ("l", local)):
+        kmp("train", store, "--model", str(tmp_path / f"{name}.model"), "--n-basis", "5", "--seed", "0")
+        kmp("predict", str(tmp_path / f"{name}.model"), store, "--output", str(tmp_path / f"{name}-pred.zarr"))
+    from kmp_dask import load
+
+    a, b = load(tmp_path / "r.model"), load(tmp_path / "l.model")
+    assert np.array_equal(a.expansion_.coef, b.expansion_.coef)
+    pa, pb = open_store(tmp_path / "r-pred.zarr"), open_store(tmp_path / "l-pred.zarr")
+    assert np.array_equal(pa.read_range(0, 600)[1], pb.read_range(0, 600)[1])
