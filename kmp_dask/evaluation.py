@@ -181,15 +181,17 @@ def _regression_metrics(pred, y) -> dict:
 
 
 def output_format(path) -> str:
-    """The format ``path``'s extension names (``csv``, ``parquet``, ``npy``, ``zarr``); a ValueError
-    naming the extension and the four choices otherwise."""
+    """The format ``path``'s extension names (``csv``, ``parquet``, ``npy``, ``zarr``; no extension:
+    ``zarr``); a ValueError naming the extension and the four choices otherwise."""
     import os
 
     text = os.fspath(path)
     ext = os.path.splitext(text.rstrip("/"))[1].lower()
+    if not ext:  # a path without an extension is a store, as before formats existed
+        return "zarr"
     if ext not in FORMATS:
-        raise ValueError(f"output {text!r} has the extension {ext or '(none)'!r}; the format is chosen by it: "
-                         "use .csv, .parquet, .npy or .zarr (e.g. pred.csv)")
+        raise ValueError(f"output {text!r} has the extension {ext!r}; the format is chosen by it: "
+                         "use .csv, .parquet, .npy or .zarr (e.g. pred.csv; no extension: a zarr store)")
     return FORMATS[ext]
 
 

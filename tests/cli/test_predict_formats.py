@@ -1,0 +1,223 @@
+"""Predictions in the format ``--output``'s extension names (issue 26): ``predict_to_file`` and
+the ``predict`` command write .csv / .parquet / .npy / .zarr with class names, probabilities or
+decision values, in the input's row order, streamed block by block, atomically, and replace
+only what they wrote.
+
+The command runs in process here (``running`` swapped for the synchronous scheduler: the
+cluster path is the same ``predict_to_file`` call, exercised with a real cluster by the slow
+test at the end and by tests/cli/test_chain.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from numpy.testing import assert_allclose, assert_array_equal
+
+from kmp_dask import MMDA, KMPClassifier, KMPRegressor, save
+from kmp_dask._overwrite import ForeignTargetError
+from kmp_dask.evaluation import predict_to_file
+from kmp_dask.store import create_store, open_store
+
+NAMES = np.array(["ant", "bee", "cat"], dtype=object)
+
+
+def _data(n=350, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    code = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.8)
+    return X, code
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pred")
+    X, code = _data()
+    store = create_store(root / "test.zarr", X, code, classes=NAMES.tolist(), chunk_rows=64)  # 6 chunks
+    clf = KMPClassifier(n_basis=10, gamma=0.5, loss="logistic", client="sync", random_state=0).fit(X, NAMES[code])
+    reg = KMPRegressor(n_basis=8, gamma=0.5, client="sync", random_state=0).fit(X, X[:, 0] ** 2)
+    save(clf, root / "clf.model")
+    return root, X, store, clf, reg
+
+
+def test_csv_has_class_names_in_row_order(setup, tmp_path):
+    root, X, store, clf, _ = setup
+    out = predict_to_file(clf, store, tmp_path / "pred.csv", client="sync")
+    df = pd.read_csv(tmp_path / "pred.csv")
+    assert list(df.columns) == ["row", "prediction"] and out["columns"] == ["prediction"]
+    assert_array_equal(df["row"], np.arange(len(X)))
+    assert_array_equal(df["prediction"].to_numpy(dtype=object), clf.predict(X))
+    assert set(df["prediction"]) <= set(NAMES)
+
+
+def test_parquet_probabilities(setup, tmp_path):
+    pytest.importorskip("pyarrow")
+    root, X, store, clf, _ = setup
+    predict_to_file(clf, store, tmp_path / "p.parquet", output="proba", client="sync")
+    df = pd.read_parquet(tmp_path / "p.parquet")
+    assert list(df.columns) == ["row", "proba_ant", "proba_bee", "proba_cat"]
+    assert_allclose(df[["proba_ant", "proba_bee", "proba_cat"]].to_numpy(), clf.predict_proba(X), rtol=1e-12)
+    assert_array_equal(df["row"], np.arange(len(X)))
+
+
+def test_npy_names_and_decision_values(setup, tmp_path):
+    root, X, store, clf, reg = setup
+    predict_to_file(clf, store, tmp_path / "p.npy", client="sync")
+    names = np.load(tmp_path / "p.npy", allow_pickle=False)
+    assert names.dtype == np.dtype("U3")
+    assert_array_equal(names, clf.predict(X).astype(str))
+    predict_to_file(clf, store, tmp_path / "d.npy", output="decision", client="sync")
+    assert_allclose(np.load(tmp_path / "d.npy"), clf.decision_function(X), rtol=1e-12)
+    predict_to_file(reg, store, tmp_path / "r.csv", client="sync")
+    assert_allclose(pd.read_csv(tmp_path / "r.csv")["prediction"], reg.predict(X), rtol=1e-12)
+
+
+def test_zarr_with_probabilities(setup, tmp_path):
+    root, X, store, clf, _ = setup
+    predict_to_file(clf, store, tmp_path / "p.zarr", output="proba", client="sync")
+    out = open_store(tmp_path / "p.zarr")
+    P, codes = out.read_range(0, out.n_rows)
+    assert_allclose(P, clf.predict_proba(X), rtol=1e-12)
+    assert_array_equal(np.asarray(out.attrs["classes"])[codes], clf.predict(X))
+
+
+def test_transformer_features_csv(setup, tmp_path):
+    root, X, store, clf, _ = setup
+    mmda = MMDA(n_components=1, gamma=0.5, max_core=30, client="sync", random_state=0).fit(X[:120], NAMES[_data()[1][:120]])
+    predict_to_file(mmda, store, tmp_path / "f.csv", client="sync")
+    df = pd.read_csv(tmp_path / "f.csv")
+    assert list(df.columns) == ["row"] + [f"feature_{n}" for n in mmda.get_feature_names_out()]
+    assert_allclose(df.iloc[:, 1:].to_numpy(), mmda.transform(X), rtol=1e-9)
+
+
+def test_blocks_are_streamed_in_batches(setup, tmp_path, monkeypatch):
+    """The writer asks for at most ``batch`` row chunks at a time, never the whole column."""
+    import dask
+
+    root, X, store, clf, _ = setup
+    sizes = []
+    real = dask.compute
+
+    def counting(*args, **kw):
+        sizes.append(len(args))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(dask, "compute", counting)
+    predict_to_file(clf, store, tmp_path / "b.csv", client="sync", batch=2)
+    assert sizes == [2, 2, 2]  # 6 chunks of 64 rows (350 rows), two at a time
+    assert len(pd.read_csv(tmp_path / "b.csv")) == len(X)
+
+
+class _FailsOnThirdBlock:
+    """A classifier whose predict fails on the third block it sees (a worker dying mid-write)."""
+
+    def __init__(self, model):
+        self.model, self.classes_, self.n_features_in_, self.calls = model, model.classes_, 2, 0
+
+    def predict(self, X):
+        self.calls += 1
+        if self.calls == 4:  # the first call is the probe on two rows
+            raise RuntimeError("boom on block 3")
+        return self.model.predict(X)
+
+
+@pytest.mark.parametrize("name", ["a.csv", "a.npy", "a.parquet"])
+def test_failure_mid_write_leaves_nothing(setup, tmp_path, name):
+    if name.endswith(".parquet"):
+        pytest.importorskip("pyarrow")
+    root, X, store, clf, _ = setup
+    with pytest.raises(RuntimeError, match="boom on block 3"):
+        predict_to_file(_FailsOnThirdBlock(clf), store, tmp_path / name, client="sync", batch=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_overwrite_replaces_only_predictions(setup, tmp_path):
+    root, X, store, clf, _ = setup
+    target = tmp_path / "p.csv"
+    predict_to_file(clf, store, target, client="sync")
+    with pytest.raises(FileExistsError, match="already exists; pass overwrite=True"):
+        predict_to_file(clf, store, target, client="sync")
+    predict_to_file(clf, store, target, output="proba", overwrite=True, client="sync")
+    assert pd.read_csv(target).columns[1] == "proba_ant"
+    user = tmp_path / "mine.csv"
+    user.write_text("id,label\n1,a\n")
+    with pytest.raises(ForeignTargetError, match="not a predictions file written by `kmp-dask predict`"):
+        predict_to_file(clf, store, user, overwrite=True, client="sync")
+    assert user.read_text() == "id,label\n1,a\n"
+    mine = tmp_path / "y.npy"
+    np.save(mine, np.arange(3))
+    with pytest.raises(ForeignTargetError, match="a .npy file carries no mark"):
+        predict_to_file(clf, store, mine, overwrite=True, client="sync")
+    assert_array_equal(np.load(mine), np.arange(3))
+
+
+def test_parquet_overwrite_recognises_its_metadata(setup, tmp_path):
+    pytest.importorskip("pyarrow")
+    root, X, store, clf, _ = setup
+    target = tmp_path / "p.parquet"
+    predict_to_file(clf, store, target, client="sync")
+    predict_to_file(clf, store, target, overwrite=True, output="decision", client="sync")
+    assert "decision_ant" in pd.read_parquet(target).columns
+    pd.DataFrame({"row": [0], "prediction": ["x"]}).to_parquet(tmp_path / "user.parquet")
+    with pytest.raises(ForeignTargetError, match="no kmp_dask metadata"):
+        predict_to_file(clf, store, tmp_path / "user.parquet", overwrite=True, client="sync")
+
+
+def test_refusals_before_any_pass(setup, tmp_path):
+    root, X, store, clf, reg = setup
+    with pytest.raises(ValueError, match=r"extension '.txt'.*use .csv, .parquet, .npy or .zarr"):
+        predict_to_file(clf, store, tmp_path / "p.txt", client="sync")
+    with pytest.raises(ValueError, match=r"KMPRegressor has no class probabilities.*\(it is a regressor\)"):
+        predict_to_file(reg, store, tmp_path / "p.csv", output="proba", client="sync")
+    plain = KMPClassifier(n_basis=3, client="sync", random_state=0).fit(X, NAMES[_data()[1]])
+    with pytest.raises(ValueError, match=r"loss='squared'.*probabilities need loss='logistic'"):
+        predict_to_file(plain, store, tmp_path / "p.csv", output="proba", client="sync")
+    with pytest.raises(ValueError, match="is the store the predictions are computed from"):
+        predict_to_file(clf, store, store.url, overwrite=True, client="sync")
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- the command, in process -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    from kmp_dask.cli import _model
+
+    @contextlib.contextmanager
+    def sync(where, quiet=False):
+        yield "sync"
+
+    monkeypatch.setattr(_model, "running", sync)
+
+
+def _invoke(*args):
+    from kmp_dask.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_command_writes_csv_with_names(setup, tmp_path, in_process):
+    root, X, store, clf, _ = setup
+    res = _invoke("predict", root / "clf.model", store.url, "--output", tmp_path / "pred.csv")
+    assert res.exit_code == 0, res.output
+    assert f"wrote {len(X)} rows (csv)" in res.output
+    df = pd.read_csv(tmp_path / "pred.csv")
+    assert_array_equal(df["prediction"].to_numpy(dtype=object), clf.predict(X))
+    res = _invoke("predict", root / "clf.model", store.url, "--output", tmp_path / "proba.npy", "--proba")
+    assert res.exit_code == 0, res.output
+    assert_allclose(np.load(tmp_path / "proba.npy"), clf.predict_proba(X), rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_command_on_embedded_cluster(setup, tmp_path):
+    from ._run import run_cli
+
+    root, X, store, clf, _ = setup
+    run_cli("predict", root / "clf.model", store.url, "--output", tmp_path / "pred.csv", "--workers", "2")
+    df = pd.read_csv(tmp_path / "pred.csv")
+    assert_array_equal(df["prediction"].to_numpy(dtype=object), clf.predict(X))
