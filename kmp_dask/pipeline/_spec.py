@@ -10,6 +10,7 @@ data set the file does not define, a missing model — each one clear error nami
 from __future__ import annotations
 
 import copy
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -169,7 +170,7 @@ def _check_source(name: str, d: dict, path) -> None:
             resolved = Path(src).expanduser()
             if not resolved.is_absolute():
                 resolved = (Path(path).resolve().parent / resolved)
-            d["source"] = src = str(resolved)
+            d["source"] = src = os.path.normpath(resolved)
         test_size = d.get("test_size", DEFAULT_TEST_SIZE if "part" in d else None)
         if "test_size" in d and "part" not in d:
             raise ValueError(f"test_size = {d['test_size']!r} needs part = 'train' or 'test' (which part this "
