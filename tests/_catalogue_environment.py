@@ -117,6 +117,15 @@ def _save_with(code):
     return run
 
 
+def WORKSPACE(root, ws):
+    """A pipeline whose [run] table asks for a 1 KB memory limit per worker."""
+    (root / "tiny_memory.toml").write_text(
+        f'name = "tiny"\noutput = "{root / "runs" / "tiny"}"\n\n[run]\nmemory_limit = "1KB"\n\n'
+        '[data.train]\nsource = "keel:banana"\npart = "train"\ntest_size = 0.3\nseed = 0\n\n'
+        '[model]\nalgorithm = "kmp"\nparams = { n_basis = 5 }\n')
+    ws.tiny_memory_pipeline = str(root / "tiny_memory.toml")
+
+
 CASES = [
     Case("client=port-not-dask", _connect_in(2, _fit_on_silent_port), ConnectionError,
          ("within 2 s", "accepts connections but did not answer as a dask scheduler", "8786", "dashboard")),
@@ -153,6 +162,8 @@ COMMANDS = [
     Command("train-memory-limit-abc",
             lambda ws: ["train", ws.good, "--model", str(ws.root / "m"), "--memory-limit", "abc"], 2,
             ("--memory-limit='abc'", "is not a memory limit", "'2GB'")),
+    Command("run-pipeline-memory-limit-1KB", lambda ws: ["run", ws.tiny_memory_pipeline], 1,
+            ("memory_limit='1KB'", "below the smallest usable limit", "'256MiB'")),
     Command("train-gamma-empty",
             lambda ws: ["train", ws.good, "--model", str(ws.root / "m"), "--gamma", "[]"], 1,
             ("gamma must be", "non-empty list", "got []")),
