@@ -1,0 +1,112 @@
+"""Failure catalogue rows of issue 26, area "s3": stores on object storage (docs/store.md "Object storage").
+
+The rows run against moto's S3-compatible server (tests/_s3_server.py), started on the first S3 row of
+the process, with one bucket holding a good store, a store with a damaged chunk object and a prefix
+of a user's objects. Besides the workspace check of every row (nothing on the local disk changed),
+each row here checks that nothing in the bucket changed: a changed object raises ``AssertionError``
+in place of the expected error, so the row fails. Commands reach the server through the standard AWS
+environment variables (set in this process when the first command row runs), as users' commands do.
+"""
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+
+from _catalogue import Case, Command
+
+from kmp_dask import KMPClassifier
+from kmp_dask._overwrite import ForeignTargetError
+from kmp_dask.exceptions import StoreExistsError
+from kmp_dask.store import StoreCorruptError, create_store, open_store
+
+_RNG = np.random.default_rng(264)
+X = _RNG.normal(size=(60, 3))
+Y = (X[:, 0] > 0).astype(int)
+_SPACE: list = []
+
+
+def _space() -> SimpleNamespace:
+    """The server and its bucket, built once per process."""
+    if not _SPACE:
+        from _s3_server import s3_server
+
+        s3 = s3_server()
+        bucket = s3.new_bucket("kmp-catalogue")
+        so = s3.storage_options
+        create_store(f"s3://{bucket}/good.zarr", X, Y, chunk_rows=20, storage_options=so)
+        create_store(f"s3://{bucket}/corrupt.zarr", X, Y, chunk_rows=20, storage_options=so)
+        fs = s3.fs()
+        fs.pipe(f"{bucket}/corrupt.zarr/X/c/1/0", b"not a blosc frame")
+        fs.pipe(f"{bucket}/foreign/notes.txt", b"a user's notes")
+        url = f"s3://{bucket}"
+        _SPACE.append(SimpleNamespace(s3=s3, bucket=bucket, so=so, good=f"{url}/good.zarr",
+                                      corrupt=f"{url}/corrupt.zarr", foreign=f"{url}/foreign",
+                                      missing=f"{url}/missing.zarr"))
+    return _SPACE[0]
+
+
+def _unchanged(fn):
+    """``fn(space)`` as a row's ``run``; the bucket must be the same afterwards."""
+    def run(ws):
+        s = _space()
+        before = s.s3.listing(s.bucket)
+        try:
+            return fn(s)
+        finally:
+            after = s.s3.listing(s.bucket)
+            if after != before:
+                raise AssertionError(f"the failure changed objects on the S3 server: {sorted(set(after) ^ set(before))}")
+    return run
+
+
+def _env(s) -> SimpleNamespace:
+    os.environ.update(s.s3.environ())
+    return s
+
+
+def _args(fn):
+    """A command row's arguments; the AWS variables pointing at the server are set first."""
+    return lambda ws: fn(_env(_space()))
+
+
+CASES = [
+    Case("s3-storage-options-not-dict",
+         _unchanged(lambda s: create_store(s.missing, X, Y, storage_options="endpoint_url=http://h:9000")),
+         TypeError, ("storage_options must be a dict of fsspec options", "'endpoint_url'", "got str")),
+    Case("s3-storage-options-local-path",
+         lambda ws: create_store(ws.root / "new.zarr", X, Y, storage_options={"key": "AKIA1", "secret": "hunter2"}),
+         ValueError, ("apply to URLs such as s3://bucket/data.zarr", "new.zarr", "is a local path",
+                      "Drop storage_options", "'***'"), ("hunter2", "AKIA1")),
+    Case("s3-missing-bucket",
+         _unchanged(lambda s: create_store("s3://no-such-bucket-kmp26/x.zarr", X, Y, storage_options=s.so)),
+         FileNotFoundError, ("'s3://no-such-bucket-kmp26/x.zarr'", "the bucket 'no-such-bucket-kmp26' does not exist",
+                             "http://127.0.0.1:", "aws s3 mb s3://no-such-bucket-kmp26")),
+    Case("s3-open-missing",
+         _unchanged(lambda s: open_store(s.missing, storage_options=s.so)),
+         FileNotFoundError, ("no store at 's3://", "missing.zarr", "check the bucket, the path and endpoint_url"),
+         ("testing",)),
+    Case("s3-exists",
+         _unchanged(lambda s: create_store(s.good, X, Y, storage_options=s.so)),
+         StoreExistsError, ("a store already exists at 's3://", "good.zarr", "pass overwrite=True")),
+    Case("s3-overwrite-foreign",
+         _unchanged(lambda s: create_store(s.foreign, X, Y, overwrite=True, storage_options=s.so)),
+         ForeignTargetError, ("foreign", "is not a kmp_dask store", "no zarr.json with the attribute kmp_dask_store",
+                              "nothing was deleted")),
+    Case("s3-corrupt-chunk-fit",
+         _unchanged(lambda s: KMPClassifier(n_basis=3, client="sync").fit(open_store(s.corrupt, storage_options=s.so))),
+         StoreCorruptError, ("chunk 1 (rows 20..39)", "array 'X'", "corrupt.zarr/X/c/1/0", "kmp-dask info --verify")),
+    Case("s3-unknown-protocol", lambda ws: open_store("s4://bucket/x.zarr"),
+         ValueError, ("'s4://bucket/x.zarr'", "protocol 's4'", "fsspec does not know", "s3://bucket/data.zarr")),
+]
+
+COMMANDS = [
+    Command("ingest-s3-overwrite-foreign", _args(lambda s: ["ingest", "sklearn:iris", s.foreign, "--overwrite"]), 1,
+            ("foreign", "is not a kmp_dask store", "nothing was deleted")),
+    Command("ingest-s3-missing-bucket", _args(lambda s: ["ingest", "sklearn:iris", "s3://no-such-bucket-kmp26/i.zarr"]), 1,
+            ("the bucket 'no-such-bucket-kmp26' does not exist", "AWS_* environment variables")),
+    Command("info-s3-missing-store", _args(lambda s: ["info", s.missing]), 1, ("no store at 's3://", "missing.zarr")),
+    Command("info-s3-verify-corrupt", _args(lambda s: ["info", s.corrupt, "--verify", "--no-progress"]), 1,
+            ("chunk 1 (rows 20..39)", "array 'X'", "X/c/1/0")),
+]
