@@ -3,7 +3,8 @@ names, evaluate's class matching, and what cannot be compressed or scored — ea
 clear line before any pass over the data (and, for commands, before a cluster starts).
 
 The workspace's ``good.zarr`` (60 x 3, classes neg / pos) is the data; this module adds a
-KMPClassifier trained on string labels, a sparse KPCA (a transformer), a store with other class
+KMPClassifier trained on string labels, a sparse KPCA (a transformer), a sparse KCCA (two
+expansions: not a compression source), a store with other class
 names, a store with 5 features, a user's CSV and ``.npy`` file.
 """
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from _catalogue import Case, Command
 
-from kmp_dask import KMPClassifier, SparseKernelPCA, save
+from kmp_dask import KMPClassifier, SparseKCCA, SparseKernelPCA, save
 from kmp_dask._overwrite import ForeignTargetError
 from kmp_dask.evaluation import evaluate, predict_to_file
 from kmp_dask.exceptions import DataValidationError
@@ -44,6 +45,12 @@ def _skpca():
     return _MODELS["skpca"]
 
 
+def _kcca():
+    if "kcca" not in _MODELS:
+        _MODELS["kcca"] = SparseKCCA(n_components=2, random_state=0).fit(X, X[:, :2] ** 2)
+    return _MODELS["kcca"]
+
+
 def _template() -> Path:
     if _TEMPLATE:
         return _TEMPLATE[0]
@@ -54,6 +61,7 @@ def _template() -> Path:
     atexit.register(shutil.rmtree, root, True)
     save(_clf(), root / "lo_clf.model")
     save(_skpca(), root / "lo_skpca.model")
+    save(_kcca(), root / "lo_kcca.model")
     codes = (X[:, 0] > 0).astype(np.int64)
     create_store(root / "lo_cats.zarr", X, codes, classes=["cat", "dog"])
     create_store(root / "lo_wide.zarr", _RNG.normal(size=(20, 5)), codes[:20], classes=["neg", "pos"])
@@ -72,7 +80,7 @@ def _link(src, dst):
 
 def WORKSPACE(root: Path, ws) -> None:
     shutil.copytree(_template(), root, dirs_exist_ok=True, copy_function=_link)
-    ws.lo_clf, ws.lo_skpca = str(root / "lo_clf.model"), str(root / "lo_skpca.model")
+    ws.lo_clf, ws.lo_skpca, ws.lo_kcca = (str(root / f"lo_{n}.model") for n in ("clf", "skpca", "kcca"))
     ws.lo_cats, ws.lo_wide = str(root / "lo_cats.zarr"), str(root / "lo_wide.zarr")
     ws.lo_user_csv, ws.lo_y_npy = str(root / "lo_user.csv"), str(root / "lo_y.npy")
     ws.lo_txt = str(root / "pred.txt")
@@ -104,9 +112,9 @@ CASES = [
          lambda ws: evaluate(_clf(), ws.lo_cats, client="sync"),
          ValueError, ("lo_cats.zarr", "['cat', 'dog']", "['neg', 'pos']", "no class name in common",
                       "'classes' attribute")),
-    Case("compress-a-transformer-that-is-no-expansion",
-         lambda ws: ReducedSetCompressor(n_vectors=2).fit(_skpca()),
-         TypeError, ("model must be one of", "kmp_dask.CVMClassifier", "kmp_dask.MMDA", "SparseKernelPCA",
+    Case("compress-kcca-two-expansions",
+         lambda ws: ReducedSetCompressor(n_vectors=2).fit(_kcca()),
+         TypeError, ("model must be one of", "kmp_dask.CVMClassifier", "kmp_dask.MMDA", "SparseKCCA",
                      "KernelExpansion(support_vectors")),
 ]
 
@@ -136,7 +144,7 @@ COMMANDS = [
     Command("evaluate-other-feature-count",
             lambda ws: ["evaluate", ws.lo_clf, ws.lo_wide], 1,
             ("has 5 features", "fitted on 3")),
-    Command("cli-compress-a-transformer",
-            lambda ws: ["compress", ws.lo_skpca, "--n-vectors", "2", "--model", os.path.join(ws.root, "c.model")], 1,
-            ("model must be one of", "kmp_dask.MMDA", "SparseKernelPCA")),
+    Command("cli-compress-kcca",
+            lambda ws: ["compress", ws.lo_kcca, "--n-vectors", "2", "--model", os.path.join(ws.root, "c.model")], 1,
+            ("model must be one of", "kmp_dask.MMDA", "SparseKCCA")),
 ]

@@ -61,10 +61,11 @@ The mapping per model type
     class, ``"ovr"`` (argmax). ``output_labels`` then re-fits thresholds for the same one-vs-rest
     problems the CVM solved.
 
-``MMDA``
-    A transformer: its ``expansion_`` (one output per feature, intercept 0) as kind
-    ``"regression"``; ``predict`` of the target is the features (``MMDA.transform``). A compressed
-    MMDA approximates every feature with fewer kernel evaluations; its ``predict`` returns them.
+``MMDA`` / ``SparseKernelPCA``
+    Transformers: their ``expansion_`` (one output per feature; MMDA's intercept 0, sparse KPCA's
+    the centring offsets) as kind ``"regression"``; ``predict`` of the target is the features
+    (``transform``). A compressed one approximates every feature with fewer kernel evaluations;
+    its ``predict`` returns them.
 
 :class:`~kmp_dask.KernelExpansion`
     As is, kind ``"regression"``.
@@ -98,7 +99,8 @@ KINDS = ("binary", "ovo", "ovr", "regression")
 
 SUPPORTED_MODELS = ("sklearn.svm.SVC", "sklearn.svm.NuSVC", "sklearn.svm.SVR", "sklearn.svm.NuSVR",
                     "sklearn.kernel_ridge.KernelRidge", "kmp_dask.KMPRegressor", "kmp_dask.KMPClassifier",
-                    "kmp_dask.CVMClassifier", "kmp_dask.MMDA", "kmp_dask.KernelExpansion")
+                    "kmp_dask.CVMClassifier", "kmp_dask.MMDA", "kmp_dask.SparseKernelPCA",
+                    "kmp_dask.KernelExpansion")
 """What :func:`as_compression_target` accepts (named in its TypeError)."""
 
 _LIBSVM_SOURCES = frozenset({"SVC", "NuSVC"})
@@ -113,6 +115,7 @@ _PAIRWISE_KERNELS = {"rbf": "rbf", "laplacian": "laplacian", "poly": "polynomial
 
 _KMP_MODULE = "kmp_dask.estimators._kmp"
 _CVM_MODULE = "kmp_dask.estimators._cvm"
+_KPCA_MODULE = "kmp_dask.estimators._kpca"
 
 
 # -- the target -----------------------------------------------------------------------------------
@@ -136,7 +139,7 @@ class CompressionTarget:
         ``F_p > 0`` means class ``i``. None otherwise.
     source : str
         The model's type name (``"SVC"``, ``"NuSVC"``, ``"SVR"``, ``"NuSVR"``, ``"KernelRidge"``,
-        ``"KMPRegressor"``, ``"KMPClassifier"``, ``"CVMClassifier"``, ``"MMDA"``, ``"KernelExpansion"``).
+        ``"KMPRegressor"``, ``"KMPClassifier"``, ``"CVMClassifier"``, ``"MMDA"``, ``"SparseKernelPCA"``, ``"KernelExpansion"``).
     break_ties : bool, default=False
         ``kind="ovo"`` only: predict by the argmax of scikit-learn's one-vs-rest transform of the
         pairwise values (an ``SVC(break_ties=True, decision_function_shape="ovr")``) instead of
@@ -320,8 +323,9 @@ def as_compression_target(model) -> CompressionTarget:
     model : fitted estimator, KernelExpansion or CompressionTarget
         scikit-learn ``SVC``, ``NuSVC``, ``SVR``, ``NuSVR`` or ``KernelRidge`` with a kernel
         kmp_dask can evaluate (rbf, laplacian for KernelRidge, poly/polynomial, sigmoid,
-        linear); kmp_dask's ``KMPRegressor`` / ``KMPClassifier`` / ``CVMClassifier`` / ``MMDA``
-        (its features as a multi-output regression target); or a ``KernelExpansion``.
+        linear); kmp_dask's ``KMPRegressor`` / ``KMPClassifier`` / ``CVMClassifier`` / ``MMDA`` /
+        ``SparseKernelPCA`` (the transformers' features as a multi-output regression target); or a
+        ``KernelExpansion``.
 
     Returns
     -------
@@ -368,6 +372,10 @@ def as_compression_target(model) -> CompressionTarget:
     cvm = sys.modules.get(_CVM_MODULE)
     if cvm is not None and isinstance(model, (cvm.CVMClassifier, cvm.MMDA)):
         return _from_cvm(model, cvm)
+    kpca = sys.modules.get(_KPCA_MODULE)
+    if kpca is not None and isinstance(model, kpca.SparseKernelPCA):
+        _check_fitted(model, "expansion_")
+        return CompressionTarget(model.expansion_, "regression", None, None, "SparseKernelPCA")
     raise TypeError(
         f"as_compression_target(model): model must be one of {', '.join(SUPPORTED_MODELS)}; got "
         f"{type(model).__module__}.{type(model).__qualname__}. Other kernel models can be compressed by "

@@ -1,4 +1,4 @@
-"""The project's CVMClassifier and MMDA as compression sources (kmp_dask.reduced._models).
+"""The project's CVMClassifier, MMDA and SparseKernelPCA as compression sources (kmp_dask.reduced._models).
 
 Each is a kernel expansion: its target's decision values must equal the model's own
 (``decision_function`` / ``transform``) and its prediction rule the model's ``predict``; a
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from kmp_dask import MMDA, CVMClassifier, ReducedSetCompressor
+from kmp_dask import MMDA, CVMClassifier, ReducedSetCompressor, SparseKernelPCA
 from kmp_dask.reduced._models import as_compression_target
 
 
@@ -72,3 +72,13 @@ def test_mmda_compression_approaches_the_features():
         errors.append(float(np.sqrt(np.mean((approx - full) ** 2))))
     assert errors[1] < errors[0]
     assert errors[1] < 0.5 * float(np.std(full)), errors
+
+
+def test_sparse_kpca_target_is_its_features():
+    X, _ = _blobs(2, n=200)
+    kpca = SparseKernelPCA(n_components=3, gamma=0.5, random_state=0, client="sync").fit(X)
+    target = as_compression_target(kpca)
+    assert target.kind == "regression" and target.source == "SparseKernelPCA"
+    assert_allclose(target.expansion.decision_function(X), kpca.transform(X), rtol=1e-12, atol=1e-12)
+    comp = ReducedSetCompressor(n_vectors=2, random_state=0).fit(kpca)
+    assert comp.predict(X).shape == (len(X), 3) and comp.n_vectors_ == 2
