@@ -851,6 +851,94 @@ def _encode_labels(col, codes: dict | None) -> np.ndarray:
     return col.astype(str).str.strip().map(codes).to_numpy(dtype=np.int32)
 
 
+class _PushWriter:
+    """Rows pushed block by block into the temporary store ``tmp``, written in whole chunks of
+    ``meta.chunk_rows`` (the push twin of :func:`_write_batches`, for writing two stores in one
+    pass over a source)."""
+
+    def __init__(self, tmp, meta: _Meta, bar: _Progress | None = None):
+        self.tmp, self.meta, self.bar = tmp, meta, bar
+        self.xs, self.ys, self.held, self.start, self.sink = [], [], 0, 0, None
+        self.stats = RunningStats.empty(meta.n_features)
+
+    def push(self, X: np.ndarray, y) -> None:
+        if not len(X):
+            return
+        self.xs.append(X)
+        self.ys.append(y)
+        self.held += X.shape[0]
+        while self.held >= self.meta.chunk_rows:
+            Xa, ya = _concat(self.xs, self.ys)
+            n = self.meta.chunk_rows
+            self._write(Xa[:n], None if ya is None else ya[:n])
+            self.xs, self.ys = [Xa[n:]], [None if ya is None else ya[n:]]
+            self.held -= n
+
+    def _write(self, X, y) -> None:
+        if self.sink is None:
+            self.meta = _clamp_chunks(self.meta, X.shape[0])
+            m = self.meta
+            self.sink = ZarrSink(self.tmp, n_rows=0, n_features=m.n_features, dtype=m.dtype, chunk_rows=m.chunk_rows,
+                                 y_trailing=m.y_trailing, y_dtype=m.y_dtype)
+            _mark_in_use(self.tmp)
+        X, y = _prepare_block(X, y, self.start, self.meta)
+        self.sink.write(self.start, X, y)
+        self.stats = self.stats.merge(RunningStats.of_block(X))
+        self.start += X.shape[0]
+        if self.bar is not None:
+            self.bar.update(X.shape[0])
+
+    def finish(self, what: str) -> None:
+        if self.held:
+            self._write(*_concat(self.xs, self.ys))
+        if self.sink is None:
+            raise DataValidationError(f"no rows to store in {what}: the split left it empty; use a larger "
+                                      "test_size (or a smaller one), or more rows.")
+        self.sink.finish(self.meta.attrs(self.stats))
+        _unmark(self.tmp)
+
+
+def write_plan_split(train_target, test_target, plan: SourcePlan, select, in_test, *, train_provenance: dict,
+                     test_provenance: dict, overwrite=False, storage_options=None, progress=None,
+                     dtype=None) -> tuple[ZarrStore, ZarrStore]:
+    """One pass over ``plan``'s rows (``select(blocks)``), each row written to the train or the
+    test store as ``in_test(start, n)`` (a boolean mask of the block's rows) says. Both stores are
+    written to temporaries and published only when both are complete."""
+    import contextlib
+    from dataclasses import replace
+
+    it = select(plan.blocks())
+    first = next(it, None)
+    if first is None or first[0].shape[0] == 0:
+        raise DataValidationError("no rows to store: the input is empty.")
+    kw = dict(n_rows=plan.n_rows or 2**31, chunk_rows=plan.chunk_rows, dtype=dtype,
+              feature_names=plan.feature_names, classes=plan.classes, source=plan.source)
+    meta_train = _make_meta(*first, provenance=train_provenance, **kw)
+    meta_test = replace(meta_train, provenance=make_provenance(test_provenance, plan.source))
+    bar = _Progress(progress, plan.n_rows, "ingest")
+    clean_stale_temporaries(train_target)
+    clean_stale_temporaries(test_target)
+    try:
+        with contextlib.ExitStack() as stack:
+            tmp_train = stack.enter_context(atomic_target(train_target, overwrite=overwrite,
+                                                          storage_options=storage_options))
+            tmp_test = stack.enter_context(atomic_target(test_target, overwrite=overwrite,
+                                                         storage_options=storage_options))
+            train, test = _PushWriter(tmp_train, meta_train, bar), _PushWriter(tmp_test, meta_test, bar)
+            start = 0
+            for X, y in _chain(first, it):
+                mask = in_test(start, X.shape[0])
+                train.push(X[~mask], None if y is None else y[~mask])
+                test.push(X[mask], None if y is None else y[mask])
+                start += X.shape[0]
+            train.finish(f"the train store {os.fspath(train_target)!r}")
+            test.finish(f"the test store {os.fspath(test_target)!r}")
+    finally:
+        bar.close()
+    return (ZarrStore(train_target, storage_options=storage_options),
+            ZarrStore(test_target, storage_options=storage_options))
+
+
 def _check_file(path, kind: str) -> None:
     text = os.fspath(path)
     if "://" in text:

@@ -13,8 +13,9 @@ blocks (:class:`~kmp_dask.store._ingest.SourcePlan`), so the options mean the sa
   ``u`` is a seeded 64-bit hash (splitmix64) of the row index mapped to [0, 1). The decision needs
   no pre-pass and no memory, so it streams; every row — so every class — goes to test with
   probability F: the split is stratified and of size F in expectation (the per-class test share
-  deviates from F by binomial noise, about sqrt(F(1-F)/n_class)). The train and the test store are
-  written by two passes over the source (one per store), which see the same rows.
+  deviates from F by binomial noise, about sqrt(F(1-F)/n_class)). Train and test store are written
+  in the same single pass over the source, each to a temporary published only when both are
+  complete (``part`` alone writes one of them, as a pipeline's data set does).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from ._ingest import SourcePlan, _libsvm_blocks, _libsvm_scan, csv_plan, write_plan
+from ._ingest import SourcePlan, _libsvm_blocks, _libsvm_scan, csv_plan, write_plan, write_plan_split
 from ._zarr import ZarrStore, check_target_free
 
 __all__ = ["ingest", "source_kind", "check_source", "test_rows", "default_test_target"]
@@ -337,11 +338,10 @@ def ingest(source, target, *, label=_UNSET, drop=None, delimiter=None, labels=_U
     if part is not None:
         plan = _with_provenance(plan, {**split_prov, "part": part})
         return write_plan(target, plan, select=_select(n_rows, test_size, seed, part), **kw)
-    train = write_plan(target, _with_provenance(plan, {**split_prov, "part": "train"}),
-                       select=_select(n_rows, test_size, seed, "train"), **kw)
-    test = write_plan(test_target, _with_provenance(plan, {**split_prov, "part": "test"}),
-                      select=_select(n_rows, test_size, seed, "test"), **kw)
-    return train, test
+    return write_plan_split(target, test_target, plan, _select(n_rows, None, seed, None),
+                            lambda start, n: test_rows(start, n, test_size, seed),
+                            train_provenance={**plan.provenance, **split_prov, "part": "train"},
+                            test_provenance={**plan.provenance, **split_prov, "part": "test"}, **kw)
 
 
 def _with_provenance(plan: SourcePlan, extra: dict) -> SourcePlan:

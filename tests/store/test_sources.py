@@ -190,3 +190,23 @@ def test_parquet_nulls_and_text_features_are_refused(tmp_path):
     with pytest.raises(DataValidationError, match=r"column 'a' .* missing value \(null\) at row 1"):
         ingest(tmp_path / "n.parquet", tmp_path / "o.zarr", label="label", drop="t")
     assert not list(tmp_path.glob("o.zarr*"))
+
+
+def test_train_and_test_stores_come_from_one_pass(tmp_path, monkeypatch):
+    from kmp_dask.store import _ingest
+
+    df = own_frame(500).assign(species=lambda d: d["species"].map({n: i for i, n in enumerate(NAMES)}))
+    df.to_csv(tmp_path / "num.csv", index=False)
+    calls = []
+    frames = _ingest._CsvSource.frames
+    monkeypatch.setattr(_ingest._CsvSource, "frames", lambda self, *a, **k: calls.append(1) or frames(self, *a, **k))
+    train, test = ingest(tmp_path / "num.csv", tmp_path / "t.zarr", label=0, drop="id", test_size=0.3, chunk_rows=64)
+    assert len(calls) == 1 and train.n_rows + test.n_rows == 500
+    assert train.row_chunks[0] == test.row_chunks[0] == 64
+
+
+def test_an_empty_test_part_publishes_neither_store(tmp_path):
+    pd.DataFrame({"a": [1.0, 2.0], "label": [0, 1]}).to_csv(tmp_path / "two.csv", index=False)
+    with pytest.raises(DataValidationError, match="the split left it empty"):
+        ingest(tmp_path / "two.csv", tmp_path / "t.zarr", test_size=0.01)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["two.csv"]
