@@ -272,7 +272,7 @@ def test_cli_train_and_predict_on_s3_on_a_process_cluster_same_as_local(s3, buck
     local = str(tmp_path / "train.zarr")
 
     def kmp(*args):
-        out = subprocess.run([sys.executable, "-m", "kmp_dask.cli", *args], env=env, capture_output=True,
+        out = subprocess.run([sys.executable, "-c", "from kmp_dask.cli import main; main()", *args], env=env, capture_output=True,
                              text=True, cwd=tmp_path, timeout=600)
         assert out.returncode == 0, out.stdout + out.stderr
         return out.stdout
@@ -280,7 +280,7 @@ def test_cli_train_and_predict_on_s3_on_a_process_cluster_same_as_local(s3, buck
     for target in (remote, local):
         kmp("ingest", "synthetic:classification", target, "--n-rows", "600", "--chunk-rows", "200")
     for name, store in (("r", remote), ("l", local)):
-        kmp("train", store, "--model", str(tmp_path / f"{name}.model"), "--n-basis", "5", "--seed", "0")
+        kmp("train", store, "--model", str(tmp_path / f"{name}.model"), "--n-basis", "5", "--random-state", "0")
         kmp("predict", str(tmp_path / f"{name}.model"), store, "--output", str(tmp_path / f"{name}-pred.zarr"))
     from kmp_dask import load
 
@@ -288,3 +288,16 @@ def test_cli_train_and_predict_on_s3_on_a_process_cluster_same_as_local(s3, buck
     assert np.array_equal(a.expansion_.coef, b.expansion_.coef)
     pa, pb = open_store(tmp_path / "r-pred.zarr"), open_store(tmp_path / "l-pred.zarr")
     assert np.array_equal(pa.read_range(0, 600)[1], pb.read_range(0, 600)[1])
+
+
+def test_a_prefix_without_its_root_zarr_json_is_not_a_store(s3, url):
+    """What a reader meets while a store is being published (root zarr.json not yet copied)."""
+    from kmp_dask.exceptions import StoreSchemaError
+
+    so = s3.storage_options
+    create_store(url, X, Y, chunk_rows=80, storage_options=so)
+    s3.fs().rm(f"{url[len('s3://'):]}/zarr.json")
+    with pytest.raises(StoreSchemaError, match="not a readable zarr group"):
+        open_store(url, storage_options=so)
+    with pytest.raises(ForeignTargetError, match="no zarr.json with the attribute kmp_dask_store"):
+        create_store(url, X, Y, overwrite=True, storage_options=so)
