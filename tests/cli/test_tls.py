@@ -32,6 +32,14 @@ def make_certs(d):
     return {k: str(d / v) for k, v in (("ca", "ca.pem"), ("cert", "node.pem"), ("key", "node.key"))}
 
 
+def _address(sched_file):
+    """The scheduler file's address, or None while the file is missing or half-written."""
+    try:
+        return json.loads(sched_file.read_text()).get("address")
+    except (OSError, ValueError):
+        return None
+
+
 @pytest.fixture(scope="module")
 def tls_cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tls")
@@ -44,15 +52,15 @@ def tls_cluster(tmp_path_factory):
                                              "--no-dashboard", "--scheduler-file", str(sched_file), *tls],
                               stdout=log, stderr=subprocess.STDOUT, env=env)]
     try:
-        deadline = time.monotonic() + 60
-        while not sched_file.exists():
+        deadline = time.monotonic() + 180  # the file appears before its JSON is written: wait until it parses
+        while not _address(sched_file):
             assert time.monotonic() < deadline and procs[0].poll() is None, (tmp / "cluster.log").read_text()
             time.sleep(0.1)
         procs.append(subprocess.Popen(
             _dask_cli() + ["worker", "--scheduler-file", str(sched_file), "--host", "127.0.0.1", "--nworkers", "2",
                            "--nthreads", "1", "--no-dashboard", "--death-timeout", "60", *tls],
             stdout=log, stderr=subprocess.STDOUT, env=env))
-        address = json.loads(sched_file.read_text())["address"]
+        address = _address(sched_file)
         assert address.startswith("tls://")
         yield address, tls
     finally:
