@@ -74,6 +74,7 @@ class NoWorkersError(RuntimeError):
 class WorkerRestartLoopError(RuntimeError):
     """The embedded cluster's workers kept dying as soon as they started."""
 
+
 _FIX = (
     "Pass None (local default), 'sync', 'embedded', a distributed.Client, a scheduler address "
     "such as 'tcp://127.0.0.1:8786' (printed by `dask scheduler`), or the path of a scheduler "
