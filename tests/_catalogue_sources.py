@@ -38,7 +38,9 @@ def WORKSPACE(root, ws):
            "bad_param": good.replace("n_basis = 3", "n_basiss = 3"),
            "label_on_keel": good.replace('source = "own.csv"\nlabel = "species"\ndrop = ["id"]',
                                          'source = "keel:banana"\nlabel = "species"', 1),
-           "test_size_no_part": good.replace('part = "train"\n', 'test_size = 0.2\n', 1)}
+           "test_size_no_part": good.replace('part = "train"\n', 'test_size = 0.2\n', 1),
+           "unknown_keel": good.replace('source = "own.csv"\nlabel = "species"\ndrop = ["id"]',
+                                        'source = "keel:no_such_set"', 1)}
     ws.pipelines = {}
     for name, text in bad.items():
         (root / f"p_{name}.toml").write_text(text)
@@ -106,6 +108,8 @@ COMMANDS = [
     Command("run-unknown-parameter", _run("bad_param"), 1, ("model.params", "unknown parameter 'n_basiss'",
                                                             "did you mean 'n_basis'")),
     Command("run-label-on-keel", _run("label_on_keel"), 1, ("[data.train]", "applies to csv and parquet sources")),
+    Command("run-unknown-keel", _run("unknown_keel"), 1, ("[data.train]", "unknown KEEL dataset 'no_such_set'",
+                                                          "'banana'")),
     Command("run-test-size-without-part", _run("test_size_no_part"), 1,
             ("[data.train]", "test_size = 0.2 needs part")),
 ]

