@@ -73,8 +73,9 @@ def _args(fn):
 
 CASES = [
     Case("s3-storage-options-not-dict",
-         _unchanged(lambda s: create_store(s.missing, X, Y, storage_options="endpoint_url=http://h:9000")),
-         TypeError, ("storage_options must be a dict of fsspec options", "'endpoint_url'", "got str")),
+         _unchanged(lambda s: create_store(s.missing, X, Y, storage_options="endpoint_url=http://h:9000,secret=hunter3")),
+         TypeError, ("storage_options must be a dict of fsspec options", "'endpoint_url'", "got str",
+                     "the value is not shown"), ("hunter3",)),
     Case("s3-storage-options-local-path",
          lambda ws: create_store(ws.root / "new.zarr", X, Y, storage_options={"key": "AKIA1", "secret": "hunter2"}),
          ValueError, ("apply to URLs such as s3://bucket/data.zarr", "new.zarr", "is a local path",

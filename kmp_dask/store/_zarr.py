@@ -141,7 +141,9 @@ def _check_storage_options(storage_options: Any) -> dict:
     if not isinstance(storage_options, Mapping) or not all(isinstance(k, str) for k in storage_options):
         raise TypeError(
             f"storage_options must be a dict of fsspec options such as {{'endpoint_url': 'http://host:9000', "
-            f"'key': ..., 'secret': ...}}; got {type(storage_options).__name__} {storage_options!r:.60}."
+            f"'key': ..., 'secret': ...}}; got {type(storage_options).__name__}"
+            + (f" with keys {[type(k).__name__ for k in storage_options]}" if isinstance(storage_options, Mapping) else "")
+            + " (the value is not shown: it may hold a secret)."
         )
     return dict(storage_options)
 
