@@ -51,6 +51,12 @@ def _kcca():
     return _MODELS["kcca"]
 
 
+def _dask(a):
+    import dask.array as da
+
+    return da.from_array(a, chunks=(20,) + a.shape[1:])
+
+
 def _template() -> Path:
     if _TEMPLATE:
         return _TEMPLATE[0]
@@ -89,7 +95,15 @@ def WORKSPACE(root: Path, ws) -> None:
 NOT_OURS = ("nothing was deleted", "move or delete it yourself")
 FORMATS = ".csv, .parquet, .npy or .zarr"
 
+Y_MIXED = np.array(["neg", "pos"] * 29 + [None, 3], dtype=object)
+
 CASES = [
+    Case("fit-y-mixed-label-types",
+         lambda ws: KMPClassifier(n_basis=2, client="sync").fit(X, Y_MIXED),
+         DataValidationError, ("y mixes label types", "NoneType (row 58: None)", "int (row 59: 3)", "y.astype(str)")),
+    Case("fit-dask-y-mixed-label-types",
+         lambda ws: KMPClassifier(n_basis=2, client="sync").fit(_dask(X), _dask(Y_MIXED)),
+         DataValidationError, ("y mixes label types", "str (row 0: 'neg')", "int (row 59: 3)")),
     Case("predict_to_file-unknown-extension",
          lambda ws: predict_to_file(_clf(), ws.good, ws.lo_txt, client="sync"),
          ValueError, ("pred.txt", "extension '.txt'", FORMATS)),

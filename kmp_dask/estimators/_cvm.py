@@ -7,7 +7,6 @@ import time
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..expansion import KernelExpansion
@@ -15,7 +14,7 @@ from ..kernels import get_kernel
 from ..parallel import resolve_client
 from ..greedy._checkpoint import open_checkpoint
 from ..parallel._cvm import fit_binary_problems
-from ._inputs import fit_input, is_dask_array, is_store_like, predict_input, sample_rows
+from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like, predict_input, sample_rows
 from ._progress import progress_callback
 
 __all__ = ["CVMClassifier", "MMDA"]
@@ -54,7 +53,7 @@ class _CVMBase(BaseEstimator):
         self._check_params()
         in_memory = not (is_store_like(X) or is_dask_array(X))
         if in_memory and y is not None:
-            check_classification_targets(np.asarray(y))
+            check_class_labels(y)
         self._input_classes = None
         with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=True) as store:
             ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,

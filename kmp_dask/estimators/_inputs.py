@@ -23,7 +23,7 @@ from ..parallel import encode_dask_labels
 from ..store import DataStore, InMemoryStore, as_store, store_from_dask
 from ..store._validation import as_numpy_X, first_nonfinite
 
-__all__ = ["is_dask_array", "is_store_like", "fit_input", "record_feature_names", "check_store_feature_names", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X", "check_regression_targets", "sample_rows",
+__all__ = ["check_class_labels", "encode_labels", "is_dask_array", "is_store_like", "fit_input", "record_feature_names", "check_store_feature_names", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X", "check_regression_targets", "sample_rows",
            "validate_numeric"]
 
 
@@ -102,7 +102,7 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
         validate_data(estimator, X, skip_check_array=True)
         y = _dask_fit_labels(y)
         if is_classifier and not is_dask_array(y):  # labels in memory (any dtype): encoded here, no dask pass
-            estimator._input_classes, y = np.unique(y, return_inverse=True)
+            estimator._input_classes, y = encode_labels(y)
         elif is_classifier and y.dtype.kind not in "biuf":
             estimator._input_classes, y = encode_dask_labels(y)
         with _temporary_store(X, y, chunk_rows) as store:
@@ -118,8 +118,39 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
         from sklearn.utils import column_or_1d
 
         y = column_or_1d(y, warn=True)
-        estimator._input_classes, y = np.unique(y, return_inverse=True)
+        estimator._input_classes, y = encode_labels(y)
     yield InMemoryStore(X, y, chunk_rows=chunk_rows or _default_memory_chunks(X))
+
+
+def encode_labels(y):
+    """``(classes, codes)`` of in-memory class labels (``np.unique``); labels of several types that
+    cannot be ordered (``"a"`` and ``3``, a ``None`` among strings) are a DataValidationError naming
+    them, not numpy's "'<' not supported"."""
+    try:
+        classes, codes = np.unique(y, return_inverse=True)
+    except TypeError:
+        y = np.asarray(y, dtype=object).ravel()
+        kinds = {}
+        for i, v in enumerate(y.tolist()):
+            kinds.setdefault(type(v).__name__, (i, v))
+        shown = ", ".join(f"{k} (row {i}: {v!r})" for k, (i, v) in list(kinds.items())[:4])
+        raise DataValidationError(
+            f"y mixes label types that cannot be ordered: {shown}. Class labels must be of one type: convert "
+            "them, e.g. y.astype(str), or remove the rows without a label (None / NaN)") from None
+    return classes, codes.reshape(-1)
+
+
+def check_class_labels(y) -> None:
+    """scikit-learn's ``check_classification_targets`` on in-memory labels, with labels of types
+    that cannot be ordered named by :func:`encode_labels` (not numpy's "'<' not supported")."""
+    from sklearn.utils.multiclass import check_classification_targets
+
+    y = np.asarray(y.astype(object) if str(getattr(y, "dtype", "")) == "category" else y)
+    try:
+        check_classification_targets(y)
+    except TypeError:
+        encode_labels(np.asarray(y, dtype=object))
+        raise
 
 
 def _dask_fit_labels(y):

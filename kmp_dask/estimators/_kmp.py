@@ -9,7 +9,7 @@ from types import MethodType
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.utils.multiclass import check_classification_targets, unique_labels
+from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..blockops import StatsQuery, kmp_stats
@@ -21,7 +21,7 @@ from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
 from ..parallel import make_engine, map_blocks_rows, map_rows_predict, resolve_client
 from ..store import as_store
-from ._inputs import check_weights, fit_input, is_dask_array, is_store_like, predict_input, sample_rows, weights_digest
+from ._inputs import check_class_labels, check_weights, fit_input, is_dask_array, is_store_like, predict_input, sample_rows, weights_digest
 from ._progress import progress_callback
 
 __all__ = ["KMPRegressor", "KMPClassifier"]
@@ -747,7 +747,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         self : KMPClassifier
         """
         if y is not None and not is_dask_array(y):
-            check_classification_targets(np.asarray(y))
+            check_class_labels(y)
         return self._fit(X, y, checkpoint, checkpoint_every, resume, sample_weight)
 
     def _targets(self, engine, store):

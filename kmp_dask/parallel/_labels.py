@@ -16,7 +16,13 @@ def encode_dask_labels(y):
     import dask.array as da
 
     y = da.asarray(y)
-    classes = np.unique(da.unique(y).compute())
+    try:
+        classes = np.unique(da.unique(y).compute())
+    except TypeError:  # labels of several types: named (rows and values) by the in-memory check
+        from ..estimators._inputs import encode_labels
+
+        encode_labels(np.asarray(y.compute(), dtype=object))
+        raise
     return classes, y.map_blocks(_codes, classes, dtype=np.int64)
 
 

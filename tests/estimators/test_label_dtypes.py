@@ -151,3 +151,16 @@ def test_evaluate_refuses_numeric_labels_outside_the_classes(tmp_path):
     store = create_store(tmp_path / "s.zarr", X, (y == "pos").astype(np.float64) + 5.0)
     with pytest.raises(ValueError, match=r"none of the 240 labels of the data is among the model's classes"):
         evaluate(model, store, client="sync")
+
+
+@pytest.mark.parametrize("make", [_kmp, _cvm], ids=["kmp", "cvm"])
+@pytest.mark.parametrize("container", ["numpy", "dask"])
+def test_labels_of_mixed_types_are_named(make, container):
+    from kmp_dask.exceptions import DataValidationError
+
+    X, y = _data(n=40)
+    y = y.copy()
+    y[7], y[9] = None, 3
+    wrap = (lambda a: da.from_array(a, chunks=(10,) + a.shape[1:])) if container == "dask" else (lambda a: a)
+    with pytest.raises(DataValidationError, match=r"y mixes label types .*NoneType \(row 7: None\), int \(row 9: 3\)"):
+        make().fit(wrap(X), wrap(y))
