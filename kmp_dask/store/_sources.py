@@ -335,6 +335,11 @@ def ingest(source, target, *, label=_UNSET, drop=None, delimiter=None, labels=_U
         raise TypeError(f"unexpected argument(s) {sorted(generator_kw)} for source {os.fspath(source)!r}.")
     if kind == "store" and os.path.realpath(os.fspath(source)) == os.path.realpath(os.fspath(target)):
         raise ValueError(f"source {os.fspath(source)!r} is the target store itself; ingest it to another path.")
+    if kind == "numpy" and test_size is None:  # as before: memory-mapped, written in parallel by dask
+        from ._arrays import store_from_arrays
+
+        return store_from_arrays(target, source, labels=None if labels is _UNSET else labels, chunk_rows=chunk_rows,
+                                 overwrite=overwrite, n_rows=n_rows)
     plan = _plan(source, kind, label=label, drop=drop, delimiter=delimiter, labels=labels, n_rows=n_rows,
                  chunk_rows=chunk_rows, dtype=dtype)
     kw = dict(overwrite=overwrite, storage_options=storage_options, progress=progress, dtype=dtype)

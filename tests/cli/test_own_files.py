@@ -3,6 +3,8 @@ path (issue 26): a CSV with the label first and string classes, and the same dat
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -137,3 +139,17 @@ def test_run_refuses_a_bad_pipeline_before_any_cluster_or_directory(own, change,
     r = CliRunner().invoke(cli, ["run", str(sub / "mine.toml")])
     assert r.exit_code == 1 and r.output.count("Error:") == 1 and "Traceback" not in r.output, r.output
     assert not (own / "runs").exists()
+
+
+@pytest.mark.slow
+def test_kmp_dask_run_on_an_embedded_process_cluster(own):
+    """The same pipeline through the console script on two worker processes (the workers read the
+    stores the driver ingested from the CSV)."""
+    from ._run import run_cli
+
+    (own / "mine.toml").write_text(TOML.format(src="mine.csv"))
+    out = own / "run"
+    run_cli("run", own / "mine.toml", "--output", out, "--workers", 2, "--quiet", cwd=own, timeout=900)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"]["evaluate"]["accuracy"] > 0.7
+    assert len(summary["memory"]["workers_peak_rss_bytes"]) == 2
