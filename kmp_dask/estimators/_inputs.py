@@ -146,6 +146,10 @@ def check_class_labels(y) -> None:
     from sklearn.utils.multiclass import check_classification_targets
 
     y = np.asarray(y.astype(object) if str(getattr(y, "dtype", "")) == "category" else y)
+    if y.dtype == object and y.size:  # scikit-learn calls an object array of numbers "unknown": judge its values
+        values = np.asarray(y.ravel().tolist())
+        if values.dtype.kind in "biufU" and values.shape == (y.size,):
+            y = values.reshape(y.shape)
     try:
         check_classification_targets(y)
     except TypeError:
