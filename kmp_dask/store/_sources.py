@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ._ingest import SourcePlan, _libsvm_blocks, _libsvm_scan, csv_plan, write_plan, write_plan_split
-from ._zarr import ZarrStore, check_target_free
+from ._zarr import check_target_free
 
 __all__ = ["ingest", "source_kind", "check_source", "test_rows", "default_test_target"]
 
