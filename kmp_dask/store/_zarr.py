@@ -218,8 +218,10 @@ def atomic_target(
     try:
         yield tmp
         _swap_in(tmp, final)
-    except StorePublishError:
-        raise  # the complete new store stays at the temporary location the message names
+    except StorePublishError as exc:
+        if exc.temporary != tmp.url:  # another target's publish failed (nested atomic_target)
+            tmp.remove()
+        raise  # this complete new store stays at the temporary location the message names
     except BaseException:
         tmp.remove()
         raise

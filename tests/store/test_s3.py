@@ -263,10 +263,51 @@ def test_commands_reach_s3_through_the_aws_environment(s3, bucket, monkeypatch):
     assert again.exit_code == 1 and "pass --overwrite" in again.output, again.output
 
 
+def _own_csv(path):
+    path.write_text("species,a,b,c\n" + "".join(f"{'cat' if r[0] > 0 else 'dog'},{r[0]},{r[1]},{r[2]}\n"
+                                                  for r in X[:80]))
+    return str(path)
+
+
+def test_own_csv_with_a_test_split_to_s3(s3, bucket, tmp_path, monkeypatch):
+    """ingest --label --test-size writes two stores (two nested temporaries): both published; when the
+    second publish fails, neither store nor any temporary is left but the one the error names."""
+    import s3fs
+
+    for k, v in s3.environ().items():
+        monkeypatch.setenv(k, v)
+    csv = _own_csv(tmp_path / "own.csv")
+    base = f"s3://{bucket}/own-{uuid.uuid4().hex[:6]}"
+    run = CliRunner().invoke(cli, ["ingest", csv, f"{base}/train.zarr", "--label", "species", "--test-size", "0.25",
+                                   "--no-progress"])
+    assert run.exit_code == 0, run.output
+    train, test = open_store(f"{base}/train.zarr"), open_store(f"{base}/train-test.zarr")
+    assert train.n_rows + test.n_rows == 80 and train.attrs["classes"] == ["cat", "dog"]
+    fs = Location.parse(base).fs  # the cached instance the command uses
+    real_copy = fs.copy
+
+    def copy(a, b, **kw):
+        if isinstance(b, str) and b.endswith("-test.zarr/zarr.json"):
+            raise ConnectionError("connection reset")
+        return real_copy(a, b, **kw)
+
+    monkeypatch.setattr(fs, "copy", copy)
+    other = f"s3://{bucket}/own-{uuid.uuid4().hex[:6]}"
+    cut = CliRunner().invoke(cli, ["ingest", csv, f"{other}/train.zarr", "--label", "species", "--test-size", "0.25",
+                                   "--no-progress"])
+    monkeypatch.undo()
+    for k, v in s3.environ().items():
+        monkeypatch.setenv(k, v)
+    assert cut.exit_code == 1 and "connection reset" in cut.output and "is kept at" in cut.output, cut.output
+    left = s3.fs().ls(other[len("s3://"):], detail=False)
+    assert len(left) == 1 and "train-test.zarr.tmp-" in left[0], left  # the complete test store, named
+    assert left[0] in cut.output
+
+
 @pytest.mark.slow
-def test_cli_train_and_predict_on_s3_on_a_process_cluster_same_as_local(s3, bucket, tmp_path):
+def test_cli_train_predict_evaluate_on_s3_on_a_process_cluster_same_as_local(s3, bucket, tmp_path):
     """Worker processes read s3:// with credentials from the environment; the models trained on the
-    store on the server and on its local copy are the same file, and so are the predictions."""
+    store on the server and on its local copy are the same, and so are the predictions and scores."""
     env = dict(os.environ, **s3.environ())
     remote = f"s3://{bucket}/slow-{uuid.uuid4().hex[:6]}/train.zarr"
     local = str(tmp_path / "train.zarr")
@@ -279,9 +320,12 @@ def test_cli_train_and_predict_on_s3_on_a_process_cluster_same_as_local(s3, buck
 
     for target in (remote, local):
         kmp("ingest", "synthetic:classification", target, "--n-rows", "600", "--chunk-rows", "200")
+    scores = {}
     for name, store in (("r", remote), ("l", local)):
         kmp("train", store, "--model", str(tmp_path / f"{name}.model"), "--n-basis", "5", "--random-state", "0")
         kmp("predict", str(tmp_path / f"{name}.model"), store, "--output", str(tmp_path / f"{name}-pred.zarr"))
+        scores[name] = kmp("evaluate", str(tmp_path / f"{name}.model"), store).splitlines()[0]
+    assert scores["r"] == scores["l"] and "accuracy" in scores["r"], scores
     from kmp_dask import load
 
     a, b = load(tmp_path / "r.model"), load(tmp_path / "l.model")
