@@ -125,6 +125,7 @@ def test_fit_and_predict_on_s3_on_a_cluster_same_as_local(pair):
         assert np.array_equal(np.asarray(b.predict(remote).compute()), a.predict(X))
 
 
+@pytest.mark.slow
 def test_csv_ingest_to_s3_same_as_local(s3, url, tmp_path):
     path = tmp_path / "d.csv"
     path.write_text("a,b,c,label\n" + "".join(f"{r[0]},{r[1]},{r[2]},{int(l)}\n" for r, l in zip(X[:50], Y[:50])))
