@@ -164,3 +164,21 @@ def test_labels_of_mixed_types_are_named(make, container):
     wrap = (lambda a: da.from_array(a, chunks=(10,) + a.shape[1:])) if container == "dask" else (lambda a: a)
     with pytest.raises(DataValidationError, match=r"y mixes label types .*NoneType \(row 7: None\), int \(row 9: 3\)"):
         make().fit(wrap(X), wrap(y))
+
+
+def test_report_of_models_on_string_labels(stores, tmp_path):
+    """The report's accuracy-vs-size curve compares predictions with the sample's class names."""
+    from kmp_dask.cli._post import _sample
+    from kmp_dask.report import write_report
+
+    X, y, Xt, yt, train, test = stores
+    model = _kmp().fit(train)
+    Xs, ys = _sample(test, 100)
+    assert set(np.unique(ys)) == {"neg", "pos"}
+    from kmp_dask.report._series import metric_along_path
+
+    name, sizes, values = metric_along_path(model, Xs, ys)
+    assert name == "test accuracy" and sizes[-1] == model.n_basis_
+    assert values[-1] == pytest.approx(float(np.mean(np.asarray(model.predict(Xs)) == ys))) and values[-1] > 0.9
+    out = write_report([("kmp", model)], tmp_path / "r.html", X=Xs, y=ys)
+    assert "Error vs basis size" in out.read_text()
