@@ -53,8 +53,8 @@ def _expected(df):
     return X, np.searchsorted(NAMES, df["species"].to_numpy())
 
 
-@pytest.mark.parametrize("kind", ["csv", "semi", "tsv", "parquet"])
-@pytest.mark.parametrize("label", ["species", 0, "0"])
+@pytest.mark.parametrize("kind,label", [("csv", "species"), ("csv", "0"), ("semi", 0), ("tsv", "species"),
+                                        ("parquet", "species"), ("parquet", 0)])
 def test_label_first_string_classes_by_name_or_position(files, tmp_path, kind, label):
     df, paths = files
     st = ingest(paths[kind], tmp_path / "s.zarr", label=label, drop=["id"], chunk_rows=256)
