@@ -14,10 +14,11 @@ _EXPORTS = {
     "KMPRegressor": "estimators", "SparseKCCA": "estimators", "SparseKernelPCA": "estimators",
     "KernelExpansion": "expansion", "Kernel": "kernels", "get_kernel": "kernels",
     "load": "persist", "save": "persist", "ReducedSetCompressor": "reduced", "compress": "reduced",
+    "ingest": "store",
 }
 
 __all__ = ["CVMClassifier", "MMDA", "KMPClassifier", "KMPRegressor", "Kernel", "KernelExpansion", "ReducedSetCompressor", "SparseKCCA", "SparseKernelPCA",
-           "compress", "get_kernel", "load", "save", "__version__"]
+           "compress", "get_kernel", "ingest", "load", "save", "__version__"]
 
 
 def __getattr__(name):
