@@ -166,6 +166,7 @@ def test_labels_of_mixed_types_are_named(make, container):
         make().fit(wrap(X), wrap(y))
 
 
+@pytest.mark.slow  # 4.5 s (the report's plots)
 def test_report_of_models_on_string_labels(stores, tmp_path):
     """The report's accuracy-vs-size curve compares predictions with the sample's class names."""
     from kmp_dask.cli._post import _sample
