@@ -9,6 +9,7 @@ environment variables (set in this process when the first command row runs), as 
 """
 from __future__ import annotations
 
+import importlib
 import os
 from types import SimpleNamespace
 
@@ -66,6 +67,31 @@ def _env(s) -> SimpleNamespace:
     return s
 
 
+class _NoS3fs:
+    """fsspec as if s3fs were not installed (its registry entry pointed at a missing module)."""
+
+    def __enter__(self):
+        reg = importlib.import_module("fsspec.registry")  # fsspec.registry is also a mapping attribute
+
+        self._saved = (reg._registry.pop("s3", None), reg.known_implementations["s3"])
+        reg.known_implementations["s3"] = {"class": "kmp_no_such_module.S3FileSystem",
+                                           "err": "Install s3fs to access S3"}
+
+    def __exit__(self, *exc):
+        reg = importlib.import_module("fsspec.registry")  # fsspec.registry is also a mapping attribute
+
+        cls, reg.known_implementations["s3"] = self._saved
+        if cls is not None:
+            reg._registry["s3"] = cls
+
+
+def _without_s3fs(fn):
+    def run(ws):
+        with _NoS3fs():
+            return fn(ws)
+    return run
+
+
 def _args(fn):
     """A command row's arguments; the AWS variables pointing at the server are set first."""
     return lambda ws: fn(_env(_space()))
@@ -98,6 +124,9 @@ CASES = [
     Case("s3-corrupt-chunk-fit",
          _unchanged(lambda s: KMPClassifier(n_basis=3, client="sync").fit(open_store(s.corrupt, storage_options=s.so))),
          StoreCorruptError, ("chunk 1 (rows 20..39)", "array 'X'", "corrupt.zarr/X/c/1/0", "kmp-dask info --verify")),
+    Case("s3-without-s3fs", _without_s3fs(lambda ws: open_store("s3://bucket/x.zarr")),
+         ImportError, ("'s3://bucket/x.zarr'", "fsspec implementation of s3://", "is not installed",
+                       "pip install 'kmp_dask[s3]'")),
     Case("s3-unknown-protocol", lambda ws: open_store("s4://bucket/x.zarr"),
          ValueError, ("'s4://bucket/x.zarr'", "protocol 's4'", "fsspec does not know", "s3://bucket/data.zarr")),
 ]

@@ -39,7 +39,7 @@ COMPLETE_KEY = "all_chunks_written"
 #: zarr array config of every array kmp_dask writes: all-zero chunks are written too.
 WRITE_CONFIG = {"write_empty_chunks": True}
 
-__all__ = ["Location", "StorePublishError", "ZarrRowReader", "ZarrSink", "ZarrStore", "atomic_target",
+__all__ = ["Location", "MissingFilesystemError", "StorePublishError", "ZarrRowReader", "ZarrSink", "ZarrStore", "atomic_target",
            "check_target_free", "publish_remote"]
 
 
@@ -148,6 +148,10 @@ def _check_storage_options(storage_options: Any) -> dict:
     return dict(storage_options)
 
 
+class MissingFilesystemError(ImportError):
+    """The fsspec implementation of a store URL's protocol (s3fs for ``s3://``) is not installed."""
+
+
 def _url_to_fs(url: str, storage_options: dict) -> tuple[fsspec.AbstractFileSystem, str]:
     """``fsspec.core.url_to_fs`` with errors that name the URL and the fix."""
     protocol = url.split("://", 1)[0]
@@ -155,8 +159,8 @@ def _url_to_fs(url: str, storage_options: dict) -> tuple[fsspec.AbstractFileSyst
         return fsspec.core.url_to_fs(url, **storage_options)
     except ImportError as exc:
         extra = " (pip install 'kmp_dask[s3]')" if protocol in ("s3", "s3a") else ""
-        raise ImportError(f"the store {url!r} needs the fsspec implementation of {protocol}://, which is not "
-                          f"installed{extra}: {exc}") from exc
+        raise MissingFilesystemError(f"the store {url!r} needs the fsspec implementation of {protocol}://, which "
+                                     f"is not installed{extra}: {exc}") from exc
     except ValueError as exc:
         if "protocol" not in str(exc).lower():
             raise

@@ -10,6 +10,7 @@ server through the standard AWS environment variables.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -346,3 +347,17 @@ def test_a_prefix_without_its_root_zarr_json_is_not_a_store(s3, url):
         open_store(url, storage_options=so)
     with pytest.raises(ForeignTargetError, match="no zarr.json with the attribute kmp_dask_store"):
         create_store(url, X, Y, overwrite=True, storage_options=so)
+
+
+def test_without_s3fs_a_command_says_what_to_install(monkeypatch):
+    """One Error line (not an ImportError traceback) when s3fs is missing."""
+    reg = importlib.import_module("fsspec.registry")  # fsspec.registry is also a mapping attribute
+
+    monkeypatch.delitem(reg._registry, "s3", raising=False)
+    monkeypatch.setitem(reg.known_implementations, "s3", {"class": "kmp_no_such_module.S3FileSystem",
+                                                          "err": "Install s3fs to access S3"})
+    run = CliRunner().invoke(cli, ["info", "s3://bucket/x.zarr"])
+    assert run.exit_code == 1 and isinstance(run.exception, SystemExit), run.output
+    assert [line for line in run.output.splitlines() if line.startswith("Error:")] == [
+        line for line in run.output.splitlines() if line.strip()]
+    assert "pip install 'kmp_dask[s3]'" in run.output and "Traceback" not in run.output
