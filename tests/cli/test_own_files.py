@@ -153,3 +153,10 @@ def test_kmp_dask_run_on_an_embedded_process_cluster(own):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"]["evaluate"]["accuracy"] > 0.7
     assert len(summary["memory"]["workers_peak_rss_bytes"]) == 2
+
+
+def test_n_rows_is_honoured_for_keel(tmp_path):
+    r = CliRunner().invoke(cli, ["ingest", "keel:banana", str(tmp_path / "b.zarr"), "--n-rows", "100"])
+    assert r.exit_code == 0, r.output
+    st = open_store(tmp_path / "b.zarr")
+    assert st.n_rows == 100 and st.attrs["provenance"]["dataset"] == "keel:banana"
