@@ -221,3 +221,30 @@ def test_command_on_embedded_cluster(setup, tmp_path):
     run_cli("predict", root / "clf.model", store.url, "--output", tmp_path / "pred.csv", "--workers", "2")
     df = pd.read_csv(tmp_path / "pred.csv")
     assert_array_equal(df["prediction"].to_numpy(dtype=object), clf.predict(X))
+
+
+def test_compressed_svc_on_string_labels_evaluates_and_predicts_names(setup, tmp_path, in_process):
+    """The issue's case: an SVC trained on string labels, compressed by the command, evaluated
+    and predicted to CSV (it raised "Can not use auto rechunking with object dtype")."""
+    import json
+
+    import joblib
+    from sklearn.svm import SVC
+
+    from kmp_dask import load
+
+    root, X, store, clf, _ = setup
+    svc = SVC(gamma=0.5).fit(X, NAMES[_data()[1]])
+    joblib.dump(svc, tmp_path / "svc.joblib")
+    res = _invoke("compress", tmp_path / "svc.joblib", "--trust-pickle", "--n-vectors", "10", "--data", store.url,
+                  "--refit", "pool", "--model", tmp_path / "svc10.model", "--quiet")
+    assert res.exit_code == 0, res.output
+    res = _invoke("evaluate", tmp_path / "svc10.model", store.url, "--json")
+    assert res.exit_code == 0, res.output
+    metrics = json.loads(res.output)
+    comp = load(tmp_path / "svc10.model")
+    assert metrics["classes"] == ["ant", "bee", "cat"]
+    assert metrics["accuracy"] == pytest.approx(float(np.mean(comp.predict(X) == NAMES[_data()[1]])))
+    res = _invoke("predict", tmp_path / "svc10.model", store.url, "--output", tmp_path / "svc.csv", "--quiet")
+    assert res.exit_code == 0, res.output
+    assert_array_equal(pd.read_csv(tmp_path / "svc.csv")["prediction"].to_numpy(dtype=object), comp.predict(X))
