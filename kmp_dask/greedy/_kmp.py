@@ -123,6 +123,14 @@ def _total(results, key):
     return np.add.reduce([r[key] for r in results])
 
 
+def _format_bytes(n: int) -> str:
+    """``n`` bytes for a message (GiB / MiB / kiB / B); the driver layer imports no dask."""
+    for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("kiB", 2 ** 10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
 def _check_factor_fits(n_basis: int, requested: int) -> None:
     """Refuse a Cholesky factor (``n_basis²`` float64 in the driver) larger than the memory available."""
     need = 8 * int(n_basis) ** 2
@@ -133,13 +141,11 @@ def _check_factor_fits(n_basis: int, requested: int) -> None:
     except Exception:  # no psutil: let numpy's own MemoryError speak
         return
     if need > free:
-        from dask.utils import format_bytes
-
         capped = f" (capped at {n_basis}: one atom per training row and kernel)" if requested != n_basis else ""
         raise ValueError(
-            f"n_basis={requested}{capped} needs a {format_bytes(need)} Cholesky factor in this process "
+            f"n_basis={requested}{capped} needs a {_format_bytes(need)} Cholesky factor in this process "
             "(n_basis² × 8 bytes; "
-            f"backfit / prefit / refit keep it), more than the {format_bytes(free)} of memory available. Pass a smaller "
+            f"backfit / prefit / refit keep it), more than the {_format_bytes(free)} of memory available. Pass a smaller "
             f"n_basis (at most about {int((free / 8) ** 0.5 * 0.5)} here), or fit_mode='basic' (no factor)."
         )
 
