@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _loaded_machine import CLUSTER_CONFIG, WORKER_WAIT, cluster_env
+from _loaded_machine import CLUSTER_CONFIG, WORKER_WAIT, cluster_env, wait_for_workers
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -80,7 +80,7 @@ def process_client(process_cluster):
     from distributed import Client
 
     with Client(process_cluster, set_as_default=False) as client:
-        client.wait_for_workers(2, timeout=WORKER_WAIT)  # back after an earlier test killed one
+        wait_for_workers(client, 2, process_cluster)  # back after an earlier test killed one
         yield client
 
 
