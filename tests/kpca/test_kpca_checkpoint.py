@@ -6,15 +6,10 @@ overwritten."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 
 import numpy as np
 import pytest
+from _kill_at_line import run_and_kill_at
 
 import kmp_dask.estimators._kpca as est_kpca
 from kmp_dask import SparseKCCA, SparseKernelPCA
@@ -225,21 +220,8 @@ def test_sigkilled_fit_resumes_to_the_identical_model(tmp_path):
     X = _data(n=3000)
     store = create_store(tmp_path / "d.zarr", X, chunk_rows=750)
     params = {"n_components": 60, "gamma": 0.3, "random_state": 11, "candidates": 100, "client": "sync"}
-    script = tmp_path / "fit.py"
-    script.write_text(textwrap.dedent(_SCRIPT).replace("PARAMS", repr(params)))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     ckpt = tmp_path / "ck"
-    proc = subprocess.Popen([sys.executable, str(script), store.url, str(ckpt)], stdout=subprocess.PIPE, text=True,
-                            env=env)
-    seen, deadline = [], time.monotonic() + 180
-    try:
-        for line in proc.stdout:
-            seen.append(line.strip())
-            if line.strip() == "iteration 5" or time.monotonic() > deadline:
-                break
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
+    seen = run_and_kill_at(tmp_path, _SCRIPT, params, [store.url, ckpt], timeout=180)
     assert "iteration 5" in seen and "done" not in seen, seen
     info = checkpoint_info(ckpt)
     assert info is not None and not info["complete"] and 5 <= info["iteration"] < 59

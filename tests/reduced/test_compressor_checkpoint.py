@@ -7,15 +7,10 @@ another model, pool, labels or parameters is refused; an existing one is never o
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 
 import numpy as np
 import pytest
+from _kill_at_line import run_and_kill_at
 from sklearn.svm import SVC
 
 import kmp_dask.parallel._reduced as par_reduced
@@ -236,21 +231,8 @@ def test_sigkilled_compression_resumes_to_the_identical_model(tmp_path):
     """A compressing process SIGKILLed mid-pursuit (maybe mid-write) resumes from its checkpoint."""
     store = create_store(tmp_path / "pool.zarr", X, Y, chunk_rows=125)
     params = {"n_vectors": 80, "random_state": 4, "client": "sync", "criterion": "decrease"}
-    script = tmp_path / "compress.py"
-    script.write_text(textwrap.dedent(_SCRIPT).replace("PARAMS", repr(params)))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     ckpt = tmp_path / "ck"
-    proc = subprocess.Popen([sys.executable, str(script), store.url, str(ckpt)], stdout=subprocess.PIPE, text=True,
-                            env=env)
-    seen, deadline = [], time.monotonic() + 180
-    try:
-        for line in proc.stdout:
-            seen.append(line.strip())
-            if line.strip() == "iteration 5" or time.monotonic() > deadline:
-                break
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
+    seen = run_and_kill_at(tmp_path, _SCRIPT, params, [store.url, ckpt], timeout=180)
     assert "iteration 5" in seen and "done" not in seen, seen
     info = checkpoint_info(ckpt)
     assert info is not None and not info["complete"] and 5 <= info["iteration"] < 79
