@@ -176,12 +176,15 @@ def _fit(est, st, where, quiet, log_json, algorithm, fit_kw) -> float:
 
 
 def _size(est) -> str:
+    """The fitted model's size for the summary line: for a CVM the distinct core vectors of all its
+    binary problems (the rows of its kernel expansion), not the number of problems."""
     for attr, what in (("n_basis_", "basis functions"), ("n_vectors_", "vectors"),
-                       ("n_components_", "components"), ("core_indices_", "core vectors")):
+                       ("n_components_", "components")):
         v = getattr(est, attr, None)
         if v is not None:
-            n = len(v) if attr == "core_indices_" else int(v)
-            return f"{n} {what}"
+            return f"{int(v)} {what}"
+    if getattr(est, "core_indices_", None) is not None:
+        return f"{len(est.expansion_.support_vectors)} core vectors"
     return "fitted"
 
 

@@ -184,3 +184,19 @@ def test_compress_with_exchange_and_refit_reads_the_pool_into_memory(tmp_path):
     assert load(tmp_path / "f.kmp").n_vectors_ == 12
     r = CliRunner().invoke(main, base + ["--model", str(tmp_path / "e.kmp"), "--exchange", "-1"])
     assert r.exit_code != 0 and "--exchange" in r.output, r.output
+
+
+def test_train_summary_counts_a_cvms_core_vectors_not_its_problems():
+    """``_size`` said "3 core vectors" for a 3-class CVM with thousands (one entry per class)."""
+    import numpy as np
+
+    from kmp_dask import CVMClassifier
+    from kmp_dask.cli._model import _size
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = np.digitize(X[:, 0], [-0.4, 0.4])
+    est = CVMClassifier(client="sync", random_state=0).fit(X, y)
+    n = len(est.expansion_.support_vectors)
+    assert len(est.core_indices_) == 3 and n > 3
+    assert _size(est) == f"{n} core vectors"
