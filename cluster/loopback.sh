@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A whole cluster on this machine, loopback only: start-scheduler.sh (a free port, scheduler file)
 # + start-worker.sh (two single-threaded worker processes), both on 127.0.0.1 — the same commands
-# tests/conftest.py::cli_cluster and tests/cluster/ run (ECOSYSTEM.md §3.2). Then, from Python:
+# tests/conftest.py::cli_cluster and tests/cluster/ run. Then, from Python:
 #     KMPClassifier(client="cluster/scheduler.json").fit("data/train.zarr")
 # or:  kmp-dask train data/train.zarr --model m.kmp --scheduler-file cluster/scheduler.json
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start a dask scheduler (`dask scheduler`, ECOSYSTEM.md §3.2) that writes a scheduler file, then
+# Start a dask scheduler (`dask scheduler`) that writes a scheduler file, then
 # check that this machine's python/dask/distributed match it (cluster/check_versions.py). Runs in
 # the foreground until Ctrl-C / SIGTERM (which stop the scheduler too). Extra arguments go to
 # `dask scheduler` as they are.

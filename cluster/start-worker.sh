@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start dask worker processes (`dask worker --nworkers N --nthreads T`, ECOSYSTEM.md §3.2) for a
+# Start dask worker processes (`dask worker --nworkers N --nthreads T`) for a
 # running scheduler, then check that their versions match this machine's and the scheduler's
 # (cluster/check_versions.py; a mismatch stops the workers). Runs in the foreground until
 # Ctrl-C / SIGTERM. Extra arguments go to `dask worker` as they are.

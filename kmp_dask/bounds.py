@@ -1,5 +1,5 @@
 r"""Generalisation bounds for matching pursuit (Hussain & Shawe-Taylor, "Theory of matching pursuit",
-NIPS 2008), used as stopping rules / dimension selectors (DESIGN.md §4).
+NIPS 2008), used as stopping rules / dimension selectors (docs/kpca.md).
 
 Pure numpy (numeric layer): no dask, zarr or scikit-learn.
 

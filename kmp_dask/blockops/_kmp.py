@@ -21,7 +21,7 @@ and fit stay unweighted; without weights no product changes (bit-identical to an
 :func:`kmp_stats`, :func:`kmp_score`, :func:`kmp_column_stats`, :func:`kmp_linesearch`,
 :func:`kmp_refit_stats`. Messages are frozen dataclasses.
 
-Scores, per DESIGN.md §2: for candidate columns ``d_k`` a pass returns ``d_kᵀR`` (s·K, m),
+Scores: for candidate columns ``d_k`` a pass returns ``d_kᵀR`` (s·K, m),
 ``‖d_k‖²`` (s·K,) and, for pre-fitting, ``d_kᵀB`` (s·K, n); candidates are ordered
 kernel-major (all s rows for kernel 0, then for kernel 1, ...).
 """

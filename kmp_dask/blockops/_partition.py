@@ -6,7 +6,7 @@ what it caches between passes (residuals, basis columns, masks). Operations on p
 module-level functions ``op(partition, msg) -> result`` (see :mod:`kmp_dask.blockops._kmp`), so
 the same code runs in-process (the test oracle, numpy input) and inside a dask worker.
 
-Design rule (DESIGN.md §5): everything in ``state`` must be rebuildable from the data and a
+Design rule (docs/engine.md, failure model): everything in ``state`` must be rebuildable from the data and a
 message the driver can produce from its own small state, so a partition lost with its worker is
 rebuilt instead of replayed.
 """

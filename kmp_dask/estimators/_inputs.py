@@ -4,7 +4,7 @@
   :class:`~kmp_dask.store.InMemoryStore` whose chunks are the engine's partitions;
 * a dask array → metadata-only checks (row-only chunks, known chunk sizes, numeric dtype) and
   ``validate_data(..., skip_check_array=True)``; the array is written once to a temporary zarr
-  store that workers read (and that lets a lost partition be rebuilt: DESIGN.md §5);
+  store that workers read (and that lets a lost partition be rebuilt: docs/engine.md);
 * a store object, or a path / URL of one → opened; its ``y`` is used.
 """
 

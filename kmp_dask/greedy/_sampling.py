@@ -7,7 +7,7 @@
   with probability ``1 − ε``, among the best ``(1 − q)`` fraction of all candidates.
 
 Both draw *global row indices* on the driver from one seeded generator, so the draw does not
-depend on how the data are chunked or on the number of workers (DESIGN.md §5).
+depend on how the data are chunked or on the number of workers (docs/engine.md).
 """
 
 from __future__ import annotations

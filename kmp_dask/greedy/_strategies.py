@@ -1,7 +1,7 @@
 """How a KMP iteration scores candidates and updates coefficients: one small class per mode.
 
 Vincent & Bengio's three fitting modes for the squared loss, and gradient descent in function
-space for other losses (DESIGN.md §2; ``d`` is a candidate column, ``R`` the residual, ``B`` the
+space for other losses (``d`` is a candidate column, ``R`` the residual, ``B`` the
 basis columns, ``P⊥`` the projection off their span, λ = ridge · N_train):
 
 ================  ==============================  ===========================================

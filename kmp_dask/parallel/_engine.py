@@ -4,7 +4,7 @@ An engine owns a list of row partitions (:class:`~kmp_dask.blockops.Partition`) 
 operation, ``run(op, msg, effects=()) -> list`` — on every partition apply the state-changing
 ``effects`` in order, then the query ``op(partition, msg)``, and return the query results *in
 partition order*. Drivers (``kmp_dask.greedy``) sum them in that order, so a fit is bit-for-bit
-reproducible whatever the number of workers (DESIGN.md §5). Every effect sent is recorded in the
+reproducible whatever the number of workers (docs/engine.md). Every effect sent is recorded in the
 engine's :class:`~kmp_dask.blockops.Journal`; ``n_calls`` counts passes (one round trip each).
 
 Two implementations:
@@ -13,7 +13,7 @@ Two implementations:
   and as the reference in tests.
 * :class:`ActorEngine` — one :class:`PartitionHolder` dask Actor per worker, each holding a
   contiguous run of partitions, resident for the whole fit. A pass is one actor call per worker
-  (small message in, small reductions out): ECOSYSTEM.md §3.3 measured 36 ms/iteration for this
+  (small message in, small reductions out): we measured 36 ms/iteration for this
   pattern against 122–160 ms for ``client.map`` over futures and 223 ms for rebuilt dask.array
   graphs (numpy alone: 29 ms), which is why the engine uses actors.
 

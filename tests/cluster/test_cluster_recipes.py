@@ -69,7 +69,7 @@ def test_every_pin_satisfies_pyproject_requirements():
         checked += 1
     assert checked == len(project["dependencies"])
     assert canonicalize_name(project["name"]) not in pins  # installed from the repository, not pinned
-    # distributed must be exactly dask's version (ECOSYSTEM.md §0)
+    # distributed must be exactly dask's version
     assert pins["dask"] == pins["distributed"]
 
 
@@ -146,7 +146,7 @@ def test_kubernetes_manifest_has_the_fields_the_readme_names():
     assert isinstance(worker["replicas"], int) and worker["replicas"] >= 1
     wc = worker["spec"]["containers"][0]
     sc = doc["spec"]["scheduler"]["spec"]["containers"][0]
-    # the pitfall of ECOSYSTEM.md §4.2: `dask worker` / `dask scheduler`, never dask-worker / dask-scheduler
+    # the worker-command pitfall (cluster/README.md): `dask worker` / `dask scheduler`, never dask-worker / dask-scheduler
     assert wc["args"][:2] == ["dask", "worker"] and sc["args"][:2] == ["dask", "scheduler"]
     for c in (wc, sc):
         words = [*c.get("command", []), *c.get("args", [])]

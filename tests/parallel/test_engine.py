@@ -1,4 +1,4 @@
-"""Engines: partition order, actor placement, and repair of a lost worker (DESIGN.md §5)."""
+"""Engines: partition order, actor placement, and repair of a lost worker."""
 
 from __future__ import annotations
 
