@@ -1,4 +1,4 @@
-"""Shared fixtures: real dask clusters of three kinds (ECOSYSTEM.md §3.6).
+"""Shared fixtures: real dask clusters of three kinds.
 
 * ``thread_client`` — in-process LocalCluster (threads): fastest, no pickling.
 * ``process_client`` — LocalCluster of 2 single-threaded worker processes (spawned), the

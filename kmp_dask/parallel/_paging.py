@@ -17,7 +17,7 @@ reusing files by position once swapped two basis blocks — tests/parallel/test_
 So a pass that changed the state writes the residual and the newest block of columns, not the
 whole partition.
 Files are read with ``readinto`` into freshly allocated arrays, never ``np.memmap``: mapped pages
-count in the process RSS that dask's nanny watches (ECOSYSTEM.md §3.5b), while explicit reads
+count in the process RSS that dask's nanny watches, while explicit reads
 leave RSS at what the arrays themselves take.
 
 Rows of a streamed partition are read from a decompressed local copy written on its first page
