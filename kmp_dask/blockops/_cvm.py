@@ -214,12 +214,9 @@ def _kernel_f64(st, X, Xsq, S, Ssq):
     return kernel_block(st.kernel, X, Xsq, S, Ssq).astype(np.float64, copy=False)
 
 
-def cvm_furthest(part: Partition, q: CVMQuery) -> dict:
-    """Squared distances to the centre of the rows asked for; the ``top`` furthest: global
-    ``index``, ``dist``, ``rows``, ``y`` and projections ``P``; plus ``n`` rows measured and
-    ``kernel_evals`` (kernel values computed here: those read from the column cache are not)."""
-    st = _st(part)
-    n_part = len(st.X)
+def _rows_to_measure(part: Partition, q: CVMQuery, n_part: int):
+    """The partition's local rows the query measures — ``q.cand`` (None: all rows) minus
+    ``q.exclude`` — and whether the pass is a full one (``q.cand`` None)."""
     full = q.cand is None
     if full:
         keep = np.ones(n_part, dtype=bool)
@@ -237,38 +234,51 @@ def cvm_furthest(part: Partition, q: CVMQuery) -> dict:
             local = local[~np.isin(local, ex, assume_unique=True)]
     if full:
         local = np.flatnonzero(keep) if not keep.all() else np.arange(n_part)
-    S = np.asarray(q.S, dtype=st.X.dtype).reshape(-1, st.X.shape[1])
-    Ssq = sqnorm(S)
-    a = np.asarray(q.a, dtype=np.float64)
-    P = st.proj.train()
-    defl = P.shape[1] and len(S)
-    PSa = np.asarray(q.PS, dtype=np.float64).T @ a if defl else None  # deflation: (K − P PSᵀ) a = K a − P (PSᵀ a)
+    return local, full
+
+
+def _cached_core_columns(st: CVMState, q: CVMQuery, S: np.ndarray, n_part: int):
+    """The kernel column cache, how many leading core rows it holds columns of (after adding those
+    of the core rows that joined since the last pass, as room allows) and the kernel values that
+    took."""
     kc = st.kcols if st.kcols is not None else None
     if kc is not None and q.ids is not None and len(S) == 0:
         kc.reset()
     m = kc.prefix(q.ids) if kc is not None and q.ids is not None else 0
     evals = 0
     if kc is not None and q.ids is not None and m < len(S) and kc.room():
-        # the core rows without cached columns (normally the one that joined last): computed on
-        # all rows once, kept for later passes. One column at a time, always: a cache rebuilt after
-        # a partition was lost, paged out or a fit resumed from its checkpoint then holds bit for
-        # bit the values the loop computed when each row joined (a many-column kernel block may
-        # round differently), so the rebuilt fit's distances — and model — are identical.
-        new = slice(m, m + min(len(S) - m, kc.room()))
-        cols = np.empty((n_part, new.stop - new.start))
-        step = max(1, BLOCK_ELEMENTS)
-        for j in range(new.start, new.stop):
-            for r0 in range(0, n_part, step):
-                r1 = min(r0 + step, n_part)
-                cols[r0:r1, j - new.start] = _kernel_f64(st, st.X[r0:r1], st.sq[r0:r1], S[j : j + 1],
-                                                         sqnorm(S[j : j + 1]))[:, 0]
-        evals += cols.size
-        kc.append(np.asarray(q.ids)[new], cols)
-        m = new.stop
+        m, evals = _append_core_columns(st, kc, q.ids, S, m, n_part)
+    return kc, m, evals
+
+
+def _append_core_columns(st: CVMState, kc: KernelColumns, ids, S: np.ndarray, m: int, n_part: int):
+    """Compute and cache the columns of the core rows from ``m`` on (as many as there is room for);
+    returns the new cached prefix length and the kernel values computed."""
+    # the core rows without cached columns (normally the one that joined last): computed on
+    # all rows once, kept for later passes. One column at a time, always: a cache rebuilt after
+    # a partition was lost, paged out or a fit resumed from its checkpoint then holds bit for
+    # bit the values the loop computed when each row joined (a many-column kernel block may
+    # round differently), so the rebuilt fit's distances — and model — are identical.
+    new = slice(m, m + min(len(S) - m, kc.room()))
+    cols = np.empty((n_part, new.stop - new.start))
+    step = max(1, BLOCK_ELEMENTS)
+    for j in range(new.start, new.stop):
+        for r0 in range(0, n_part, step):
+            r1 = min(r0 + step, n_part)
+            cols[r0:r1, j - new.start] = _kernel_f64(st, st.X[r0:r1], st.sq[r0:r1], S[j : j + 1],
+                                                     sqnorm(S[j : j + 1]))[:, 0]
+    evals = cols.size
+    kc.append(np.asarray(ids)[new], cols)
+    return new.stop, evals
+
+
+def _centre_products(st: CVMState, local, contiguous: bool, S, Ssq, a, kc, m: int, P, defl, PSa):
+    """``k̂(S, x)·a`` on the rows ``local`` (deflated): the first ``m`` core rows' columns read
+    from the cache, the rest computed in blocks; returns them and the kernel values computed."""
     rest = slice(m, len(S))
     f = np.empty(len(local))
+    evals = 0
     rows = max(1, BLOCK_ELEMENTS // max(len(S) - m, 1))
-    contiguous = full and len(local) == n_part
     for lo in range(0, len(local), rows):
         sel = slice(lo, lo + rows) if contiguous else local[lo : lo + rows]
         nsel = len(local[lo : lo + rows])
@@ -281,15 +291,40 @@ def cvm_furthest(part: Partition, q: CVMQuery) -> dict:
         if defl:
             v -= P[sel] @ PSa
         f[lo : lo + nsel] = v
-    dist = q.aKa - 2.0 * st.y[local] * (f + a.sum()) + q.kappa
-    top = min(int(q.top), len(local))
-    if top >= len(local):
+    return f, evals
+
+
+def _furthest_first(dist: np.ndarray, top) -> np.ndarray:
+    """Positions of the ``top`` largest ``dist``, largest first (ties in order of position)."""
+    top = min(int(top), len(dist))
+    if top >= len(dist):
         best = np.argsort(-dist, kind="stable")
     elif top:
         best = np.argpartition(-dist, top - 1)[:top]
         best = best[np.argsort(-dist[best], kind="stable")]
     else:
         best = np.zeros(0, dtype=np.int64)
+    return best
+
+
+def cvm_furthest(part: Partition, q: CVMQuery) -> dict:
+    """Squared distances to the centre of the rows asked for; the ``top`` furthest: global
+    ``index``, ``dist``, ``rows``, ``y`` and projections ``P``; plus ``n`` rows measured and
+    ``kernel_evals`` (kernel values computed here: those read from the column cache are not)."""
+    st = _st(part)
+    n_part = len(st.X)
+    local, full = _rows_to_measure(part, q, n_part)
+    S = np.asarray(q.S, dtype=st.X.dtype).reshape(-1, st.X.shape[1])
+    Ssq = sqnorm(S)
+    a = np.asarray(q.a, dtype=np.float64)
+    P = st.proj.train()
+    defl = P.shape[1] and len(S)
+    PSa = np.asarray(q.PS, dtype=np.float64).T @ a if defl else None  # deflation: (K − P PSᵀ) a = K a − P (PSᵀ a)
+    kc, m, evals = _cached_core_columns(st, q, S, n_part)
+    f, rest_evals = _centre_products(st, local, full and len(local) == n_part, S, Ssq, a, kc, m, P, defl, PSa)
+    evals += rest_evals
+    dist = q.aKa - 2.0 * st.y[local] * (f + a.sum()) + q.kappa
+    best = _furthest_first(dist, q.top)
     rows_idx = local[best]
     return {"n": len(local), "index": rows_idx + part.start, "dist": dist[best], "rows": np.array(st.X[rows_idx]),
             "y": np.array(st.y[rows_idx]), "P": np.array(P[rows_idx]), "kernel_evals": int(evals)}

@@ -175,52 +175,84 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
             on_problem(k, result, len(done))
 
     todo = [k for k in range(len(positives)) if k not in done]
+    problems = (positives, seeds, parts, checkpoint, token)
     if todo and (client is None or len(positives) == 1):
-        engine = _engine(client, store)
-        try:
-            engine.run(None, None, [cvm_effects.init(kw["kernel"])])
-            for k in todo:
-                pc = ProblemCheckpoint(parts[k], checkpoint.every, token) if k in parts else None
-                saved = parts[k].saved if k in parts else None
-                finished(k, run_problem(engine, positives[k], seed=seeds[k], checkpoint=pc, saved=saved, **kw))
-        finally:
-            engine.close()
+        _run_in_turn(client, store, todo, problems, finished, kw)
     elif todo:
-        from distributed import as_completed
-
-        specs = in_process_specs(store)
-        # hash=False: keys of this call only (a cancelled earlier call must not release them)
-        specs_f = client.scatter(specs, broadcast=True, hash=False) if store.url is None else specs
-        futures = {}
-        for k in todo:
-            pc = ProblemCheckpoint(parts[k].detached(), checkpoint.every, token) if k in parts else None
-            saved = parts[k].saved if k in parts else None
-            futures[client.submit(_task, specs_f, positives[k], {**kw, "seed": seeds[k]}, pc, saved, pure=False)] = k
-        try:  # each problem's result as it arrives; ``timeout``: the longest wait for the next one
-            ac = as_completed(list(futures), loop=client.loop)
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while not ac.is_empty():
-                if not ac.has_ready():
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise TimeoutError(f"no one-vs-rest problem finished within {timeout:.0f} s "
-                                           "(kmp_dask.pass-timeout)")
-                    time.sleep(0.02)
-                    continue
-                for f in ac.next_batch(block=False):
-                    finished(futures[f], f.result())
-                deadline = None if timeout is None else time.monotonic() + timeout
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+        _run_as_tasks(client, store, todo, problems, finished, timeout, kw)
     results = [done[k] for k in range(len(positives))]
     if checkpoint is not None:
-        checkpoint.save_payload({"result": results, "seeds": seeds, "elapsed": elapsed0 + time.perf_counter() - t0},
-                                iteration=len(results) - 1, complete=True, problems_done=len(results),
-                                run_token=token)
-        for part in parts.values():  # the main file holds every result now
-            part.discard()
+        _save_results(checkpoint, parts, results, seeds, elapsed0, t0, token)
     return results
+
+
+def _problem_checkpoint(k, parts, checkpoint, token, detached=False):
+    """Problem ``k``'s :class:`ProblemCheckpoint` (None without a checkpoint) and the payload its
+    part last saved (None: none)."""
+    pc = ProblemCheckpoint(parts[k].detached() if detached else parts[k], checkpoint.every, token) \
+        if k in parts else None
+    saved = parts[k].saved if k in parts else None
+    return pc, saved
+
+
+def _run_in_turn(client, store, todo, problems, finished, kw):
+    """The problems ``todo`` one after another on one engine (in-process, or actors on the
+    cluster); ``finished(k, result)`` after each."""
+    positives, seeds, parts, checkpoint, token = problems
+    engine = _engine(client, store)
+    try:
+        engine.run(None, None, [cvm_effects.init(kw["kernel"])])
+        for k in todo:
+            pc, saved = _problem_checkpoint(k, parts, checkpoint, token)
+            finished(k, run_problem(engine, positives[k], seed=seeds[k], checkpoint=pc, saved=saved, **kw))
+    finally:
+        engine.close()
+
+
+def _run_as_tasks(client, store, todo, problems, finished, timeout, kw):
+    """The problems ``todo`` as one dask task each; ``finished(k, result)`` as each result arrives
+    (the tasks are cancelled if that fails or no result arrives within ``timeout`` seconds)."""
+    from distributed import as_completed
+
+    positives, seeds, parts, checkpoint, token = problems
+    specs = in_process_specs(store)
+    # hash=False: keys of this call only (a cancelled earlier call must not release them)
+    specs_f = client.scatter(specs, broadcast=True, hash=False) if store.url is None else specs
+    futures = {}
+    for k in todo:
+        pc, saved = _problem_checkpoint(k, parts, checkpoint, token, detached=True)
+        futures[client.submit(_task, specs_f, positives[k], {**kw, "seed": seeds[k]}, pc, saved, pure=False)] = k
+    try:  # each problem's result as it arrives; ``timeout``: the longest wait for the next one
+        _collect_as_completed(as_completed(list(futures), loop=client.loop), futures, finished, timeout)
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        raise
+
+
+def _collect_as_completed(ac, futures, finished, timeout):
+    """``finished(k, result)`` for each future of ``ac`` as it completes; a :class:`TimeoutError`
+    when none completes within ``timeout`` seconds (None: no limit) of the last."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not ac.is_empty():
+        if not ac.has_ready():
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"no one-vs-rest problem finished within {timeout:.0f} s "
+                                   "(kmp_dask.pass-timeout)")
+            time.sleep(0.02)
+            continue
+        for f in ac.next_batch(block=False):
+            finished(futures[f], f.result())
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+
+def _save_results(checkpoint, parts, results, seeds, elapsed0, t0, token):
+    """The completed fit's checkpoint: every result in the main file, the problems' parts removed."""
+    checkpoint.save_payload({"result": results, "seeds": seeds, "elapsed": elapsed0 + time.perf_counter() - t0},
+                            iteration=len(results) - 1, complete=True, problems_done=len(results),
+                            run_token=token)
+    for part in parts.values():  # the main file holds every result now
+        part.discard()
 
 
 def _part_name(k: int) -> str:
