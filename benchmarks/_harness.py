@@ -88,6 +88,16 @@ def parse_main_args(name, doc, add_arguments, argv=None):
     return args
 
 
+def work_directory(workdir, prefix):
+    """``(directory, tmp)``: ``workdir`` (created) if given, else a new temporary directory named
+    ``prefix…`` — ``tmp`` is that temporary path (for the caller to remove) or None."""
+    if workdir is None:
+        tmp = tempfile.mkdtemp(prefix=prefix)
+        return Path(tmp), tmp
+    Path(workdir).mkdir(parents=True, exist_ok=True)
+    return Path(workdir), None
+
+
 def output_path(name, out=None, quick=False):
     """``out`` if given; else ``$TMPDIR/kmp_dask_benchmarks/<name>_quick.json`` for smoke tests (never
     committed) or ``benchmarks/results/<name>.json``. The parent directory is created."""

@@ -75,7 +75,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -685,13 +684,7 @@ def main(argv=None):
         families, args.runs, args.embedded_runs = ["kmp", "skmp"], 2, 0
     out = H.output_path(NAME, args.out, args.quick)
     t0 = time.perf_counter()
-    tmp = None
-    if args.workdir is None:
-        tmp = tempfile.mkdtemp(prefix="kmp_dask_driver_kills_")
-        workdir = Path(tmp)
-    else:
-        workdir = Path(args.workdir)
-        workdir.mkdir(parents=True, exist_ok=True)
+    workdir, tmp = H.work_directory(args.workdir, "kmp_dask_driver_kills_")
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
     H.log(f"work directory {workdir}")
     source = {"rev": args.kmp_dask_rev}

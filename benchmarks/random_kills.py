@@ -62,7 +62,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -664,12 +663,7 @@ def main(argv=None):
         args.kills, args.between_kills, args.scheduler_kills, args.rows, args.n_basis = 3, 2, 1, 20_000, 30
     out = H.output_path(NAME, args.out, args.quick)
     t0 = time.perf_counter()
-    tmp = None
-    if args.workdir is None:
-        tmp = tempfile.mkdtemp(prefix="kmp_dask_random_kills_")
-        workdir = Path(tmp)
-    else:
-        workdir = Path(args.workdir)
+    workdir, tmp = H.work_directory(args.workdir, "kmp_dask_random_kills_")
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))  # clean up clusters and drivers on kill
     H.log(f"work directory {workdir}")
     source = {"rev": args.kmp_dask_rev}
