@@ -1,4 +1,4 @@
-"""Per-partition numerics of core vector machines and MMDA (Tsang, Kocsor & Kwok; DESIGN.md §3).
+"""Per-partition numerics of core vector machines and MMDA (Tsang, Kocsor & Kwok, KDD 2006; equations in docs/cvm.md).
 
 The L2-SVM on pairs ``(x_i, y_i)`` is a minimum enclosing ball in the feature space of
 ``k̃(z_i, z_j) = y_i y_j (k̂(x_i, x_j) + 1) + δ_ij / C``, where ``k̂`` is the kernel deflated by the
