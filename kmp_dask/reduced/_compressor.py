@@ -326,6 +326,34 @@ class ReducedSetCompressor(BaseEstimator):
         self._check_params()
         target = as_compression_target(model)
         exp = target.expansion
+        self._check_target(exp, X_pool, y, X_val, y_val)
+        store, rows, pool_coef, in_memory, n_keep = self._prepare_pool(target, exp, X_pool, y)
+        m = exp.n_outputs
+        coupled, groups = self._output_groups(m)
+        ckpt = self._open_fit_checkpoint(target, store, X_pool, y, X_val, y_val, checkpoint, checkpoint_every,
+                                         resume)
+        self.target_ = target
+        self.classes_ = target.classes
+        # one-vs-one models whose decision_function shows the one-vs-rest view (SVC's default)
+        self._ovr_view = target.kind == "ovo" and getattr(model, "decision_function_shape", "ovo") == "ovr"
+        t0 = time.perf_counter()
+        # a store pool's exchanges run on the engine that ran the pursuit: it (and its client) stay
+        # open until the chosen level's model is built, then close (see _exchanged)
+        done = None if ckpt is None else ckpt.result
+        self.__dict__.pop("results_", None)
+        with contextlib.ExitStack() as keep:
+            self._xengine = None
+            try:
+                levels, wsq = self._run_route(done, exp, store, rows, pool_coef, in_memory, n_keep, groups, coupled,
+                                              m, keep, ckpt)
+                self.seconds_ = done["seconds"] if done is not None else time.perf_counter() - t0
+                self._complete_fit(levels, wsq, rows, y, X_val, y_val, n_keep, ckpt, done)
+            finally:
+                del self._xengine  # never saved or pickled; expansion_at exchanges only levels done here
+        return self
+
+    def _check_target(self, exp, X_pool, y, X_val, y_val):
+        """fit's checks of the model's expansion and of the labels / held-out data given with it."""
         if len(exp.kernels) != 1:
             raise ValueError(
                 f"the model uses {len(exp.kernels)} kernels (a mixed dictionary); reduced-set compression needs one "
@@ -338,6 +366,10 @@ class ReducedSetCompressor(BaseEstimator):
             raise ValueError(
                 f"y has {len(np.asarray(y))} labels but the default pool (the model's support vectors) has "
                 f"{exp.n_vectors} rows; pass X_pool with the rows y belongs to")
+
+    def _prepare_pool(self, target, exp, X_pool, y):
+        """The candidate pool (store, rows, pool coefficients, in-memory flag) and the compressed
+        size, checked against ``refit``, ``y`` and ``chunk_vectors``."""
         store, rows, pool_coef, in_memory = self._pool(target, X_pool)
         if self.refit == "pool" and rows is None:
             raise ValueError("refit='pool' fits the coefficients to the model's values on the pool rows: X_pool must "
@@ -351,51 +383,46 @@ class ReducedSetCompressor(BaseEstimator):
                 f"chunk_vectors={self.chunk_vectors} must exceed the compressed size ({n_keep} vectors): each piece "
                 "of the expansion is compressed to that size, so smaller pieces are not compressed at all. Use "
                 "pieces several times larger than n_vectors, or chunk_vectors=None")
-        m = exp.n_outputs
+        return store, rows, pool_coef, in_memory, n_keep
+
+    def _output_groups(self, m):
+        """Whether the ``m`` outputs share one set of vectors, and the groups of outputs pursued together."""
         coupled = True if self.coupled == "auto" else bool(self.coupled)
         groups = [list(range(m))] if coupled else [[j] for j in range(m)]
         if self.exchange and len(groups) > 1:
             raise ValueError("exchange improves one shared set of vectors: use coupled=True (or 'auto') with a "
                              f"{m}-output model, or exchange=0")
+        return coupled, groups
+
+    def _open_fit_checkpoint(self, target, store, X_pool, y, X_val, y_val, checkpoint, checkpoint_every, resume):
+        """The fit's checkpoint (None without one); its header holds the parameters and digests."""
         params = {**self.get_params(deep=False), "model": model_digest(target),
                   "labels": {k: _array_digest(v) for k, v in (("y", y), ("X_val", X_val), ("y_val", y_val))}}
-        ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
+        return open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
                                params=params, store=store, store_is_input=is_store_like(X_pool))
-        self.target_ = target
-        self.classes_ = target.classes
-        # one-vs-one models whose decision_function shows the one-vs-rest view (SVC's default)
-        self._ovr_view = target.kind == "ovo" and getattr(model, "decision_function_shape", "ovo") == "ovr"
-        t0 = time.perf_counter()
-        # a store pool's exchanges run on the engine that ran the pursuit: it (and its client) stay
-        # open until the chosen level's model is built, then close (see _exchanged)
-        done = None if ckpt is None else ckpt.result
-        self.__dict__.pop("results_", None)
-        with contextlib.ExitStack() as keep:
-            self._xengine = None
-            try:
-                if done is not None:  # a complete checkpoint: its path, no pursuit
-                    levels, wsq = self._restored_levels(done, groups, m)
-                elif self.method == "hmp":
-                    levels, wsq = self._fit_hmp(exp, store, rows, pool_coef, in_memory, n_keep, groups, keep, ckpt)
-                else:
-                    levels, wsq = self._fit_dense(exp, rows, pool_coef, n_keep, coupled)
-                self.seconds_ = done["seconds"] if done is not None else time.perf_counter() - t0
-                self.wsq_ = wsq
-                self._levels = levels
-                self.path_ = self._evaluate_path(levels, wsq, rows, y, X_val, y_val)
-                chosen = self._choose(levels, wsq, n_keep)
-                self._pool_rows, self._pool_y = rows, y
-                self._finish(chosen, rows, y)
-                if ckpt is not None and done is None:
-                    ckpt.save_payload({"result": self._result_payload(levels, wsq)}, iteration=len(levels) - 1,
-                                      complete=True, stage="complete")
-            finally:
-                del self._xengine  # never saved or pickled; expansion_at exchanges only levels done here
-        return self
+
+    def _run_route(self, done, exp, store, rows, pool_coef, in_memory, n_keep, groups, coupled, m, keep, ckpt):
+        """The path's levels and ``‖w‖²``: from a complete checkpoint, the pursuit, or the dense baselines."""
+        if done is not None:  # a complete checkpoint: its path, no pursuit
+            return self._restored_levels(done, groups, m)
+        if self.method == "hmp":
+            return self._fit_hmp(exp, store, rows, pool_coef, in_memory, n_keep, groups, keep, ckpt)
+        return self._fit_dense(exp, rows, pool_coef, n_keep, coupled)
+
+    def _complete_fit(self, levels, wsq, rows, y, X_val, y_val, n_keep, ckpt, done):
+        """Evaluate the path, choose and build a level, and save the complete checkpoint."""
+        self.wsq_ = wsq
+        self._levels = levels
+        self.path_ = self._evaluate_path(levels, wsq, rows, y, X_val, y_val)
+        chosen = self._choose(levels, wsq, n_keep)
+        self._pool_rows, self._pool_y = rows, y
+        self._finish(chosen, rows, y)
+        if ckpt is not None and done is None:
+            ckpt.save_payload({"result": self._result_payload(levels, wsq)}, iteration=len(levels) - 1,
+                              complete=True, stage="complete")
 
     def _fit_hmp(self, exp, store, rows, pool_coef, in_memory, n_keep, groups, keep=None, ckpt=None):
-        seed = int(np.random.RandomState(self.random_state).randint(0, 2**31 - 1)) if not isinstance(
-            self.random_state, np.random.RandomState) else int(self.random_state.randint(0, 2**31 - 1))
+        seed = self._pursuit_seed()
         saved = None if ckpt is None else ckpt.restore_payload()
         saver = None if ckpt is None else _PursuitSaver(ckpt, {} if saved is None or "tree" not in saved
                                                         else {"tree": saved["tree"]})
@@ -404,27 +431,17 @@ class ReducedSetCompressor(BaseEstimator):
         in_pursuit = saved if saved is not None and saved["stage"] == "pursuit" else None
         cb, bar = progress_callback(self.verbose, n_keep * len(groups), desc="reduced set", unit="vector")
         path_len = n_keep if self.select == "n_vectors" else min(store.n_rows, max(n_keep, 1))
-        dense_first = self.chunk_vectors is None and self.client is None and self._use_dense(
-            None, rows, min(path_len, store.n_rows), False)
-        if in_pursuit is not None and self.chunk_vectors is None:
-            dense_first = in_pursuit["dense"]  # a resumed pursuit runs where it began (client is not checked)
-        if dense_first:
+        if self._starts_dense(rows, store, path_len, in_pursuit):
             # in process, no client needed
             return self._dense_levels(exp, rows, pool_coef, groups, min(path_len, store.n_rows), seed, cb, bar,
                                       saver, in_pursuit)
         # exchange on a store pool: the client and the engine outlive this call (closed by fit's `keep`)
         on_engine = bool(self.exchange) and rows is None and keep is not None
         with contextlib.ExitStack() as local:
-            client = (keep if on_engine else local).enter_context(resolve_client(self.client, in_memory=in_memory))
+            owner = keep if on_engine else local
+            client = owner.enter_context(resolve_client(self.client, in_memory=in_memory))
             if self.chunk_vectors is not None:
-                if saver is not None and "tree" in saver.extra:  # the tree had finished: not run again
-                    vecs, tree_coef = saver.extra["tree"]
-                else:
-                    vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(self.chunk_vectors),
-                                                          keep=path_len, criterion=self.criterion)
-                    if saver is not None:
-                        saver.extra["tree"] = (vecs, tree_coef)
-                        ckpt.save_payload({"stage": "tree", "tree": (vecs, tree_coef)}, stage="tree")
+                vecs, tree_coef = self._tree_vectors(client, exp, path_len, saver, ckpt)
                 if not self.refine:
                     wsq = exp.rkhs_sqnorm()
                     self.stop_reason_ = "chunk_tree"
@@ -437,24 +454,58 @@ class ReducedSetCompressor(BaseEstimator):
                 use_dense = in_pursuit["dense"]
             if use_dense:
                 return self._dense_levels(exp, rows, pool_coef, groups, n_path, seed, cb, bar, saver, in_pursuit)
-            engine = make_engine(client, store)
-            (keep if on_engine else local).callback(engine.close)
-            try:
-                wsq, results = compress_on_pool(
-                    engine, exp, pool_coef, n_rows=store.n_rows, outputs_groups=groups,
-                    n_vectors=min(path_len, store.n_rows), backfit=bool(self.backfit), candidates=self.candidates,
-                    seed=seed, rkhs_tol=float(self.rkhs_tol) if self.select == "rkhs_tol" else 0.0, callback=cb,
-                    criterion=self.criterion, checkpoint=saver, saved=in_pursuit)
-            finally:
-                if bar is not None:
-                    bar.close()
-            if on_engine:
-                self._xengine = (engine, store.n_rows)
-            if saver is not None:
-                saver.save_path(wsq, results, dense=False, engine=engine)
+            wsq, results = self._engine_pursuit(client, store, exp, pool_coef, groups, path_len, seed, cb, bar, saver,
+                                                in_pursuit, owner, on_engine)
         self.results_ = results
         self.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
         return _levels_from_pursuits(results, groups, exp.n_outputs), wsq
+
+    def _pursuit_seed(self) -> int:
+        """The pursuit's seed, drawn from ``random_state``."""
+        return int(np.random.RandomState(self.random_state).randint(0, 2**31 - 1)) if not isinstance(
+            self.random_state, np.random.RandomState) else int(self.random_state.randint(0, 2**31 - 1))
+
+    def _starts_dense(self, rows, store, path_len, in_pursuit) -> bool:
+        """Whether the pursuit runs in this process from the start (no client, no chunking tree);
+        a resumed pursuit runs where it began."""
+        dense_first = self.chunk_vectors is None and self.client is None and self._use_dense(
+            None, rows, min(path_len, store.n_rows), False)
+        if in_pursuit is not None and self.chunk_vectors is None:
+            dense_first = in_pursuit["dense"]  # a resumed pursuit runs where it began (client is not checked)
+        return dense_first
+
+    def _tree_vectors(self, client, exp, path_len, saver, ckpt):
+        """The chunking tree's vectors and coefficients: from the checkpoint when the tree had
+        finished, else computed (and saved)."""
+        if saver is not None and "tree" in saver.extra:  # the tree had finished: not run again
+            return saver.extra["tree"]
+        vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(self.chunk_vectors),
+                                              keep=path_len, criterion=self.criterion)
+        if saver is not None:
+            saver.extra["tree"] = (vecs, tree_coef)
+            ckpt.save_payload({"stage": "tree", "tree": (vecs, tree_coef)}, stage="tree")
+        return vecs, tree_coef
+
+    def _engine_pursuit(self, client, store, exp, pool_coef, groups, path_len, seed, cb, bar, saver, in_pursuit,
+                        owner, on_engine):
+        """The pursuit on the engine over ``store``; ``owner`` closes the engine (fit's stack when
+        exchanges will run on it, which it then keeps in ``_xengine``)."""
+        engine = make_engine(client, store)
+        owner.callback(engine.close)
+        try:
+            wsq, results = compress_on_pool(
+                engine, exp, pool_coef, n_rows=store.n_rows, outputs_groups=groups,
+                n_vectors=min(path_len, store.n_rows), backfit=bool(self.backfit), candidates=self.candidates,
+                seed=seed, rkhs_tol=float(self.rkhs_tol) if self.select == "rkhs_tol" else 0.0, callback=cb,
+                criterion=self.criterion, checkpoint=saver, saved=in_pursuit)
+        finally:
+            if bar is not None:
+                bar.close()
+        if on_engine:
+            self._xengine = (engine, store.n_rows)
+        if saver is not None:
+            saver.save_path(wsq, results, dense=False, engine=engine)
+        return wsq, results
 
     def _resume_path(self, saved, store, in_memory, groups, m, keep):
         """A checkpoint saved when the pursuit had ended: its path; with exchanges on a store pool
