@@ -245,8 +245,8 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
 
     ``checkpoint``: anything with ``maybe_save(t, state)``, called at the end of iteration ``t``
     (after the new core row joined, before ``callback``) with a function returning the loop's
-    whole state (:func:`_loop_state`: core set, α, the QP's active set and factor, pending rows,
-    counters, the RNG's state; K̃ is not saved but rebuilt from the core rows entry for entry,
+    whole state (:meth:`_CoreSetLoop.state`: core set, α, the QP's active set and factor, pending
+    rows, counters, the RNG's state; K̃ is not saved but rebuilt from the core rows entry for entry,
     :func:`_rebuilt_ktilde`). ``resume``: such a state; the loop continues after its iteration, with
     ``random_state`` set from it. The caller restores the partitions to that moment (targets and
     deflating features: the kernel-column cache is rebuilt by the next pass, one column at a time
@@ -255,91 +255,157 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
     """
     t0 = time.perf_counter()
     rng = random_state if random_state is not None else np.random.default_rng(0)
-    kt = kappa + 1.0 + 1.0 / C
-    sampler = None if candidates is None else _Sampler(n_rows, int(candidates))
+    loop = _CoreSetLoop(engine, kernel=kernel, kt=kappa + 1.0 + 1.0 / C, C=C, eps=eps, n_rows=n_rows,
+                        candidates=candidates, refill=refill, rng=rng, t0=t0)
     reason = "converged"
     if resume is None:
-        first = np.array([int(rng.integers(0, n_rows))])
-        q0 = CVMQuery(np.zeros((0, 1)), np.zeros(0), np.zeros((0, n_features_deflated)), 0.0, kt, cand=first,
-                      ids=np.zeros(0, dtype=np.int64))
-        res = engine.run(cvm_furthest, q0)
-        n_passes, evals = 1, 0
-        idx, rows, ys, Ps = _best(res)
-        core_index, core_rows, core_y, core_P = [idx], [rows], [ys], [Ps]
-        alpha = np.ones(1)
-        n_iter = n_full = 0
-        Q = _ktilde(kernel, np.asarray(core_rows), np.asarray(core_y), np.asarray(core_P).reshape(1, -1), C)
-        qp = ActiveSetQP()
-        pending = np.zeros(0, dtype=np.int64)  # rows a full pass found outside the ball, not yet measured inside
-        seconds0 = 0.0
+        loop.start(n_features_deflated)
     else:
-        r = resume
-        core_index, core_rows, core_y, core_P = (list(r[k]) for k in ("core_index", "core_rows", "core_y", "core_P"))
-        alpha, qp, pending = r["alpha"], r["qp"], r["pending"]
-        Q = _rebuilt_ktilde(kernel, core_rows, core_y, core_P, C, r["Q_rows"])
-        n_iter, n_full, n_passes, evals, seconds0 = r["n_iter"], r["n_full"], r["n_passes"], r["evals"], r["seconds"]
-        rng.bit_generator.state = r["rng"]
-
-    def _loop_state():
-        return {"core_index": core_index, "core_rows": core_rows, "core_y": core_y, "core_P": core_P,
-                "alpha": alpha, "Q_rows": len(Q), "qp": qp, "pending": pending, "n_iter": n_iter, "n_full": n_full,
-                "n_passes": n_passes, "evals": evals, "rng": rng.bit_generator.state,
-                "seconds": seconds0 + time.perf_counter() - t0}
-
+        loop.resume(resume)
     while True:
-        S, y, P = np.asarray(core_rows), np.asarray(core_y), np.asarray(core_P).reshape(len(core_rows), -1)
-        if len(Q) < len(S):  # the new core row's entries only (the Gram grows by one row and column)
-            Q = _grow(Q, kernel, S, y, P, C)
-            evals += len(S)
-        alpha, _ = qp.solve(Q, alpha, QP_TOL * kt)
-        obj = float(alpha @ Q @ alpha)
-        R2 = kt - obj
-        if len(core_index) >= max_core:
+        S, y, P = loop.core_arrays()
+        loop.solve_meb(S, y, P)                      # α on the simplex, R² = κ̃ − αᵀK̃α
+        if len(loop.core_index) >= max_core:
             reason = "max_core"
             break
-        a = alpha * y
-        limit = (1 + eps) ** 2 * R2
-        exclude = np.asarray(sorted(core_index), dtype=np.int64)
-        base = dict(S=S, a=a, PS=P, aKa=obj, kappa=kt, exclude=exclude, ids=np.asarray(core_index, dtype=np.int64))
-        far = None
-        if sampler is not None:
-            cand = sampler.draw(rng, exclude)
-            if len(pending):
-                cand = np.union1d(cand, pending)
-            res = engine.run(cvm_furthest, CVMQuery(cand=cand, top=len(cand) if len(pending) else 1, **base))
-            n_passes += 1
-            evals += sum(r.get("kernel_evals", 0) for r in res)
-            found = _ranked(res)
-            if len(pending):  # pending rows now inside the ball are dropped
-                out_idx = found["index"][found["dist"] > limit]
-                pending = pending[np.isin(pending, out_idx)]
-            far = _pick(found, 0) if len(found["index"]) else None
-        if far is None or far[4] <= limit:
-            res = engine.run(cvm_furthest, CVMQuery(cand=None, top=1 + max(int(refill), 0) if sampler is not None
-                                                    else 1, **base))  # full pass before stopping
-            n_passes += 1
-            n_full += 1
-            evals += sum(r.get("kernel_evals", 0) for r in res)
-            found = _ranked(res)
-            far = _pick(found, 0) if len(found["index"]) else None
-            if far is None or far[4] <= limit:
-                break
-            pending = found["index"][1:][found["dist"][1:] > limit][: max(int(refill), 0)]
-        idx, rows, ys, Ps, _ = far
-        pending = pending[pending != idx]
-        core_index.append(idx)
-        core_rows.append(rows)
-        core_y.append(ys)
-        core_P.append(Ps)
-        alpha = np.append(alpha, 0.0)
-        n_iter += 1
+        far = loop.furthest_point(S, y, P)           # None: every row lies within (1+ε)R
+        if far is None:
+            break
+        loop.add_to_core_set(far)
         if checkpoint is not None:
-            checkpoint.maybe_save(n_iter - 1, _loop_state)
+            checkpoint.maybe_save(loop.n_iter - 1, loop.state)
         if callback is not None:
-            callback({"iteration": n_iter - 1, "n_core": len(core_index), "R2": R2})
-    return CVMResult(np.asarray(core_index, dtype=np.int64), np.asarray(core_rows), np.asarray(core_y),
-                     np.asarray(core_P).reshape(len(core_index), -1), alpha, float(R2), obj, n_iter, n_full,
-                     n_passes, reason, int(evals), seconds0 + time.perf_counter() - t0)
+            callback({"iteration": loop.n_iter - 1, "n_core": len(loop.core_index), "R2": loop.R2})
+    return loop.result(reason)
+
+
+class _CoreSetLoop:
+    """The state of one :func:`core_vector_machine` run (core set, α, K̃ of the core set, the QP,
+    the pending rows, the counters) and its steps: start or resume, solve the MEB dual on the core
+    set, find the furthest point (sampled pass, then a full pass before stopping), add it to the
+    core set, and the whole state for a checkpoint."""
+
+    def __init__(self, engine, *, kernel, kt, C, eps, n_rows, candidates, refill, rng, t0):
+        self.engine, self.kernel, self.kt, self.C, self.eps = engine, kernel, kt, C, eps
+        self.n_rows, self.refill, self.rng, self.t0 = n_rows, refill, rng, t0
+        self.sampler = None if candidates is None else _Sampler(n_rows, int(candidates))
+
+    def start(self, n_features_deflated):
+        """A fresh loop: the core set is one random row (fetched by a pass over its candidate)."""
+        first = np.array([int(self.rng.integers(0, self.n_rows))])
+        q0 = CVMQuery(np.zeros((0, 1)), np.zeros(0), np.zeros((0, n_features_deflated)), 0.0, self.kt,
+                      cand=first, ids=np.zeros(0, dtype=np.int64))
+        res = self.engine.run(cvm_furthest, q0)
+        self.n_passes, self.evals = 1, 0
+        idx, rows, ys, Ps = _best(res)
+        self.core_index, self.core_rows, self.core_y, self.core_P = [idx], [rows], [ys], [Ps]
+        self.alpha = np.ones(1)
+        self.n_iter = self.n_full = 0
+        self.Q = _ktilde(self.kernel, np.asarray(self.core_rows), np.asarray(self.core_y),
+                         np.asarray(self.core_P).reshape(1, -1), self.C)
+        self.qp = ActiveSetQP()
+        self.pending = np.zeros(0, dtype=np.int64)  # rows a full pass found outside the ball, not yet measured inside
+        self.seconds0 = 0.0
+
+    def resume(self, r):
+        """The loop after the iteration the state ``r`` (:meth:`state`) was saved at."""
+        self.core_index, self.core_rows, self.core_y, self.core_P = (
+            list(r[k]) for k in ("core_index", "core_rows", "core_y", "core_P"))
+        self.alpha, self.qp, self.pending = r["alpha"], r["qp"], r["pending"]
+        self.Q = _rebuilt_ktilde(self.kernel, self.core_rows, self.core_y, self.core_P, self.C, r["Q_rows"])
+        self.n_iter, self.n_full, self.n_passes, self.evals, self.seconds0 = (
+            r["n_iter"], r["n_full"], r["n_passes"], r["evals"], r["seconds"])
+        self.rng.bit_generator.state = r["rng"]
+
+    def state(self):
+        """The loop's whole state, for a checkpoint (K̃ as its number of rows: rebuilt on resume)."""
+        return {"core_index": self.core_index, "core_rows": self.core_rows, "core_y": self.core_y,
+                "core_P": self.core_P, "alpha": self.alpha, "Q_rows": len(self.Q), "qp": self.qp,
+                "pending": self.pending, "n_iter": self.n_iter, "n_full": self.n_full,
+                "n_passes": self.n_passes, "evals": self.evals, "rng": self.rng.bit_generator.state,
+                "seconds": self.seconds0 + time.perf_counter() - self.t0}
+
+    def core_arrays(self):
+        """The core set's rows, targets and projections as arrays ``(S, y, P)``."""
+        return (np.asarray(self.core_rows), np.asarray(self.core_y),
+                np.asarray(self.core_P).reshape(len(self.core_rows), -1))
+
+    def solve_meb(self, S, y, P):
+        """The MEB dual on the core set (warm-started): α, ``obj = αᵀK̃α`` and ``R2 = κ̃ − obj``."""
+        if len(self.Q) < len(S):  # the new core row's entries only (the Gram grows by one row and column)
+            self.Q = _grow(self.Q, self.kernel, S, y, P, self.C)
+            self.evals += len(S)
+        self.alpha, _ = self.qp.solve(self.Q, self.alpha, QP_TOL * self.kt)
+        self.obj = float(self.alpha @ self.Q @ self.alpha)
+        self.R2 = self.kt - self.obj
+
+    def furthest_point(self, S, y, P):
+        """The row to join the core set, ``(index, row, y, P, dist)``: the furthest of the sampled
+        candidates and pending rows, or when that lies within (1+ε)R, the furthest of all rows (a
+        full pass, which refills the pending rows). None when the full pass finds every row within
+        (1+ε)R: the loop has converged."""
+        a = self.alpha * y
+        limit = (1 + self.eps) ** 2 * self.R2
+        exclude = np.asarray(sorted(self.core_index), dtype=np.int64)
+        base = dict(S=S, a=a, PS=P, aKa=self.obj, kappa=self.kt, exclude=exclude,
+                    ids=np.asarray(self.core_index, dtype=np.int64))
+        far = None
+        if self.sampler is not None:
+            far = self._sampled_pass(base, exclude, limit)
+        if far is None or far[4] <= limit:
+            far = self._full_pass(base, limit)  # full pass before stopping
+        return far
+
+    def _pass(self, query):
+        """One distance pass over the partitions (counted): the partitions' results."""
+        res = self.engine.run(cvm_furthest, query)
+        self.n_passes += 1
+        return res
+
+    def _sampled_pass(self, base, exclude, limit):
+        """The furthest of ``candidates`` random rows and the pending rows (dropping the pending rows
+        now inside the ball), or None when the pass found no row."""
+        cand = self.sampler.draw(self.rng, exclude)
+        if len(self.pending):
+            cand = np.union1d(cand, self.pending)
+        res = self._pass(CVMQuery(cand=cand, top=len(cand) if len(self.pending) else 1, **base))
+        self.evals += sum(r.get("kernel_evals", 0) for r in res)
+        found = _ranked(res)
+        if len(self.pending):  # pending rows now inside the ball are dropped
+            out_idx = found["index"][found["dist"] > limit]
+            self.pending = self.pending[np.isin(self.pending, out_idx)]
+        return _pick(found, 0) if len(found["index"]) else None
+
+    def _full_pass(self, base, limit):
+        """The furthest of all rows, keeping up to ``refill`` more rows outside the ball as pending;
+        None when no row lies outside (1+ε)R."""
+        res = self._pass(CVMQuery(cand=None, top=1 + max(int(self.refill), 0) if self.sampler is not None
+                                  else 1, **base))
+        self.n_full += 1
+        self.evals += sum(r.get("kernel_evals", 0) for r in res)
+        found = _ranked(res)
+        far = _pick(found, 0) if len(found["index"]) else None
+        if far is None or far[4] <= limit:
+            return None
+        self.pending = found["index"][1:][found["dist"][1:] > limit][: max(int(self.refill), 0)]
+        return far
+
+    def add_to_core_set(self, far):
+        """The row ``far`` joins the core set (weight 0, no longer pending); one more iteration."""
+        idx, rows, ys, Ps, _ = far
+        self.pending = self.pending[self.pending != idx]
+        self.core_index.append(idx)
+        self.core_rows.append(rows)
+        self.core_y.append(ys)
+        self.core_P.append(Ps)
+        self.alpha = np.append(self.alpha, 0.0)
+        self.n_iter += 1
+
+    def result(self, reason):
+        return CVMResult(np.asarray(self.core_index, dtype=np.int64), np.asarray(self.core_rows),
+                         np.asarray(self.core_y), np.asarray(self.core_P).reshape(len(self.core_index), -1),
+                         self.alpha, float(self.R2), self.obj, self.n_iter, self.n_full, self.n_passes, reason,
+                         int(self.evals), self.seconds0 + time.perf_counter() - self.t0)
 
 
 class _Sampler:
