@@ -1,4 +1,4 @@
-"""Core vector machines and MMDA features: the driver side (Tsang, Kocsor & Kwok; DESIGN.md §3).
+"""Core vector machines and MMDA features: the driver side (Tsang, Kocsor & Kwok, KDD 2006; equations in docs/cvm.md).
 
 The L2-SVM is the minimum enclosing ball (MEB) of the points ``φ̃(x_i)`` with kernel
 ``k̃(z_i, z_j) = y_i y_j (k̂(x_i, x_j) + 1) + δ_ij / C`` and constant diagonal ``κ̃ = κ + 1 + 1/C``.
