@@ -76,6 +76,22 @@ Extension (not in the paper): Π(2n) <= (4en/(k + 1))^(k + 1) needs 2n >= k + 1;
 2n (the bound is then > 4, vacuous, but finite and never negative — the paper's expression can go
 negative there). With m − k − t = 0 the bound is +inf.
 
+Sparse kernel CCA (Theorem 4)
+-----------------------------
+Sparse KCCA (§4: choose the row maximising ρ_i = e_iᵀK_xK_ye_i / sqrt(e_iᵀK_x²e_i · e_iᵀK_y²e_i),
+deflate both kernels, run CCA inside the two k-dimensional subspaces) is, like KMP, not a
+compression scheme, and Theorem 4 bounds it by the same argument as Theorem 3 with the regression
+error replaced by the disagreement of the two views' projections: for a pair of projection
+functions f_x, f_y (one canonical pair) and a fixed γ > 0,
+t = Σ_{j outside i} 1[|f_x(x_j) − f_y(y_j)| > γ], and with probability >= 1 − δ
+
+    Pr_{(x,y)~D}{ |f_x(x) − f_y(y)| > γ } <= ε(k, t),
+
+with ε(k, t) exactly Theorem 3's expression above (the extracted text of Theorem 4 is the same
+scrambled formula token for token, so the same reconstruction applies; the VC count is again that
+of two parallel hyperplanes in the k-dimensional span, now of the paired feature space).
+:func:`kcca_bound` counts t from the two views' projections of the points outside the basis.
+
 Values are *not* clipped (to R² resp. 1): the raw values keep paths informative for model selection
 (the paper plots the KMP bound scaled down by 5).
 """
@@ -97,6 +113,7 @@ __all__ = [
     "kmp_bound_from_count",
     "kmp_bound_path",
     "kmp_bound_argmin",
+    "kcca_bound",
 ]
 
 #: Residuals from a deflated kernel can be off by rounding: values in [−tol, 0) and (R², R²+tol]
@@ -430,3 +447,53 @@ def kmp_bound_argmin(errors_out_per_k: Sequence, m: int, loss_threshold: float, 
     arrays, kk = _resolve_ks("errors_out_per_k", errors_out_per_k, m, ks)
     b = kmp_bound_path(arrays, m, loss_threshold, delta, ks=kk)
     return int(kk[int(np.argmin(b))])
+
+
+# ---------------------------------------------------------------------------------------------
+# sparse KCCA: Theorem 4
+# ---------------------------------------------------------------------------------------------
+
+def kcca_bound(projections_x_out, projections_y_out, k: int, m: int, loss_threshold: float,
+               delta: float = 0.05) -> float:
+    r"""Theorem 4: bound on Pr_{(x,y)~D}{ |f_x(x) − f_y(y)| > γ } for sparse KCCA with k basis vectors.
+
+    t = #{ j outside the basis : |f_x(x_j) − f_y(y_j)| > γ }   (γ = ``loss_threshold``), and with
+    probability >= 1 − δ over the paired sample (simultaneously for all k and t)
+
+    ε = 2/(m − k − t) · [ (k+1)·log₂(4e(m − k − t)/(k+1)) + k·log₂(e·m/k) + t·log₂(e(m − k)/t)
+                          + 2·log₂ m + log₂(2/δ) ]
+
+    — Theorem 3's expression with the two views' disagreement as the error (module docstring).
+
+    Parameters
+    ----------
+    projections_x_out, projections_y_out : array-like, shape (m − k,)
+        f_x(x_j) and f_y(y_j), one canonical pair's projections of the two views of the m − k
+        training points outside the basis, in the same order.
+    k : int, 0 <= k <= m
+        Number of basis vectors (rows chosen by the pursuit).
+    m : int, >= 1
+        Number of paired training points.
+    loss_threshold : float, > 0
+        γ: a point counts as an error when |f_x(x) − f_y(y)| > γ (strictly), fixed before seeing
+        the data.
+    delta : float in (0, 1)
+        Confidence parameter δ.
+
+    Returns
+    -------
+    float
+        ε (not clipped to 1); +inf when m − k − t = 0.
+    """
+    m = _check_int("m", m, 1)
+    k = _check_int("k", k, 0, m, "m")
+    gamma = _check_positive("loss_threshold", loss_threshold)
+    delta = _check_delta(delta)
+    fx = _as_1d("projections_x_out", projections_x_out)
+    fy = _as_1d("projections_y_out", projections_y_out)
+    if fx.shape != fy.shape:
+        raise ValueError(f"projections_x_out and projections_y_out must hold the same points (one value each); "
+                         f"got {fx.size} and {fy.size} values")
+    _check_len("projections_x_out", fx, k, m)
+    t = int(np.count_nonzero(np.abs(fx - fy) > gamma))
+    return float(_kmp_core(np.asarray(t), np.asarray(k), m, delta))

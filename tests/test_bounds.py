@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from kmp_dask.bounds import (
+    kcca_bound,
     kmp_bound,
     kmp_bound_argmin,
     kmp_bound_from_count,
@@ -274,3 +275,115 @@ def test_toy_experiment_bound_picks_the_true_dimension():
     Q, _ = np.linalg.qr(B.T)  # orthonormal basis of span{x_i : i in the compression set}
     test_residual = ((X_test - (X_test @ Q) @ Q.T) ** 2).sum(axis=1)
     assert bounds[k_star] > test_residual.mean()
+
+
+# ------------------------------------------------------------------------------------------------
+# sparse KCCA: Theorem 4
+# ------------------------------------------------------------------------------------------------
+
+def _theorem_4_by_hand(t, k, m, delta):
+    """Theorem 4's ε written out with ``math`` (valid when 2(m − k − t) >= k + 1, k >= 1, t >= 1)."""
+    n = m - k - t
+    total = ((k + 1) * math.log2(4 * E * n / (k + 1)) + k * math.log2(E * m / k) + t * math.log2(E * (m - k) / t)
+             + 2 * math.log2(m) + math.log2(2 / delta))
+    return 2.0 / n * total
+
+
+def test_kcca_bound_hand_computation():
+    # m = 12, k = 2: 10 pairs outside the basis; γ = 0.5 and |f_x − f_y| > 0.5 at exactly 3 of them
+    fx = np.array([0.0, 1.0, -1.0, 0.2, 0.3, 2.0, 0.0, 0.1, -0.5, 0.4])
+    fy = np.array([0.1, 0.2, -1.0, 0.2, 0.3, 0.5, 0.5, 0.1, 0.5, 0.4])   # |diff| 0.1 .8 0 0 0 1.5 .5 0 1 0
+    # n = 12 − 2 − 3 = 7: 3·log2(4e·7/3) + 2·log2(6e) + 3·log2(10e/3) + 2·log2(12) + log2(40), × 2/7
+    expected = _theorem_4_by_hand(3, 2, 12, 0.05)
+    assert expected == pytest.approx(2.0 / 7 * (3 * math.log2(4 * E * 7 / 3) + 2 * math.log2(6 * E)
+                                                + 3 * math.log2(10 * E / 3) + 2 * math.log2(12) + math.log2(40)))
+    assert kcca_bound(fx, fy, k=2, m=12, loss_threshold=0.5) == pytest.approx(expected, rel=1e-12)
+
+
+def test_kcca_bound_invariances():
+    rng = np.random.default_rng(3)
+    fx, fy = rng.normal(size=200), rng.normal(size=200)
+    b = kcca_bound(fx, fy, k=5, m=205, loss_threshold=1.0, delta=0.1)
+    perm = rng.permutation(200)
+    assert kcca_bound(fy, fx, k=5, m=205, loss_threshold=1.0, delta=0.1) == b            # the two views swapped
+    assert kcca_bound(fx[perm], fy[perm], k=5, m=205, loss_threshold=1.0, delta=0.1) == b  # points reordered
+    assert kcca_bound(-fx, -fy, k=5, m=205, loss_threshold=1.0, delta=0.1) == b           # a canonical pair's sign
+    assert kcca_bound(fx + 3.0, fy + 3.0, k=5, m=205, loss_threshold=1.0, delta=0.1) == pytest.approx(b)  # offsets
+    # and it is Theorem 3's expression with the views' disagreement as the error
+    assert b == kmp_bound(np.abs(fx - fy), k=5, m=205, loss_threshold=1.0, delta=0.1)
+    # more disagreement, a larger bound
+    assert kcca_bound(fx, 2 * fy, k=5, m=205, loss_threshold=1.0, delta=0.1) > b
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(projections_y_out=np.zeros(4)), "same points"),
+    (dict(k=3), "m − k"),
+    (dict(loss_threshold=0.0), "loss_threshold"),
+    (dict(delta=1.0), "delta"),
+    (dict(projections_x_out=[0.0, np.nan, 0.0, 0.0, 0.0]), "finite"),
+])
+def test_kcca_bound_invalid_parameters(kwargs, match):
+    args = dict(projections_x_out=np.zeros(5), projections_y_out=np.zeros(5), k=2, m=7, loss_threshold=0.5)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        kcca_bound(**args)
+
+
+def _two_views(m=60, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, 3))
+    Y = np.c_[np.sin(X[:, 0]) + 0.1 * rng.normal(size=m), X[:, 1] * X[:, 2]]
+    return X, Y
+
+
+def _rbf(A, B, gamma):
+    return np.exp(-gamma * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+
+def test_sparse_kcca_bound_matches_a_dense_oracle():
+    """The estimator's Theorem-4 bound against the terms computed here in dense numpy: the chosen
+    rows' subspaces (coordinates from an eigendecomposition, not the estimator's Cholesky), the
+    regularised CCA inside them, t counted by hand and ε written out with ``math``."""
+    from kmp_dask import SparseKCCA
+
+    X, Y = _two_views()
+    m, gx, gy, reg = len(X), 0.5, 0.7, 0.1
+    est = SparseKCCA(n_components=6, gamma_x=gx, gamma_y=gy, reg=reg, random_state=0).fit(X, Y)
+    S = np.asarray(est.components_index_)
+    k = len(S)
+
+    def coordinates(Z, gamma):   # orthonormal coordinates of φ(z) in span{φ(z_s) : s in S}
+        w, V = np.linalg.eigh(_rbf(Z[S], Z[S], gamma))
+        return _rbf(Z, Z[S], gamma) @ V / np.sqrt(w)
+
+    a, b = coordinates(X, gx), coordinates(Y, gy)
+    a, b = a - a.mean(0), b - b.mean(0)
+
+    def whiten(C):
+        w, V = np.linalg.eigh(C + reg * np.trace(C) / len(C) * np.eye(len(C)))
+        return V @ np.diag(w ** -0.5) @ V.T
+
+    Ra, Rb = whiten(a.T @ a / m), whiten(b.T @ b / m)
+    U, s, Wt = np.linalg.svd(Ra @ (a.T @ b / m) @ Rb)
+    np.testing.assert_allclose(est.correlations_, s, rtol=1e-6)
+    outside = np.setdiff1d(np.arange(m), S)
+    for component, gamma in [(0, 0.2), (1, 0.3)]:
+        fx, fy = a @ Ra @ U[:, component], b @ Rb @ Wt[component]
+        t = int(np.count_nonzero(np.abs(fx - fy)[outside] > gamma))
+        assert 1 <= t < m - k - (k + 1) / 2, t   # a count that can move, in the formula's main branch
+        expected = _theorem_4_by_hand(t, k, m, 0.05)
+        assert est.bound(X, Y, gamma, component=component) == pytest.approx(expected, rel=1e-12)
+
+
+def test_sparse_kcca_bound_is_symmetric_in_the_views_and_refuses_other_data():
+    from kmp_dask import SparseKCCA
+
+    X, Y = _two_views(seed=1)
+    xy = SparseKCCA(n_components=5, gamma_x=0.5, gamma_y=0.7, random_state=0).fit(X, Y)
+    yx = SparseKCCA(n_components=5, gamma_x=0.7, gamma_y=0.5, random_state=0).fit(Y, X)
+    assert sorted(xy.components_index_) == sorted(yx.components_index_)
+    assert xy.bound(X, Y, 0.25) == yx.bound(Y, X, 0.25)
+    with pytest.raises(ValueError, match="training view passed to fit"):
+        xy.bound(X[::-1], Y[::-1], 0.25)
+    with pytest.raises(ValueError, match="component must be an int"):
+        xy.bound(X, Y, 0.25, component=5)

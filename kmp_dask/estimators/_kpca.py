@@ -244,7 +244,8 @@ class SparseKCCA(BaseEstimator):
     ----------
     components_index_, basis_vectors_x_, basis_vectors_y_, correlations_ (training canonical
     correlations, decreasing), expansion_x_, expansion_y_ (KernelExpansion each),
-    trace_residual_path_ (k + 1, 2), n_components_, stop_reason_.
+    trace_residual_path_ (k + 1, 2), n_components_, stop_reason_. ``bound(X, Y, loss_threshold)``: the
+    generalisation bound of §4 (Theorem 4) on the two views' disagreement.
     """
 
     def __init__(self, n_components=20, *, kernel_x="rbf", gamma_x=None, kernel_y="rbf", gamma_y=None, degree=3,
@@ -343,3 +344,29 @@ class SparseKCCA(BaseEstimator):
             return Fx
         Y = np.asarray(Y)
         return Fx, self.expansion_y_.decision_function(Y[:, None] if Y.ndim == 1 else Y)
+
+    def bound(self, X, Y, loss_threshold, *, component=0, delta=0.05):
+        """Hussain & Shawe-Taylor's Theorem 4 for canonical pair ``component`` (0 = the most correlated).
+
+        ``X``, ``Y``: the training views passed to ``fit`` (m rows; the points outside the chosen
+        rows are the ones counted). Returns :func:`kmp_dask.bounds.kcca_bound`: with probability
+        >= 1 − ``delta``, ``Pr{|f_x(x) − f_y(y)| > loss_threshold}`` on a new pair is at most this
+        value (the canonical variates have unit training variance; not clipped to 1).
+        """
+        from ..bounds import kcca_bound
+
+        check_is_fitted(self, "expansion_x_")
+        if isinstance(component, bool) or not isinstance(component, numbers.Integral) \
+                or not 0 <= component < self.n_components_:
+            raise ValueError(f"component must be an int in [0, {self.n_components_}) (a canonical pair); "
+                             f"got {component!r}")
+        X = np.asarray(X)
+        idx = self.components_index_
+        if len(X) <= int(idx.max()) or not np.array_equal(X[idx], self.basis_vectors_x_):
+            raise ValueError(f"X must be the training view passed to fit (its rows {idx[:5].tolist()}... are the "
+                             f"chosen ones); got {len(X)} rows that do not hold them: pass the data fitted on")
+        Fx, Fy = self.transform(X, Y)
+        out = np.ones(len(X), dtype=bool)
+        out[idx] = False
+        return kcca_bound(Fx[out, component], Fy[out, component], self.n_components_, len(X), loss_threshold,
+                          delta)
