@@ -79,7 +79,7 @@ def test_cvm_ball_is_within_the_paper_guarantee_of_an_independent_exact_meb():
     f_hi = ref @ Q @ ref
     f_lo = f_hi - _fw_gap(Q, ref)
     assert 0.0 <= f_hi - f_lo <= 1e-7 * kt                   # certified tight: far inside the ε margin
-    R2_lo, R2_hi = kt - f_hi, kt - f_lo                      # the exact ball's R² lies in [R2_lo, R2_hi]
+    R2_hi = kt - f_lo                                        # the exact ball's R² lies in [kt − f_hi, R2_hi]
     assert res.R2 <= R2_hi * (1 + 1e-9)                      # the core set's ball is never larger
     assert R2_hi <= (1 + EPS) ** 2 * res.R2                   # and within the (1+ε)² guarantee
     # the weights on the core set solve the core-set QP (KKT), and R² is κ̃ − αᵀK̃_Sα
