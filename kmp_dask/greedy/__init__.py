@@ -1,6 +1,14 @@
 """Selection drivers: no dask imports; they talk to data through an engine's ``run``.
 
-Start reading at :meth:`kmp_dask.greedy._kmp.Pursuit.run` (the KMP loop).
+Where each family's loop lives (start reading there):
+
+* KMP: :meth:`kmp_dask.greedy._kmp.Pursuit.run` (fitting modes: ``_strategies.py``).
+* CVM / MMDA: :func:`kmp_dask.greedy._cvm.core_vector_machine` (the core-set loop); MMDA runs
+  it once per feature on the deflated kernel (``parallel/_cvm.py::run_problem``,
+  :func:`kmp_dask.greedy._cvm.mmda_feature`).
+* Sparse KPCA / KCCA: :meth:`kmp_dask.greedy._sparse_kpca.KPCARun.loop` (entry ``sparse_kernel_pca``).
+* Reduced sets (HMP): :func:`kmp_dask.greedy._hmp.hyperplane_pursuit` (numpy pool:
+  ``dense_hyperplane_pursuit``).
 """
 
 from ._candidates import CandidateSet
