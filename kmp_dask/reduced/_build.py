@@ -9,10 +9,14 @@ Functions of the fitted :class:`~kmp_dask.reduced.ReducedSetCompressor` (its par
 * :func:`exchanged` — the level after single-vector exchanges, once per level, guarded by the
   labelled pool's error (``exchange_guard``);
 * :func:`evaluate_path`, :func:`choose`, :func:`finish` — the path's errors, the chosen level
-  and the fitted attributes.
+  and the fitted attributes;
+* :func:`prefix_guard` — a KMP model's own prefix instead of a compression that is worse on the
+  labelled pool.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -22,6 +26,7 @@ from ._level import _Level, eval_positions, exact_rkhs_error
 from ._routes import pool_values
 
 __all__ = [
+    "PrefixKeptWarning",
     "best_threshold",
     "choose",
     "evaluate_path",
@@ -30,6 +35,7 @@ __all__ = [
     "finish",
     "level_error",
     "model_error",
+    "prefix_guard",
 ]
 
 
@@ -211,3 +217,47 @@ def finish(est, lv, rows, y) -> None:
                                            est.expansion_.coef, est.wsq_)
     est.support_index_ = lv.index
 
+
+class PrefixKeptWarning(UserWarning):
+    """A compressed KMP model was worse on the labelled pool than the KMP fit's own prefix of the
+    same size, so the prefix was kept (``used_prefix_ = True``)."""
+
+
+def prefix_guard(est, model, rows, y) -> None:
+    """KMP sources with a path (``expansion_at``, squared loss with backfit / prefit) and a
+    labelled numpy pool: keep the model's own first ``n_vectors_`` atoms when the compressed
+    model's pool error is above theirs, and say so (``used_prefix_``, a PrefixKeptWarning).
+    A pursuit of k atoms fits the data; a compression of the whole model to k vectors fits ``w``,
+    which at high compression can be the worse model for the data (docs/reduced.md)."""
+    est.used_prefix_ = False
+    if est.target_.source not in ("KMPClassifier", "KMPRegressor") or rows is None or y is None:
+        return
+    try:
+        prefix = model.expansion_at(est.n_vectors_)
+    except ValueError:  # no path (another loss or fit mode): nothing to compare with
+        return
+    err_c, err_p = model_error(est, est.expansion_, rows, y), model_error(est, prefix, rows, y)
+    if err_c <= err_p:
+        return
+    warnings.warn(
+        f"the compressed model ({est.n_vectors_} vectors) has error {err_c:.4g} on the labelled pool, above the "
+        f"{est.target_.source}'s own first {prefix.n_vectors} atoms ({err_p:.4g}): keeping that prefix "
+        "(used_prefix_ = True; it is model.expansion_at(k)). A pursuit of k atoms fits the data, a compression "
+        "fits the whole model; pass a larger n_vectors to compress, or use the prefix directly",
+        PrefixKeptWarning, stacklevel=3)
+    est.used_prefix_ = True
+    est.expansion_ = prefix
+    est.n_vectors_ = prefix.n_vectors
+    est.rkhs_error_ = exact_rkhs_error(est.target_.expansion, prefix.support_vectors, prefix.coef, est.wsq_)
+    est.support_index_ = _rows_of(rows, prefix.support_vectors)
+
+
+def _rows_of(rows, vectors) -> np.ndarray:
+    """The pool row equal to each vector (the first one; −1 where none is)."""
+    rows = np.asarray(rows, dtype=np.float64)
+    out = np.full(len(vectors), -1, dtype=np.int64)
+    for i, v in enumerate(np.asarray(vectors, dtype=np.float64)):
+        hit = np.flatnonzero(np.all(rows == v, axis=1))
+        if len(hit):
+            out[i] = hit[0]
+    return out

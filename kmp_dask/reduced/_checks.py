@@ -13,12 +13,14 @@ import numpy as np
 from ..estimators._inputs import is_dask_array, is_store_like
 from ..store import InMemoryStore, as_store
 from ._models import CompressionTarget
+from ._sparse import L0_STEPS
 
-__all__ = ["METHODS", "REFIT", "SELECT", "check_params", "check_target", "prepare_pool"]
+__all__ = ["CHUNKING", "METHODS", "REFIT", "SELECT", "check_params", "check_target", "prepare_pool"]
 
 METHODS = ("hmp", "l0", "l1")
 SELECT = ("n_vectors", "rkhs_tol", "validation")
 REFIT = ("rkhs", "pool")
+CHUNKING = ("tree", "cyclic")
 
 
 def check_int_or_fraction(name, value, *, allow_none):
@@ -57,6 +59,8 @@ def check_params(est) -> None:
     _check_chunking(est)
     if est.method != "hmp" and est.candidates is not None:
         raise ValueError(f"candidates (probabilistic search) works with method='hmp' only; got method={est.method!r}")
+    if est.l0_step not in L0_STEPS:
+        raise ValueError(f"l0_step must be one of {L0_STEPS} (the l0 baseline's lossy step); got {est.l0_step!r}")
 
 
 def _check_exchange(est) -> None:
@@ -73,6 +77,9 @@ def _check_exchange(est) -> None:
 
 
 def _check_chunking(est) -> None:
+    if est.chunking not in CHUNKING:
+        raise ValueError(f"chunking must be one of {CHUNKING} (how chunk_vectors pieces are compressed); "
+                         f"got {est.chunking!r}")
     if est.chunk_vectors is None:
         return
     if est.method != "hmp":

@@ -50,6 +50,7 @@ from ._build import (
     evaluate_path,
     expansion,
     finish,
+    prefix_guard,
 )
 from ._checks import METHODS, REFIT, SELECT, check_params, check_target, prepare_pool
 from ._level import _Level  # noqa: F401 (model files written before the split name it here)
@@ -136,6 +137,14 @@ class ReducedSetCompressor(BaseEstimator):
         P × n_vectors ≤ 3.2·10⁷; False: always the engine.
     l0_gammas, l1_alphas : array-like or None
         Parameter grids of the dense baselines (None: their defaults).
+    l0_step : {"ridge", "paper"}, default="ridge"
+        ``method="l0"``: the lossy step's penalty — ``γ‖λ‖²`` (the zero-norm approximation the
+        paper cites), or the paper's own ``γ Σ λ_i β_i`` (docs/reduced.md compares them).
+    chunking : {"tree", "cyclic"}, default="tree"
+        With ``chunk_vectors``: ``"tree"`` compresses each piece against its own part of ``w``
+        on the workers and merges up a tree; ``"cyclic"`` is the paper's §3.6 — one piece at a
+        time is compressed against the full ``w`` with the others fixed, cycling through the
+        pieces (in this process; docs/reduced.md compares them).
     random_state : int, RandomState or None
         Seeds the probabilistic search.
     client : None, "embedded", "sync", address or distributed.Client
@@ -156,6 +165,10 @@ class ReducedSetCompressor(BaseEstimator):
     wsq_ : ndarray (m,) — ``‖w_j‖²``
     seconds_ : float — time of the selection itself (the path), excluding error evaluation
     classes_ : ndarray — the model's classes (classifiers)
+    used_prefix_ : bool — True when the model is a KMP fit with a path (``expansion_at``), labels
+        for a numpy pool were given, and the compressed model's pool error was above the fit's own
+        first ``n_vectors_`` atoms: ``expansion_`` is then that prefix (a ``PrefixKeptWarning`` says
+        so; ``support_index_`` are the pool rows equal to its vectors, −1 where none is)
     """
 
     _xengine = None  #: (engine, n_rows) kept open during fit for exchanges on a store pool
@@ -163,7 +176,7 @@ class ReducedSetCompressor(BaseEstimator):
     def __init__(self, n_vectors=0.2, *, method="hmp", backfit=True, candidates=None, coupled="auto",
                  select="n_vectors", rkhs_tol=1e-3, optimize_threshold=True, chunk_vectors=None, refine=True,
                  refit="rkhs", criterion="eq13", exchange=0, exchange_guard=True, dense="auto", l0_gammas=None,
-                 l1_alphas=None, random_state=None, client=None, verbose=0):
+                 l1_alphas=None, l0_step="ridge", chunking="tree", random_state=None, client=None, verbose=0):
         self.n_vectors = n_vectors
         self.method = method
         self.backfit = backfit
@@ -181,6 +194,8 @@ class ReducedSetCompressor(BaseEstimator):
         self.dense = dense
         self.l0_gammas = l0_gammas
         self.l1_alphas = l1_alphas
+        self.l0_step = l0_step
+        self.chunking = chunking
         self.random_state = random_state
         self.client = client
         self.verbose = verbose
@@ -274,6 +289,7 @@ class ReducedSetCompressor(BaseEstimator):
         chosen = choose(self, levels, wsq, n_keep)
         self._pool_rows, self._pool_y = rows, y
         finish(self, chosen, rows, y)
+        prefix_guard(self, model, rows, y)
         if ckpt is not None and done is None:
             ckpt.save_payload({"result": result_payload(self, levels, wsq)}, iteration=len(levels) - 1,
                               complete=True, stage="complete")

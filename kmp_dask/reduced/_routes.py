@@ -10,8 +10,10 @@ objects and ``‖w_j‖²`` — and records the pursuits on the estimator (``res
   for a numpy pool, one actor per worker for a store or a cluster — one pass per vector
   (``parallel._reduced.compress_on_pool``); with exchanges on a store pool the engine stays open
   for them (``est._xengine``, closed by ``fit``'s exit stack);
-* **chunked** (inside :func:`hmp_levels`): the chunking tree (§3.6) on the workers, then, with
-  ``refine``, a pursuit against the full ``w`` over the vectors it kept;
+* **chunked** (inside :func:`hmp_levels`): the chunking method (§3.6) — the tree on the workers
+  (``chunking="tree"``) or the paper's cycle through the pieces in this process
+  (``"cyclic"``, ``_cyclic.py``) — then, with ``refine``, a pursuit against the full ``w`` over
+  the vectors it kept;
 * **baselines** (:func:`baseline_levels`): the dense ℓ0 / ℓ1 paths on the pool Gram.
 
 :func:`hmp_levels` picks among the first three (and resumes a checkpointed pursuit where it
@@ -29,6 +31,7 @@ from ..greedy._hmp import dense_hyperplane_pursuit
 from ..parallel import make_engine, resolve_client
 from ..parallel._reduced import chunked_compression, compress_on_pool
 from ..store import InMemoryStore
+from ._cyclic import cyclic_chunking
 from ._level import _Level, levels_from_fixed, levels_from_pursuits
 from ._saves import PursuitSaver
 
@@ -65,7 +68,7 @@ def hmp_levels(est, exp, store, rows, pool_coef, in_memory, n_keep, groups, keep
             vecs, tree_coef = _tree_vectors(est, client, exp, path_len, saver, ckpt)
             if not est.refine:
                 wsq = exp.rkhs_sqnorm()
-                est.stop_reason_ = "chunk_tree"
+                est.stop_reason_ = "chunk_tree" if est.chunking == "tree" else "chunk_cyclic"
                 return levels_from_fixed(exp, vecs, tree_coef, wsq), wsq
             store, rows, pool_coef = InMemoryStore(np.ascontiguousarray(vecs)), np.ascontiguousarray(vecs), None
             client = None  # the refinement pool is small: in this process
@@ -124,12 +127,17 @@ def _use_dense(est, client, rows, n_path, refining) -> bool:
 
 
 def _tree_vectors(est, client, exp, path_len, saver, ckpt):
-    """The chunking tree's vectors and coefficients: from the checkpoint when the tree had
-    finished, else computed (and saved)."""
+    """The chunking method's vectors and coefficients (the tree on the workers, or the paper's
+    cyclic form in this process): from the checkpoint when it had finished, else computed (and
+    saved)."""
     if saver is not None and "tree" in saver.extra:  # the tree had finished: not run again
         return saver.extra["tree"]
-    vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(est.chunk_vectors),
-                                          keep=path_len, criterion=est.criterion)
+    if est.chunking == "cyclic":  # the paper's cycle through the pieces, in this process
+        res = cyclic_chunking(exp, piece_vectors=int(est.chunk_vectors), keep=path_len, criterion=est.criterion)
+        vecs, tree_coef = res.vectors, res.coef
+    else:
+        vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(est.chunk_vectors),
+                                              keep=path_len, criterion=est.criterion)
     if saver is not None:
         saver.extra["tree"] = (vecs, tree_coef)
         ckpt.save_payload({"stage": "tree", "tree": (vecs, tree_coef)}, stage="tree")
@@ -229,7 +237,8 @@ def baseline_levels(est, exp, rows, pool_coef, coupled):
     if est.method == "l1":
         sparse = l1_path(Kzz, f, wsq, coupled=coupled, alphas=est.l1_alphas, n_levels=None)
     else:
-        sparse = l0_path(Kzz, f, wsq, coupled=coupled, gammas=est.l0_gammas, n_levels=None, max_iter=300)
+        sparse = l0_path(Kzz, f, wsq, coupled=coupled, gammas=est.l0_gammas, n_levels=None, max_iter=300,
+                         step=est.l0_step)
     levels = [_Level(lv.support, lv.coef, lv.rkhs_error) for lv in sparse if lv.n_vectors > 0]
     if not levels:
         raise ValueError(f"method={est.method!r} found no non-empty level; widen its parameter grid")
