@@ -62,8 +62,12 @@ dependent; the minimum-norm solution is used, which makes the iteration FOCUSS (
 converging to a basic solution with at most ``rank(Kzz)`` vectors. In terms of ``β = s ⊙ λ`` the
 ridge term is ``γ Σ_i (β_i / s_i)²``; at a fixed point ``|λ_i| = 1``, i.e. ``s_i = |β_i|``, so it
 equals ``γ · |S|``: γ is a price per kept vector in units of squared RKHS error. This is the
-zero-norm approximation of Weston et al. 2003 (the paper's ref. [15]) and is why it is used here:
-the paper's text of the lossy step ("γ Σ λ_i β_i", linear and unbounded below in λ) is garbled.
+zero-norm approximation of Weston et al. 2003 (the paper's ref. [15]) and is why it is the
+default. The paper's own lossy step, ``γ Σ_i λ_i β_i`` (``step="paper"``), is a linear term:
+with a positive-definite ``K`` the step is strictly convex and exact, ``D K D λ = D (f − γ/2)``,
+but its minimiser ``β = s ⊙ λ = K_A⁻¹ (f_A − γ/2)`` does not depend on the scales, so the
+rescaling reaches its fixed point after one sweep (``λ = ±1``) and drops no vector — a signed sum
+is no sparsity penalty (measured in ``benchmarks/reduced_chunking.py``; docs/reduced.md).
 Multi-output (Algorithm 3.5): coupled runs share one ``s`` and update ``s_i ← s_i Σ_j |λ_ij|``
 (one support); independent runs keep one ``s`` per output and the level's support is the union of
 the outputs' supports (coefficient 0 where an output does not use a vector), so ``n_vectors`` is the
