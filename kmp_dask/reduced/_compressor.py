@@ -16,9 +16,10 @@ Methods (``method=``):
   One run gives the whole path: every level's model is exact (``K_ss⁻¹ f(s)``).
 * ``"l0"`` / ``"l1"`` — the paper's baselines on the dense pool Gram
   (:mod:`kmp_dask.reduced._sparse`): O(P³), for pools up to a few thousand points.
-* ``chunk_vectors=c`` (with ``"hmp"``) — the chunking method (§3.6) as a dask task graph
-  (:func:`kmp_dask.parallel._reduced.chunked_compression`), followed, with ``refine=True``, by a
-  pursuit against the full ``w`` over the union of the vectors the tree kept.
+* ``chunk_vectors=c`` (with ``"hmp"``) — the chunking method (§3.6): as a dask task graph
+  (``chunking="tree"``, :func:`kmp_dask.parallel._reduced.chunked_compression`) or as the paper
+  describes it (``chunking="cyclic"``, :mod:`kmp_dask.reduced._cyclic`), followed, with
+  ``refine=True``, by a pursuit against the full ``w`` over the vectors it kept.
 
 A level is chosen by size (``n_vectors``), RKHS tolerance (``select="rkhs_tol"``) or validation
 error (``select="validation"``, needs ``X_val, y_val``). For classifiers the thresholds are
@@ -27,7 +28,7 @@ rows), as the paper does. ``path_`` records every level.
 
 The class holds the parameters, their checks and the fit / predict skeleton; the rest lives beside
 it: ``_checks.py`` (parameters, inputs, the candidate pool), ``_routes.py`` (where the path is
-computed: in process, on the engine, after the chunking tree, the dense baselines), ``_level.py``
+computed: in process, on the engine, after the chunking method, the dense baselines), ``_level.py``
 (the level type), ``_build.py`` (a level → a model: exchanges, thresholds, errors, the level
 choice) and ``_saves.py`` (the checkpoint's payloads).
 """
@@ -98,9 +99,10 @@ class ReducedSetCompressor(BaseEstimator):
         Classifiers: re-choose each output's threshold to minimise the training error on the
         labelled pool (``y`` in ``fit``); without ``y`` the model's own thresholds are kept.
     chunk_vectors : int or None, default=None
-        The chunking method: compress pieces of this many terms on the workers, merge up a tree.
+        The chunking method (§3.6): pieces of this many terms of the expansion, compressed as
+        ``chunking`` says.
     refine : bool, default=True
-        After the chunking tree, one pursuit against the full ``w`` over the vectors it kept.
+        After the chunking method, one pursuit against the full ``w`` over the vectors it kept.
     refit : {"rkhs", "pool"}, default="rkhs"
         Coefficients of each level on its selected vectors: ``"rkhs"`` the paper's
         ``β = K_SS⁻¹ f(S)`` (minimises ``‖w − ŵ‖²``); ``"pool"`` least squares of the model's
