@@ -30,7 +30,7 @@ The class holds the parameters, their checks and the fit / predict skeleton; the
 it: ``_checks.py`` (parameters, inputs, the candidate pool), ``_routes.py`` (where the path is
 computed: in process, on the engine, after the chunking method, the dense baselines), ``_level.py``
 (the level type), ``_build.py`` (a level → a model: exchanges, thresholds, errors, the level
-choice) and ``_saves.py`` (the checkpoint's payloads).
+choice), ``_saves.py`` (the checkpoint's payloads) and ``_cyclic.py`` (the paper's chunking).
 """
 
 from __future__ import annotations
