@@ -36,6 +36,7 @@ ALLOWED = frozenset({
     "kmp_dask.estimators._cvm.CVMClassifier", "kmp_dask.estimators._cvm.MMDA",
     "kmp_dask.estimators._kpca.SparseKernelPCA", "kmp_dask.estimators._kpca.SparseKCCA",
     "kmp_dask.reduced._compressor.ReducedSetCompressor", "kmp_dask.reduced._compressor._Level",
+    "kmp_dask.reduced._level._Level",
     "kmp_dask.reduced._meta.ReducedSetClassifier", "kmp_dask.reduced._meta.ReducedSetRegressor",
     "kmp_dask.reduced._models.CompressionTarget",
     "kmp_dask.expansion.KernelExpansion", "kmp_dask.kernels._base.Kernel",

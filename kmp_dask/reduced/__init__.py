@@ -12,6 +12,7 @@
 docs/reduced.md explains the method choices and when to use which.
 """
 
+from ._build import PrefixKeptWarning
 from ._compressor import ReducedSetCompressor, best_threshold, compress
 from ._meta import ReducedSetClassifier, ReducedSetRegressor
 from ._models import CompressionTarget, as_compression_target
@@ -19,5 +20,5 @@ from ._sparse import SparseLevel, l0_path, l1_path
 
 __all__ = [
     "ReducedSetCompressor", "ReducedSetClassifier", "ReducedSetRegressor", "compress", "best_threshold", "CompressionTarget", "as_compression_target",
-    "SparseLevel", "l0_path", "l1_path",
+    "SparseLevel", "l0_path", "l1_path", "PrefixKeptWarning",
 ]

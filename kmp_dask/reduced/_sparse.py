@@ -62,8 +62,12 @@ dependent; the minimum-norm solution is used, which makes the iteration FOCUSS (
 converging to a basic solution with at most ``rank(Kzz)`` vectors. In terms of ``β = s ⊙ λ`` the
 ridge term is ``γ Σ_i (β_i / s_i)²``; at a fixed point ``|λ_i| = 1``, i.e. ``s_i = |β_i|``, so it
 equals ``γ · |S|``: γ is a price per kept vector in units of squared RKHS error. This is the
-zero-norm approximation of Weston et al. 2003 (the paper's ref. [15]) and is why it is used here:
-the paper's text of the lossy step ("γ Σ λ_i β_i", linear and unbounded below in λ) is garbled.
+zero-norm approximation of Weston et al. 2003 (the paper's ref. [15]) and is why it is the
+default. The paper's own lossy step, ``γ Σ_i λ_i β_i`` (``step="paper"``), is a linear term:
+with a positive-definite ``K`` the step is strictly convex and exact, ``D K D λ = D (f − γ/2)``,
+but its minimiser ``β = s ⊙ λ = K_A⁻¹ (f_A − γ/2)`` does not depend on the scales, so the
+rescaling reaches its fixed point after one sweep (``λ = ±1``) and drops no vector — a signed sum
+is no sparsity penalty (measured in ``benchmarks/reduced_chunking.py``; docs/reduced.md).
 Multi-output (Algorithm 3.5): coupled runs share one ``s`` and update ``s_i ← s_i Σ_j |λ_ij|``
 (one support); independent runs keep one ``s`` per output and the level's support is the union of
 the outputs' supports (coefficient 0 where an output does not use a vector), so ``n_vectors`` is the
@@ -557,7 +561,33 @@ def _distinct(K) -> np.ndarray:
     return np.flatnonzero(~dup)
 
 
-def _l0_run(K, F, gamma, max_iter, tol, candidates):
+L0_STEPS = ("ridge", "paper")
+
+
+def _l0_step(Ka, Fa, s, gamma, step="ridge"):
+    """One rescaling step of Algorithm 3.4 / 3.5 on the active indices: ``λ`` (|A|, m).
+
+    ``"ridge"``: ``λ = argmin ‖w − Σ λ_i s_i φ(z_i)‖² + γ ‖λ‖² = (D K D + γ I)⁻¹ D f``.
+    ``"paper"``: the paper's lossy step, ``λ = argmin ‖w − Σ λ_i s_i φ(z_i)‖² + γ Σ_i λ_i s_i``
+    (summed over outputs): strictly convex when ``K_AA`` is positive definite, so its minimiser
+    solves ``D K D λ = D (f − γ/2)``. Both fall back to the minimum-norm least-squares solution
+    when the system is not numerically positive definite (γ = 0: FOCUSS)."""
+    M = s[:, None] * Ka * s[None, :]
+    if step == "paper":
+        A, rhs = M, s[:, None] * (Fa - 0.5 * gamma)
+    else:
+        A, rhs = (M + gamma * np.eye(len(s)) if gamma > 0 else M), s[:, None] * Fa
+    if step == "paper" or gamma > 0:
+        try:
+            cf = scipy.linalg.cho_factor(A, lower=True, check_finite=False)
+            return scipy.linalg.cho_solve(cf, rhs, check_finite=False)
+        except np.linalg.LinAlgError:  # not numerically positive definite: fall through
+            pass
+    lam, *_ = scipy.linalg.lstsq(A, rhs, cond=_LSTSQ_COND, check_finite=False, lapack_driver="gelsd")
+    return lam
+
+
+def _l0_run(K, F, gamma, max_iter, tol, candidates, step="ridge"):
     """Algorithm 3.4 / 3.5 with one shared scale vector for targets F (P, m).
 
     Returns ``(support, β, converged, settled)``: ``converged`` — stopped by the rule (a sweep
@@ -570,19 +600,7 @@ def _l0_run(K, F, gamma, max_iter, tol, candidates):
     beta = np.zeros((len(active), F.shape[1]))
     last_drop = 0
     for sweep in range(1, max_iter + 1):
-        Ka = K[np.ix_(active, active)]
-        M = s[:, None] * Ka * s[None, :]
-        rhs = s[:, None] * F[active]
-        lam = None
-        if gamma > 0:
-            try:
-                cf = scipy.linalg.cho_factor(M + gamma * np.eye(len(active)), lower=True, check_finite=False)
-                lam = scipy.linalg.cho_solve(cf, rhs, check_finite=False)
-            except np.linalg.LinAlgError:  # only for γ negligible against ‖DKD‖: fall through
-                lam = None
-        if lam is None:  # γ = 0 (lossless): the minimum-norm solution, i.e. FOCUSS
-            Mg = M + gamma * np.eye(len(active)) if gamma > 0 else M
-            lam, *_ = scipy.linalg.lstsq(Mg, rhs, cond=_LSTSQ_COND, check_finite=False, lapack_driver="gelsd")
+        lam = _l0_step(K[np.ix_(active, active)], F[active], s, gamma, step)
         new_beta = s[:, None] * lam
         s = s * np.sum(np.abs(lam), axis=1)
         size = s * sq[active]
@@ -598,7 +616,8 @@ def _l0_run(K, F, gamma, max_iter, tol, candidates):
     return active, beta, False, max_iter - last_drop >= max(3, max_iter // 10)
 
 
-def l0_path(Kzz, f, wsq, *, gammas=None, n_levels=10, coupled=True, refit=True, max_iter=50, tol=1e-8):
+def l0_path(Kzz, f, wsq, *, gammas=None, n_levels=10, coupled=True, refit=True, max_iter=50, tol=1e-8,
+            step="ridge"):
     """Reduced sets from the ℓ0 (zero-norm) multiplicative rescaling, Algorithms 3.4 / 3.5.
 
     For each γ: scales ``s = 1``; repeat ``λ = (D K D + γ I)⁻¹ D f`` on the active indices
@@ -643,6 +662,12 @@ def l0_path(Kzz, f, wsq, *, gammas=None, n_levels=10, coupled=True, refit=True, 
         or, with ``refit=False``, every run stopped at ``max_iter``.
     tol : float, default 1e-8
         Relative change of β that counts as converged.
+    step : {"ridge", "paper"}, default "ridge"
+        The lossy step: ``"ridge"`` penalises ``γ ‖λ‖²`` (the zero-norm approximation of the
+        paper's ref. [15]; module docstring); ``"paper"`` the paper's text, ``γ Σ_i λ_i s_i`` — a
+        linear term, exact for a positive-definite ``Kzz``: its minimiser is ``β = s ⊙ λ =
+        K_AA⁻¹ (f_A − γ/2)`` whatever the scales, so the rescaling reaches its fixed point after
+        one sweep and drops no vector (docs/reduced.md measures it).
 
     Returns
     -------
@@ -652,6 +677,8 @@ def l0_path(Kzz, f, wsq, *, gammas=None, n_levels=10, coupled=True, refit=True, 
         ``param`` is the γ of the run. Empty if ``f == 0``.
     """
     K, F, w, n_levels, max_iter = _check_common(Kzz, f, wsq, n_levels, max_iter, tol)
+    if step not in L0_STEPS:
+        raise ValueError(f"step must be one of {L0_STEPS} (the lossy step's penalty); got {step!r}")
     P = K.shape[0]
     m = F.shape[1]
     d = np.diag(K)
@@ -674,7 +701,7 @@ def l0_path(Kzz, f, wsq, *, gammas=None, n_levels=10, coupled=True, refit=True, 
         targets = [F] if coupled or m == 1 else [F[:, [j]] for j in range(m)]
         supports, coefs = [], []
         for Fj in targets:
-            S, B, converged, settled = _l0_run(K, Fj, float(g), max_iter, tol, pool)
+            S, B, converged, settled = _l0_run(K, Fj, float(g), max_iter, tol, pool, step)
             runs += 1
             unsettled += not (converged if not refit else settled)
             supports.append(S)

@@ -14,7 +14,8 @@ from _kill_at_line import run_and_kill_at
 from sklearn.svm import SVC
 
 import kmp_dask.parallel._reduced as par_reduced
-import kmp_dask.reduced._compressor as rc
+import kmp_dask.reduced._build as rb
+import kmp_dask.reduced._routes as rr
 from kmp_dask import ReducedSetCompressor
 from kmp_dask.blockops._safe_pickle import restricted_loads
 from kmp_dask.greedy import _hmp
@@ -45,7 +46,7 @@ def _interrupt_after(monkeypatch, calls):
                 raise Interrupted(calls)
         return callback, None
 
-    monkeypatch.setattr(rc, "progress_callback", progress)
+    monkeypatch.setattr(rr, "progress_callback", progress)
 
 
 def _same(a, b):
@@ -96,8 +97,9 @@ def test_resumed_compression_is_identical_in_process(tmp_path, monkeypatch, case
         resumed = _interrupted_then_resumed(monkeypatch, make, SVC2, (X, Y), ckpt, calls, every)
         _same(resumed, ref)
     with monkeypatch.context() as m:  # a complete checkpoint: the model without any pursuit or exchange
-        for name in ("dense_hyperplane_pursuit", "compress_on_pool", "exchange_vectors", "engine_exchange"):
-            m.setattr(rc, name, None)
+        for module, name in ((rr, "dense_hyperplane_pursuit"), (rr, "compress_on_pool"), (rb, "exchange_vectors"),
+                             (rb, "engine_exchange")):
+            m.setattr(module, name, None)
         _same(make().fit(SVC2, X, Y, checkpoint=ckpt, resume=True), ref)
 
 
@@ -122,16 +124,16 @@ def test_store_pool_with_exchanges_resumes_mid_pursuit_and_mid_exchange(tmp_path
 
     ckpt = tmp_path / "ck2"  # killed during the exchanges: the ended path is kept, the engine rebuilt
     with monkeypatch.context() as m:
-        m.setattr(rc, "engine_exchange", lambda *a, **k: (_ for _ in ()).throw(Interrupted()))
+        m.setattr(rb, "engine_exchange", lambda *a, **k: (_ for _ in ()).throw(Interrupted()))
         with pytest.raises(Interrupted):
             make().fit(SVC2, store.url, checkpoint=ckpt)
     assert checkpoint_info(ckpt)["stage"] == "path"
     with monkeypatch.context() as m:
-        m.setattr(rc, "compress_on_pool", None)  # the path is not selected again
+        m.setattr(rr, "compress_on_pool", None)  # the path is not selected again
         _same(make().fit(SVC2, store.url, checkpoint=ckpt, resume=True), ref)
     with monkeypatch.context() as m:  # complete: the exchanged level is in the checkpoint, no engine
-        m.setattr(rc, "engine_exchange", None)
-        m.setattr(rc, "make_engine", None)
+        m.setattr(rb, "engine_exchange", None)
+        m.setattr(rr, "make_engine", None)
         _same(make().fit(SVC2, store.url, checkpoint=ckpt, resume=True), ref)
 
 
@@ -144,7 +146,7 @@ def test_chunking_tree_is_not_run_again_when_its_refinement_resumes(tmp_path, mo
         with pytest.raises(Interrupted):
             make().fit(SVC2, X, Y, checkpoint=ckpt, checkpoint_every=2)
     with monkeypatch.context() as m:
-        m.setattr(rc, "chunked_compression", None)
+        m.setattr(rr, "chunked_compression", None)
         _same(make().fit(SVC2, X, Y, checkpoint=ckpt, resume=True), ref)
 
 
@@ -209,7 +211,7 @@ _SCRIPT = """
 import sys
 import numpy as np
 from sklearn.svm import SVC
-import kmp_dask.reduced._compressor as rc
+import kmp_dask.reduced._routes as rr
 from kmp_dask import ReducedSetCompressor
 from kmp_dask.store import open_store
 
@@ -218,7 +220,7 @@ def progress(verbose, total, **kw):
         print("iteration", record["iteration"], flush=True)
     return callback, None
 
-rc.progress_callback = progress
+rr.progress_callback = progress
 X, y = open_store(sys.argv[1]).read_range(0, 500)
 svc = SVC(C=10.0, gamma=0.5).fit(X, y)
 ReducedSetCompressor(**PARAMS).fit(svc, sys.argv[1], checkpoint=sys.argv[2], checkpoint_every=1)

@@ -17,6 +17,7 @@ from kmp_dask.greedy._exchange import exchange_vectors
 from kmp_dask.greedy._hmp import dense_hyperplane_pursuit
 from kmp_dask.kernels import get_kernel
 from kmp_dask.reduced import ReducedSetClassifier, ReducedSetCompressor
+from kmp_dask.reduced._build import level_error
 from kmp_dask.store import create_store
 
 
@@ -193,9 +194,9 @@ def test_exchange_guard_keeps_the_greedy_level_where_the_labelled_pool_error_wou
     kept_greedy = swapped = 0
     for k in range(1, 16):
         g_lv, f_lv = guarded._levels[k - 1], free._levels[k - 1]
-        err_greedy = guarded._error(g_lv, X, X, y, y, exchange=False)
-        err_free = free._error(f_lv, X, X, y, y)
-        err_kept = guarded._error(g_lv, X, X, y, y)
+        err_greedy = level_error(guarded, g_lv, X, X, y, y, exchange=False)
+        err_free = level_error(free, f_lv, X, X, y, y)
+        err_kept = level_error(guarded, g_lv, X, X, y, y)
         assert err_kept <= err_greedy  # never worse on the labelled pool than the greedy level
         if err_free > err_greedy:      # the guard's case: the greedy level, as the path has it
             kept_greedy += 1

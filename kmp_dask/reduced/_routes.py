@@ -1,0 +1,245 @@
+"""The compressor's routes: where and how a compression path is computed.
+
+Each route returns ``(levels, wsq)`` — the path as :class:`~kmp_dask.reduced._level._Level`
+objects and ``‖w_j‖²`` — and records the pursuits on the estimator (``results_``,
+``stop_reason_``):
+
+* **dense, in process** (:func:`dense_levels`): a numpy pool, no cluster, a small enough
+  P × n_vectors — the pivoted-Cholesky pursuit ``greedy._hmp.dense_hyperplane_pursuit``;
+* **engine** (:func:`engine_pursuit`): the pool partitioned on an engine — the in-process engine
+  for a numpy pool, one actor per worker for a store or a cluster — one pass per vector
+  (``parallel._reduced.compress_on_pool``); with exchanges on a store pool the engine stays open
+  for them (``est._xengine``, closed by ``fit``'s exit stack);
+* **chunked** (inside :func:`hmp_levels`): the chunking method (§3.6) — the tree on the workers
+  (``chunking="tree"``) or the paper's cycle through the pieces in this process
+  (``"cyclic"``, ``_cyclic.py``) — then, with ``refine``, a pursuit against the full ``w`` over
+  the vectors it kept;
+* **baselines** (:func:`baseline_levels`): the dense ℓ0 / ℓ1 paths on the pool Gram.
+
+:func:`hmp_levels` picks among the first three (and resumes a checkpointed pursuit where it
+began).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from ..estimators._progress import progress_callback
+from ..greedy._hmp import dense_hyperplane_pursuit
+from ..parallel import make_engine, resolve_client
+from ..parallel._reduced import chunked_compression, compress_on_pool
+from ..store import InMemoryStore
+from ._cyclic import cyclic_chunking
+from ._level import _Level, levels_from_fixed, levels_from_pursuits
+from ._saves import PursuitSaver
+
+__all__ = ["DENSE_HMP_LIMIT", "DENSE_POOL_LIMIT", "baseline_levels", "hmp_levels", "pool_values"]
+
+#: ``dense="auto"`` runs the pursuit in this process (no engine) when the pool is a numpy array,
+#: no cluster is asked for and its P × n_vectors float64 work array stays below this many values
+DENSE_HMP_LIMIT = 32_000_000
+
+#: the dense baselines build the pool Gram (P × P float64): refuse pools above this size
+DENSE_POOL_LIMIT = 20_000
+
+
+def hmp_levels(est, exp, store, rows, pool_coef, in_memory, n_keep, groups, keep=None, ckpt=None):
+    """Hyperplane matching pursuit's path: in process, on the engine, or after the chunking tree."""
+    seed = _pursuit_seed(est)
+    saved = None if ckpt is None else ckpt.restore_payload()
+    saver = None if ckpt is None else PursuitSaver(ckpt, {} if saved is None or "tree" not in saved
+                                                   else {"tree": saved["tree"]})
+    if saved is not None and saved["stage"] == "path":  # the pursuit had ended
+        return _resume_path(est, saved, store, in_memory, groups, exp.n_outputs, keep)
+    in_pursuit = saved if saved is not None and saved["stage"] == "pursuit" else None
+    cb, bar = progress_callback(est.verbose, n_keep * len(groups), desc="reduced set", unit="vector")
+    path_len = n_keep if est.select == "n_vectors" else min(store.n_rows, max(n_keep, 1))
+    run = _PursuitRun(exp, groups, seed, cb, bar, saver, in_pursuit)
+    if _starts_dense(est, rows, store, path_len, in_pursuit):  # in process, no client needed
+        return dense_levels(est, run, rows, pool_coef, min(path_len, store.n_rows))
+    # exchange on a store pool: the client and the engine outlive this call (closed by fit's `keep`)
+    on_engine = bool(est.exchange) and rows is None and keep is not None
+    with contextlib.ExitStack() as local:
+        owner = keep if on_engine else local
+        client = owner.enter_context(resolve_client(est.client, in_memory=in_memory))
+        if est.chunk_vectors is not None:
+            vecs, tree_coef = _tree_vectors(est, client, exp, path_len, saver, ckpt)
+            if not est.refine:
+                wsq = exp.rkhs_sqnorm()
+                est.stop_reason_ = "chunk_tree" if est.chunking == "tree" else "chunk_cyclic"
+                return levels_from_fixed(exp, vecs, tree_coef, wsq), wsq
+            store, rows, pool_coef = InMemoryStore(np.ascontiguousarray(vecs)), np.ascontiguousarray(vecs), None
+            client = None  # the refinement pool is small: in this process
+        n_path = min(path_len, store.n_rows)
+        use_dense = _use_dense(est, client, rows, n_path, est.chunk_vectors is not None)
+        if in_pursuit is not None:
+            use_dense = in_pursuit["dense"]
+        if use_dense:
+            return dense_levels(est, run, rows, pool_coef, n_path)
+        return engine_pursuit(est, run, client, store, pool_coef, path_len, owner, on_engine)
+
+
+class _PursuitRun:
+    """What every pursuit route shares: the expansion, the output groups, the seed, the progress
+    callback and bar, the checkpoint saver and a saved pursuit state to resume (or None)."""
+
+    def __init__(self, exp, groups, seed, cb, bar, saver, saved):
+        self.exp, self.groups, self.seed, self.cb, self.bar = exp, groups, seed, cb, bar
+        self.saver, self.saved = saver, saved
+
+    def close_bar(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _record(est, results, groups, m):
+    """The pursuits' results on the estimator and the path's levels."""
+    est.results_ = results
+    est.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
+    return levels_from_pursuits(results, groups, m)
+
+
+def _pursuit_seed(est) -> int:
+    """The pursuit's seed, drawn from ``random_state``."""
+    return int(np.random.RandomState(est.random_state).randint(0, 2**31 - 1)) if not isinstance(
+        est.random_state, np.random.RandomState) else int(est.random_state.randint(0, 2**31 - 1))
+
+
+def _starts_dense(est, rows, store, path_len, in_pursuit) -> bool:
+    """Whether the pursuit runs in this process from the start (no client, no chunking tree);
+    a resumed pursuit runs where it began."""
+    dense_first = est.chunk_vectors is None and est.client is None and _use_dense(
+        est, None, rows, min(path_len, store.n_rows), False)
+    if in_pursuit is not None and est.chunk_vectors is None:
+        dense_first = in_pursuit["dense"]  # a resumed pursuit runs where it began (client is not checked)
+    return dense_first
+
+
+def _use_dense(est, client, rows, n_path, refining) -> bool:
+    ok = rows is not None and bool(est.backfit) and (client is None or refining)
+    if est.dense is True:
+        if not ok:
+            raise ValueError("dense=True needs a numpy pool, backfit=True and no cluster (client=None)")
+        return True
+    return est.dense == "auto" and ok and len(rows) * max(n_path, 1) <= DENSE_HMP_LIMIT
+
+
+def _tree_vectors(est, client, exp, path_len, saver, ckpt):
+    """The chunking method's vectors and coefficients (the tree on the workers, or the paper's
+    cyclic form in this process): from the checkpoint when it had finished, else computed (and
+    saved)."""
+    if saver is not None and "tree" in saver.extra:  # the tree had finished: not run again
+        return saver.extra["tree"]
+    if est.chunking == "cyclic":  # the paper's cycle through the pieces, in this process
+        res = cyclic_chunking(exp, piece_vectors=int(est.chunk_vectors), keep=path_len, criterion=est.criterion)
+        vecs, tree_coef = res.vectors, res.coef
+    else:
+        vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(est.chunk_vectors),
+                                              keep=path_len, criterion=est.criterion)
+    if saver is not None:
+        saver.extra["tree"] = (vecs, tree_coef)
+        ckpt.save_payload({"stage": "tree", "tree": (vecs, tree_coef)}, stage="tree")
+    return vecs, tree_coef
+
+
+def engine_pursuit(est, run, client, store, pool_coef, path_len, owner, on_engine):
+    """The pursuit on the engine over ``store``; ``owner`` closes the engine (fit's stack when
+    exchanges will run on it, which it then keeps in ``est._xengine``)."""
+    engine = make_engine(client, store)
+    owner.callback(engine.close)
+    try:
+        wsq, results = compress_on_pool(
+            engine, run.exp, pool_coef, n_rows=store.n_rows, outputs_groups=run.groups,
+            n_vectors=min(path_len, store.n_rows), backfit=bool(est.backfit), candidates=est.candidates,
+            seed=run.seed, rkhs_tol=float(est.rkhs_tol) if est.select == "rkhs_tol" else 0.0, callback=run.cb,
+            criterion=est.criterion, checkpoint=run.saver, saved=run.saved)
+    finally:
+        run.close_bar()
+    if on_engine:
+        est._xengine = (engine, store.n_rows)
+    if run.saver is not None:
+        run.saver.save_path(wsq, results, dense=False, engine=engine)
+    return _record(est, results, run.groups, run.exp.n_outputs), wsq
+
+
+def _resume_path(est, saved, store, in_memory, groups, m, keep):
+    """A checkpoint saved when the pursuit had ended: its path; with exchanges on a store pool
+    the engine is rebuilt (journal replayed) so that they run on the pursuit's partitions."""
+    if est.exchange and saved.get("journal") is not None and keep is not None:
+        client = keep.enter_context(resolve_client(est.client, in_memory=in_memory))
+        engine = make_engine(client, store)
+        keep.callback(engine.close)
+        engine.run(None, None, saved["journal"])  # fresh partitions → their state when the pursuit ended
+        est._xengine = (engine, store.n_rows)
+    return _record(est, list(saved["results"]), groups, m), saved["wsq"]
+
+
+def pool_values(est, exp, rows) -> np.ndarray:
+    """``f(z)`` (P, m) of the expansion without intercept at the numpy pool rows (cached on the
+    estimator as ``_F_pool``)."""
+    if est._F_pool is None or len(est._F_pool) != len(rows):
+        X64 = np.asarray(rows, dtype=np.float64)
+        est._F_pool = np.asarray(exp.with_coef(exp.coef, 0.0).decision_function(X64), dtype=np.float64)
+    return est._F_pool.reshape(len(rows), -1)
+
+
+def dense_levels(est, run, rows, pool_coef, n_path):
+    """The in-process pursuit's levels (the progress bar closed either way)."""
+    try:
+        wsq, results = _dense_hmp(est, run, rows, pool_coef, n_path)
+    finally:
+        run.close_bar()
+    if run.saver is not None:
+        run.saver.save_path(wsq, results, dense=True)
+    return _record(est, results, run.groups, run.exp.n_outputs), wsq
+
+
+def _dense_hmp(est, run, rows, pool_coef, n_path):
+    exp = run.exp
+    F = pool_values(est, exp, rows)
+    own = pool_coef is not None and np.array_equal(np.asarray(rows, dtype=np.float64),
+                                                   np.asarray(exp.support_vectors, dtype=np.float64))
+    wsq = np.einsum("ij,ij->j", np.asarray(pool_coef, dtype=np.float64), F) if own else exp.rkhs_sqnorm()
+    rng = np.random.default_rng(run.seed)
+    tol = float(est.rkhs_tol) if est.select == "rkhs_tol" else 0.0
+    results, first, state = [], 0, None
+    if run.saved is not None:  # a checkpointed pursuit: its finished groups, its RNG, the group's state
+        rng.bit_generator.state = run.saved["rng"]
+        results, first, state = list(run.saved["results"]), int(run.saved["group"]), run.saved["loop"]
+    for i in range(first, len(run.groups)):
+        g = list(run.groups[i])
+        hook = None if run.saver is None else run.saver.bind(wsq=wsq, group=i, results=results)
+        results.append(dense_hyperplane_pursuit(
+            rows, kernel=exp.kernels[0], F=F[:, g], wsq=wsq[g], n_vectors=n_path, candidates=est.candidates,
+            random_state=rng, rkhs_tol=tol, callback=run.cb, criterion=est.criterion, checkpoint=hook,
+            run=state if i == first else None))
+    return wsq, results
+
+
+def baseline_levels(est, exp, rows, pool_coef, coupled):
+    """The dense ℓ0 / ℓ1 baselines' path on the pool Gram (O(P³); numpy pools only)."""
+    from ._sparse import l0_path, l1_path
+
+    if rows is None:
+        raise ValueError(f"method={est.method!r} builds the dense pool Gram: X_pool must be a numpy array "
+                         "(a store pool needs method='hmp')")
+    if len(rows) > DENSE_POOL_LIMIT:
+        raise ValueError(f"method={est.method!r} needs the {len(rows)} x {len(rows)} pool Gram (O(P³) time); "
+                         f"use method='hmp' for pools above {DENSE_POOL_LIMIT} rows")
+    kernel = exp.kernels[0]
+    X64 = rows.astype(np.float64)
+    Kzz = kernel(X64, X64)
+    f = exp.with_coef(exp.coef, 0.0).decision_function(X64)
+    own = pool_coef is not None and np.array_equal(X64, exp.support_vectors.astype(np.float64))
+    wsq = np.einsum("ij,ij->j", pool_coef, f) if own else exp.rkhs_sqnorm()
+    if est.method == "l1":
+        sparse = l1_path(Kzz, f, wsq, coupled=coupled, alphas=est.l1_alphas, n_levels=None)
+    else:
+        sparse = l0_path(Kzz, f, wsq, coupled=coupled, gammas=est.l0_gammas, n_levels=None, max_iter=300,
+                         step=est.l0_step)
+    levels = [_Level(lv.support, lv.coef, lv.rkhs_error) for lv in sparse if lv.n_vectors > 0]
+    if not levels:
+        raise ValueError(f"method={est.method!r} found no non-empty level; widen its parameter grid")
+    return levels, wsq
