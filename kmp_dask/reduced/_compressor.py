@@ -17,7 +17,7 @@ Methods (``method=``):
 * ``"l0"`` / ``"l1"`` — the paper's baselines on the dense pool Gram
   (:mod:`kmp_dask.reduced._sparse`): O(P³), for pools up to a few thousand points.
 * ``chunk_vectors=c`` (with ``"hmp"``) — the chunking method (§3.6) as a dask task graph
-  (:func:`kmp_dask.parallel._reduced.chunked_compression`), followed, with ``refine=True``, by a
+  (:func:`kmp_dask.greedy._hmp_setup.chunked_compression`), followed, with ``refine=True``, by a
   pursuit against the full ``w`` over the union of the vectors the tree kept.
 
 A level is chosen by size (``n_vectors``), RKHS tolerance (``select="rkhs_tol"``) or validation
@@ -43,8 +43,8 @@ from ..expansion import KernelExpansion
 from ..greedy._checkpoint import open_checkpoint
 from ..greedy._exchange import engine_exchange, exchange_vectors
 from ..greedy._hmp import dense_hyperplane_pursuit
-from ..parallel import make_engine, resolve_client
-from ..parallel._reduced import chunked_compression, compress_on_pool
+from ..greedy._hmp_setup import chunked_compression, compress_on_pool
+from ..parallel import Tasks, make_engine, resolve_client
 from ..store import InMemoryStore, as_store
 from ._models import CompressionTarget, _ovr_transform, as_compression_target
 
@@ -479,7 +479,7 @@ class ReducedSetCompressor(BaseEstimator):
         finished, else computed (and saved)."""
         if saver is not None and "tree" in saver.extra:  # the tree had finished: not run again
             return saver.extra["tree"]
-        vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(self.chunk_vectors),
+        vecs, tree_coef = chunked_compression(Tasks(client), exp, piece_vectors=int(self.chunk_vectors),
                                               keep=path_len, criterion=self.criterion)
         if saver is not None:
             saver.extra["tree"] = (vecs, tree_coef)
