@@ -1,4 +1,8 @@
-"""Everything about dask: where partitions live, how passes run, lazy chunk-wise prediction."""
+"""Everything about dask: where partitions live, how passes run, generic task runners, lazy chunk-wise prediction.
+
+No family lives here: a family's loop (kmp_dask.greedy) is handed an engine and a :class:`Tasks`
+(a map over independent problems, a tree reduction) by the estimator that composes them.
+"""
 
 from ._client import connect, embedded_cluster, resolve_client
 from ._engine import ActorEngine, InProcessEngine, PartitionHolder
