@@ -9,6 +9,9 @@
 * ``estimators/`` and ``reduced/`` (the estimator layers) import no dask, distributed or zarr: they
   hand dask arrays and clusters to ``parallel/``.
 * ``store/`` imports neither ``estimators/`` nor the package root (which imports the estimators).
+* Between the rooms of the package (its sub-packages and top-level modules), only the imports the
+  declared table :data:`ALLOWED` lists, plus the few :data:`EXCEPTIONS` named module by module
+  (docs/engine.md, "Layers", shows the same table).
 """
 
 from __future__ import annotations
@@ -28,6 +31,52 @@ THIRD_PARTY_DASK_SIDE = ("dask", "distributed", "zarr", "sklearn")
 KMP_DASK_SIDE = ("parallel", "store", "estimators", "reduced", "datasets", "cli")
 ESTIMATOR_LAYERS = ("estimators", "reduced", "report", "persist")  #: scikit-learn-facing layers: no dask, distributed or zarr
 EXPANSION_LAZY_OK = ("kmp_dask.parallel", "kmp_dask.store")
+
+
+FOUNDATION = ("_version", "exceptions")  #: every room may import these
+_NUMERIC = ("kernels", "linalg", "losses", "bounds")
+_BELOW_ESTIMATORS = (*_NUMERIC, "blockops", "expansion", "greedy", "parallel", "store")
+
+#: room -> the other rooms its modules may import (besides :data:`FOUNDATION`), top-level or inside
+#: functions. A room is a sub-package (``greedy``) or a top-level module (``expansion``); ``root`` is
+#: the package ``kmp_dask`` itself (its ``__init__``, which re-exports lazily).
+ALLOWED = {
+    "_version": (),
+    "exceptions": (),
+    "kernels": (),
+    "linalg": (),
+    "losses": (),
+    "bounds": (),
+    "blockops": ("kernels", "linalg", "losses"),                  # per-partition numerics
+    "expansion": ("kernels", "blockops"),                          # the model (+ EXCEPTIONS: dask input)
+    "greedy": (*_NUMERIC, "blockops", "expansion"),                # every family's loop; no dask
+    "store": ("_overwrite",),                                      # data on disk / in memory
+    "datasets": ("store",),
+    "parallel": ("kernels", "linalg", "blockops", "store"),        # engines and generic task runners
+    "_predictions_file": (),
+    "_overwrite": ("store", "persist", "_predictions_file"),      # inside functions: what a path holds
+    "persist": ("_overwrite",),
+    "report": ("_overwrite",),
+    "estimators": tuple(r for r in _BELOW_ESTIMATORS if r != "blockops"),  # composes greedy + parallel
+    "reduced": (*_BELOW_ESTIMATORS, "estimators"),
+    "evaluation": (*_BELOW_ESTIMATORS, "estimators", "reduced", "_overwrite", "_predictions_file"),
+    "pipeline": (*_BELOW_ESTIMATORS, "estimators", "reduced", "evaluation", "datasets", "persist", "report",
+                 "_overwrite", "root"),
+    "cli": (*_BELOW_ESTIMATORS, "estimators", "reduced", "evaluation", "datasets", "persist", "report",
+            "pipeline", "_overwrite", "root"),
+    "root": ("estimators", "expansion", "kernels", "persist", "reduced", "store"),
+}
+
+#: (importing module, imported room) -> why this import crosses the table, each still needed
+EXCEPTIONS = {
+    ("kmp_dask.expansion", "parallel"): "inside a function: decision_function on dask input maps over chunks",
+    ("kmp_dask.expansion", "store"): "inside functions: decision_function on a store reads it chunk by chunk",
+    ("kmp_dask.store._sources", "datasets"): "inside functions: a named data set as a store source",
+    # the estimators read a store's label set with a partition query of their own (StatsQuery); moving
+    # it into greedy/ changes the estimators' code, not only an import line (issue 27)
+    ("kmp_dask.estimators._kmp", "blockops"): "StatsQuery(unique_labels=True) for a store's classes",
+    ("kmp_dask.estimators._cvm", "blockops"): "inside a function: StatsQuery(unique_labels=True) for a store's classes",
+}
 
 
 @dataclass(frozen=True)
@@ -218,6 +267,72 @@ def test_store_does_not_import_estimators_or_package_root():
     assert not bad, _report(
         "store/ must not import kmp_dask.estimators or names from the package root (e.g. take "
         "__version__ from kmp_dask._version)", bad)
+
+
+def room_of(module: str) -> str | None:
+    """The room of a kmp_dask module (``kmp_dask.greedy._kmp`` → ``greedy``; ``kmp_dask`` → ``root``),
+    None outside kmp_dask."""
+    parts = module.split(".")
+    if parts[0] != ROOT:
+        return None
+    return "root" if len(parts) == 1 else parts[1]
+
+
+def table_violations(modules=None, allowed=None, exceptions=None) -> list[str]:
+    """Every import between two rooms that :data:`ALLOWED` does not list and :data:`EXCEPTIONS`
+    does not name."""
+    modules, allowed = MODULES if modules is None else modules, ALLOWED if allowed is None else allowed
+    exceptions = EXCEPTIONS if exceptions is None else exceptions
+    bad = []
+    for mod, imps in sorted(modules.items()):
+        src = room_of(mod)
+        for imp in imps:
+            dst = room_of(imp.module)
+            if dst is None or dst == src or dst in FOUNDATION or dst in allowed.get(src, ()):
+                continue
+            if (mod, dst) not in exceptions:
+                bad.append(f"{imp.where()}: {src} imports {imp.module} ({dst} is not in ALLOWED[{src!r}])")
+    return bad
+
+
+def test_every_room_is_in_the_table():
+    rooms = {room_of(m) for m in MODULES}
+    assert rooms <= set(ALLOWED), f"rooms missing from ALLOWED (declare what they may import): {sorted(rooms - set(ALLOWED))}"
+    assert set(ALLOWED) <= rooms, f"ALLOWED names rooms that do not exist: {sorted(set(ALLOWED) - rooms)}"
+
+
+def test_imports_follow_the_layer_table():
+    bad = table_violations()
+    assert not bad, _report("imports across rooms not in the layer table (tests/test_layers.py ALLOWED; "
+                            "docs/engine.md, Layers): move the code to the right room or hand it the function", bad)
+
+
+def test_declared_exceptions_are_still_needed():
+    """An exception whose import is gone is removed from the table (it would let a new one in silently)."""
+    used = {(mod, room_of(imp.module)) for mod, imps in MODULES.items() for imp in imps}
+    stale = sorted(k for k in EXCEPTIONS if k not in used)
+    assert not stale, f"EXCEPTIONS no longer needed (remove them): {stale}"
+
+
+@pytest.mark.parametrize("src, dst", [
+    ("parallel", "greedy"), ("parallel", "expansion"), ("parallel", "estimators"), ("parallel", "reduced"),
+    ("estimators", "blockops"), ("greedy", "parallel"), ("greedy", "estimators"), ("blockops", "greedy"),
+    ("store", "estimators"), ("estimators", "reduced"), ("estimators", "cli"),
+])
+def test_the_table_forbids(src, dst):
+    """The directions issue 27 names (and their neighbours) are not in the table."""
+    assert dst not in ALLOWED[src]
+
+
+def test_table_check_finds_a_forbidden_import():
+    """The check itself fails on an import the table does not allow, and an exception silences it."""
+    src = "from ..greedy._hmp import hyperplane_pursuit\ndef f():\n    from ..estimators import _inputs"
+    mods = {"kmp_dask.parallel._x": imports_of(src, "kmp_dask.parallel._x", path="parallel/_x.py",
+                                               known={"kmp_dask.greedy._hmp", "kmp_dask.estimators._inputs"})}
+    bad = table_violations(mods)
+    assert [b.split(":")[1] for b in bad] == ["1", "3"] and "greedy" in bad[0] and "estimators" in bad[1]
+    assert table_violations(mods, exceptions={("kmp_dask.parallel._x", "greedy"): "",
+                                              ("kmp_dask.parallel._x", "estimators"): ""}) == []
 
 
 # --- the scanner itself: each rule can fail ----------------------------------------------------------

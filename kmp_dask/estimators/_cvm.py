@@ -11,9 +11,9 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..expansion import KernelExpansion
 from ..kernels import get_kernel
-from ..parallel import resolve_client
+from ..parallel import Tasks, resolve_client
 from ..greedy._checkpoint import open_checkpoint
-from ..parallel._cvm import fit_binary_problems
+from ..greedy._cvm_problems import fit_binary_problems
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like, predict_input, sample_rows
 from ._progress import progress_callback
 
@@ -86,7 +86,7 @@ class _CVMBase(BaseEstimator):
                 try:
                     with resolve_client(self.client, in_memory=in_memory) as client:
                         results = fit_binary_problems(
-                            client, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
+                            Tasks(client), store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
                             eps=float(self.eps), n_rows=store.n_rows, candidates=self.candidates,
                             max_core=int(self.max_core), n_components=n_components, checkpoint=ckpt,
                             on_problem=on_problem)

@@ -104,7 +104,7 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
         if is_classifier and not is_dask_array(y):  # labels in memory (any dtype): encoded here, no dask pass
             estimator._input_classes, y = encode_labels(y)
         elif is_classifier and y.dtype.kind not in "biuf":
-            estimator._input_classes, y = encode_dask_labels(y)
+            estimator._input_classes, y = encode_dask_labels(y, encode_labels)
         with _temporary_store(X, y, chunk_rows) as store:
             yield store
         return

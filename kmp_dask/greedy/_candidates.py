@@ -1,4 +1,5 @@
-"""One iteration's candidates as objects: (row, kernel) atoms and, optionally, the bias atom.
+"""One iteration's candidates as objects: (row, kernel) atoms and, optionally, the bias atom;
+the merge of the partitions' best candidates (:func:`merge_ranked`, CVM and HMP).
 
 Candidate *scores* come back from the engine as one array, kernel-major (all s rows for kernel
 0, then for kernel 1, ...), followed by the bias atom's score when the dictionary has one. This
@@ -11,7 +12,7 @@ import numpy as np
 
 from ..blockops import BIAS_ATOM, Atom, sqnorm
 
-__all__ = ["CandidateSet", "gather_rows"]
+__all__ = ["CandidateSet", "gather_rows", "merge_ranked"]
 
 
 class CandidateSet:
@@ -50,3 +51,16 @@ def gather_rows(results, idx, n_features, dtype) -> np.ndarray:
         for g, x in zip(own.tolist(), X):
             rows[pos[g]] = x
     return rows
+
+
+def merge_ranked(results, keys, by: str):
+    """The candidates the partitions returned (each result a dict of arrays, ``keys`` of them, one
+    entry per candidate), merged and ordered by ``by`` best first, ties by the lowest global row
+    ``index`` — an order that does not depend on how the rows are partitioned. None when no
+    partition returned a candidate. (The partitions' own top-k: each returns its best few.)"""
+    parts = [r for r in results if len(r["index"])]
+    if not parts:
+        return None
+    merged = {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in keys}
+    order = np.lexsort((merged["index"], -merged[by]))
+    return {k: v[order] for k, v in merged.items()}

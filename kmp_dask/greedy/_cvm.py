@@ -30,7 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg.lapack import dpotrs, dtrtrs
 
-from ..blockops._cvm import CVMQuery, cvm_effects, cvm_furthest
+from ..blockops._cvm import CVMQuery, cvm_furthest
+from ._candidates import merge_ranked
+from ._result import StopReason
+from ._sampling import ExcludingCandidates
 
 __all__ = ["CVMResult", "core_vector_machine", "REFILL", "simplex_qp", "mmda_feature", "QP_TOL"]
 
@@ -152,7 +155,7 @@ class CVMResult:
     ``core_y`` (n,) ±1; ``core_P`` (n, q) projections on the features the run was deflated by;
     ``alpha`` (n,) MEB weights (the SVM's dual variables); ``R2`` the ball's squared radius;
     ``objective`` ``αᵀK̃α``; ``n_iter``; ``n_full_passes``; ``n_passes``; ``stop_reason``
-    ("converged" or "max_core"); ``kernel_evaluations`` (computed by the distance passes — values
+    (a :class:`~kmp_dask.greedy._result.StopReason` value: "converged" or "max_core"); ``kernel_evaluations`` (computed by the distance passes — values
     read from the partitions' kernel-column cache are not counted — and the core Gram);
     ``seconds``."""
 
@@ -257,7 +260,7 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
     rng = random_state if random_state is not None else np.random.default_rng(0)
     loop = _CoreSetLoop(engine, kernel=kernel, kt=kappa + 1.0 + 1.0 / C, C=C, eps=eps, n_rows=n_rows,
                         candidates=candidates, refill=refill, rng=rng, t0=t0)
-    reason = "converged"
+    reason = StopReason.CONVERGED
     if resume is None:
         loop.start(n_features_deflated)
     else:
@@ -266,7 +269,7 @@ def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n
         S, y, P = loop.core_arrays()
         loop.solve_meb(S, y, P)                      # α on the simplex, R² = κ̃ − αᵀK̃α
         if len(loop.core_index) >= max_core:
-            reason = "max_core"
+            reason = StopReason.MAX_CORE
             break
         far = loop.furthest_point(S, y, P)           # None: every row lies within (1+ε)R
         if far is None:
@@ -288,7 +291,7 @@ class _CoreSetLoop:
     def __init__(self, engine, *, kernel, kt, C, eps, n_rows, candidates, refill, rng, t0):
         self.engine, self.kernel, self.kt, self.C, self.eps = engine, kernel, kt, C, eps
         self.n_rows, self.refill, self.rng, self.t0 = n_rows, refill, rng, t0
-        self.sampler = None if candidates is None else _Sampler(n_rows, int(candidates))
+        self.sampler = None if candidates is None else ExcludingCandidates(n_rows, int(candidates))
 
     def start(self, n_features_deflated):
         """A fresh loop: the core set is one random row (fetched by a pass over its candidate)."""
@@ -404,43 +407,14 @@ class _CoreSetLoop:
     def result(self, reason):
         return CVMResult(np.asarray(self.core_index, dtype=np.int64), np.asarray(self.core_rows),
                          np.asarray(self.core_y), np.asarray(self.core_P).reshape(len(self.core_index), -1),
-                         self.alpha, float(self.R2), self.obj, self.n_iter, self.n_full, self.n_passes, reason,
+                         self.alpha, float(self.R2), self.obj, self.n_iter, self.n_full, self.n_passes, reason.value,
                          int(self.evals), self.seconds0 + time.perf_counter() - self.t0)
-
-
-class _Sampler:
-    """``s`` distinct random rows outside the core set (sorted; vectorised draws: this runs once per
-    core vector, and :class:`~kmp_dask.greedy._sampling.RandomCandidates`' per-row rejection loop
-    was a tenth of a letter fit)."""
-
-    def __init__(self, n_rows: int, s: int):
-        self.n_rows, self.s = n_rows, s
-
-    def draw(self, rng, exclude: np.ndarray) -> np.ndarray:
-        available = self.n_rows - len(exclude)
-        want = min(self.s, max(available, 0))
-        if want <= 0:
-            return np.zeros(0, dtype=np.int64)
-        if want * 4 >= available:
-            idx = np.setdiff1d(np.arange(self.n_rows, dtype=np.int64), exclude, assume_unique=True)
-            return np.sort(rng.choice(idx, size=want, replace=False))
-        taken = np.zeros(self.n_rows, dtype=bool)
-        taken[exclude] = True
-        got = np.zeros(0, dtype=np.int64)
-        while len(got) < want:
-            x = rng.integers(0, self.n_rows, size=2 * want)
-            got = np.union1d(got, x[~taken[x]])
-        return np.sort(rng.choice(got, size=want, replace=False))
 
 
 def _ranked(results) -> dict:
     """The rows the partitions returned, merged and ordered furthest first (ties: lowest global row)."""
-    parts = [r for r in results if len(r["index"])]
-    if not parts:
-        return {"index": np.zeros(0, dtype=np.int64), "dist": np.zeros(0)}
-    out = {k: np.concatenate([np.asarray(r[k]) for r in parts]) for k in ("index", "dist", "rows", "y", "P")}
-    order = np.lexsort((out["index"], -out["dist"]))
-    return {k: v[order] for k, v in out.items()}
+    found = merge_ranked(results, ("index", "dist", "rows", "y", "P"), by="dist")
+    return {"index": np.zeros(0, dtype=np.int64), "dist": np.zeros(0)} if found is None else found
 
 
 def _pick(found, i):

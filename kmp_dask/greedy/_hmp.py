@@ -52,6 +52,8 @@ from scipy.linalg import solve_triangular
 
 from ..blockops import Atom, RSScoreQuery, RSValuesQuery, rs_effects, rs_score, rs_values
 from ..linalg import IncrementalCholesky
+from ._candidates import merge_ranked
+from ._result import StopReason
 from ._sampling import RandomCandidates
 
 __all__ = ["HMPResult", "HMPLoop", "hyperplane_pursuit", "dense_hyperplane_pursuit", "pool_errors", "geometric_levels",
@@ -73,7 +75,8 @@ BASIC_MAX_STEPS = 10
 CRITERIA = ("eq13", "decrease")
 """Selection scores: eq. 13's ``Σ_j r_j(z)² / k(z, z)`` or the exact backfitted decrease ``Σ_j r_j(z)² / δ(z)``."""
 
-HMP_STOP_REASONS = ("n_vectors", "rkhs_tol", "converged", "linear_dependence", "exhausted", "max_iter")
+HMP_STOP_REASONS = tuple(r.value for r in (StopReason.N_VECTORS, StopReason.RKHS_TOL, StopReason.CONVERGED,
+                                          StopReason.LINEAR_DEPENDENCE, StopReason.EXHAUSTED, StopReason.MAX_ITER))
 
 
 @dataclass
@@ -84,7 +87,8 @@ class HMPResult:
     coefficients; ``wsq`` (m,) ``‖w‖²``; ``rkhs_error`` (iterations + 1, m) ``‖w − ŵ‖²`` after
     each iteration (row 0: nothing selected); ``pool_sse`` (iterations + 1, m) ``Σ_z r(z)²`` over
     the pool at the same levels; ``n_vectors_at`` (iterations + 1,) distinct vectors at each
-    level; ``stop_reason``; ``n_passes``; ``seconds``. Backfitting keeps the factor ``L`` and
+    level; ``stop_reason`` (a :class:`~kmp_dask.greedy._result.StopReason` value, one of
+    :data:`HMP_STOP_REASONS`); ``n_passes``; ``seconds``. Backfitting keeps the factor ``L`` and
     ``ctilde = L⁻¹ f(s)``; the basic pursuit keeps its ``steps`` (pool row, coefficient step).
     """
 
@@ -134,13 +138,7 @@ def _merge_steps(steps, m):
 
 
 def _merge_candidates(results):
-    keys = ("index", "score", "rows", "r", "f", "kdiag")
-    parts = [r for r in results if len(r["index"])]
-    if not parts:
-        return None
-    c = {k: np.concatenate([p[k] for p in parts]) for k in keys}
-    order = np.lexsort((c["index"], -c["score"]))  # best first, ties by pool row: order-free
-    return {k: v[order] for k, v in c.items()}
+    return merge_ranked(results, ("index", "score", "rows", "r", "f", "kdiag"), by="score")
 
 
 def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: int, backfit: bool = True,
@@ -205,7 +203,7 @@ def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: 
         if pick is None:  # every returned candidate is dependent: they are excluded from now on
             loop.stalls += 1
             if loop.stalls >= MAX_STALLS:
-                reason = "linear_dependence"
+                reason = StopReason.LINEAR_DEPENDENCE
                 break
             continue
         loop.stalls = 0
@@ -256,15 +254,15 @@ class _HMPModel:
 
     def stop_rule(self, best, rkhs_tol):
         if self.counts[-1] >= self.n_vectors:
-            return "n_vectors"
+            return StopReason.N_VECTORS
         if not self.backfit and self.it >= BASIC_MAX_STEPS * self.n_vectors:
-            return "max_iter"
+            return StopReason.MAX_ITER
         if self.total > 0 and self.err.sum() <= rkhs_tol * self.total:
-            return "rkhs_tol" if rkhs_tol > 0 else "converged"
+            return StopReason.RKHS_TOL if rkhs_tol > 0 else StopReason.CONVERGED
         if best is None:
-            return "exhausted"
+            return StopReason.EXHAUSTED
         if not best["score"][0] > 1e-15 * max(self.total, 1e-300):
-            return "converged"
+            return StopReason.CONVERGED
         return None
 
     def admissible(self, best):
@@ -335,7 +333,7 @@ class _HMPModel:
             vectors = np.asarray([first[i] for i in index.tolist()]).reshape(len(index), -1)
         return HMPResult(
             index=index, vectors=vectors, coef=final, wsq=self.wsq, rkhs_error=np.asarray(self.errs),
-            pool_sse=np.asarray(sses), n_vectors_at=np.asarray(self.counts), stop_reason=reason,
+            pool_sse=np.asarray(sses), n_vectors_at=np.asarray(self.counts), stop_reason=StopReason(reason).value,
             backfit=self.backfit, n_passes=n_passes, seconds=seconds,
             L=np.array(self.chol.L) if self.backfit else None, ctilde=self.ctilde if self.backfit else None,
             steps=None if self.backfit else self.steps,
@@ -372,17 +370,17 @@ def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates
             break
         cand = run.draw()                                      # candidates of this step
         if len(cand) == 0:
-            reason = "exhausted"
+            reason = StopReason.EXHAUSTED
             break
         score = run.scores(cand)
         order = np.lexsort((cand, -score))                     # best first, ties by pool row (as the engine)
         if not score[order[0]] > 1e-15 * max(run.total, 1e-300):
-            reason = "converged"
+            reason = StopReason.CONVERGED
             break
         z = run.pick(cand, order)                              # best independent candidate
         if z is None:
             if run.sampler is None:
-                reason = "linear_dependence"
+                reason = StopReason.LINEAR_DEPENDENCE
                 break
             continue
         if run.add(z):                                         # Cholesky column, residual, error
@@ -449,9 +447,9 @@ class _DensePursuit:
 
     def stop_rule(self, rkhs_tol):
         if len(self.sel) >= self.n_vectors:
-            return "n_vectors"
+            return StopReason.N_VECTORS
         if self.total > 0 and self.err.sum() <= rkhs_tol * self.total:
-            return "rkhs_tol" if rkhs_tol > 0 else "converged"
+            return StopReason.RKHS_TOL if rkhs_tol > 0 else StopReason.CONVERGED
         return None
 
     def draw(self):
@@ -526,7 +524,7 @@ class _DensePursuit:
         return HMPResult(
             index=index, vectors=self.Z[index].reshape(n, -1), coef=coef, wsq=self.wsq,
             rkhs_error=np.asarray(self.errs), pool_sse=np.asarray(self.sses), n_vectors_at=np.asarray(self.counts),
-            stop_reason=reason, backfit=True, n_passes=0, seconds=seconds, L=Ln, ctilde=self.ctilde)
+            stop_reason=StopReason(reason).value, backfit=True, n_passes=0, seconds=seconds, L=Ln, ctilde=self.ctilde)
 
 
 def pool_errors(engine, result: HMPResult, levels, values: bool = False):

@@ -15,7 +15,8 @@ __all__ = ["StopReason", "PursuitResult", "make_result", "prefix_coef"]
 
 
 class StopReason(str, enum.Enum):
-    """Why a greedy loop ended (stored as ``stop_reason_`` on estimators, as its string value)."""
+    """Why a greedy loop ended, for every family (stored as ``stop_reason_`` on estimators and as
+    ``stop_reason`` in the CVM, HMP and sparse KPCA results, as its string value)."""
 
     N_BASIS = "n_basis"  #: the requested number of basis functions was reached
     TOL = "tol"  #: relative training residual norm fell below ``tol``
@@ -25,6 +26,13 @@ class StopReason(str, enum.Enum):
     EXHAUSTED = "exhausted"  #: no candidate rows left
     NO_USABLE_CANDIDATE = "no_usable_candidate"  #: no basis function: no candidate explains any of the targets
     CONSTANT_KERNEL = "constant_kernel"  #: no basis function: the kernel is numerically constant on the data
+    BOUND = "bound"  #: the basis size the generalisation bound chose (KMP, sparse KPCA), after the run
+    MAX_CORE = "max_core"  #: CVM: the core set reached ``max_core`` rows before the ball converged
+    N_COMPONENTS = "n_components"  #: sparse KPCA / KCCA: the requested number of points was chosen
+    RANK = "rank"  #: sparse KPCA / KCCA: the kernel matrix's numerical rank was reached
+    N_VECTORS = "n_vectors"  #: HMP: the requested number of distinct vectors was selected
+    RKHS_TOL = "rkhs_tol"  #: HMP: ``‖w − ŵ‖²`` fell below ``rkhs_tol · ‖w‖²``
+    MAX_ITER = "max_iter"  #: HMP without backfitting: the step limit per wanted vector was reached
 
 
 @dataclass

@@ -27,6 +27,7 @@ from scipy.linalg import solve_triangular
 from ..blockops._kpca import KPCAColumn, KPCAScoreQuery, kpca_effects, kpca_moments, kpca_score
 from ..linalg import IncrementalCholesky
 from ._candidates import gather_rows
+from ._result import StopReason
 from ._sampling import RandomCandidates
 
 __all__ = ["KPCAResult", "KPCARun", "sparse_kernel_pca", "principal_directions", "canonical_directions", "truncate"]
@@ -38,7 +39,8 @@ MAX_STALLS = 8
 class KPCAResult:
     """``index`` (k,) chosen rows in order, ``vectors`` (k, d) their full rows, ``L`` per view the
     (k, k) Cholesky factor of the chosen points' Gram, ``trace`` (k + 1, V) trace residual per view
-    after 0..k points (row 0: tr K), ``dmax`` (k + 1, V) largest residual, ``stop_reason``,
+    after 0..k points (row 0: tr K), ``dmax`` (k + 1, V) largest residual, ``stop_reason`` (a
+    :class:`~kmp_dask.greedy._result.StopReason` value: ``"n_components"``, ``"rank"``, ``"bound"``),
     ``n_passes``, ``seconds``, ``n_rows``; ``mean`` per view ``Σ L(x)/N`` and ``gram[(u, v)]`` =
     ``Σ L_u(x) L_v(x)ᵀ`` over the data."""
 
@@ -181,69 +183,151 @@ class KPCARun:
         self.kmax = np.max([r["dmax"] for r in res], axis=0)  # (V,) max k(x, x)
         self.idx, self.Z = idx_next, gather_rows(res, idx_next, self.n_features, self.dtype)
         self.LZ = [np.zeros((len(self.idx), 0)) for _ in self.kernels]  # exact mode: kept up to date on the driver
-        self.reason = "n_components"
+        self.reason = None
 
     def loop(self, rng) -> KPCAResult:
-        """Passes until the size or the rank is reached, then the moments pass."""
-        kernels, columns, V, n_features = self.kernels, self.columns, len(self.kernels), self.n_features
+        """The selection (Algorithm 1 of Hussain & Shawe-Taylor, §4's quotient for two views):
+        passes until the size or the rank is reached, then the moments pass."""
         while True:
-            S = np.asarray(self.S_rows).reshape(len(self.S_rows), n_features)
-            if not self.exact:
-                self.LZ = [_coords(c, k, _view(S, col), _view(self.Z, col))
-                           for c, k, col in zip(self.chols, kernels, columns)]
-            dz = np.stack([np.asarray(k.diag(_view(self.Z, col)), dtype=np.float64) - np.einsum("ij,ij->i", L, L)
-                           for k, col, L in zip(kernels, columns, self.LZ)])
-            idx_next = None if self.exact else self.sampler.draw(rng, set(self.S_index) | self.dead)
-            res = self.engine.run(kpca_score, KPCAScoreQuery(self.Z, tuple(self.LZ), idx_next), self.effects)
-            self.n_passes += 1
-            self.effects = []
-            self.traces.append(np.sum([r["trace"] for r in res], axis=0))
-            self.dmaxes.append(np.max([r["dmax"] for r in res], axis=0))
-            if len(self.S_index) >= self.n_components:
+            S = self.chosen_rows()
+            dz = self.candidate_residuals(S)                # K̃(z, z) of this iteration's candidates
+            idx_next = self.pool.draw(self, rng)              # the next candidates, drawn before the pass
+            res = self.score_pass(idx_next)                   # applies the last choice; scores, traces
+            self.reason = self.stop_rule()                    # size, or the kernel matrix's rank
+            if self.reason is not None:
                 break
-            if np.any(self.dmaxes[-1] <= self.rank_tol * self.kmax):
-                self.reason = "rank"
-                break
-            score = _score(res, dz, (self.rank_tol * self.kmax)[:, None])
-            out = set(self.S_index) | self.dead
-            taken = np.isin(self.idx, np.fromiter(out, dtype=np.int64, count=len(out)))
-            score[taken] = -np.inf
-            pick, self.chols = _admit(self.chols, kernels, columns, S, self.Z, self.idx, score, self.dead)
-            if pick is None:
+            score = self.scores(res, dz)                      # the matching-pursuit quotient
+            pick, self.chols = _admit(self.chols, self.kernels, self.columns, S, self.Z, self.idx, score, self.dead)
+            if pick is None:                                  # every tried candidate was dependent
                 self.stalls += 1
-                if self.exact or self.stalls >= MAX_STALLS:
-                    self.reason = "rank"
+                if self.pool.stalled(self):
+                    self.reason = StopReason.RANK
                     break
-                self.idx, self.Z = idx_next, gather_rows(res, idx_next, n_features, self.dtype)
+                self.pool.advance(self, res, idx_next)
                 continue
             self.stalls = 0
-            z = self.Z[pick].copy()
-            lz = tuple(L[pick].copy() for L in self.LZ)
-            d = tuple(float(c.L[-1, -1] ** 2) for c in self.chols)
-            self.effects = [kpca_effects.add(KPCAColumn(z, lz, d, int(self.idx[pick])))]
-            self.S_rows.append(z)
-            self.S_index.append(int(self.idx[pick]))
-            if self.exact:  # every row's coordinates on the new columns, on the driver
-                self.LZ = _extend_coords(self.LZ, kernels, columns, self.Z, z, lz, d)
-            else:
-                self.idx, self.Z = idx_next, gather_rows(res, idx_next, n_features, self.dtype)
-            t = len(self.S_index) - 1
-            if self.checkpoint is not None:  # the end of iteration t: everything the rest depends on
-                self.checkpoint.maybe_save(self, t, None, rng)
-            if self.callback is not None:
-                rec = {"iteration": t, "score": float(score[pick])}
-                if V == 1:
-                    rec["residual_norm"] = ((self.traces[-1][0] - score[pick]) / self.traces[0][0]
-                                            if self.traces[0][0] > 0 else 0.0)
-                self.callback(rec)
-        mom = self.engine.run(kpca_moments, None, self.effects)  # the last choice, then Σ L and Σ L Lᵀ
+            self.choose(pick, res, idx_next)                  # a new column: queued for the next pass
+            self.end_iteration(rng, score, pick)              # checkpoint, callback
+        return self.moments()
+
+    @property
+    def pool(self):
+        """Where the candidates come from: every row (exact) or a random sample per iteration."""
+        return _EVERY_ROW if self.exact else _SAMPLED
+
+    def chosen_rows(self) -> np.ndarray:
+        return np.asarray(self.S_rows).reshape(len(self.S_rows), self.n_features)
+
+    def candidate_residuals(self, S) -> np.ndarray:
+        """``K̃(z, z) = k(z, z) − ‖L(z)‖²`` per view (V, candidates), the candidates' coordinates
+        ``L(z)`` brought up to date first."""
+        self.pool.coordinates(self, S)
+        return np.stack([np.asarray(k.diag(_view(self.Z, col)), dtype=np.float64) - np.einsum("ij,ij->i", L, L)
+                         for k, col, L in zip(self.kernels, self.columns, self.LZ)])
+
+    def score_pass(self, idx_next):
+        """One pass: the queued choice applied, this iteration's candidates scored, the trace and
+        largest residual recorded, the next candidates' rows fetched."""
+        res = self.engine.run(kpca_score, KPCAScoreQuery(self.Z, tuple(self.LZ), idx_next), self.effects)
+        self.n_passes += 1
+        self.effects = []
+        self.traces.append(np.sum([r["trace"] for r in res], axis=0))
+        self.dmaxes.append(np.max([r["dmax"] for r in res], axis=0))
+        return res
+
+    def stop_rule(self):
+        if len(self.S_index) >= self.n_components:
+            return StopReason.N_COMPONENTS
+        if np.any(self.dmaxes[-1] <= self.rank_tol * self.kmax):
+            return StopReason.RANK
+        return None
+
+    def scores(self, res, dz) -> np.ndarray:
+        """Each candidate's quotient; chosen and dependent rows −∞."""
+        score = _score(res, dz, (self.rank_tol * self.kmax)[:, None])
+        out = set(self.S_index) | self.dead
+        taken = np.isin(self.idx, np.fromiter(out, dtype=np.int64, count=len(out)))
+        score[taken] = -np.inf
+        return score
+
+    def choose(self, pick, res, idx_next) -> None:
+        """Candidate ``pick`` joins: its column is queued for the next pass, the candidates move on."""
+        z = self.Z[pick].copy()
+        lz = tuple(L[pick].copy() for L in self.LZ)
+        d = tuple(float(c.L[-1, -1] ** 2) for c in self.chols)
+        self.effects = [kpca_effects.add(KPCAColumn(z, lz, d, int(self.idx[pick])))]
+        self.S_rows.append(z)
+        self.S_index.append(int(self.idx[pick]))
+        self.pool.advance(self, res, idx_next, (z, lz, d))
+
+    def end_iteration(self, rng, score, pick) -> None:
+        t = len(self.S_index) - 1
+        if self.checkpoint is not None:  # the end of iteration t: everything the rest depends on
+            self.checkpoint.maybe_save(self, t, None, rng)
+        if self.callback is not None:
+            rec = {"iteration": t, "score": float(score[pick])}
+            if len(self.kernels) == 1:
+                rec["residual_norm"] = ((self.traces[-1][0] - score[pick]) / self.traces[0][0]
+                                        if self.traces[0][0] > 0 else 0.0)
+            self.callback(rec)
+
+    def moments(self) -> KPCAResult:
+        """The last choice applied, then ``Σ L`` and ``Σ L Lᵀ`` over the data: the result."""
+        mom = self.engine.run(kpca_moments, None, self.effects)
         n = sum(m["n"] for m in mom)
-        k = len(self.S_index)
+        k, V = len(self.S_index), len(self.kernels)
         means = [np.sum([m["sum"][v] for m in mom], axis=0) / max(n, 1) if k else np.zeros(0) for v in range(V)]
         gram = {key: np.sum([m["gram"][key] for m in mom], axis=0) for key in mom[0]["gram"]}
-        return KPCAResult(np.asarray(self.S_index, dtype=np.int64), np.asarray(self.S_rows).reshape(k, n_features),
+        return KPCAResult(np.asarray(self.S_index, dtype=np.int64),
+                          np.asarray(self.S_rows).reshape(k, self.n_features),
                           [np.array(c.L) for c in self.chols], np.asarray(self.traces), np.asarray(self.dmaxes),
-                          self.reason, self.n_passes + 1, 0.0, n, means, gram)
+                          StopReason(self.reason).value, self.n_passes + 1, 0.0, n, means, gram)
+
+
+class _EveryRow:
+    """Exact mode: every row is a candidate in every iteration; the driver holds them and keeps
+    their coordinates on the chosen columns up to date (one new column per choice)."""
+
+    @staticmethod
+    def coordinates(run, S) -> None:
+        pass  # kept up to date by :meth:`advance`
+
+    @staticmethod
+    def draw(run, rng):
+        return None
+
+    @staticmethod
+    def stalled(run) -> bool:
+        return True  # every row was tried: no other candidate will come
+
+    @staticmethod
+    def advance(run, res, idx_next, chosen=None) -> None:
+        if chosen is not None:  # every row's coordinates on the new column, on the driver
+            run.LZ = _extend_coords(run.LZ, run.kernels, run.columns, run.Z, *chosen)
+
+
+class _Sampled:
+    """``candidates`` random rows per iteration (the "59-trick"), drawn before the pass that
+    fetches their rows; their coordinates are computed on the driver from the chosen rows."""
+
+    @staticmethod
+    def coordinates(run, S) -> None:
+        run.LZ = [_coords(c, k, _view(S, col), _view(run.Z, col)) for c, k, col in zip(run.chols, run.kernels, run.columns)]
+
+    @staticmethod
+    def draw(run, rng):
+        return run.sampler.draw(rng, set(run.S_index) | run.dead)
+
+    @staticmethod
+    def stalled(run) -> bool:
+        return run.stalls >= MAX_STALLS
+
+    @staticmethod
+    def advance(run, res, idx_next, chosen=None) -> None:
+        run.idx, run.Z = idx_next, gather_rows(res, idx_next, run.n_features, run.dtype)
+
+
+_EVERY_ROW, _SAMPLED = _EveryRow(), _Sampled()
 
 
 def _extend_coords(LZ, kernels, columns, Z, z, lz, d):
@@ -324,5 +408,5 @@ def truncate(result: KPCAResult, k: int) -> KPCAResult:
     factors, means and Grams are the leading blocks (exact, no data pass)."""
     k = int(k)
     return KPCAResult(result.index[:k], result.vectors[:k], [L[:k, :k] for L in result.L], result.trace[: k + 1],
-                      result.dmax[: k + 1], "bound", result.n_passes, result.seconds, result.n_rows,
+                      result.dmax[: k + 1], StopReason.BOUND.value, result.n_passes, result.seconds, result.n_rows,
                       [mu[:k] for mu in result.mean], {key: g[:k, :k] for key, g in result.gram.items()})

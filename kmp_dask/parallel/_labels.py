@@ -7,11 +7,13 @@ import numpy as np
 __all__ = ["encode_dask_labels"]
 
 
-def encode_dask_labels(y):
+def encode_dask_labels(y, name_unorderable=None):
     """Non-numeric dask labels → ``(classes, codes)``, one small pass for the label set.
 
     ``classes`` is the sorted numpy array of distinct labels (computed now); ``codes`` is a lazy
-    int64 dask array of indices into ``classes``, chunked as ``y``.
+    int64 dask array of indices into ``classes``, chunked as ``y``. ``name_unorderable``: called
+    with the labels (in memory, as objects) when they mix types that cannot be ordered, to raise
+    an error naming them (the estimators' in-memory check); numpy's TypeError otherwise.
     """
     import dask.array as da
 
@@ -19,9 +21,8 @@ def encode_dask_labels(y):
     try:
         classes = np.unique(da.unique(y).compute())
     except TypeError:  # labels of several types: named (rows and values) by the in-memory check
-        from ..estimators._inputs import encode_labels
-
-        encode_labels(np.asarray(y.compute(), dtype=object))
+        if name_unorderable is not None:
+            name_unorderable(np.asarray(y.compute(), dtype=object))
         raise
     return classes, y.map_blocks(_codes, classes, dtype=np.int64)
 

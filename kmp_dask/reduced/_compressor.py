@@ -17,7 +17,7 @@ Methods (``method=``):
 * ``"l0"`` / ``"l1"`` — the paper's baselines on the dense pool Gram
   (:mod:`kmp_dask.reduced._sparse`): O(P³), for pools up to a few thousand points.
 * ``chunk_vectors=c`` (with ``"hmp"``) — the chunking method (§3.6): as a dask task graph
-  (``chunking="tree"``, :func:`kmp_dask.parallel._reduced.chunked_compression`) or as the paper
+  (``chunking="tree"``, :func:`kmp_dask.greedy._hmp_setup.chunked_compression`) or as the paper
   describes it (``chunking="cyclic"``, :mod:`kmp_dask.reduced._cyclic`), followed, with
   ``refine=True``, by a pursuit against the full ``w`` over the vectors it kept.
 

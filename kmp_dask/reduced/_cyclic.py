@@ -31,7 +31,7 @@ points (``start="zero"``) or the first sweep (``"model"``: every piece's old ter
 evaluates O(N²) kernel values — as much as one pursuit of the whole pool against the full ``w`` —
 and each sweep O(N · keep); memory O(N · m) plus a
 row block. Everything runs in this process (numpy only); the tree (``chunking="tree"``,
-``parallel._reduced.chunked_compression``) is the variant that runs on the workers and never
+``greedy._hmp_setup.chunked_compression``) is the variant that runs on the workers and never
 evaluates the full ``w``.
 """
 

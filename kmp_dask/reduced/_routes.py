@@ -8,7 +8,7 @@ objects and ``‖w_j‖²`` — and records the pursuits on the estimator (``res
   P × n_vectors — the pivoted-Cholesky pursuit ``greedy._hmp.dense_hyperplane_pursuit``;
 * **engine** (:func:`engine_pursuit`): the pool partitioned on an engine — the in-process engine
   for a numpy pool, one actor per worker for a store or a cluster — one pass per vector
-  (``parallel._reduced.compress_on_pool``); with exchanges on a store pool the engine stays open
+  (``greedy._hmp_setup.compress_on_pool``); with exchanges on a store pool the engine stays open
   for them (``est._xengine``, closed by ``fit``'s exit stack);
 * **chunked** (inside :func:`hmp_levels`): the chunking method (§3.6) — the tree on the workers
   (``chunking="tree"``) or the paper's cycle through the pieces in this process
@@ -28,8 +28,8 @@ import numpy as np
 
 from ..estimators._progress import progress_callback
 from ..greedy._hmp import dense_hyperplane_pursuit
-from ..parallel import make_engine, resolve_client
-from ..parallel._reduced import chunked_compression, compress_on_pool
+from ..greedy._hmp_setup import chunked_compression, compress_on_pool
+from ..parallel import Tasks, make_engine, resolve_client
 from ..store import InMemoryStore
 from ._cyclic import cyclic_chunking
 from ._level import _Level, levels_from_fixed, levels_from_pursuits
@@ -136,7 +136,7 @@ def _tree_vectors(est, client, exp, path_len, saver, ckpt):
         res = cyclic_chunking(exp, piece_vectors=int(est.chunk_vectors), keep=path_len, criterion=est.criterion)
         vecs, tree_coef = res.vectors, res.coef
     else:
-        vecs, tree_coef = chunked_compression(client, exp, piece_vectors=int(est.chunk_vectors),
+        vecs, tree_coef = chunked_compression(Tasks(client), exp, piece_vectors=int(est.chunk_vectors),
                                               keep=path_len, criterion=est.criterion)
     if saver is not None:
         saver.extra["tree"] = (vecs, tree_coef)

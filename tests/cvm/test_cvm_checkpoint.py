@@ -18,7 +18,7 @@ import pytest
 from sklearn.datasets import make_classification
 
 import kmp_dask.estimators._cvm as est_cvm
-import kmp_dask.parallel._cvm as par_cvm
+import kmp_dask.greedy._cvm_problems as par_cvm
 from kmp_dask import MMDA, CVMClassifier
 from kmp_dask.estimators._progress import iteration_listener
 from kmp_dask.greedy._checkpoint import STATE_FILE, _load, _read_header, checkpoint_info
@@ -140,7 +140,7 @@ def test_binary_cvm_resumed_twice_and_a_complete_checkpoint_returns_the_model(tm
     _same_cvm(done, ref, X)
     assert done.fit_seconds_ > 0
     with monkeypatch.context() as m:
-        m.setattr(par_cvm, "fit_binary_problems", lambda *a, **k: pytest.fail("a complete checkpoint needs no pass"))
+        m.setattr(est_cvm, "fit_binary_problems", lambda *a, **k: pytest.fail("a complete checkpoint needs no pass"))
         again = make().fit(X, y, checkpoint=ckpt, resume=True)
     _same_cvm(again, ref, X)
     assert again.fit_seconds_ == pytest.approx(done.fit_seconds_, rel=0.5)
@@ -301,7 +301,7 @@ def test_resumed_on_a_process_cluster_is_identical(tmp_path, monkeypatch, proces
 
 _SCRIPT = """
 import sys
-import kmp_dask.parallel._cvm as par_cvm
+import kmp_dask.greedy._cvm_problems as par_cvm
 from kmp_dask import MMDA
 
 real = par_cvm.core_vector_machine
@@ -350,7 +350,7 @@ def test_a_task_of_an_earlier_run_stops_at_its_next_save(tmp_path):
     """A one-vs-rest task that outlived its driver (the cluster survived) must not keep writing a
     checkpoint a resumed run now owns: it stops at its next save, writing nothing."""
     from kmp_dask.greedy._checkpoint import Checkpoint
-    from kmp_dask.parallel._cvm import CheckpointSuperseded, ProblemCheckpoint
+    from kmp_dask.greedy._cvm_problems import CheckpointSuperseded, ProblemCheckpoint
 
     X, y = _data()
     ckpt = tmp_path / "ck"
@@ -402,7 +402,8 @@ def test_the_rebuilt_ktilde_is_the_loops_own_bit_for_bit():
 def test_one_vs_rest_tasks_time_out_when_no_problem_finishes_in_time(process_client):
     """Results are taken as they arrive; ``timeout`` bounds the wait for the next one."""
     from kmp_dask.kernels import get_kernel
-    from kmp_dask.parallel._cvm import fit_binary_problems
+    from kmp_dask.greedy._cvm_problems import fit_binary_problems
+    from kmp_dask.parallel import Tasks
     from kmp_dask.store import InMemoryStore
 
     X, y = _data(n=3000, classes=3, seed=1)
@@ -410,9 +411,9 @@ def test_one_vs_rest_tasks_time_out_when_no_problem_finishes_in_time(process_cli
     kw = dict(kernel=get_kernel("rbf", gamma=GAMMA), kappa=1.0, C=C, eps=1e-4, n_rows=len(X), candidates=59,
               max_core=5000)
     with pytest.raises(TimeoutError, match="no one-vs-rest problem finished within 0 s"):
-        fit_binary_problems(process_client, store, [0, 1, 2], seeds=[1, 2, 3], timeout=0.01, **kw)
+        fit_binary_problems(Tasks(process_client), store, [0, 1, 2], seeds=[1, 2, 3], timeout=0.01, **kw)
     got = []
-    res = fit_binary_problems(process_client, store, [0, 1, 2], seeds=[1, 2, 3], timeout=600,
+    res = fit_binary_problems(Tasks(process_client), store, [0, 1, 2], seeds=[1, 2, 3], timeout=600,
                               on_problem=lambda k, r, n: got.append((k, n)), **kw)
     assert sorted(k for k, _ in got) == [0, 1, 2] and [n for _, n in got] == [1, 2, 3]
     assert [len(r.core_index) for r in res] == [r.n_iter + 1 for r in res]

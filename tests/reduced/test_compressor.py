@@ -178,19 +178,20 @@ def test_progress_lines_with_verbose(binary, capsys):
 
 
 def test_chunking_tree_pieces_use_the_criterion():
-    from kmp_dask.parallel._reduced import _compress_piece, chunked_compression
+    from kmp_dask.greedy._hmp_setup import chunked_compression, compress_piece
+    from kmp_dask.parallel import Tasks, local_engine
 
     X, y = make_regression(n_samples=300, n_features=3, noise=0.1, random_state=4)
     krr = KernelRidge(alpha=1e-2, kernel="rbf", gamma=0.3).fit(X, y)
     exp = ReducedSetCompressor(n_vectors=1).fit(krr).target_.expansion
     for criterion in ("eq13", "decrease"):
         # one piece: the tree is that piece's pursuit with the criterion asked for
-        vecs, coef = chunked_compression(None, exp, piece_vectors=400, keep=25, criterion=criterion)
+        vecs, coef = chunked_compression(Tasks(None), exp, piece_vectors=400, keep=25, criterion=criterion)
         ref = ReducedSetCompressor(n_vectors=25, criterion=criterion).fit(krr)
         np.testing.assert_array_equal(vecs, ref.expansion_.support_vectors)
         np.testing.assert_allclose(coef, ref.expansion_.coef, rtol=1e-7, atol=1e-9)
     tree = {c: ReducedSetCompressor(n_vectors=25, chunk_vectors=100, refine=False, criterion=c).fit(krr)
             for c in ("eq13", "decrease")}
     assert not np.array_equal(tree["eq13"].expansion_.support_vectors, tree["decrease"].expansion_.support_vectors)
-    piece = _compress_piece(exp.support_vectors[:100], exp.coef[:100], exp.kernels[0], 25, "decrease")
+    piece = compress_piece(exp.support_vectors[:100], exp.coef[:100], exp.kernels[0], 25, "decrease", local_engine)
     assert len(piece[0]) == 25

@@ -13,7 +13,7 @@ import pytest
 from _kill_at_line import run_and_kill_at
 from sklearn.svm import SVC
 
-import kmp_dask.parallel._reduced as par_reduced
+import kmp_dask.greedy._hmp_setup as par_reduced
 import kmp_dask.reduced._build as rb
 import kmp_dask.reduced._routes as rr
 from kmp_dask import ReducedSetCompressor

@@ -13,7 +13,7 @@ from kmp_dask import KernelExpansion
 from kmp_dask.blockops import apply_effects
 from kmp_dask.greedy._hmp import RESYNC_EVERY, hyperplane_pursuit
 from kmp_dask.parallel import InProcessEngine, partition_specs
-from kmp_dask.parallel._reduced import compress_on_pool
+from kmp_dask.greedy._hmp_setup import compress_on_pool
 from kmp_dask.reduced import ReducedSetCompressor
 from kmp_dask.store import InMemoryStore
 

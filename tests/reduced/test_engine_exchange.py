@@ -18,7 +18,7 @@ from kmp_dask.blockops import apply_effects
 from kmp_dask.greedy._exchange import engine_exchange, exchange_vectors
 from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import InProcessEngine, partition_specs
-from kmp_dask.parallel._reduced import compress_on_pool
+from kmp_dask.greedy._hmp_setup import compress_on_pool
 from kmp_dask.reduced import ReducedSetCompressor
 from kmp_dask.store import InMemoryStore, create_store
 

@@ -9,7 +9,7 @@ from kmp_dask import KernelExpansion
 from kmp_dask.greedy._hmp import hyperplane_pursuit, pool_errors
 from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import make_engine
-from kmp_dask.parallel._reduced import compress_on_pool, pool_rkhs_norms
+from kmp_dask.greedy._hmp_setup import compress_on_pool, pool_rkhs_norms
 from kmp_dask.store import InMemoryStore
 
 

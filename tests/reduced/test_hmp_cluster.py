@@ -14,7 +14,7 @@ from _loaded_machine import wait_for_workers  # generous on a loaded machine (is
 from kmp_dask import KernelExpansion
 from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import ActorEngine, InProcessEngine, partition_specs
-from kmp_dask.parallel._reduced import compress_on_pool
+from kmp_dask.greedy._hmp_setup import compress_on_pool
 from kmp_dask.store import create_store
 
 
@@ -110,13 +110,14 @@ def test_chunking_tree_on_workers_survives_a_killed_worker(process_client):
     run is recomputed by dask (every task is a pure function of the expansion's pieces)."""
     import threading
 
-    from kmp_dask.parallel._reduced import chunked_compression
+    from kmp_dask.greedy._hmp_setup import chunked_compression
+    from kmp_dask.parallel import Tasks
 
     rng = np.random.default_rng(11)
     X = rng.normal(size=(6000, 5))
     exp = KernelExpansion(X, rng.normal(size=(6000, 2)), 0.0, get_kernel("rbf", gamma=0.3))
-    ref_vecs, ref_coef = chunked_compression(None, exp, piece_vectors=750, keep=120)
-    vecs, coef = chunked_compression(process_client, exp, piece_vectors=750, keep=120, timeout=300)
+    ref_vecs, ref_coef = chunked_compression(Tasks(None), exp, piece_vectors=750, keep=120)
+    vecs, coef = chunked_compression(Tasks(process_client), exp, piece_vectors=750, keep=120, timeout=300)
     np.testing.assert_array_equal(vecs, ref_vecs)
     np.testing.assert_allclose(coef, ref_coef, rtol=1e-10, atol=1e-12 * np.abs(ref_coef).max())
     wait_for_workers(process_client, 2)
@@ -135,7 +136,7 @@ def test_chunking_tree_on_workers_survives_a_killed_worker(process_client):
     killer = threading.Thread(target=kill_while_it_computes, daemon=True)
     killer.start()
     try:
-        vecs2, coef2 = chunked_compression(process_client, exp, piece_vectors=750, keep=120, timeout=300)
+        vecs2, coef2 = chunked_compression(Tasks(process_client), exp, piece_vectors=750, keep=120, timeout=300)
     finally:
         done.set()
         killer.join()

@@ -1,48 +1,28 @@
-"""Core vector machines on the cluster: one-vs-rest binary problems as parallel tasks of one graph.
+"""Core vector machines' one-vs-rest problems and MMDA's features: the problem loop and its checkpoints.
 
-A binary problem on a store with a cluster runs on an :class:`~kmp_dask.parallel.ActorEngine`
-(its distance passes on the workers that hold the rows). The binary problems of a one-vs-rest
-multi-class fit are independent: with a cluster each is one dask task that runs the core-set loop
-on an in-process engine over the store's rows (read by the task), so a cluster with more workers
-finishes a many-class problem sooner; without one they run in turn on one engine.
+A binary problem ("label == positive") is :func:`run_problem` on an engine over the store's
+rows: the core-set loop (:func:`~kmp_dask.greedy._cvm.core_vector_machine`), or for MMDA one
+such loop per feature on the kernel deflated by the earlier ones. The problems of a
+one-vs-rest multi-class fit are independent: :func:`fit_binary_problems` hands them to the
+dask layer's map over problems (:meth:`kmp_dask.parallel.Tasks.map_problems`) — in turn on one
+engine without a cluster or for one problem (its passes then run on the workers that hold the
+rows), one dask task each otherwise (so a cluster with more workers finishes a many-class problem
+sooner) — and keeps each problem's checkpoint. No dask here.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 
 import numpy as np
 
 from ..blockops._cvm import cvm_effects
-from ..greedy._checkpoint import checkpoint_info
-from ..greedy._cvm import core_vector_machine, mmda_feature
-from ..blockops import PartitionSpec, partition_bounds
-from ._engine import InProcessEngine, tune_worker_malloc
-from ._setup import _SliceReader, make_engine
+from ._checkpoint import checkpoint_info
+from ._cvm import core_vector_machine, mmda_feature
 
-__all__ = ["fit_binary_problems", "run_problem", "in_process_specs", "ProblemCheckpoint", "CheckpointSuperseded"]
-
-IN_PROCESS_PARTITION_BYTES = 64 << 20
-"""Partition size for a core-set loop on an in-process engine (no cluster, or one one-vs-rest
-problem as a task): the loop makes one pass per core vector, most of them over ~60 sampled rows,
-so a pass costs mostly its per-partition overhead. The engine's usual split into ≥ 8 partitions
-(for parallel workers) made letter's 14,000 rows 7 partitions; in one process that only adds
-overhead (measured: see docs/cvm.md)."""
-
-
-def in_process_specs(store):
-    """Partitions of ``store`` for an in-process core-set loop: row blocks within its storage
-    chunks of up to :data:`IN_PROCESS_PARTITION_BYTES`, not split further for workers."""
-    row_bytes = int(store.n_features) * np.dtype(store.dtype).itemsize
-    ranges = partition_bounds(store.row_chunks, row_bytes, target_bytes=IN_PROCESS_PARTITION_BYTES,
-                              min_partitions=1)
-    row_bytes += 8 * int(np.prod(store.y_shape[1:] or (1,))) if store.has_y else 0
-    if store.url is None:
-        return [PartitionSpec(i, a, b, _SliceReader(a, *store.read_range(a, b)), row_bytes, None)
-                for i, (a, b) in enumerate(ranges)]
-    reader = store.reader()
-    return [PartitionSpec(i, a, b, reader, row_bytes, None) for i, (a, b) in enumerate(ranges)]
+__all__ = ["fit_binary_problems", "run_problem", "ProblemCheckpoint", "CheckpointSuperseded"]
 
 
 class CheckpointSuperseded(RuntimeError):
@@ -116,26 +96,18 @@ def run_problem(engine, positive, *, kernel, kappa, C, eps, n_rows, candidates, 
     return out
 
 
-def _task(specs, positive, kw, part=None, saved=None):
-    # A worker's nanny makes every temporary above 128 KiB a fresh mmap (docs/engine.md): the loop's
-    # per-iteration core-sized arrays (the growing K̃ and its factor, ~1 MB at 370 core rows) then
-    # fault their pages in on every iteration.
-    tune_worker_malloc()
-    with InProcessEngine(specs) as engine:
-        engine.run(None, None, [cvm_effects.init(kw["kernel"])])
-        return run_problem(engine, positive, checkpoint=part, saved=saved, **kw)
+def _solve(engine, positive, seed, checkpoint, saved, kw):
+    """:func:`run_problem` with the arguments :meth:`~kmp_dask.parallel.Tasks.map_problems` passes."""
+    return run_problem(engine, positive, seed=seed, checkpoint=checkpoint, saved=saved, **kw)
 
 
-def _engine(client, store):
-    return InProcessEngine(in_process_specs(store)) if client is None else make_engine(client, store)
-
-
-def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 3600.0, checkpoint=None,
+def fit_binary_problems(tasks, store, positives, *, seeds, timeout: float = 3600.0, checkpoint=None,
                         on_problem=None, **kw):
     """Run one binary problem per entry of ``positives``; returns their results in order.
 
-    ``client=None``: one in-process engine, problems in turn. One problem and a client: an actor
-    engine (passes on the workers). Several problems and a client: one task each.
+    ``tasks``: a :class:`~kmp_dask.parallel.Tasks`. Without a cluster: one in-process engine,
+    problems in turn. One problem and a cluster: an actor engine (passes on the workers). Several
+    problems and a cluster: one task each (``timeout``: the longest wait for the next result).
 
     ``checkpoint``: the fit's :class:`~kmp_dask.greedy._checkpoint.Checkpoint` (None: none). Each
     problem has its own part ``problem-<k>``: while it runs, its core-set loop's state
@@ -175,11 +147,13 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
             on_problem(k, result, len(done))
 
     todo = [k for k in range(len(positives)) if k not in done]
-    problems = (positives, seeds, parts, checkpoint, token)
-    if todo and (client is None or len(positives) == 1):
-        _run_in_turn(client, store, todo, problems, finished, kw)
-    elif todo:
-        _run_as_tasks(client, store, todo, problems, finished, timeout, kw)
+    if todo:
+        as_tasks = tasks.distributed and len(positives) > 1
+        problems = [(k, (positives[k], seeds[k], *_problem_checkpoint(k, parts, checkpoint, token, as_tasks)))
+                    for k in todo]
+        tasks.map_problems(store, functools.partial(_solve, kw=kw), problems, finished=finished,
+                           setup=[cvm_effects.init(kw["kernel"])], as_tasks=as_tasks, timeout=timeout,
+                           what="one-vs-rest problem")
     results = [done[k] for k in range(len(positives))]
     if checkpoint is not None:
         _save_results(checkpoint, parts, results, seeds, elapsed0, t0, token)
@@ -193,57 +167,6 @@ def _problem_checkpoint(k, parts, checkpoint, token, detached=False):
         if k in parts else None
     saved = parts[k].saved if k in parts else None
     return pc, saved
-
-
-def _run_in_turn(client, store, todo, problems, finished, kw):
-    """The problems ``todo`` one after another on one engine (in-process, or actors on the
-    cluster); ``finished(k, result)`` after each."""
-    positives, seeds, parts, checkpoint, token = problems
-    engine = _engine(client, store)
-    try:
-        engine.run(None, None, [cvm_effects.init(kw["kernel"])])
-        for k in todo:
-            pc, saved = _problem_checkpoint(k, parts, checkpoint, token)
-            finished(k, run_problem(engine, positives[k], seed=seeds[k], checkpoint=pc, saved=saved, **kw))
-    finally:
-        engine.close()
-
-
-def _run_as_tasks(client, store, todo, problems, finished, timeout, kw):
-    """The problems ``todo`` as one dask task each; ``finished(k, result)`` as each result arrives
-    (the tasks are cancelled if that fails or no result arrives within ``timeout`` seconds)."""
-    from distributed import as_completed
-
-    positives, seeds, parts, checkpoint, token = problems
-    specs = in_process_specs(store)
-    # hash=False: keys of this call only (a cancelled earlier call must not release them)
-    specs_f = client.scatter(specs, broadcast=True, hash=False) if store.url is None else specs
-    futures = {}
-    for k in todo:
-        pc, saved = _problem_checkpoint(k, parts, checkpoint, token, detached=True)
-        futures[client.submit(_task, specs_f, positives[k], {**kw, "seed": seeds[k]}, pc, saved, pure=False)] = k
-    try:  # each problem's result as it arrives; ``timeout``: the longest wait for the next one
-        _collect_as_completed(as_completed(list(futures), loop=client.loop), futures, finished, timeout)
-    except BaseException:
-        for f in futures:
-            f.cancel()
-        raise
-
-
-def _collect_as_completed(ac, futures, finished, timeout):
-    """``finished(k, result)`` for each future of ``ac`` as it completes; a :class:`TimeoutError`
-    when none completes within ``timeout`` seconds (None: no limit) of the last."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not ac.is_empty():
-        if not ac.has_ready():
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"no one-vs-rest problem finished within {timeout:.0f} s "
-                                   "(kmp_dask.pass-timeout)")
-            time.sleep(0.02)
-            continue
-        for f in ac.next_batch(block=False):
-            finished(futures[f], f.result())
-        deadline = None if timeout is None else time.monotonic() + timeout
 
 
 def _save_results(checkpoint, parts, results, seeds, elapsed0, t0, token):

@@ -1,25 +1,28 @@
-"""Reduced-set compression on the cluster: the pool engine and the chunking method's task graph.
+"""Reduced-set compression's drivers: the pursuit over an engine's pool and the chunking method's tree.
 
 * :func:`compress_on_pool` — hyperplane matching pursuit over a pool held by an engine (the
   in-process engine for numpy pools without a cluster, one actor per worker otherwise): one
   init pass evaluates the expansion on the pool (the O(pool · n) pass), then one pass per
   selected vector.
-* :func:`chunked_compression` — Weston & Bakır §3.6 as a dask task graph: the expansion is cut
-  into pieces of ``piece_vectors`` terms, each piece compressed on a worker (pool = its own
-  vectors), the reduced pieces merged in groups of ``arity`` and compressed again, up a tree;
-  the driver only submits tasks and waits (every wait bounded by ``timeout``).
+* :func:`chunked_compression` — Weston & Bakır §3.6 as a tree: the expansion is cut into pieces
+  of ``piece_vectors`` terms, each piece compressed (pool = its own vectors), the reduced pieces
+  merged in groups of ``arity`` and compressed again, up a tree; the tree runs through the dask
+  layer's :meth:`~kmp_dask.parallel.Tasks.tree_reduce` (on the workers, or in this process).
+
+No dask here: engines and tasks come from the caller.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..blockops import RSSetup, rs_effects, rs_stats
-from ..greedy._hmp import hyperplane_pursuit
-from ..store import InMemoryStore
-from ._setup import make_engine
+from ..expansion import KernelExpansion
+from ._hmp import hyperplane_pursuit
 
-__all__ = ["compress_on_pool", "chunked_compression", "pool_rkhs_norms"]
+__all__ = ["compress_on_pool", "chunked_compression", "pool_rkhs_norms", "compress_piece"]
 
 
 def pool_rkhs_norms(engine, expansion, pool_coef) -> np.ndarray:
@@ -66,17 +69,16 @@ def compress_on_pool(engine, expansion, pool_coef, *, n_rows, outputs_groups, n_
     return wsq, results
 
 
-def _compress_piece(vectors, coef, kernel, keep, criterion="eq13"):
+def compress_piece(vectors, coef, kernel, keep, criterion="eq13", local_engine=None):
     """Compress the expansion ``(vectors, coef)`` to ``keep`` of its own vectors (coupled,
-    backfitted, selected by ``criterion``), in this process. Returns ``(vectors, coef)`` of the
-    reduced piece."""
-    from ..expansion import KernelExpansion
-
+    backfitted, selected by ``criterion``) on ``local_engine(vectors)`` (an in-process engine over
+    the rows: :func:`kmp_dask.parallel.local_engine`). Returns ``(vectors, coef)`` of the reduced
+    piece."""
     vectors = np.asarray(vectors)
     if len(vectors) <= keep:
         return vectors, np.asarray(coef)
     exp = KernelExpansion(vectors, coef, 0.0, kernel)
-    with make_engine(None, InMemoryStore(vectors)) as engine:
+    with local_engine(vectors) as engine:
         _, (res,) = compress_on_pool(engine, exp, exp.coef, n_rows=len(vectors),
                                      outputs_groups=[range(exp.n_outputs)], n_vectors=keep, criterion=criterion)
     return res.vectors, res.coef
@@ -86,43 +88,37 @@ def _merge(*pieces):
     return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
 
 
-def _merge_and_compress(kernel, keep, criterion, *pieces):
-    return _compress_piece(*_merge(*pieces), kernel, keep, criterion)
+def _leaf(piece, kernel, keep, criterion, local_engine):
+    return compress_piece(*piece, kernel, keep, criterion, local_engine)
 
 
-def chunked_compression(client, expansion, *, piece_vectors: int, keep: int, arity: int = 2,
+def _merge_and_compress(kernel, keep, criterion, local_engine, *pieces):
+    return compress_piece(*_merge(*pieces), kernel, keep, criterion, local_engine)
+
+
+def chunked_compression(tasks, expansion, *, piece_vectors: int, keep: int, arity: int = 2,
                         timeout: float = 3600.0, criterion: str = "eq13"):
-    """The chunking method (§3.6) as a tree of dask tasks; returns ``(vectors, coef)``.
+    """The chunking method (§3.6) as a tree of tasks; returns ``(vectors, coef)``.
 
     Level 0: pieces of ``piece_vectors`` consecutive terms, each compressed to ``keep``
     vectors. Each further level merges ``arity`` reduced pieces and compresses the union to
-    ``keep`` again, until one piece is left. ``client=None`` runs the same tree in this process.
+    ``keep`` again, until one piece is left. ``tasks``: a :class:`~kmp_dask.parallel.Tasks` (its
+    tree reduction runs the tree on the cluster, or without a client in this process).
     ``criterion``: the pieces' selection score (as :func:`compress_on_pool`).
     """
     kernel = expansion.kernels[0]
     sv, coef = expansion.support_vectors, expansion.coef
     bounds = list(range(0, len(sv), int(piece_vectors))) + [len(sv)]
-    if client is None:
-        pieces = [_compress_piece(sv[a:b], coef[a:b], kernel, keep, criterion)
-                  for a, b in zip(bounds[:-1], bounds[1:])]
-        while len(pieces) > 1:
-            pieces = [_merge_and_compress(kernel, keep, criterion, *pieces[i : i + arity])
-                      for i in range(0, len(pieces), arity)]
-        return pieces[0]
+    pieces = [(sv[a:b], coef[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
     # the kernel (a few numbers) travels inside each task, not as scattered data: a scattered
     # value is not recomputable, so a worker killed while holding a replica cancelled the tree
     # ("lost dependencies", 1 run in 3 of the killed-worker test); every task stays a pure function
-    kernel_f = kernel
-    futures = [client.submit(_compress_piece, sv[a:b], coef[a:b], kernel_f, keep, criterion, pure=False)
-               for a, b in zip(bounds[:-1], bounds[1:])]
-    while len(futures) > 1:
-        futures = [client.submit(_merge_and_compress, kernel_f, keep, criterion, *futures[i : i + arity],
-                                 pure=False)
-                   for i in range(0, len(futures), arity)]
+    args = (kernel, keep, criterion, tasks.local_engine)
     try:
-        return futures[0].result(timeout=timeout)
+        return tasks.tree_reduce(functools.partial(_leaf, kernel=kernel, keep=keep, criterion=criterion,
+                                                   local_engine=tasks.local_engine),
+                                 pieces, functools.partial(_merge_and_compress, *args), arity=arity, timeout=timeout)
     except TimeoutError:
-        futures[0].cancel()
         raise TimeoutError(
             f"chunked compression did not finish within {timeout:.0f} s; raise `timeout` (dask config "
             "kmp_dask.pass-timeout) or use larger pieces / fewer vectors per piece") from None
