@@ -244,6 +244,7 @@ class _BaseKMPCV(BaseEstimator):
         _check_cv_params(self)
         rs = check_random_state(self.random_state)
         split_seed, fit_seed = (int(rs.randint(0, 2**31 - 1)) for _ in range(2))
+        self.split_seed_ = split_seed
         in_memory = not (is_store_like(X) or is_dask_array(X))
         if self._is_classifier and y is not None and not is_dask_array(y):
             check_class_labels(y)
@@ -270,7 +271,8 @@ class _BaseKMPCV(BaseEstimator):
     def _gammas(self, X) -> np.ndarray:
         if self.gammas is not None:
             return np.asarray([float(g) for g in self.gammas])
-        return scale_gamma(X) * np.asarray(DEFAULT_GAMMA_FACTORS)
+        # 12 significant digits: a store's chunk-wise mean / std may move the scale by an ulp with the chunking
+        return np.asarray([float(f"{scale_gamma(X) * c:.12g}") for c in DEFAULT_GAMMA_FACTORS])
 
     def _fold_fit(self, gamma, seed, client, X, y, sample_weight=None):
         t0 = time.perf_counter()
@@ -444,6 +446,10 @@ _DOC = """
         ``best_estimator_.n_basis_``.
     n_splits_ : int
         Number of folds.
+    split_seed_ : int
+        Seed of the folds: the hash of :func:`~kmp_dask.estimators._kmp_cv.hash_folds` (store /
+        dask input) or the shuffle of ``StratifiedKFold`` / ``KFold`` (numpy input with an int
+        ``cv``). The pursuits' seed is ``best_estimator_.random_state``.
     n_features_in_, feature_names_in_{classes}
         As the best estimator's.
 """
@@ -466,6 +472,7 @@ class KMPRegressorCV(RegressorMixin, _BaseKMPCV):
 """)
 
     _inner_class = KMPRegressor
+    score = _BaseKMPCV.score  # not RegressorMixin's: y=None reads y from a store
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -490,6 +497,7 @@ class KMPClassifierCV(ClassifierMixin, _BaseKMPCV):
 
     _inner_class = KMPClassifier
     _is_classifier = True
+    score = _BaseKMPCV.score  # not ClassifierMixin's: y=None reads y from a store
 
     def decision_function(self, X):
         """``best_estimator_.decision_function(X)``."""
