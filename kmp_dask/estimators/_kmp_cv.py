@@ -292,9 +292,10 @@ class _BaseKMPCV(BaseEstimator):
             splitter = kind(n_splits=int(self.cv), shuffle=True, random_state=split_seed)
         else:
             splitter = check_cv(self.cv, y, classifier=self._is_classifier)
-        with fit_input(self, X, y, chunk_rows=None, is_classifier=self._is_classifier):
-            pass  # scikit-learn's checks of X and y, before any pursuit
-        splits = list(splitter.split(X, y))
+        with fit_input(self, X, y, chunk_rows=None, is_classifier=self._is_classifier) as store:
+            codes = store.read_range(0, store.n_rows)[1]  # checked and encoded (labels of any dtype → codes)
+        splits = list(splitter.split(X, codes))
+        X, y = (a if hasattr(a, "iloc") else np.asarray(a) for a in (X, y))  # pandas kept: feature names
         self.gammas_ = self._gammas(_numeric(X))
         scores, times = [], []
         for gamma in self.gammas_:
