@@ -281,7 +281,11 @@ class _BaseKMPCV(BaseEstimator):
             warnings.simplefilter("ignore", KernelWidthWarning)
             warnings.simplefilter("ignore", DegenerateFitWarning)
             est.fit(X, y, sample_weight=sample_weight)
-        return _PrefixScorer(est), time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        if self.verbose:
+            print(f"{type(self).__name__}: gamma={gamma:.4g}: {est.n_basis_} atoms ({est.stop_reason_}) in "
+                  f"{seconds:.1f}s", flush=True)
+        return _PrefixScorer(est), seconds
 
     def _cv_arrays(self, X, y, split_seed, fit_seed, client):
         """numpy / pandas input: scikit-learn folds, one pursuit per (γ, fold) on the fold's rows."""
@@ -421,7 +425,7 @@ _DOC = """
         Where to fit, as for :class:`~kmp_dask.{inner}`; one client serves every fold and the
         refit.
     verbose : int, default=0
-        Not used yet (kept for the common signature).
+        > 0: one line per pursuit (γ, atoms, why it stopped, seconds).
 
     Attributes
     ----------
