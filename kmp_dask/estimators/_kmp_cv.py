@@ -364,6 +364,7 @@ class _BaseKMPCV(BaseEstimator):
         self.best_params_ = {"gamma": float(self.gammas_[g]), "n_basis": int(sizes[s])}
         self.best_score_ = float(mean[self.best_index_])
         self.n_splits_ = K
+        _warn_if_at_edge(self, S.mean(axis=1))
 
     # ---- delegation to the refitted model -------------------------------------------------
     def predict(self, X):
@@ -508,6 +509,28 @@ class KMPClassifierCV(ClassifierMixin, _BaseKMPCV):
         """``best_estimator_.decision_function(X)``."""
         check_is_fitted(self, "best_estimator_")
         return self.best_estimator_.decision_function(X)
+
+
+CAP_SHARE = 0.9
+"""Warn when the best mean held-out score is at a size above this share of ``n_basis``."""
+
+
+def _warn_if_at_edge(est, mean):
+    """The grid's edges: the best mean at (nearly) ``n_basis`` atoms, or at the smallest / largest γ of
+    several — the choice may be limited by the grid, not by the data. Nothing is changed."""
+    g0, s0 = np.unravel_index(int(np.argmax(mean)), mean.shape)
+    n = mean.shape[1]
+    problems = []
+    if n >= 10 and s0 + 1 > CAP_SHARE * n:
+        problems.append(f"the best mean held-out score is at {s0 + 1} of n_basis={n} atoms (the score was still "
+                        f"rising near the cap): raise n_basis, e.g. n_basis={2 * n}")
+    if len(est.gammas_) > 1 and g0 in (0, len(est.gammas_) - 1):
+        side, factor = ("smallest", "1/4") if g0 == 0 else ("largest", "4")
+        problems.append(f"it is at the {side} gamma of the grid ({est.gammas_[g0]:.4g}): extend the grid beyond it, "
+                        f"e.g. gammas=[..., {factor} × {est.gammas_[g0]:.4g}]")
+    if problems:
+        warnings.warn(f"{type(est).__name__}: " + "; ".join(problems) + f" (best_params_={est.best_params_}).",
+                      UserWarning, stacklevel=3)
 
 
 def _numeric(X):

@@ -234,3 +234,15 @@ def test_on_a_real_scheduler(cli_cluster, tmp_path):
 @parametrize_with_checks([KMPClassifierCV(n_basis=8, cv=3), KMPRegressorCV(n_basis=8, cv=3)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_warns_when_the_best_score_is_at_the_edge_of_the_grid():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, size=(400, 2))
+    y = (np.sin(2 * X[:, 0]) * np.sin(2 * X[:, 1]) > 0).astype(int)  # a checkerboard: 10 atoms are too few
+    with pytest.warns(UserWarning, match=r"at 10 of n_basis=10 atoms.*raise n_basis, e.g. n_basis=20"):
+        clf = KMPClassifierCV(gammas=[2.0], n_basis=10, cv=3, rule="best", random_state=0, client="sync").fit(X, y)
+    assert clf.scores_.mean(axis=1)[0].argmax() == 9
+    X, y = _moons(400)
+    with pytest.warns(UserWarning, match=r"at the largest gamma of the grid \(0\.1\).*4 × 0\.1"):
+        KMPClassifierCV(gammas=[0.05, 0.1], n_basis=5, cv=3, random_state=0, client="sync").fit(X, y)
