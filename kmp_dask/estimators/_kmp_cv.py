@@ -31,7 +31,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from ..blockops._partition import _splitmix64
+from ..blockops._prefix_scores import PrefixScorer, hash_fold_stats, hash_folds
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning
 from ..parallel import resolve_client
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like
@@ -42,22 +42,6 @@ __all__ = ["KMPClassifierCV", "KMPRegressorCV", "hash_folds", "one_standard_erro
 
 DEFAULT_GAMMA_FACTORS = (0.25, 1.0, 4.0)
 """Default grid: these multiples of ``scale_gamma(X)`` = 1 / (n_features · Var(X))."""
-
-_ROWS_PER_BLOCK = 1 << 21  # prefix values evaluated at once: rows × sizes × outputs (16 MiB of float64)
-
-
-def hash_folds(index, n_folds: int, seed: int) -> np.ndarray:
-    """Fold (0 … n_folds − 1) of each global row index: ``⌊n_folds · u(seed, i)⌋``.
-
-    ``u`` is the seeded splitmix64 hash of the index mapped to [0, 1), the same hash as the
-    engine's validation split and ``ingest``'s test split: a pure function of (index, seed), so
-    every partition agrees without an index array and the folds do not depend on the chunking.
-    """
-    idx = np.asarray(index, dtype=np.uint64)
-    h = _splitmix64(idx ^ _splitmix64(np.full(idx.shape, seed, dtype=np.uint64)))
-    u = (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
-    return np.minimum((u * n_folds).astype(np.int64), n_folds - 1)
-
 
 def one_standard_error(scores, *, rule: str = "1se") -> tuple[int, int]:
     """``(γ index, size index)`` chosen from ``scores`` of shape (n_gammas, n_folds, n_sizes).
@@ -82,81 +66,20 @@ def one_standard_error(scores, *, rule: str = "1se") -> tuple[int, int]:
     return g, s
 
 
-class _PrefixScorer:
-    """Every prefix model (sizes 0 … n) of one fitted pursuit, scored on given rows.
-
-    ``stats(X, y)`` returns sums that add over row blocks: classification ``[n, correct_0 …
-    correct_n]``; regression ``[n, Σd (m), Σd² (m), SSE_0 (m) … SSE_n (m)]`` with ``d = y − c``
-    (``c`` the full model's intercept, so that the held-out ``Σ(y − ȳ)²`` loses no precision).
-    """
-
-    def __init__(self, est):
-        exp = est.expansion_
-        self.expansion = exp
-        n, m = exp.n_vectors, exp.n_outputs
-        self.n_sizes, self.m = n + 1, m
-        self.A = np.zeros((n, self.n_sizes * m))
-        self.b = np.zeros(self.n_sizes * m)
-        for k in range(self.n_sizes):
-            e = est.expansion_at(k)
-            self.A[:k, k * m:(k + 1) * m] = e.coef
-            self.b[k * m:(k + 1) * m] = e.intercept
-        self.classes = getattr(est, "classes_", None)
-        self.centre = np.asarray(exp.intercept, dtype=np.float64)
-
-    @property
-    def n_stats(self) -> int:
-        return 1 + self.n_sizes if self.classes is not None else 1 + 2 * self.m + self.n_sizes * self.m
-
-    def stats(self, X, y, names=None) -> np.ndarray:
-        out = np.zeros(self.n_stats)
-        step = max(1, _ROWS_PER_BLOCK // (self.n_sizes * self.m))
-        for a in range(0, len(X), step):
-            out += self._block(np.asarray(X[a:a + step]), np.asarray(y[a:a + step]), names)
-        return out
-
-    def _block(self, X, y, names):
-        n = len(X)
-        K = self.expansion.kernel_matrix(X) if self.expansion.n_vectors else np.zeros((n, 0))
-        F = (K @ self.A + self.b).reshape(n, self.n_sizes, self.m)
-        if self.classes is not None:
-            code = F[..., 0] > 0 if self.m == 1 else F.argmax(axis=2)
-            truth = y.reshape(n) if names is None else names[y.reshape(n).astype(np.intp)]
-            correct = (self.classes[code.astype(np.intp)] == truth[:, None]).sum(axis=0)
-            return np.concatenate([[n], correct])
-        Y = np.asarray(y, dtype=np.float64).reshape(n, self.m)
-        D = Y - self.centre
-        sse = ((F - Y[:, None, :]) ** 2).sum(axis=0).ravel()
-        return np.concatenate([[n], D.sum(axis=0), (D * D).sum(axis=0), sse])
-
-    def scores(self, s: np.ndarray) -> np.ndarray:
-        """Score of each size (0 … n) from summed stats: accuracy, or R² averaged over outputs."""
-        n = s[0]
-        if n == 0:
-            raise ValueError("a cross-validation fold has no held-out rows; use a smaller cv")
-        if self.classes is not None:
-            return s[1:] / n
-        m = self.m
-        s1, s2, sse = s[1:1 + m], s[1 + m:1 + 2 * m], s[1 + 2 * m:].reshape(self.n_sizes, m)
-        sst = np.maximum(s2 - s1 * s1 / n, 0.0)
-        ok = sst > 0
-        r2 = np.where(ok, 1.0 - sse / np.where(ok, sst, 1.0), np.where(sse == 0, 1.0, 0.0))
-        return r2.mean(axis=1)
-
-
-def _hash_fold_stats(X, y, start, scorers, n_folds, seed, names):
-    """One row block of a store: each (γ, fold) scorer on the block's rows of its fold."""
-    fold = hash_folds(np.arange(start, start + len(X)), n_folds, seed)
-    out = []
-    for per_fold in scorers:
-        for f, sc in enumerate(per_fold):
-            rows = fold == f
-            out.append(sc.stats(X[rows], y[rows], names))
-    return np.concatenate(out)
+def _prefix_scorer(est) -> PrefixScorer:
+    """The scorer of every prefix (sizes 0 … n) of the fitted pursuit ``est`` (``expansion_at``)."""
+    exp = est.expansion_
+    n, m = exp.n_vectors, exp.n_outputs
+    A, b = np.zeros((n, (n + 1) * m)), np.zeros((n + 1) * m)
+    for k in range(n + 1):
+        e = est.expansion_at(k)
+        A[:k, k * m:(k + 1) * m] = e.coef
+        b[k * m:(k + 1) * m] = e.intercept
+    return PrefixScorer(exp, A, b, getattr(est, "classes_", None))
 
 
 def _split_stats(flat, scorers):
-    """The flat sums of :func:`_hash_fold_stats` cut back into one array per (γ, fold)."""
+    """The flat sums of :func:`~kmp_dask.blockops._prefix_scores.hash_fold_stats` cut back into one array per (γ, fold)."""
     out, a = [], 0
     for per_fold in scorers:
         row = []
@@ -285,7 +208,7 @@ class _BaseKMPCV(BaseEstimator):
         if self.verbose:
             print(f"{type(self).__name__}: gamma={gamma:.4g}: {est.n_basis_} atoms ({est.stop_reason_}) in "
                   f"{seconds:.1f}s", flush=True)
-        return _PrefixScorer(est), seconds
+        return _prefix_scorer(est), seconds
 
     def _cv_arrays(self, X, y, split_seed, fit_seed, client):
         """numpy / pandas input: scikit-learn folds, one pursuit per (γ, fold) on the fold's rows."""
@@ -332,7 +255,7 @@ class _BaseKMPCV(BaseEstimator):
                 times.append(trow)
             names = store.attrs.get("classes")
             names = None if names is None else np.asarray(names)
-            flat = row_block_sums(_hash_fold_stats, store.to_dask(), store.to_dask("y"),
+            flat = row_block_sums(hash_fold_stats, store.to_dask(), store.to_dask("y"),
                                   (scorers, K, split_seed, names), client=client)
         stats = _split_stats(flat, scorers)
         scores = [[sc.scores(s) for sc, s in zip(row, srow)] for row, srow in zip(scorers, stats)]
@@ -399,7 +322,7 @@ _DOC = """
 
     Folds: numpy / pandas input uses {folds} (shuffled with ``random_state``), or any
     scikit-learn splitter given as ``cv``. Store and dask input use folds by a hash of the row
-    index (:func:`~kmp_dask.estimators._kmp_cv.hash_folds`): the choice is the same whatever the
+    index (:func:`~kmp_dask.blockops._prefix_scores.hash_folds`): the choice is the same whatever the
     chunking or the number of workers; the held-out rows get weight 0 in the fold's pursuit and
     every prefix is scored in one pass on the workers.
 
@@ -453,7 +376,7 @@ _DOC = """
     n_splits_ : int
         Number of folds.
     split_seed_ : int
-        Seed of the folds: the hash of :func:`~kmp_dask.estimators._kmp_cv.hash_folds` (store /
+        Seed of the folds: the hash of :func:`~kmp_dask.blockops._prefix_scores.hash_folds` (store /
         dask input) or the shuffle of ``StratifiedKFold`` / ``KFold`` (numpy input with an int
         ``cv``). The pursuits' seed is ``best_estimator_.random_state``.
     n_features_in_, feature_names_in_{classes}
