@@ -108,6 +108,11 @@ def _check_cv_params(est):
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v) or v <= 0:
                 raise ValueError(f"gammas must hold positive finite numbers (kernel widths); got {v!r} in "
                                  f"gammas={g!r}. Remove it, or use gammas=None for multiples of the data's scale.")
+    named = isinstance(est.kernel, str) and bool(est.kernel)
+    if not named:  # a parameter error: ValueError, as scikit-learn's parameter checks
+        raise ValueError(f"kernel must be a kernel name with a width gamma (e.g. 'rbf', 'laplacian'): the cross-validation "
+                         f"sets gamma itself; got kernel={est.kernel!r}. For a fixed Kernel or a mixed dictionary, "
+                         "use KMPClassifier / KMPRegressor.")
     if est.fit_mode not in ("backfit", "prefit"):
         raise ValueError(f"fit_mode must be 'backfit' or 'prefit' (the modes with exact prefix models, which the "
                          f"cross-validation scores); got fit_mode={est.fit_mode!r}.")

@@ -190,6 +190,7 @@ def test_regressor_on_a_store_matches_numpy_hash_folds(tmp_path):
     ({"fit_mode": "basic"}, "fit_mode must be 'backfit' or 'prefit'.*'basic'"),
     ({"rule": "min"}, "rule must be '1se'.*'min'"),
     ({"n_basis": 0}, "n_basis must be a positive int"),
+    ({"kernel": ["rbf", "laplacian"]}, r"kernel must be a kernel name.*\['rbf', 'laplacian'\]"),
 ])
 def test_bad_arguments_are_named_before_any_cluster(params, match, monkeypatch):
     def no_cluster(*a, **k):
