@@ -226,7 +226,7 @@ def test_on_a_real_scheduler(cli_cluster, tmp_path):
     X, y = _moons(600, seed=1)
     store = create_store(tmp_path / "m.zarr", X, y, chunk_rows=150)
     with Client(scheduler_file=cli_cluster, set_as_default=False) as client:
-        far = KMPClassifierCV(n_basis=15, cv=3, random_state=0, client=client).fit(str(store.path))
+        far = KMPClassifierCV(n_basis=15, cv=3, random_state=0, client=client).fit(store.url)
     near = KMPClassifierCV(n_basis=15, cv=3, random_state=0, client="sync").fit(store)
     np.testing.assert_array_equal(far.scores_, near.scores_)
     assert far.best_params_ == near.best_params_
