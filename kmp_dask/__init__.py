@@ -11,13 +11,14 @@ from ._version import __version__
 
 _EXPORTS = {
     "CVMClassifier": "estimators", "MMDA": "estimators", "KMPClassifier": "estimators",
-    "KMPRegressor": "estimators", "SparseKCCA": "estimators", "SparseKernelPCA": "estimators",
+    "KMPRegressor": "estimators", "KMPClassifierCV": "estimators", "KMPRegressorCV": "estimators",
+    "SparseKCCA": "estimators", "SparseKernelPCA": "estimators",
     "KernelExpansion": "expansion", "Kernel": "kernels", "get_kernel": "kernels",
     "load": "persist", "save": "persist", "ReducedSetCompressor": "reduced", "compress": "reduced",
     "ingest": "store",
 }
 
-__all__ = ["CVMClassifier", "MMDA", "KMPClassifier", "KMPRegressor", "Kernel", "KernelExpansion", "ReducedSetCompressor", "SparseKCCA", "SparseKernelPCA",
+__all__ = ["CVMClassifier", "MMDA", "KMPClassifier", "KMPRegressor", "KMPClassifierCV", "KMPRegressorCV", "Kernel", "KernelExpansion", "ReducedSetCompressor", "SparseKCCA", "SparseKernelPCA",
            "compress", "get_kernel", "ingest", "load", "save", "__version__"]
 
 

@@ -1,0 +1,472 @@
+"""Cross-validated kernel matching pursuit: :class:`KMPClassifierCV` and :class:`KMPRegressorCV`.
+
+scikit-learn's ``*CV`` convention (``LassoCV``, ``LogisticRegressionCV``): the estimator chooses
+its own hyper-parameters — the kernel width ``gamma`` and the number of basis functions — by
+K-fold cross-validation, then refits on all rows.
+
+A pursuit is nested: one fit to ``n_basis`` atoms holds the exact least-squares model of every
+smaller size (``expansion_at(k)``, from the fit's own Cholesky factor). So each (γ, fold) costs
+ONE pursuit, and every size 1 … ``n_basis`` is scored on the held-out fold from it: the kernel
+columns of the held-out rows against the fold's basis are computed once and all prefix models
+are one matrix product. The size and γ are then chosen by the one-standard-error rule (the
+smallest model whose mean score is within one standard error of the best), and the final model
+is fitted on all rows with the chosen γ and size — the same model as the ``n_basis``-atom
+pursuit's prefix of that size (same seed, same data).
+
+Folds: numpy input uses scikit-learn's ``StratifiedKFold`` (classifiers) or ``KFold``
+(regressors), shuffled with ``random_state``. Store and dask input use folds by a hash of the
+global row index (:func:`hash_folds`), so the folds — and the choice — do not depend on the
+chunking or on the cluster; a fold's rows get sample weight 0 in its fit (never a basis
+function, no part of the least squares) and are scored in one pass over the data on the workers.
+"""
+
+from __future__ import annotations
+
+import numbers
+import time
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils import _safe_indexing
+from sklearn.utils.validation import check_is_fitted, check_random_state
+
+from ..blockops._prefix_scores import PrefixScorer, hash_fold_stats, hash_folds
+from ..exceptions import DegenerateFitWarning, KernelWidthWarning
+from ..parallel import resolve_client
+from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like
+from ._kmp import KMPClassifier, KMPRegressor, _check_params
+from ._scale import scale_gamma
+
+__all__ = ["KMPClassifierCV", "KMPRegressorCV", "hash_folds", "one_standard_error"]
+
+DEFAULT_GAMMA_FACTORS = (0.25, 1.0, 4.0)
+"""Default grid: these multiples of ``scale_gamma(X)`` = 1 / (n_features · Var(X))."""
+
+def one_standard_error(scores, *, rule: str = "1se") -> tuple[int, int]:
+    """``(γ index, size index)`` chosen from ``scores`` of shape (n_gammas, n_folds, n_sizes).
+
+    Higher is better; sizes are in increasing order. ``rule="best"``: the largest mean over folds
+    (ties: the smaller size, then the earlier γ). ``rule="1se"``: the smallest size at which some
+    γ's mean is at least ``best mean − SE(best)``, ``SE = std(ddof=1) / sqrt(n_folds)`` of the best
+    one's fold scores; among the γ at that size, the one with the largest mean.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    mean = scores.mean(axis=1)  # (n_gammas, n_sizes)
+    order = np.lexsort((np.arange(mean.shape[0])[:, None].repeat(mean.shape[1], 1).ravel(),
+                        np.tile(np.arange(mean.shape[1]), mean.shape[0]), -mean.ravel()))
+    g0, s0 = np.unravel_index(order[0], mean.shape)
+    if rule == "best":
+        return int(g0), int(s0)
+    n_folds = scores.shape[1]
+    se = scores[g0, :, s0].std(ddof=1) / np.sqrt(n_folds) if n_folds > 1 else 0.0
+    ok = mean >= mean[g0, s0] - se
+    s = int(np.flatnonzero(ok.any(axis=0))[0])
+    g = int(np.argmax(np.where(ok[:, s], mean[:, s], -np.inf)))
+    return g, s
+
+
+def _prefix_scorer(est) -> PrefixScorer:
+    """The scorer of every prefix (sizes 0 … n) of the fitted pursuit ``est`` (``expansion_at``)."""
+    exp = est.expansion_
+    n, m = exp.n_vectors, exp.n_outputs
+    A, b = np.zeros((n, (n + 1) * m)), np.zeros((n + 1) * m)
+    for k in range(n + 1):
+        e = est.expansion_at(k)
+        A[:k, k * m:(k + 1) * m] = e.coef
+        b[k * m:(k + 1) * m] = e.intercept
+    return PrefixScorer(exp, A, b, getattr(est, "classes_", None))
+
+
+def _split_stats(flat, scorers):
+    """The flat sums of :func:`~kmp_dask.blockops._prefix_scores.hash_fold_stats` cut back into one array per (γ, fold)."""
+    out, a = [], 0
+    for per_fold in scorers:
+        row = []
+        for sc in per_fold:
+            row.append(flat[a:a + sc.n_stats])
+            a += sc.n_stats
+        out.append(row)
+    return out
+
+
+def _check_cv_params(est):
+    """Validate the constructor parameters before any data pass or cluster; raise naming the fix."""
+    cv = est.cv
+    if hasattr(cv, "split") and hasattr(cv, "get_n_splits"):
+        pass
+    elif isinstance(cv, bool) or not isinstance(cv, numbers.Integral) or cv < 2:
+        raise ValueError(f"cv must be an int >= 2 (the number of folds) or a scikit-learn CV splitter; got cv={cv!r}. "
+                         "Use e.g. cv=5.")
+    g = est.gammas
+    if g is not None:
+        values = list(g) if isinstance(g, (list, tuple, np.ndarray)) else None
+        if values is None or not values:
+            raise ValueError(f"gammas must be None (multiples of the data's scale, {DEFAULT_GAMMA_FACTORS}) or a "
+                             f"non-empty list of positive kernel widths; got gammas={g!r}. E.g. gammas=[0.1, 1.0, 10.0].")
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v) or v <= 0:
+                raise ValueError(f"gammas must hold positive finite numbers (kernel widths); got {v!r} in "
+                                 f"gammas={g!r}. Remove it, or use gammas=None for multiples of the data's scale.")
+    named = isinstance(est.kernel, str) and bool(est.kernel)
+    if not named:  # a parameter error: ValueError, as scikit-learn's parameter checks
+        raise ValueError(f"kernel must be a kernel name with a width gamma (e.g. 'rbf', 'laplacian'): the cross-validation "
+                         f"sets gamma itself; got kernel={est.kernel!r}. For a fixed Kernel or a mixed dictionary, "
+                         "use KMPClassifier / KMPRegressor.")
+    if est.fit_mode not in ("backfit", "prefit"):
+        raise ValueError(f"fit_mode must be 'backfit' or 'prefit' (the modes with exact prefix models, which the "
+                         f"cross-validation scores); got fit_mode={est.fit_mode!r}.")
+    if est.rule not in ("1se", "best"):
+        raise ValueError(f"rule must be '1se' (the smallest model within one standard error of the best) or 'best' "
+                         f"(the best mean score); got rule={est.rule!r}.")
+    _check_params(est._inner(1.0, est.n_basis, 0, None))
+
+
+class _BaseKMPCV(BaseEstimator):
+    """Shared parameters, the cross-validation and the delegation to ``best_estimator_``."""
+
+    _inner_class = KMPRegressor
+    _is_classifier = False
+
+    def __init__(self, *, gammas=None, n_basis=200, cv=5, rule="1se", kernel="rbf", fit_mode="backfit",
+                 candidates="auto", eps=0.05, q=0.95, ridge=1e-10, fit_intercept=True, random_state=None,
+                 client=None, chunk_rows=None, verbose=0):
+        self.gammas = gammas
+        self.n_basis = n_basis
+        self.cv = cv
+        self.rule = rule
+        self.kernel = kernel
+        self.fit_mode = fit_mode
+        self.candidates = candidates
+        self.eps = eps
+        self.q = q
+        self.ridge = ridge
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+        self.client = client
+        self.chunk_rows = chunk_rows
+        self.verbose = verbose
+
+    def _inner(self, gamma, n_basis, seed, client):
+        """The estimator fitted per (γ, fold) and at the end; gamma always explicit."""
+        return self._inner_class(
+            kernel=self.kernel, gamma=float(gamma), n_basis=n_basis, fit_mode=self.fit_mode,
+            candidates=self.candidates, eps=self.eps, q=self.q, ridge=self.ridge,
+            fit_intercept=self.fit_intercept, random_state=seed, client=client, chunk_rows=self.chunk_rows,
+            loss="squared")
+
+    def fit(self, X, y=None):
+        """Cross-validate (γ, n_basis), then fit ``best_estimator_`` on all rows.
+
+        Parameters
+        ----------
+        X : array-like, dask array, DataStore, str or path
+            Training rows, or a store (or its path / URL) holding ``X`` and ``y``.
+        y : array-like or dask array, or None
+            Targets / labels; None when ``X`` is a store.
+
+        Returns
+        -------
+        self
+        """
+        _check_cv_params(self)
+        rs = check_random_state(self.random_state)
+        split_seed, fit_seed = (int(rs.randint(0, 2**31 - 1)) for _ in range(2))
+        self.split_seed_ = split_seed
+        in_memory = not (is_store_like(X) or is_dask_array(X))
+        if self._is_classifier and y is not None and not is_dask_array(y):
+            check_class_labels(y)
+        if not in_memory and not isinstance(self.cv, numbers.Integral):
+            raise ValueError(f"cv must be an int for store or dask input (folds by a hash of the row index); got "
+                             f"cv={self.cv!r}. Pass the number of folds, or numpy arrays to use a splitter.")
+        with resolve_client(self.client, in_memory=in_memory) as client:
+            inner_client = "sync" if client is None else client
+            if in_memory:
+                scores, times = self._cv_arrays(X, y, split_seed, fit_seed, inner_client)
+            else:
+                scores, times = self._cv_store(X, y, split_seed, fit_seed, client, inner_client)
+            self._choose(scores, times)
+            best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client)
+            best.fit(X, y)
+        best.set_params(client=self.client)
+        self.best_estimator_ = best
+        for name in ("n_features_in_", "feature_names_in_", "classes_", "store_feature_names_"):
+            if hasattr(best, name):
+                setattr(self, name, getattr(best, name))
+        self.n_basis_ = int(best.n_basis_)
+        return self
+
+    def _gammas(self, X) -> np.ndarray:
+        if self.gammas is not None:
+            return np.asarray([float(g) for g in self.gammas])
+        # 12 significant digits: a store's chunk-wise mean / std may move the scale by an ulp with the chunking
+        return np.asarray([float(f"{scale_gamma(X) * c:.12g}") for c in DEFAULT_GAMMA_FACTORS])
+
+    def _fold_fit(self, gamma, seed, client, X, y, sample_weight=None):
+        t0 = time.perf_counter()
+        est = self._inner(gamma, self.n_basis, seed, client)
+        with warnings.catch_warnings():  # a grid's extreme widths are expected to misfit: only the refit warns
+            warnings.simplefilter("ignore", KernelWidthWarning)
+            warnings.simplefilter("ignore", DegenerateFitWarning)
+            est.fit(X, y, sample_weight=sample_weight)
+        seconds = time.perf_counter() - t0
+        if self.verbose:
+            print(f"{type(self).__name__}: gamma={gamma:.4g}: {est.n_basis_} atoms ({est.stop_reason_}) in "
+                  f"{seconds:.1f}s", flush=True)
+        return _prefix_scorer(est), seconds
+
+    def _cv_arrays(self, X, y, split_seed, fit_seed, client):
+        """numpy / pandas input: scikit-learn folds, one pursuit per (γ, fold) on the fold's rows."""
+        from sklearn.model_selection import KFold, StratifiedKFold, check_cv
+
+        if isinstance(self.cv, numbers.Integral):
+            kind = StratifiedKFold if self._is_classifier else KFold
+            splitter = kind(n_splits=int(self.cv), shuffle=True, random_state=split_seed)
+        else:
+            splitter = check_cv(self.cv, y, classifier=self._is_classifier)
+        with fit_input(self, X, y, chunk_rows=None, is_classifier=self._is_classifier) as store:
+            codes = store.read_range(0, store.n_rows)[1]  # checked and encoded (labels of any dtype → codes)
+        splits = list(splitter.split(X, codes))
+        X, y = (a if hasattr(a, "iloc") else np.asarray(a) for a in (X, y))  # pandas kept: feature names
+        self.gammas_ = self._gammas(_numeric(X))
+        scores, times = [], []
+        for gamma in self.gammas_:
+            row, trow = [], []
+            for train, test in splits:
+                sc, seconds = self._fold_fit(gamma, fit_seed, client, _safe_indexing(X, train), _safe_indexing(y, train))
+                row.append(sc.scores(sc.stats(_numeric(_safe_indexing(X, test)), np.asarray(_safe_indexing(y, test)))))
+                trow.append(seconds)
+            scores.append(row)
+            times.append(trow)
+        return scores, np.asarray(times)
+
+    def _cv_store(self, X, y, split_seed, fit_seed, client, inner_client):
+        """Store / dask input: folds by row hash, fold rows weighted 0, all prefixes scored in one pass."""
+        from ..parallel._rowsums import row_block_sums
+
+        K = int(self.cv)
+        with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=self._is_classifier) as store:
+            folds = hash_folds(np.arange(store.n_rows), K, split_seed)
+            self.gammas_ = self._gammas(store)
+            scorers, times = [], []
+            for gamma in self.gammas_:
+                row, trow = [], []
+                for f in range(K):
+                    sc, seconds = self._fold_fit(gamma, fit_seed, inner_client, store, None,
+                                                 sample_weight=(folds != f).astype(np.float64))
+                    row.append(sc)
+                    trow.append(seconds)
+                scorers.append(row)
+                times.append(trow)
+            names = store.attrs.get("classes")
+            names = None if names is None else np.asarray(names)
+            flat = row_block_sums(hash_fold_stats, store.to_dask(), store.to_dask("y"),
+                                  (scorers, K, split_seed, names), client=client)
+        stats = _split_stats(flat, scorers)
+        scores = [[sc.scores(s) for sc, s in zip(row, srow)] for row, srow in zip(scorers, stats)]
+        return scores, np.asarray(times)
+
+    def _choose(self, scores, times):
+        """Sizes 1 … n_basis for every (γ, fold) — a pursuit that stopped early keeps its last model —
+        then ``cv_results_``, the one-standard-error choice and ``best_*``."""
+        sizes = np.arange(1, int(self.n_basis) + 1)
+        S = np.asarray([[s[np.minimum(sizes, len(s) - 1)] for s in row] for row in scores])  # (G, K, n)
+        self.scores_ = S
+        self.sizes_ = sizes
+        g, s = one_standard_error(S, rule=self.rule)
+        G, K, n = S.shape
+        flat = S.transpose(0, 2, 1).reshape(G * n, K)  # candidates: γ-major, then size
+        gam = np.repeat(self.gammas_, n)
+        siz = np.tile(sizes, G)
+        mean = flat.mean(axis=1)
+        res = {"param_gamma": gam, "param_n_basis": siz,
+               "params": [{"gamma": float(a), "n_basis": int(b)} for a, b in zip(gam, siz)],
+               "mean_fit_time": np.repeat(times.mean(axis=1), n), "std_fit_time": np.repeat(times.std(axis=1), n)}
+        for i in range(K):
+            res[f"split{i}_test_score"] = flat[:, i]
+        res["mean_test_score"] = mean
+        res["std_test_score"] = flat.std(axis=1)
+        res["rank_test_score"] = _rank(mean)
+        self.cv_results_ = res
+        self.best_index_ = int(g * n + s)
+        self.best_params_ = {"gamma": float(self.gammas_[g]), "n_basis": int(sizes[s])}
+        self.best_score_ = float(mean[self.best_index_])
+        self.n_splits_ = K
+        _warn_if_at_edge(self, S.mean(axis=1))
+
+    # ---- delegation to the refitted model -------------------------------------------------
+    def predict(self, X):
+        """``best_estimator_.predict(X)``."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.predict(X)
+
+    def score(self, X, y=None, sample_weight=None):
+        """``best_estimator_.score`` (accuracy, or R²); ``y=None`` reads ``y`` from a store."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.score(X, y, sample_weight=sample_weight)
+
+    def expansion_at(self, k: int):
+        """The ``k``-atom prefix of ``best_estimator_`` (``k ≤ n_basis_``)."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.expansion_at(k)
+
+    @property
+    def expansion_(self):
+        """The refitted model as a :class:`~kmp_dask.KernelExpansion`."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.expansion_
+
+
+_DOC = """
+    For each γ in ``gammas`` and each of the ``cv`` folds, ONE pursuit to ``n_basis`` atoms
+    (squared loss, {inner}); every prefix size 1 … ``n_basis`` of it is scored exactly on the
+    held-out fold ({metric}). γ and the size are chosen by the one-standard-error rule — the
+    smallest size at which some γ's mean score is within one standard error of the best mean —
+    and ``best_estimator_`` is fitted on all rows with them (the same model as the prefix of that
+    size of an ``n_basis``-atom pursuit with the same seed).
+
+    Folds: numpy / pandas input uses {folds} (shuffled with ``random_state``), or any
+    scikit-learn splitter given as ``cv``. Store and dask input use folds by a hash of the row
+    index (:func:`~kmp_dask.blockops._prefix_scores.hash_folds`): the choice is the same whatever the
+    chunking or the number of workers; the held-out rows get weight 0 in the fold's pursuit and
+    every prefix is scored in one pass on the workers.
+
+    Parameters
+    ----------
+    gammas : list of float or None, default=None
+        The kernel widths tried. None: ``scale_gamma(X) × (1/4, 1, 4)``, with ``scale_gamma(X)
+        = 1 / (n_features · Var(X))`` (scikit-learn's ``gamma="scale"``; a store's own mean / std,
+        no pass).
+    n_basis : int, default=200
+        Largest number of basis functions tried; every size from 1 up to it is scored.
+    cv : int or CV splitter, default=5
+        Number of folds (≥ 2). A splitter (``StratifiedKFold(...)``, ``KFold(...)``) for numpy
+        input only.
+    rule : {"1se", "best"}, default="1se"
+        "1se": the smallest model within one standard error (``std(ddof=1) / sqrt(cv)`` of the
+        best candidate's fold scores) of the best mean; "best": the best mean.
+    kernel, fit_mode, candidates, eps, q, ridge, fit_intercept, chunk_rows
+        As for :class:`~kmp_dask.{inner}` (``fit_mode`` "backfit" or "prefit": the modes with
+        exact prefix models).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the folds and the pursuits (every pursuit, and the refit, gets the same seed).
+    client : None, "sync", "embedded", str or distributed.Client, default=None
+        Where to fit, as for :class:`~kmp_dask.{inner}`; one client serves every fold and the
+        refit.
+    verbose : int, default=0
+        > 0: one line per pursuit (γ, atoms, why it stopped, seconds).
+
+    Attributes
+    ----------
+    cv_results_ : dict of arrays
+        As ``GridSearchCV``'s, one candidate per (γ, size), γ-major: ``param_gamma``,
+        ``param_n_basis``, ``params``, ``split{i}_test_score``, ``mean_test_score``,
+        ``std_test_score``, ``rank_test_score``, ``mean_fit_time`` / ``std_fit_time`` (the
+        pursuit's time, the same for every size of a γ).
+    scores_ : ndarray of shape (n_gammas, n_folds, n_basis)
+        The held-out score of every size for every γ and fold.
+    gammas_, sizes_ : ndarray
+        The γ grid tried and the sizes 1 … n_basis.
+    best_params_ : dict
+        ``{"gamma": ..., "n_basis": ...}`` chosen by ``rule``.
+    best_score_ : float
+        The mean held-out score of ``best_params_``.
+    best_index_ : int
+        Index of ``best_params_`` in ``cv_results_``.
+    best_estimator_ : {inner}
+        Fitted on all rows with ``best_params_``; ``predict``, ``score`` (and the other
+        prediction methods) delegate to it.
+    n_basis_ : int
+        ``best_estimator_.n_basis_``.
+    n_splits_ : int
+        Number of folds.
+    split_seed_ : int
+        Seed of the folds: the hash of :func:`~kmp_dask.blockops._prefix_scores.hash_folds` (store /
+        dask input) or the shuffle of ``StratifiedKFold`` / ``KFold`` (numpy input with an int
+        ``cv``). The pursuits' seed is ``best_estimator_.random_state``.
+    n_features_in_, feature_names_in_{classes}
+        As the best estimator's.
+"""
+
+
+class KMPRegressorCV(RegressorMixin, _BaseKMPCV):
+    __doc__ = ("""Kernel matching pursuit regression with γ and the number of basis functions chosen by
+    cross-validation.
+""" + _DOC.replace("{inner}", "KMPRegressor").replace("{metric}", "R², averaged over outputs")
+               .replace("{folds}", "``KFold``").replace("{classes}", "") + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kmp_dask import KMPRegressorCV
+    >>> X = np.random.default_rng(0).normal(size=(400, 3))
+    >>> y = np.sin(2 * X[:, 0]) + 0.1 * X[:, 1]
+    >>> est = KMPRegressorCV(n_basis=40, cv=3, random_state=0).fit(X, y)
+    >>> est.n_basis_ <= 40, est.score(X, y) > 0.9
+    (True, True)
+""")
+
+    _inner_class = KMPRegressor
+    score = _BaseKMPCV.score  # not RegressorMixin's: y=None reads y from a store
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+
+class KMPClassifierCV(ClassifierMixin, _BaseKMPCV):
+    __doc__ = ("""Kernel matching pursuit classification with γ and the number of basis functions chosen
+    by cross-validation.
+""" + _DOC.replace("{inner}", "KMPClassifier").replace("{metric}", "accuracy")
+               .replace("{folds}", "``StratifiedKFold``").replace("{classes}", ", classes_") + """
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from kmp_dask import KMPClassifierCV
+    >>> X, y = make_moons(400, noise=0.2, random_state=0)
+    >>> clf = KMPClassifierCV(n_basis=40, cv=3, random_state=0).fit(X, y)
+    >>> clf.n_basis_ <= 40, clf.score(X, y) > 0.9
+    (True, True)
+""")
+
+    _inner_class = KMPClassifier
+    _is_classifier = True
+    score = _BaseKMPCV.score  # not ClassifierMixin's: y=None reads y from a store
+
+    def decision_function(self, X):
+        """``best_estimator_.decision_function(X)``."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.decision_function(X)
+
+
+CAP_SHARE = 0.9
+"""Warn when the best mean held-out score is at a size above this share of ``n_basis``."""
+
+
+def _warn_if_at_edge(est, mean):
+    """The grid's edges: the best mean at (nearly) ``n_basis`` atoms, or at the smallest / largest γ of
+    several — the choice may be limited by the grid, not by the data. Nothing is changed."""
+    g0, s0 = np.unravel_index(int(np.argmax(mean)), mean.shape)
+    n = mean.shape[1]
+    problems = []
+    if n >= 10 and s0 + 1 > CAP_SHARE * n:
+        problems.append(f"the best mean held-out score is at {s0 + 1} of n_basis={n} atoms (the score was still "
+                        f"rising near the cap): raise n_basis, e.g. n_basis={2 * n}")
+    if len(est.gammas_) > 1 and g0 in (0, len(est.gammas_) - 1):
+        side, factor = ("smallest", "1/4") if g0 == 0 else ("largest", "4")
+        problems.append(f"it is at the {side} gamma of the grid ({est.gammas_[g0]:.4g}): extend the grid beyond it, "
+                        f"e.g. gammas=[..., {factor} × {est.gammas_[g0]:.4g}]")
+    if problems:
+        warnings.warn(f"{type(est).__name__}: " + "; ".join(problems) + f" (best_params_={est.best_params_}).",
+                      UserWarning, stacklevel=3)
+
+
+def _numeric(X):
+    return np.asarray(X, dtype=np.float64)
+
+
+def _rank(mean):
+    """scikit-learn's ``rank_test_score``: 1 for the best mean, ties share the smallest rank."""
+    from scipy.stats import rankdata
+
+    return rankdata(-np.round(mean, 12), method="min").astype(np.int32)
