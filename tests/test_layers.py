@@ -76,6 +76,9 @@ EXCEPTIONS = {
     # it into greedy/ changes the estimators' code, not only an import line (issue 27)
     ("kmp_dask.estimators._kmp", "blockops"): "StatsQuery(unique_labels=True) for a store's classes",
     ("kmp_dask.estimators._cvm", "blockops"): "inside a function: StatsQuery(unique_labels=True) for a store's classes",
+    # the CV estimators hand the chunk-level prefix scorer and the row-hash folds (numpy only) to
+    # parallel.row_block_sums, which runs them on the row blocks
+    ("kmp_dask.estimators._kmp_cv", "blockops"): "PrefixScorer / hash_folds / hash_fold_stats run on row blocks",
 }
 
 
