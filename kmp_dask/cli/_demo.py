@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import click
-import numpy as np
 
 from ._main import main
 from ._where import Where, check_where
@@ -40,6 +39,7 @@ def _split_standardise(ds, test_size, seed):
 def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every, seed, overwrite):
     """Ingest DATASET, train stochastic KMP on a local process cluster, compare with SVC and
     with the SVC compressed to as many vectors by reduced-set selection."""
+    import numpy as np
     from sklearn.svm import SVC
 
     from ..datasets import load

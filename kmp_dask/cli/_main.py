@@ -8,14 +8,10 @@ the full Python traceback instead. Anything else (a bug) keeps its traceback.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sys
-import time
-from pathlib import Path
 
 import click
-import numpy as np
 
 __all__ = ["main"]
 
