@@ -259,15 +259,19 @@ def _fit(est, st, where, quiet, log_json, algorithm, fit_kw, force=False) -> flo
 
 
 def _size(est) -> str:
-    """The fitted model's size for the summary line: for a CVM the distinct core vectors of all its
-    binary problems (the rows of its kernel expansion), not the number of problems."""
+    """The fitted model's size for the summary line: basis functions (KMP), vectors (a compressed
+    model), features and the distinct vectors they expand on (MMDA), components (sparse KPCA),
+    and for a CVM the distinct core vectors of all its binary problems (the rows of its kernel
+    expansion), not the number of problems."""
+    if getattr(est, "n_features_out_", None) is not None and getattr(est, "expansion_", None) is not None:
+        return f"{int(est.n_features_out_)} features on {est.expansion_.n_vectors} core vectors"
     for attr, what in (("n_basis_", "basis functions"), ("n_vectors_", "vectors"),
                        ("n_components_", "components")):
         v = getattr(est, attr, None)
         if v is not None:
             return f"{int(v)} {what}"
     if getattr(est, "core_indices_", None) is not None:
-        return f"{len(est.expansion_.support_vectors)} core vectors"
+        return f"{est.expansion_.n_vectors} core vectors"
     return "fitted"
 
 

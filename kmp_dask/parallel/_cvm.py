@@ -9,6 +9,7 @@ finishes a many-class problem sooner; without one they run in turn on one engine
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 
@@ -131,7 +132,7 @@ def _engine(client, store):
 
 
 def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 3600.0, checkpoint=None,
-                        on_problem=None, **kw):
+                        on_problem=None, on_iteration=None, **kw):
     """Run one binary problem per entry of ``positives``; returns their results in order.
 
     ``client=None``: one in-process engine, problems in turn. One problem and a client: an actor
@@ -146,7 +147,8 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
     problem boundary; when the fit completes, all results — the parts are then removed. A
     resumed fit takes the finished problems' results from their parts and continues the
     others. ``on_problem(k, result, n_done)``: called on the driver as each problem finishes (in
-    order of completion; after its checkpoint).
+    order of completion; after its checkpoint). ``on_iteration(k, record)``: after each core-set
+    iteration of problem ``k`` when the problems run in turn on the driver (not as tasks).
     """
     t0 = time.perf_counter()
     token = uuid.uuid4().hex  # this run of the fit: tasks of an earlier run stop at their next save
@@ -177,7 +179,7 @@ def fit_binary_problems(client, store, positives, *, seeds, timeout: float = 360
     todo = [k for k in range(len(positives)) if k not in done]
     problems = (positives, seeds, parts, checkpoint, token)
     if todo and (client is None or len(positives) == 1):
-        _run_in_turn(client, store, todo, problems, finished, kw)
+        _run_in_turn(client, store, todo, problems, finished, kw, on_iteration)
     elif todo:
         _run_as_tasks(client, store, todo, problems, finished, timeout, kw)
     results = [done[k] for k in range(len(positives))]
@@ -195,7 +197,7 @@ def _problem_checkpoint(k, parts, checkpoint, token, detached=False):
     return pc, saved
 
 
-def _run_in_turn(client, store, todo, problems, finished, kw):
+def _run_in_turn(client, store, todo, problems, finished, kw, on_iteration=None):
     """The problems ``todo`` one after another on one engine (in-process, or actors on the
     cluster); ``finished(k, result)`` after each."""
     positives, seeds, parts, checkpoint, token = problems
@@ -204,7 +206,9 @@ def _run_in_turn(client, store, todo, problems, finished, kw):
         engine.run(None, None, [cvm_effects.init(kw["kernel"])])
         for k in todo:
             pc, saved = _problem_checkpoint(k, parts, checkpoint, token)
-            finished(k, run_problem(engine, positives[k], seed=seeds[k], checkpoint=pc, saved=saved, **kw))
+            cb = None if on_iteration is None else functools.partial(on_iteration, k)
+            finished(k, run_problem(engine, positives[k], seed=seeds[k], checkpoint=pc, saved=saved, callback=cb,
+                                    **kw))
     finally:
         engine.close()
 

@@ -20,7 +20,7 @@ __all__ = ["load_spec", "SpecError"]
 TABLES = {"name", "description", "output", "data", "model", "compress", "features", "downstream", "evaluate",
           "report", "run", "small"}
 DATA_KEYS = {"source", "n_rows", "seed", "start_row", "part", "test_size", "chunk_rows", "n_features", "n_classes",
-             "label", "drop", "delimiter"}
+             "label", "drop", "delimiter", "header"}
 #: ``test_size`` of a data set that names a ``part`` but no ``test_size``.
 DEFAULT_TEST_SIZE = 0.3
 MODEL_KEYS = {"algorithm", "task", "params", "checkpoint_every", "estimator"}
@@ -230,7 +230,7 @@ def _check_source(name: str, d: dict, path) -> None:
         if "test_size" in d and "part" not in d:
             raise ValueError(f"test_size = {d['test_size']!r} needs part = 'train' or 'test' (which part this "
                              "data set is); add a second [data.*] table for the other part")
-        options = {k: d[k] for k in ("label", "drop", "delimiter") if k in d}
+        options = {k: d[k] for k in ("label", "drop", "delimiter", "header") if k in d}
         check_source(src, n_rows=d.get("n_rows"), test_size=test_size, part=d.get("part"), **options)
         if src.startswith("synthetic:") and "n_rows" not in d:
             raise ValueError("a synthetic source needs n_rows")
