@@ -93,7 +93,8 @@ def _delimiter(value):
     return value
 
 
-@main.command(epilog="\b\nExamples:\n  kmp-dask info train.zarr --verify\n  kmp-dask info kmp.model")
+@main.command(short_help="Summarise a store or a saved model (--verify reads every chunk).",
+              epilog="\b\nExamples:\n  kmp-dask info train.zarr --verify\n  kmp-dask info kmp.model")
 @click.argument("target")
 @click.option("--verify", is_flag=True,
               help="Read every chunk of X and y back and check it; exit 1 naming the first corrupt chunk.")

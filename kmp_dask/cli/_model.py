@@ -275,7 +275,8 @@ def _size(est) -> str:
     return "fitted"
 
 
-@main.command(epilog="\b\nExamples:\n  kmp-dask evaluate kmp.model data/test.zarr\n"
+@main.command(short_help="Accuracy / per-class metrics or R² of a model on a store.",
+              epilog="\b\nExamples:\n  kmp-dask evaluate kmp.model data/test.zarr\n"
                      "  kmp-dask evaluate kmp.model data/test.zarr --json --output metrics.json")
 @click.argument("model_path", metavar="MODEL")
 @click.argument("store")
@@ -329,7 +330,8 @@ def _atomic_write_text(path, text: str) -> None:
         raise
 
 
-@main.command(epilog="\b\nExamples:\n  kmp-dask predict kmp.model data/test.zarr --output pred.csv          # row, prediction (class names)\n"
+@main.command(short_help="Predictions, probabilities or features to .csv/.parquet/.npy/.zarr.",
+              epilog="\b\nExamples:\n  kmp-dask predict kmp.model data/test.zarr --output pred.csv          # row, prediction (class names)\n"
                      "  kmp-dask predict kmp.model data/test.zarr --output proba.parquet --proba   # row, proba_<class>...\n"
                      "  kmp-dask predict svc10.model data/test.zarr --output scores.npy --decision\n"
                      "  kmp-dask predict kmp.model data/test.zarr --output pred.zarr         # a store: X = decision values, y = classes\n"

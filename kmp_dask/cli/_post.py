@@ -77,7 +77,8 @@ def _class_names(store, y):
     return y
 
 
-@main.command(epilog="\b\nExamples:\n  kmp-dask compress kmp.model --n-vectors 20 --model kmp20.model\n"
+@main.command(short_help="Reduced-set compression of a kernel model (kmp_dask or SVC).",
+              epilog="\b\nExamples:\n  kmp-dask compress kmp.model --n-vectors 20 --model kmp20.model\n"
                      "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 50 --data train.zarr --model svc50.model\n"
                      "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 0.2 --data train.zarr --criterion decrease "
                      "--exchange 10 --refit pool --model svc-small.model")
@@ -134,7 +135,8 @@ def compress(source, n_vectors, model_path, data, method, candidates, criterion,
         click.echo(f"compressed {type(model).__name__} to {comp.n_vectors_} vectors; saved to {model_path}")
 
 
-@main.command(epilog="\b\nExamples:\n  kmp-dask report kmp.model --output report.html\n"
+@main.command(short_help="A self-contained HTML report of saved models.",
+              epilog="\b\nExamples:\n  kmp-dask report kmp.model --output report.html\n"
                      "  kmp-dask report kmp.model kmp20.model --data test.zarr --evaluation metrics.json "
                      "--output report.html")
 @click.argument("models", nargs=-1, required=True, metavar="MODEL...")

@@ -17,7 +17,7 @@ Examples:
 """
 
 
-@main.command(epilog=RUN_EPILOG)
+@main.command(epilog=RUN_EPILOG, short_help="Run a pipeline file: data, model, compress, evaluate, report.")
 @click.argument("pipeline", type=click.Path(dir_okay=False))
 @click.option("--output", default=None, type=click.Path(file_okay=False),
               help="Run directory (default: the pipeline's 'output', else runs/NAME).")
