@@ -200,9 +200,41 @@ def build_params(cls, config: dict, flags: dict, *, config_name: str | None) -> 
 
 
 def check_before_cluster(cls, params: dict) -> None:
-    """The parameter checks a fit would make, made now — before any cluster starts — for the
-    estimators that have them as a separate step (KMP): a bad value costs no cluster start."""
+    """The parameter checks a fit would make, made now — before any cluster starts: KMP's own
+    parameter check, and for every algorithm the kernel (its name, ``gamma``, ``degree``,
+    ``coef0``), so a bad value costs no cluster start."""
     from ..estimators._kmp import _BaseKMP, _check_params
 
     if isinstance(cls, type) and issubclass(cls, _BaseKMP):
         _check_params(cls(**params))
+    if "kernel" in param_names(cls):
+        check_kernel(params)
+
+
+#: String values of ``gamma`` left to the estimator (scikit-learn's vocabulary): any other string is refused.
+GAMMA_WORDS = ("scale", "auto")
+
+
+def check_kernel(params: dict) -> None:
+    """``kernel`` / ``gamma`` (and ``degree``, ``coef0``, ``kernel_params``) as the fit will read
+    them: a click error naming the flag, the value and what to give instead."""
+    from ..kernels import get_kernel
+
+    kernels = params.get("kernel", "rbf")
+    kernels = kernels if isinstance(kernels, (list, tuple)) else [kernels]
+    gammas = params.get("gamma")
+    gammas = gammas if isinstance(gammas, (list, tuple)) else [gammas]
+    for g in gammas:
+        if isinstance(g, str) and g not in GAMMA_WORDS:
+            raise click.BadParameter(f"{g!r} is not a number: give a positive number (e.g. 0.5), a comma list of "
+                                     "them (0.1,1,10), or leave --gamma out for the default", param_hint="--gamma")
+    extra = {k: params[k] for k in ("degree", "coef0", "kernel_params") if k in params}
+    for k in kernels:
+        if not isinstance(k, str):
+            continue
+        for g in gammas:
+            try:
+                get_kernel(k, gamma=None if isinstance(g, str) else g, n_features=1, **extra)
+            except (ValueError, TypeError, KeyError) as exc:
+                hint = "--gamma" if "gamma" in str(exc) else "--kernel"
+                raise click.BadParameter(" ".join(str(exc).split()), param_hint=hint) from None
