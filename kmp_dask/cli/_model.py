@@ -240,8 +240,7 @@ def _fit(est, st, where, quiet, log_json, algorithm, fit_kw, force=False) -> flo
     log = _JsonLog(log_json, algorithm)
     try:
         with running(where, quiet=quiet, nbytes=store_nbytes(st)) as client, warnings.catch_warnings():
-            if not force:
-                warnings.simplefilter("error", KernelWidthWarning)
+            warnings.simplefilter("always" if force else "error", KernelWidthWarning)  # --force: shown, not fatal
             est.set_params(client=client)
             t0 = time.perf_counter()
             try:
