@@ -152,7 +152,15 @@ def validate(spec: dict, path) -> None:
 
 def _check_run(run: dict, path) -> None:
     """``[run] scheduler``: auto, sync, local, an address (tcp://, tls://) or a scheduler file
-    (.json, resolved relative to the pipeline file like the data paths)."""
+    (.json, resolved relative to the pipeline file like the data paths); ``memory_limit`` as the
+    embedded cluster takes it (checked even when the run turns out to need no cluster)."""
+    if "memory_limit" in run:
+        from ..parallel._client import check_memory_limit
+
+        try:
+            check_memory_limit(run["memory_limit"], name="memory_limit")
+        except ValueError as exc:
+            raise SpecError(f"{path}: [run] {exc}") from None
     s = run.get("scheduler")
     if s is None or s in SCHEDULER_MODES or (isinstance(s, str) and s.startswith(("tcp://", "tls://", "inproc://"))):
         return
