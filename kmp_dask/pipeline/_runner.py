@@ -18,7 +18,6 @@ import shutil
 import time
 from pathlib import Path
 
-import numpy as np
 
 from .._overwrite import RUN_MARKER
 
@@ -80,6 +79,8 @@ class RunDirectory:
 
 def json_default(v):
     """JSON for NumPy values (and ``str`` of anything else) in records and logs."""
+    import numpy as np
+
     if isinstance(v, np.generic):
         return v.item()
     if isinstance(v, np.ndarray):
