@@ -285,6 +285,7 @@ class SparseKCCA(BaseEstimator):
             Continue the checkpoint in ``checkpoint``; with none there, the fit starts from
             scratch. Its parameters and data must be this fit's (checked before it is read).
         """
+        t0 = time.perf_counter()
         if isinstance(self.n_components, str):
             raise ValueError(f"n_components must be an int >= 1 for SparseKCCA; got {self.n_components!r} "
                              "(the bound rule is for SparseKernelPCA and the KMP estimators)")
@@ -329,6 +330,7 @@ class SparseKCCA(BaseEstimator):
         self.stop_reason_ = res.stop_reason
         self.n_components_ = len(res.index)
         self.correlations_ = corr
+        self.fit_seconds_ = time.perf_counter() - t0  # wall-clock seconds of this call (the report's fit time)
         self.expansion_x_ = KernelExpansion(self.basis_vectors_x_, cx, ox, kx)
         self.expansion_y_ = KernelExpansion(self.basis_vectors_y_, cy, oy, ky)
         if self.n_components_ < int(self.n_components):
