@@ -170,6 +170,7 @@ def run_pipeline(spec: dict, output, *, client, overwrite: bool = False, resume:
 
 
 def _short(res: dict) -> str:
-    keys = ("accuracy", "r2", "n_basis", "n_vectors", "n_components", "downstream_accuracy", "report")
+    keys = ("accuracy", "r2", "n_basis", "n_vectors", "n_components", "n_features", "n_core_vectors",
+            "downstream_accuracy", "report")
     parts = [f"{k} {res[k]:.4g}" if isinstance(res[k], float) else f"{k} {res[k]}" for k in keys if k in res]
     return ", ".join(parts + [f"{res['seconds']:.1f} s"])

@@ -120,9 +120,11 @@ def model_step(spec, run, client, *, resume=False):
     est.set_params(client=None)
     save(est, run.path("model"), overwrite=run.resumed)
     out = {"estimator": cls.__name__, "history": getattr(est, "history_", None)}
-    for attr in ("n_basis_", "n_components_", "n_vectors_"):
-        if hasattr(est, attr):
-            out[attr.rstrip("_")] = int(getattr(est, attr))
+    for attr in ("n_basis_", "n_components_", "n_vectors_", "n_features_out_"):
+        if getattr(est, attr, None) is not None:
+            out[attr.rstrip("_").replace("_out", "")] = int(getattr(est, attr))
+    if hasattr(est, "radius_") or hasattr(est, "core_sizes_"):  # CVM, MMDA: the union
+        out["n_core_vectors"] = int(est.expansion_.n_vectors)  # of the binary problems' core vectors
     return out
 
 
