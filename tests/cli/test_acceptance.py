@@ -61,7 +61,7 @@ N_ROWS = 1200
 
 @pytest.fixture
 def no_cluster(monkeypatch):
-    import kmp_dask.parallel as parallel
+    from kmp_dask import parallel
 
     def refuse(*a, **k):
         raise AssertionError("a cluster was started")

@@ -24,7 +24,7 @@ from kmp_dask.store import create_store, open_store
 @pytest.fixture
 def no_cluster(monkeypatch):
     """Starting or connecting to a cluster fails the test."""
-    import kmp_dask.parallel as parallel
+    from kmp_dask import parallel
 
     def refuse(*a, **k):
         raise AssertionError("a cluster was started")
