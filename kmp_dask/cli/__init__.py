@@ -4,9 +4,9 @@ Commands (``kmp-dask COMMAND --help`` shows each one's options and examples)
 --------------------------------------------------------------------------
 ``ingest``    write a data source (keel:/sklearn: sets, CSV, LIBSVM, .npy/.npz, a directory of
               them, a seeded generator) into a zarr store.
-``train``     fit a model on a store (``--algorithm kmp|cvm|mmda|skpca``), on an embedded
-              process cluster or a running scheduler; save it in the open model format;
-              ``--checkpoint DIR`` / ``--resume`` for KMP.
+``train``     fit a model on a store (``--algorithm kmp|cvm|mmda|skpca``; ``train --algorithm A
+              --help`` lists A's flags), in process or on a cluster (``--scheduler``); save it in
+              the open model format; ``--checkpoint DIR`` / ``--resume``; ``--force``.
 ``evaluate``  accuracy / per-class metrics or R² of a saved model on a labelled store.
 ``predict``   chunk-wise predictions (or features) of a saved model, written to a zarr store.
 ``compress``  reduced-set compression of a saved model or of a scikit-learn model file.
@@ -14,8 +14,8 @@ Commands (``kmp-dask COMMAND --help`` shows each one's options and examples)
 ``info``      summarise a store or a saved model.
 ``demo``      the README's main job: ingest → train → evaluate → predict → compress → report.
 
-Layout: ``_main.py`` (the group, error handling), ``_where.py`` (where a command runs: embedded
-cluster, scheduler address / file, TLS), ``_params.py`` (estimator parameters as flags and TOML
+Layout: ``_main.py`` (the group, error handling), ``_where.py`` (where a command runs:
+``--scheduler auto|sync|local|ADDRESS``, TLS), ``_params.py`` (estimator parameters as flags and TOML
 config keys), ``_data.py`` (ingest, info), ``_model.py`` (train, evaluate, predict),
 ``_post.py`` (compress, report), ``_demo.py``.
 

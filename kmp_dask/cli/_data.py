@@ -19,6 +19,7 @@ Examples:
   kmp-dask ingest mine.csv train.zarr --label species --drop id --test-size 0.25
                                    # train.zarr + train-test.zarr
   kmp-dask ingest mine.csv mine.zarr --label 0 --delimiter ';'
+  kmp-dask ingest raw.csv raw.zarr --no-header --label 0     # no header line: columns 0, 1, ...
   kmp-dask ingest mine.parquet mine.zarr --label species --n-rows 100000
   kmp-dask ingest X.npy data.zarr --labels y.npy
   kmp-dask ingest parts/ data.zarr        # a directory of .npz files (arrays X, y)
@@ -26,7 +27,7 @@ Examples:
 """
 
 
-@main.command(epilog=INGEST_EPILOG)
+@main.command(epilog=INGEST_EPILOG, short_help="Write a data source (a file, a data set) into a zarr store.")
 @click.argument("source")
 @click.argument("target", type=click.Path())
 @click.option("--label", default=None,
@@ -34,6 +35,9 @@ Examples:
 @click.option("--drop", multiple=True,
               help="CSV/TSV, Parquet: a column to leave out, by name or position (repeat, or comma-separated).")
 @click.option("--delimiter", default=None, help="CSV/TSV: the field delimiter (default: detected from the first lines).")
+@click.option("--no-header", is_flag=True,
+              help="CSV/TSV: the first line is data, not column names; columns are then named by position "
+                   "(--label 0 is the first).")
 @click.option("--n-rows", default=None, type=click.IntRange(1),
               help="Store the first N rows of SOURCE (synthetic sources: rows to generate).")
 @click.option("--test-size", default=None, type=float,
@@ -49,7 +53,7 @@ Examples:
               help="Show a progress bar of rows written (default: only on a terminal).")
 @click.option("--labels", default=None, type=click.Path(exists=True, dir_okay=False),
               help="For a .npy SOURCE: a .npy file of labels (one per row).")
-def ingest(source, target, label, drop, delimiter, n_rows, test_size, test_target, chunk_rows, overwrite, seed,
+def ingest(source, target, label, drop, delimiter, no_header, n_rows, test_size, test_target, chunk_rows, overwrite, seed,
            start_row, progress, labels):
     """Write SOURCE into a zarr store at TARGET.
 
@@ -73,7 +77,7 @@ def ingest(source, target, label, drop, delimiter, n_rows, test_size, test_targe
                if v is not None}
     out = store.ingest(source, target, drop=drops, n_rows=n_rows, test_size=test_size, test_target=test_target,
                        seed=seed, start_row=start_row, chunk_rows=chunk_rows or None, overwrite=overwrite,
-                       progress=progress, **options)
+                       progress=progress, header=not no_header, **options)
     for st in out if isinstance(out, tuple) else (out,):
         click.echo(f"wrote {st!r}")
 
@@ -89,7 +93,8 @@ def _delimiter(value):
     return value
 
 
-@main.command(epilog="\b\nExamples:\n  kmp-dask info train.zarr --verify\n  kmp-dask info kmp.model")
+@main.command(short_help="Summarise a store or a saved model (--verify reads every chunk).",
+              epilog="\b\nExamples:\n  kmp-dask info train.zarr --verify\n  kmp-dask info kmp.model")
 @click.argument("target")
 @click.option("--verify", is_flag=True,
               help="Read every chunk of X and y back and check it; exit 1 naming the first corrupt chunk.")

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import click
-import numpy as np
 
 from ._main import main
 from ._where import Where, check_where
@@ -22,7 +21,8 @@ def _split_standardise(ds, test_size, seed):
     return (Xtr - mean) / std, (Xte - mean) / std, ytr, yte
 
 
-@main.command(epilog="\b\nExamples:\n  kmp-dask demo\n  kmp-dask demo --dataset keel:twonorm --n-basis 200 --workers 2")
+@main.command(short_help="The README's main job end to end on a bundled data set.",
+              epilog="\b\nExamples:\n  kmp-dask demo\n  kmp-dask demo --dataset keel:twonorm --n-basis 200 --workers 2")
 @click.option("--dataset", default="keel:banana", show_default=True,
               help="keel:NAME or sklearn:NAME (bundled data only; nothing is downloaded).")
 @click.option("--workdir", default="kmp-demo", show_default=True, type=click.Path(file_okay=False),
@@ -40,6 +40,7 @@ def _split_standardise(ds, test_size, seed):
 def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every, seed, overwrite):
     """Ingest DATASET, train stochastic KMP on a local process cluster, compare with SVC and
     with the SVC compressed to as many vectors by reduced-set selection."""
+    import numpy as np
     from sklearn.svm import SVC
 
     from ..datasets import load

@@ -8,14 +8,10 @@ the full Python traceback instead. Anything else (a bug) keeps its traceback.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sys
-import time
-from pathlib import Path
 
 import click
-import numpy as np
 
 __all__ = ["main"]
 
@@ -86,6 +82,14 @@ def one_line_message(exc: BaseException) -> str:
 
 class _Main(click.Group):
     """The command group: expected errors become one ``Error: ...`` line (exit status 1)."""
+
+    def format_commands(self, ctx, formatter):
+        """The commands and their short help, never cut ("..."): wrapped instead."""
+        rows = [(name, cmd.get_short_help_str(limit=10**6)) for name in self.list_commands(ctx)
+                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def invoke(self, ctx):
         try:

@@ -7,6 +7,7 @@ are saved in the open format (:func:`kmp_dask.save`, docs/models.md), written at
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -14,12 +15,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import click
-import numpy as np
 
 from ._main import main
-from ..pipeline._runner import json_default
-from ._params import ALGORITHMS, all_param_flags, build_params, class_for, parse_value, read_config
-from ._where import running, where_options
+from ._params import ALGORITHMS, build_params, class_for, parse_value, read_config
+from ._where import running, store_nbytes, where_options
 
 
 def _check_output_free(path, overwrite: bool, option: str, kind: str) -> None:
@@ -63,6 +62,8 @@ class _JsonLog:
     def __call__(self, desc, record):
         line = {"time": datetime.now(timezone.utc).isoformat(), "algorithm": self.algorithm, "stage": desc}
         line.update(record)
+        from ..pipeline._runner import json_default
+
         self.fh.write(json.dumps(line, default=json_default) + "\n")
         self.fh.flush()
 
@@ -71,15 +72,15 @@ class _JsonLog:
             self.fh.close()
 
 
-def param_options(fn):
-    """One ``--name`` flag per estimator parameter (see ``_params``)."""
-    for name, text in reversed(all_param_flags()):
-        fn = click.option("--" + name.replace("_", "-"), "param__" + name, default=None, metavar="VALUE",
-                          help=text or None)(fn)
-    return fn
-
+ALGORITHM_TEXT = {"kmp": "kernel matching pursuit: KMPClassifier / KMPRegressor (the default)",
+                  "cvm": "core vector machine: CVMClassifier",
+                  "mmda": "maximum-margin discriminant features: MMDA (a transformer)",
+                  "skpca": "sparse kernel PCA: SparseKernelPCA (a transformer)"}
 
 TRAIN_EPILOG = """\b
+Algorithms (--algorithm; each one's parameter flags: kmp-dask train --algorithm NAME --help):
+""" + "".join(f"  {k:<6} {v}\n" for k, v in ALGORITHM_TEXT.items()) + """
+\b
 Examples:
   kmp-dask train data/train.zarr --model kmp.model --n-basis 200 --gamma 0.5
   kmp-dask train data/train.zarr --model kmp.model --config kmp.toml --checkpoint ckpt/
@@ -89,7 +90,74 @@ Examples:
 """
 
 
-@main.command(epilog=TRAIN_EPILOG)
+class _TrainCommand(click.Command):
+    """``train``: the chosen algorithm's parameters become flags when the command line is parsed
+    (``--algorithm``, else the ``--config`` file's ``algorithm``, else kmp), so ``train --algorithm
+    cvm --help`` lists CVM's flags only; plain ``train --help`` imports no estimator and lists the
+    algorithms instead. The other algorithms' flags are accepted but hidden: ``train --algorithm
+    cvm --n-basis 5`` is refused with the parameters CVM has (``build_params``)."""
+
+    def parse_args(self, ctx, args):
+        from ._params import param_flags
+
+        if not hasattr(self, "_common"):
+            self._common = list(self.params)
+        algorithm = _algorithm_in(args)
+        names = {n for p in self._common for n in p.opts + p.secondary_opts} | set(ctx.help_option_names)
+        plain_help = (algorithm is None and any(a in ctx.help_option_names for a in args)
+                      and not any(a.startswith("--") and a.split("=")[0] not in names for a in args))
+        extra, shown = [], set()
+        if not plain_help:
+            chosen = algorithm if algorithm in ALGORITHMS else "kmp"
+            for algo in [chosen] + [a for a in ALGORITHMS if a != chosen]:
+                for name, text in param_flags(algo):
+                    if name not in shown:
+                        extra.append(click.Option(["--" + name.replace("_", "-"), "param__" + name], default=None,
+                                                  metavar="VALUE", help=text or None, hidden=algo != chosen))
+                        shown.add(name)
+            ctx.meta["kmp_dask.train_algorithm"] = chosen
+        self.params = self._common + extra
+        return super().parse_args(ctx, args)
+
+    def format_options(self, ctx, formatter):
+        common = [p.get_help_record(ctx) for p in self.get_params(ctx) if not p.name.startswith("param__")]
+        own = [p.get_help_record(ctx) for p in self.get_params(ctx) if p.name.startswith("param__")]
+        with formatter.section("Options"):
+            formatter.write_dl([r for r in common if r])
+        own = [r for r in own if r]
+        if own:
+            algo = ctx.meta.get("kmp_dask.train_algorithm", "kmp")
+            classes = " / ".join(c for c in dict.fromkeys(ALGORITHMS[algo]) if c)
+            with formatter.section(f"Parameters of --algorithm {algo} ({classes})"):
+                formatter.write_dl(own)
+
+
+def _algorithm_in(args) -> str | None:
+    """``--algorithm`` on the command line, else the ``--config`` file's ``algorithm`` key."""
+    config = None
+    for k, a in enumerate(args):
+        value = args[k + 1] if k + 1 < len(args) else None
+        if a.startswith("--algorithm="):
+            return a.split("=", 1)[1]
+        if a == "--algorithm":
+            return value
+        if a.startswith("--config="):
+            config = a.split("=", 1)[1]
+        elif a == "--config":
+            config = value
+    if config:
+        import tomllib
+
+        try:
+            with open(config, "rb") as fh:
+                value = tomllib.load(fh).get("algorithm")
+            return value if isinstance(value, str) else None
+        except (OSError, ValueError):
+            return None  # reported by --config's own check
+    return None
+
+
+@main.command(cls=_TrainCommand, epilog=TRAIN_EPILOG, short_help="Fit a model on a store and save it.")
 @click.argument("store")
 @click.option("--model", "model_path", required=True, type=click.Path(), help="Where to save the fitted model.")
 @click.option("--algorithm", type=click.Choice(sorted(ALGORITHMS)), default=None,
@@ -109,11 +177,17 @@ Examples:
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--log-json", default=None, type=click.Path(dir_okay=False),
               help="Append one JSON line per iteration to this file (for batch jobs).")
+@click.option("--force", is_flag=True,
+              help="Save the model even when the fit warns that the kernel width does not fit the data.")
 @where_options
-@param_options
 def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint, checkpoint_every, resume,
-          weights_path, quiet, log_json, where, **params):
-    """Fit a model on the zarr STORE and save it to --model (open format, see docs/models.md)."""
+          weights_path, quiet, log_json, force, where, **params):
+    """Fit a model on the zarr STORE and save it to --model (open format, see docs/models.md).
+
+    The parameter flags depend on --algorithm: `kmp-dask train --algorithm cvm --help` lists
+    CVM's. A fit whose kernel width does not fit the data (KernelWidthWarning) saves nothing
+    and ends with an error saying which gamma to try, unless --force.
+    """
     from .. import save  # noqa: F401
 
     config = read_config(config_path) if config_path else {}
@@ -137,7 +211,7 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
     fit_kw = {"checkpoint": checkpoint, "checkpoint_every": checkpoint_every, "resume": resume} if checkpoint else {}
     if weights_path:
         fit_kw["sample_weight"] = _read_weights(weights_path)
-    seconds = _fit(est, st, where, quiet, log_json, algorithm, fit_kw)
+    seconds = _fit(est, st, where, quiet, log_json, algorithm, fit_kw, force)
     save(est, model_path, overwrite=overwrite)
     if not quiet:
         click.echo(f"trained {type(est).__name__} on {st.n_rows} rows in {seconds:.1f} s: {_size(est)}; "
@@ -155,19 +229,27 @@ def _read_weights(path):
                                  "numpy.save('weights.npy', w)", param_hint="--sample-weight") from None
 
 
-def _fit(est, st, where, quiet, log_json, algorithm, fit_kw) -> float:
+def _fit(est, st, where, quiet, log_json, algorithm, fit_kw, force=False) -> float:
+    """Fit ``est`` on ``st`` where ``where`` says; the fit's seconds. Without ``force`` a
+    ``KernelWidthWarning`` ends the command (one ``Error:`` line, nothing saved)."""
+    import warnings
+
     from ..estimators._progress import iteration_listener
+    from ..exceptions import KernelWidthWarning
 
     log = _JsonLog(log_json, algorithm)
     try:
-        with running(where, quiet=quiet) as client:
+        with running(where, quiet=quiet, nbytes=store_nbytes(st)) as client, warnings.catch_warnings():
+            warnings.simplefilter("always" if force else "error", KernelWidthWarning)  # --force: shown, not fatal
             est.set_params(client=client)
             t0 = time.perf_counter()
-            if log.fh is not None:
-                with iteration_listener(log):
+            try:
+                with iteration_listener(log) if log.fh is not None else contextlib.nullcontext():
                     est.fit(st.url, **fit_kw)
-            else:
-                est.fit(st.url, **fit_kw)
+            except KernelWidthWarning as w:
+                raise click.ClickException(
+                    " ".join(str(w).split()) + " Nothing was saved: train again with such a --gamma (or "
+                    "standardised data), or pass --force to save this model anyway.") from None
             seconds = time.perf_counter() - t0
     finally:
         log.close()
@@ -176,19 +258,24 @@ def _fit(est, st, where, quiet, log_json, algorithm, fit_kw) -> float:
 
 
 def _size(est) -> str:
-    """The fitted model's size for the summary line: for a CVM the distinct core vectors of all its
-    binary problems (the rows of its kernel expansion), not the number of problems."""
+    """The fitted model's size for the summary line: basis functions (KMP), vectors (a compressed
+    model), features and the distinct vectors they expand on (MMDA), components (sparse KPCA),
+    and for a CVM the distinct core vectors of all its binary problems (the rows of its kernel
+    expansion), not the number of problems."""
+    if getattr(est, "n_features_out_", None) is not None and getattr(est, "expansion_", None) is not None:
+        return f"{int(est.n_features_out_)} features on {est.expansion_.n_vectors} core vectors"
     for attr, what in (("n_basis_", "basis functions"), ("n_vectors_", "vectors"),
                        ("n_components_", "components")):
         v = getattr(est, attr, None)
         if v is not None:
             return f"{int(v)} {what}"
     if getattr(est, "core_indices_", None) is not None:
-        return f"{len(est.expansion_.support_vectors)} core vectors"
+        return f"{est.expansion_.n_vectors} core vectors"
     return "fitted"
 
 
-@main.command(epilog="\b\nExamples:\n  kmp-dask evaluate kmp.model data/test.zarr\n"
+@main.command(short_help="Accuracy / per-class metrics or R² of a model on a store.",
+              epilog="\b\nExamples:\n  kmp-dask evaluate kmp.model data/test.zarr\n"
                      "  kmp-dask evaluate kmp.model data/test.zarr --json --output metrics.json")
 @click.argument("model_path", metavar="MODEL")
 @click.argument("store")
@@ -206,7 +293,7 @@ def evaluate(model_path, store, as_json, output, overwrite, quiet, where):
     model = _load_model(model_path)
     st = _open_store(store)
     check_evaluate(model, st)  # transformer, other columns, no class in common: refused before a cluster starts
-    with running(where, quiet=quiet or as_json) as client:
+    with running(where, quiet=quiet or as_json, nbytes=store_nbytes(st)) as client:
         metrics = run_evaluate(model, st, client=client)
     metrics = {"model": str(model_path), "store": st.url, **metrics}
     text = json.dumps(metrics, indent=2)
@@ -242,7 +329,8 @@ def _atomic_write_text(path, text: str) -> None:
         raise
 
 
-@main.command(epilog="\b\nExamples:\n  kmp-dask predict kmp.model data/test.zarr --output pred.csv          # row, prediction (class names)\n"
+@main.command(short_help="Predictions, probabilities or features to .csv/.parquet/.npy/.zarr.",
+              epilog="\b\nExamples:\n  kmp-dask predict kmp.model data/test.zarr --output pred.csv          # row, prediction (class names)\n"
                      "  kmp-dask predict kmp.model data/test.zarr --output proba.parquet --proba   # row, proba_<class>...\n"
                      "  kmp-dask predict svc10.model data/test.zarr --output scores.npy --decision\n"
                      "  kmp-dask predict kmp.model data/test.zarr --output pred.zarr         # a store: X = decision values, y = classes\n"
@@ -279,7 +367,7 @@ def predict(model_path, store, output, proba, decision, overwrite, quiet, where)
     check_output_request(model, what)
     st = _open_store(store)
     check_model_data(model, st)
-    with running(where, quiet=quiet) as client:
+    with running(where, quiet=quiet, nbytes=store_nbytes(st)) as client:
         out = predict_to_file(model, st, output, output=what, overwrite=overwrite, client=client,
                               provenance={"model_path": str(model_path)})
     if not quiet:

@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import click
-import numpy as np
 
 from ._main import main
 from ._model import _check_output_free, _open_store, _verbose
-from ._where import running, where_options
+from ._where import running, store_nbytes, where_options
 
 PICKLE_HELP = ("MODEL is a scikit-learn model file (joblib/pickle): unpickling runs whatever code the file "
                "holds, so it is only done with this flag — pass it only for files you made or trust. "
@@ -62,19 +61,24 @@ def _pool_in_memory(st, option: str):
             f"--data has {st.n_rows} x {st.n_features} values ({nbytes / 2**30:.1f} GiB as float64), more than the "
             f"{IN_MEMORY_POOL_BYTES / 2**30:.0f} GiB {option} reads into memory; drop {option} (the engine path "
             "streams the store) or pass a smaller sample as --data", param_hint=option.split()[0])
+    import numpy as np
+
     X, y = st.read_range(0, st.n_rows)
     return np.asarray(X, dtype=np.float64), _class_names(st, y)
 
 
 def _class_names(store, y):
     """Stored label codes as the store's class names (classification); values as they are."""
+    import numpy as np
+
     names = store.attrs.get("classes")
     if y is not None and names is not None:
         y = np.asarray(names).take(np.asarray(y, dtype=np.int64))
     return y
 
 
-@main.command(epilog="\b\nExamples:\n  kmp-dask compress kmp.model --n-vectors 20 --model kmp20.model\n"
+@main.command(short_help="Reduced-set compression of a kernel model (kmp_dask or SVC).",
+              epilog="\b\nExamples:\n  kmp-dask compress kmp.model --n-vectors 20 --model kmp20.model\n"
                      "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 50 --data train.zarr --model svc50.model\n"
                      "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 0.2 --data train.zarr --criterion decrease "
                      "--exchange 10 --refit pool --model svc-small.model")
@@ -122,7 +126,7 @@ def compress(source, n_vectors, model_path, data, method, candidates, criterion,
         pool, labels = _pool_in_memory(st, "--refit pool" if refit == "pool" else "--exchange")
         comp.fit(model, pool, labels)
     else:
-        with running(where, quiet=quiet) as client:
+        with running(where, quiet=quiet, nbytes=store_nbytes(st) if st is not None else None) as client:
             comp.set_params(client=client)
             comp.fit(model, pool)
     comp.set_params(client=None)
@@ -131,7 +135,8 @@ def compress(source, n_vectors, model_path, data, method, candidates, criterion,
         click.echo(f"compressed {type(model).__name__} to {comp.n_vectors_} vectors; saved to {model_path}")
 
 
-@main.command(epilog="\b\nExamples:\n  kmp-dask report kmp.model --output report.html\n"
+@main.command(short_help="A self-contained HTML report of saved models.",
+              epilog="\b\nExamples:\n  kmp-dask report kmp.model --output report.html\n"
                      "  kmp-dask report kmp.model kmp20.model --data test.zarr --evaluation metrics.json "
                      "--output report.html")
 @click.argument("models", nargs=-1, required=True, metavar="MODEL...")
@@ -165,6 +170,8 @@ def report(models, output, data, sample_rows, evaluations, title, overwrite):
 
 def _sample(store, n: int):
     """Up to ``n`` rows of ``store`` (a seeded sample, in row order) with labels as class names."""
+    import numpy as np
+
     rng = np.random.default_rng(0)
     idx = np.sort(rng.choice(store.n_rows, size=min(n, store.n_rows), replace=False))
     X, y = store.read_rows(idx)

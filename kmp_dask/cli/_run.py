@@ -6,7 +6,7 @@ import click
 
 from ._main import main
 from ._model import _verbose
-from ._where import Where, running, where_options
+from ._where import Where, check_where, mode, running, where_options
 
 RUN_EPILOG = """\b
 Examples:
@@ -17,7 +17,7 @@ Examples:
 """
 
 
-@main.command(epilog=RUN_EPILOG)
+@main.command(epilog=RUN_EPILOG, short_help="Run a pipeline file: data, model, compress, evaluate, report.")
 @click.argument("pipeline", type=click.Path(dir_okay=False))
 @click.option("--output", default=None, type=click.Path(file_okay=False),
               help="Run directory (default: the pipeline's 'output', else runs/NAME).")
@@ -43,14 +43,28 @@ def run(pipeline, output, small, resume, overwrite, quiet, where):
         check_replaceable(out, ("run",), option="output directory")
         if resume:
             check_resumable(spec, out)
-    if where.scheduler is None:
-        r = spec.get("run", {})
-        where = Where(**{**where.__dict__, "workers": where.workers or r.get("workers"),
-                         "threads_per_worker": r.get("threads_per_worker", where.threads_per_worker),
-                         "memory_limit": r.get("memory_limit", where.memory_limit)})
+    where, nbytes = _where_for(spec, where)
     log = (lambda *_: None) if quiet else (lambda m: click.echo(m, err=True))
-    with running(where, quiet=quiet) as client:
+    with running(where, quiet=quiet, nbytes=nbytes) as client:
         summary = run_pipeline(spec, out, client=client, overwrite=overwrite, resume=resume, log=log,
                                verbose=_verbose(quiet))
     click.echo(f"pipeline {spec['name']} finished in {summary['seconds']:.1f} s; results in {out}/summary.json, "
                f"report {out}/report.html")
+
+
+def _where_for(spec: dict, where: Where):
+    """Where the pipeline runs: ``--scheduler`` if given, else its ``[run] scheduler`` (default
+    auto: by the size of its data, :func:`kmp_dask.pipeline._spec.data_nbytes`). ``[run]``'s
+    workers, threads and memory limit size the embedded cluster when one is started."""
+    from ..pipeline._spec import data_nbytes
+
+    r = spec.get("run", {})
+    if where.scheduler is None and r.get("scheduler"):
+        where = Where(**{**where.__dict__, "scheduler": r["scheduler"]})
+        check_where(where)
+    nbytes = data_nbytes(spec)
+    if mode(where, nbytes) == "local":
+        where = Where(**{**where.__dict__, "workers": where.workers or r.get("workers"),
+                         "threads_per_worker": r.get("threads_per_worker", where.threads_per_worker),
+                         "memory_limit": r.get("memory_limit", where.memory_limit)})
+    return where, nbytes

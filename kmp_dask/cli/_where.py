@@ -1,5 +1,14 @@
-"""Where a command runs: ``--scheduler`` / ``--scheduler-file`` (a running cluster, optionally
-over TLS) or, by default, an embedded process ``LocalCluster`` on 127.0.0.1.
+"""Where a command runs: ``--scheduler auto|sync|local|ADDRESS`` / ``--scheduler-file``.
+
+``sync``
+    In this process, no cluster at all (the Python API's ``client="sync"``).
+``local``
+    An embedded process ``LocalCluster`` on 127.0.0.1 (``--workers`` etc. size it).
+``auto`` (the default)
+    In process when the command's data (a store's ``X``, a pipeline's sources) hold at most
+    :data:`AUTO_CLUSTER_BYTES`; an embedded cluster above that, or when ``--workers`` asks for one.
+an address (``tcp://host:8786``, ``tls://…``) or a scheduler file (``.json``)
+    A running cluster, optionally over TLS.
 
 Every option is checked before any work (a malformed address, a missing scheduler or
 certificate file fails at once, with one line); every wait on the cluster is bounded
@@ -17,14 +26,27 @@ from pathlib import Path
 import click
 
 _FIX = ("Pass an address such as tcp://127.0.0.1:8786 (printed by `dask scheduler`) or a "
-        "scheduler file (.json), or omit --scheduler to use an embedded cluster.")
+        "scheduler file (.json), or one of auto (the default), sync (in process) and local (an embedded cluster).")
+
+#: ``--scheduler`` values that name no running cluster.
+MODES = ("auto", "sync", "local")
+
+AUTO_CLUSTER_BYTES = 64 * 2**20
+"""``--scheduler auto`` starts the embedded cluster only for data larger than this (64 MiB of
+``X``). Measured (benchmarks/cli_scheduler_threshold.py, results/cli_scheduler_threshold.json;
+2 shared cores): starting and stopping the embedded 2-worker cluster took 4.4–5.2 s, and the
+default KMP fit on 1, 4, 16 and 64 MiB stores took 2.4, 4.3, 27 and 125 s in process against
+8.4, 13.5, 27 and 285 s on the started cluster — in process was never slower. Above 64 MiB the
+cluster is still the default because the in-process engine holds every partition and the fit's
+per-row state in this one process (no memory limit, no out-of-core paging), and a fit on that
+much data runs for minutes, so the start costs a few per cent at most."""
 
 
 @dataclass(frozen=True)
 class Where:
     """The parsed ``--scheduler …`` / ``--workers …`` / ``--tls-…`` options of one command."""
 
-    scheduler: str | None = None
+    scheduler: str | None = None  # None: --scheduler not given (auto, unless a pipeline's [run] says)
     workers: int | None = None
     threads_per_worker: int = 1
     memory_limit: str = "auto"
@@ -42,9 +64,11 @@ class Where:
 def where_options(fn):
     """Add the where-to-run options to a command; it receives them as ``where=Where(...)``."""
     opts = [
-        click.option("--scheduler", default=None, metavar="ADDRESS",
-                     help="A running scheduler's address (tcp://host:8786, tls://host:8786) or scheduler "
-                          "file. Default: an embedded LocalCluster of processes on 127.0.0.1."),
+        click.option("--scheduler", default=None, metavar="auto|sync|local|ADDRESS",
+                     help="sync: in this process, no cluster; local: an embedded LocalCluster of processes on "
+                          "127.0.0.1; an address (tcp://host:8786, tls://host:8786) or scheduler file: a running "
+                          f"cluster. Default auto: in process for data up to {AUTO_CLUSTER_BYTES // 2**20} MiB, "
+                          "an embedded cluster above that (or with --workers)."),
         click.option("--scheduler-file", default=None, type=click.Path(dir_okay=False),
                      help="The JSON file written by `dask scheduler --scheduler-file FILE`."),
         click.option("--workers", default=None, type=click.IntRange(1, 256),
@@ -94,6 +118,11 @@ def check_where(where: Where) -> None:
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--memory-limit") from None
 
+    if where.scheduler in MODES:
+        if where.tls:
+            raise click.UsageError(f"--tls-* options need a scheduler address (tls://...), not --scheduler "
+                                   f"{where.scheduler}")
+        return
     if where.scheduler is not None:
         s = where.scheduler
         if s.endswith(".json") or Path(s).is_file():
@@ -138,12 +167,44 @@ def _security(where: Where):
                     require_encryption=True)
 
 
+def store_nbytes(store) -> int:
+    """The bytes of a store's ``X`` (what ``--scheduler auto`` weighs)."""
+    import numpy as np
+
+    return int(store.n_rows) * int(store.n_features) * np.dtype(store.dtype).itemsize
+
+
+def mode(where: Where, nbytes: int | None) -> str:
+    """``sync``, ``local`` or ``address``: where a command on ``nbytes`` of data runs (module doc)."""
+    s = where.scheduler or "auto"
+    if s not in MODES:
+        return "address"
+    if s == "auto":
+        big = nbytes is not None and nbytes > AUTO_CLUSTER_BYTES
+        return "local" if where.workers is not None or big else "sync"
+    return s
+
+
+def _size_text(nbytes) -> str:
+    return "size unknown" if nbytes is None else f"{nbytes / 2**20:.3g} MiB"
+
+
 @contextlib.contextmanager
-def running(where: Where, *, quiet: bool = False):
-    """A ``distributed.Client`` for the command, closed (and the embedded cluster stopped) after."""
+def running(where: Where, *, quiet: bool = False, nbytes: int | None = None):
+    """What the command passes as ``client``: ``"sync"`` (in process), or a ``distributed.Client``
+    closed (and the embedded cluster stopped) after. ``nbytes``: the data's size, for ``auto``."""
+    m = mode(where, nbytes)
+    if m == "sync":
+        if not quiet:
+            why = ("--scheduler sync" if where.scheduler == "sync" else
+                   f"--scheduler auto: data {_size_text(nbytes)} <= {AUTO_CLUSTER_BYTES // 2**20} MiB; "
+                   "--scheduler local starts a cluster")
+            click.echo(f"dask: in process, no cluster ({why})", err=True)
+        yield "sync"
+        return
     from ..parallel import connect, embedded_cluster
 
-    if where.scheduler is not None:
+    if m == "address":
         cm = connect(where.scheduler, security=_security(where), timeout=where.connect_timeout)
     else:
         cm = embedded_cluster(where.workers, threads_per_worker=where.threads_per_worker,
@@ -151,14 +212,18 @@ def running(where: Where, *, quiet: bool = False):
                               timeout=where.connect_timeout)
     with cm as client:
         if not quiet:
-            _announce(client, where)
+            _announce(client, where, nbytes)
         yield client
 
 
-def _announce(client, where: Where) -> None:
+def _announce(client, where: Where, nbytes=None) -> None:
     info = client.scheduler_info(n_workers=-1)
     workers = info.get("workers", {})
-    what = where.scheduler or "embedded LocalCluster"
+    what = where.scheduler if mode(where, nbytes) == "address" else "embedded LocalCluster"
+    if (where.scheduler or "auto") == "auto":
+        big = nbytes is not None and nbytes > AUTO_CLUSTER_BYTES
+        what += (f"; --scheduler auto: data {_size_text(nbytes)} > {AUTO_CLUSTER_BYTES // 2**20} MiB" if big
+                 else "; --workers given")
     threads = sum(w.get("nthreads", 0) for w in workers.values())
     click.echo(f"dask: {len(workers)} workers, {threads} threads ({what})", err=True)
     link = getattr(client, "dashboard_link", None)

@@ -15,7 +15,7 @@ from ..parallel import Tasks, resolve_client
 from ..greedy._checkpoint import open_checkpoint
 from ..greedy._cvm_problems import fit_binary_problems
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like, predict_input, sample_rows
-from ._progress import progress_callback
+from ._progress import inner_progress, progress_callback
 
 __all__ = ["CVMClassifier", "MMDA"]
 
@@ -89,7 +89,8 @@ class _CVMBase(BaseEstimator):
                             Tasks(client), store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
                             eps=float(self.eps), n_rows=store.n_rows, candidates=self.candidates,
                             max_core=int(self.max_core), n_components=n_components, checkpoint=ckpt,
-                            on_problem=on_problem)
+                            on_problem=on_problem, on_iteration=_on_iteration(bar, self.verbose, label,
+                                                                              f"{type(self).__name__} core set"))
                 finally:
                     if bar is not None:
                         bar.close()
@@ -99,6 +100,14 @@ class _CVMBase(BaseEstimator):
         saved_elapsed = 0.0 if ckpt is None or ckpt.saved is None else float(ckpt.saved.get("elapsed", 0.0))
         self.fit_seconds_ = elapsed if elapsed is not None else saved_elapsed + time.perf_counter() - t0
         return results
+
+
+def _on_iteration(bar, verbose, label, desc):
+    """The core-set iterations' progress (:func:`~._progress.inner_progress`), records with the problem."""
+    inner = inner_progress(bar, verbose, desc)
+    if inner is None:
+        return None
+    return lambda k, rec: inner({**rec, "problem": int(k), "class": getattr(label[k], "item", lambda: label[k])()})
 
 
 def _problem_record(k, name, result, n_done) -> dict:

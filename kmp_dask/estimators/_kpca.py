@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import time
 import warnings
 
 import numpy as np
@@ -152,6 +153,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             Continue the checkpoint in ``checkpoint``; with none there, the fit starts from
             scratch. Its parameters and data must be this fit's (checked before it is read).
         """
+        t0 = time.perf_counter()
         self._check_params()
         seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
         in_memory = not (is_store_like(X) or is_dask_array(X))
@@ -167,6 +169,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             ckpt = _open_checkpoint(self, store, checkpoint, checkpoint_every, resume, is_store_like(X))
             res = _select(self, store, in_memory, kernel=kernel, n_components=n, candidates=s, seed=seed,
                           desc="sparse kpca", unit="point", checkpoint=ckpt)
+        self.fit_seconds_ = time.perf_counter() - t0  # wall-clock seconds of this call (the report's fit time)
         self.kernel_ = kernel
         if by_bound:
             res = self._cut_at_bound_minimum(res)
@@ -283,6 +286,7 @@ class SparseKCCA(BaseEstimator):
             Continue the checkpoint in ``checkpoint``; with none there, the fit starts from
             scratch. Its parameters and data must be this fit's (checked before it is read).
         """
+        t0 = time.perf_counter()
         if isinstance(self.n_components, str):
             raise ValueError(f"n_components must be an int >= 1 for SparseKCCA; got {self.n_components!r} "
                              "(the bound rule is for SparseKernelPCA and the KMP estimators)")
@@ -327,6 +331,7 @@ class SparseKCCA(BaseEstimator):
         self.stop_reason_ = res.stop_reason
         self.n_components_ = len(res.index)
         self.correlations_ = corr
+        self.fit_seconds_ = time.perf_counter() - t0  # wall-clock seconds of this call (the report's fit time)
         self.expansion_x_ = KernelExpansion(self.basis_vectors_x_, cx, ox, kx)
         self.expansion_y_ = KernelExpansion(self.basis_vectors_y_, cy, oy, ky)
         if self.n_components_ < int(self.n_components):

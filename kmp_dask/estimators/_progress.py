@@ -16,7 +16,7 @@ import contextvars
 import sys
 import time
 
-__all__ = ["progress_callback", "iteration_listener"]
+__all__ = ["progress_callback", "inner_progress", "iteration_listener"]
 
 _LISTENERS: contextvars.ContextVar[tuple] = contextvars.ContextVar("kmp_dask_iteration_listeners", default=())
 
@@ -65,6 +65,35 @@ def progress_callback(verbose, total, *, desc="kmp", unit="basis"):
     """Return ``(callback, closer)``: what to call after each iteration and at the end."""
     callback, closer = _progress(verbose, total, desc, unit)
     return _with_listeners(callback, desc), closer
+
+
+#: Seconds between two plain lines of :func:`inner_progress` (``verbose ≥ 2``).
+INNER_LINE_SECONDS = 10.0
+
+
+def inner_progress(bar, verbose, desc):
+    """Progress of the iterations inside a step that ``bar`` counts (a CVM's or MMDA's core-set
+    iterations inside its binary problems): ``verbose=1`` shows the latest record as ``bar``'s
+    postfix; ``k ≥ 2`` prints a line at most every :data:`INNER_LINE_SECONDS`; the listeners
+    (``--log-json``) get every record with ``desc``. None when nothing would be shown."""
+    listeners = _LISTENERS.get()
+    if not verbose and not listeners:
+        return None
+    last = [time.perf_counter()]
+    t0 = last[0]
+
+    def callback(record):
+        if verbose is True or verbose == 1:
+            if bar is not None and hasattr(bar, "set_postfix"):
+                bar.set_postfix(dict(p.split(" ", 1) for p in _fmt(record, "iteration")), refresh=True)
+        elif verbose and time.perf_counter() - last[0] >= INNER_LINE_SECONDS:
+            last[0] = time.perf_counter()
+            line = ", ".join(_fmt(record, "iteration") + [f"{last[0] - t0:.1f} s elapsed"])
+            print(f"[{desc}] {line}", file=sys.stderr, flush=True)
+        for fn in listeners:
+            fn(desc, record)
+
+    return callback
 
 
 def _progress(verbose, total, desc, unit):

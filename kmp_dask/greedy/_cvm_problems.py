@@ -96,13 +96,13 @@ def run_problem(engine, positive, *, kernel, kappa, C, eps, n_rows, candidates, 
     return out
 
 
-def _solve(engine, positive, seed, checkpoint, saved, kw):
+def _solve(engine, positive, seed, checkpoint, saved, callback, kw):
     """:func:`run_problem` with the arguments :meth:`~kmp_dask.parallel.Tasks.map_problems` passes."""
-    return run_problem(engine, positive, seed=seed, checkpoint=checkpoint, saved=saved, **kw)
+    return run_problem(engine, positive, seed=seed, checkpoint=checkpoint, saved=saved, callback=callback, **kw)
 
 
 def fit_binary_problems(tasks, store, positives, *, seeds, timeout: float = 3600.0, checkpoint=None,
-                        on_problem=None, **kw):
+                        on_problem=None, on_iteration=None, **kw):
     """Run one binary problem per entry of ``positives``; returns their results in order.
 
     ``tasks``: a :class:`~kmp_dask.parallel.Tasks`. Without a cluster: one in-process engine,
@@ -118,7 +118,8 @@ def fit_binary_problems(tasks, store, positives, *, seeds, timeout: float = 3600
     problem boundary; when the fit completes, all results — the parts are then removed. A
     resumed fit takes the finished problems' results from their parts and continues the
     others. ``on_problem(k, result, n_done)``: called on the driver as each problem finishes (in
-    order of completion; after its checkpoint).
+    order of completion; after its checkpoint). ``on_iteration(k, record)``: after each core-set
+    iteration of problem ``k`` when the problems run in turn on the driver (not as tasks).
     """
     t0 = time.perf_counter()
     token = uuid.uuid4().hex  # this run of the fit: tasks of an earlier run stop at their next save
@@ -149,8 +150,8 @@ def fit_binary_problems(tasks, store, positives, *, seeds, timeout: float = 3600
     todo = [k for k in range(len(positives)) if k not in done]
     if todo:
         as_tasks = tasks.distributed and len(positives) > 1
-        problems = [(k, (positives[k], seeds[k], *_problem_checkpoint(k, parts, checkpoint, token, as_tasks)))
-                    for k in todo]
+        problems = [(k, (positives[k], seeds[k], *_problem_checkpoint(k, parts, checkpoint, token, as_tasks),
+                         _iteration_callback(on_iteration, k, as_tasks))) for k in todo]
         tasks.map_problems(store, functools.partial(_solve, kw=kw), problems, finished=finished,
                            setup=[cvm_effects.init(kw["kernel"])], as_tasks=as_tasks, timeout=timeout,
                            what="one-vs-rest problem")
@@ -158,6 +159,12 @@ def fit_binary_problems(tasks, store, positives, *, seeds, timeout: float = 3600
     if checkpoint is not None:
         _save_results(checkpoint, parts, results, seeds, elapsed0, t0, token)
     return results
+
+
+def _iteration_callback(on_iteration, k, as_tasks):
+    """``on_iteration(k, record)`` per core-set iteration of problem ``k`` — on the driver only
+    (problems run as tasks report as each finishes, through ``on_problem``)."""
+    return None if on_iteration is None or as_tasks else functools.partial(on_iteration, k)
 
 
 def _problem_checkpoint(k, parts, checkpoint, token, detached=False):

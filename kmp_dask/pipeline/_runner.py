@@ -18,7 +18,6 @@ import shutil
 import time
 from pathlib import Path
 
-import numpy as np
 
 from .._overwrite import RUN_MARKER
 
@@ -80,6 +79,8 @@ class RunDirectory:
 
 def json_default(v):
     """JSON for NumPy values (and ``str`` of anything else) in records and logs."""
+    import numpy as np
+
     if isinstance(v, np.generic):
         return v.item()
     if isinstance(v, np.ndarray):
@@ -169,6 +170,7 @@ def run_pipeline(spec: dict, output, *, client, overwrite: bool = False, resume:
 
 
 def _short(res: dict) -> str:
-    keys = ("accuracy", "r2", "n_basis", "n_vectors", "n_components", "downstream_accuracy", "report")
+    keys = ("accuracy", "r2", "n_basis", "n_vectors", "n_components", "n_features", "n_core_vectors",
+            "downstream_accuracy", "report")
     parts = [f"{k} {res[k]:.4g}" if isinstance(res[k], float) else f"{k} {res[k]}" for k in keys if k in res]
     return ", ".join(parts + [f"{res['seconds']:.1f} s"])

@@ -20,7 +20,7 @@ __all__ = ["load_spec", "SpecError"]
 TABLES = {"name", "description", "output", "data", "model", "compress", "features", "downstream", "evaluate",
           "report", "run", "small"}
 DATA_KEYS = {"source", "n_rows", "seed", "start_row", "part", "test_size", "chunk_rows", "n_features", "n_classes",
-             "label", "drop", "delimiter"}
+             "label", "drop", "delimiter", "header"}
 #: ``test_size`` of a data set that names a ``part`` but no ``test_size``.
 DEFAULT_TEST_SIZE = 0.3
 MODEL_KEYS = {"algorithm", "task", "params", "checkpoint_every", "estimator"}
@@ -29,7 +29,9 @@ FEATURES_KEYS = {"data"}
 DOWNSTREAM_KEYS = {"estimator", "params", "train", "test"}
 EVALUATE_KEYS = {"data"}
 REPORT_KEYS = {"data", "title", "sample_rows"}
-RUN_KEYS = {"workers", "threads_per_worker", "memory_limit"}
+RUN_KEYS = {"scheduler", "workers", "threads_per_worker", "memory_limit"}
+#: ``[run] scheduler`` values that name no running cluster (else an address or a scheduler file).
+SCHEDULER_MODES = ("auto", "sync", "local")
 #: scikit-learn estimators a pipeline may name (``model.estimator`` / ``downstream.estimator``).
 SKLEARN = {"SVC": "sklearn.svm", "SVR": "sklearn.svm", "NuSVC": "sklearn.svm", "KernelRidge": "sklearn.kernel_ridge",
            "KNeighborsClassifier": "sklearn.neighbors", "LogisticRegression": "sklearn.linear_model",
@@ -144,7 +146,68 @@ def validate(spec: dict, path) -> None:
                                         ("downstream.test", spec.get("downstream", {}).get("test"))]:
         if ref is not None and ref not in names:
             raise SpecError(f"{path}: {key} = {ref!r} names no data set; defined: {', '.join(sorted(names))}")
+    _check_run(spec.get("run", {}), path)
     _check_params(spec, path)
+
+
+def _check_run(run: dict, path) -> None:
+    """``[run] scheduler``: auto, sync, local, an address (tcp://, tls://) or a scheduler file
+    (.json, resolved relative to the pipeline file like the data paths); ``memory_limit`` as the
+    embedded cluster takes it (checked even when the run turns out to need no cluster)."""
+    if "memory_limit" in run:
+        from ..parallel._client import check_memory_limit
+
+        try:
+            check_memory_limit(run["memory_limit"], name="memory_limit")
+        except ValueError as exc:
+            raise SpecError(f"{path}: [run] {exc}") from None
+    s = run.get("scheduler")
+    if s is None or s in SCHEDULER_MODES or (isinstance(s, str) and s.startswith(("tcp://", "tls://", "inproc://"))):
+        return
+    if isinstance(s, str) and s.endswith(".json"):
+        resolved = Path(s).expanduser()
+        if not resolved.is_absolute():
+            resolved = Path(path).resolve().parent / resolved
+        if not resolved.is_file():
+            raise SpecError(f"{path}: [run] scheduler = {s!r}: no scheduler file there (written by `dask scheduler "
+                            "--scheduler-file FILE`)")
+        run["scheduler"] = os.path.normpath(resolved)
+        return
+    raise SpecError(f"{path}: [run] scheduler = {s!r}: use \"auto\" (the default: in process for small data), "
+                    "\"sync\" (in process), \"local\" (an embedded cluster), an address such as "
+                    "\"tcp://127.0.0.1:8786\" or a scheduler file (.json)")
+
+
+#: Bytes per value of the synthetic generators' stores (float32) and their default feature counts.
+_SYNTHETIC = {"synthetic:classification": 54, "synthetic:regression": 8}
+
+
+def data_nbytes(spec: dict) -> int:
+    """About how many bytes the pipeline's data hold (``[run] scheduler = "auto"`` weighs it): a
+    synthetic source's rows × features × 4, a store's ``X``, a file's size on disk (each file
+    once, however many data sets read parts of it); bundled keel / sklearn sets count 0."""
+    total, seen = 0, set()
+    for d in spec["data"].values():
+        src = d["source"]
+        if src in _SYNTHETIC:
+            total += int(d.get("n_rows", 0)) * int(d.get("n_features", _SYNTHETIC[src])) * 4
+        elif not src.startswith(("keel:", "sklearn:")) and src not in seen:
+            seen.add(src)
+            total += _path_nbytes(src)
+    return total
+
+
+def _path_nbytes(src: str) -> int:
+    if os.path.isfile(os.path.join(src, "zarr.json")):
+        import numpy as np
+
+        from ..store import open_store
+
+        st = open_store(src)
+        return int(st.n_rows) * int(st.n_features) * np.dtype(st.dtype).itemsize
+    if os.path.isdir(src):
+        return sum(f.stat().st_size for f in Path(src).rglob("*") if f.is_file())
+    return os.path.getsize(src) if os.path.isfile(src) else 0
 
 
 def _check_source(name: str, d: dict, path) -> None:
@@ -175,7 +238,7 @@ def _check_source(name: str, d: dict, path) -> None:
         if "test_size" in d and "part" not in d:
             raise ValueError(f"test_size = {d['test_size']!r} needs part = 'train' or 'test' (which part this "
                              "data set is); add a second [data.*] table for the other part")
-        options = {k: d[k] for k in ("label", "drop", "delimiter") if k in d}
+        options = {k: d[k] for k in ("label", "drop", "delimiter", "header") if k in d}
         check_source(src, n_rows=d.get("n_rows"), test_size=test_size, part=d.get("part"), **options)
         if src.startswith("synthetic:") and "n_rows" not in d:
             raise ValueError("a synthetic source needs n_rows")

@@ -41,7 +41,7 @@ def file_store(d: dict, target: Path, *, overwrite: bool = False):
         return open_store(src)
     part = d.get("part")
     test_size = d.get("test_size", DEFAULT_TEST_SIZE) if part is not None else None
-    options = {k: d[k] for k in ("label", "drop", "delimiter") if k in d}
+    options = {k: d[k] for k in ("label", "drop", "delimiter", "header") if k in d}
     return ingest(src, target, n_rows=d.get("n_rows"), part=part, test_size=test_size, seed=int(d.get("seed", 0)),
                   chunk_rows=d.get("chunk_rows"), overwrite=overwrite, **options)
 
@@ -120,9 +120,11 @@ def model_step(spec, run, client, *, resume=False):
     est.set_params(client=None)
     save(est, run.path("model"), overwrite=run.resumed)
     out = {"estimator": cls.__name__, "history": getattr(est, "history_", None)}
-    for attr in ("n_basis_", "n_components_", "n_vectors_"):
-        if hasattr(est, attr):
-            out[attr.rstrip("_")] = int(getattr(est, attr))
+    for attr in ("n_basis_", "n_components_", "n_vectors_", "n_features_out_"):
+        if getattr(est, attr, None) is not None:
+            out[attr.rstrip("_").replace("_out", "")] = int(getattr(est, attr))
+    if hasattr(est, "radius_") or hasattr(est, "core_sizes_"):  # CVM, MMDA: the union
+        out["n_core_vectors"] = int(est.expansion_.n_vectors)  # of the binary problems' core vectors
     return out
 
 

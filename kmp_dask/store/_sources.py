@@ -59,17 +59,22 @@ def source_kind(source) -> str:
 
 
 _OPTION_KINDS = {"label": {"csv", "parquet"}, "drop": {"csv", "parquet"}, "delimiter": {"csv"},
-                 "labels": {"numpy"}}
+                 "labels": {"numpy"}, "no-header": {"csv"}}
 _KIND_TEXT = {"dataset": "a bundled data set (its label is known)", "synthetic": "a synthetic generator",
               "csv": "a CSV/TSV file", "parquet": "a Parquet file", "libsvm": "a LIBSVM file (the label comes first)",
               "numpy": "NumPy arrays (.npz: the array y; .npy: --labels)", "store": "a kmp_dask store (it has its y)"}
 
 
-def _check_options(source, kind: str, options: dict, n_rows, test_size, part, test_target) -> None:
+def _check_options(source, kind: str, options: dict, n_rows, test_size, part, test_target, header=True) -> None:
+    if header is not True and header is not False:
+        raise ValueError(f"header={header!r}: give True (the first line names the columns) or False (no header "
+                         "line: columns are named by position, 0, 1, ...).")
+    options = {**options, "no-header": True if header is False else None}
     for name, value in options.items():
         if value is not _UNSET and value is not None and value != () and kind not in _OPTION_KINDS[name]:
             allowed = " and ".join(sorted(_OPTION_KINDS[name]))
-            raise ValueError(f"--{name} ({name}=) applies to {allowed} sources; source {os.fspath(source)!r} is "
+            py = "header=False" if name == "no-header" else f"{name}="
+            raise ValueError(f"--{name} ({py}) applies to {allowed} sources; source {os.fspath(source)!r} is "
                              f"{_KIND_TEXT[kind]}: leave --{name} out.")
     if n_rows is not None and (isinstance(n_rows, bool) or not isinstance(n_rows, (int, np.integer)) or n_rows < 1):
         raise ValueError(f"n_rows={n_rows!r}: give a positive number of rows (--n-rows N), or leave it out for all rows.")
@@ -182,11 +187,11 @@ def _libsvm_plan(path, chunk_rows, dtype) -> SourcePlan:
                       classes=None, provenance={"path": os.fspath(path)}, source="libsvm", chunk_rows=rows, n_rows=n)
 
 
-def _plan(source, kind, *, label, drop, delimiter, labels, n_rows, chunk_rows, dtype) -> SourcePlan:
+def _plan(source, kind, *, label, drop, delimiter, labels, n_rows, chunk_rows, dtype, header=True) -> SourcePlan:
     label = -1 if label is _UNSET else label
     if kind == "csv":
         return csv_plan(source, label_column=label, drop=drop, delimiter=delimiter, chunk_rows=chunk_rows,
-                        dtype=dtype, n_rows=n_rows)
+                        dtype=dtype, n_rows=n_rows, header="infer" if header else None)
     if kind == "parquet":
         from ._parquet import parquet_plan
 
@@ -213,13 +218,13 @@ def _plan(source, kind, *, label, drop, delimiter, labels, n_rows, chunk_rows, d
 
 
 def check_source(source, *, label=_UNSET, drop=None, delimiter=None, labels=_UNSET, n_rows=None, test_size=None,
-                 part=None, test_target=None) -> str:
+                 part=None, test_target=None, header=True) -> str:
     """Check ``source`` and its options without writing anything (a pipeline checks every source
     before it starts): the source exists and is readable, the options apply to it, and a CSV's or
     Parquet file's label and drop columns exist. Returns the source's kind."""
     kind = source_kind(source)
     _check_options(source, kind, {"label": label, "drop": drop, "delimiter": delimiter, "labels": labels},
-                   n_rows, test_size, part, test_target)
+                   n_rows, test_size, part, test_target, header)
     text = os.fspath(source)
     if kind in ("dataset", "synthetic"):
         if kind == "synthetic" and text.split(":", 1)[1] not in ("classification", "regression"):
@@ -246,7 +251,7 @@ def check_source(source, *, label=_UNSET, drop=None, delimiter=None, labels=_UNS
         from ._ingest import _check_file, _CsvSource, _resolve_drop, _resolve_label
 
         _check_file(text, "CSV")
-        src = _CsvSource(text, delimiter, "infer")
+        src = _CsvSource(text, delimiter, "infer" if header else None)
         probe = src.read(nrows=2)
         columns = list(probe.columns)
         src.check_columns(columns)
@@ -268,7 +273,7 @@ def check_source(source, *, label=_UNSET, drop=None, delimiter=None, labels=_UNS
 
 def ingest(source, target, *, label=_UNSET, drop=None, delimiter=None, labels=_UNSET, n_rows=None, test_size=None,
            test_target=None, part=None, seed=0, start_row=0, chunk_rows=None, overwrite=False, progress=None,
-           dtype=None, storage_options=None, **generator_kw):
+           dtype=None, storage_options=None, header=True, **generator_kw):
     """Write ``source`` (see the module doc for the vocabulary) into a new store at ``target``.
 
     Parameters
@@ -283,6 +288,10 @@ def ingest(source, target, *, label=_UNSET, drop=None, delimiter=None, labels=_U
         CSV/TSV and Parquet: columns left out.
     delimiter : str, optional
         CSV/TSV: default detected (``csv.Sniffer``).
+    header : bool, default=True
+        CSV/TSV: whether the first line names the columns. False: every line is data and the
+        columns are named by position (``label=0`` is the first column; the store has no
+        feature names).
     labels : path, optional
         A ``.npy`` source's labels.
     n_rows : int, optional
@@ -313,7 +322,7 @@ def ingest(source, target, *, label=_UNSET, drop=None, delimiter=None, labels=_U
     """
     kind = source_kind(source)
     _check_options(source, kind, {"label": label, "drop": drop, "delimiter": delimiter, "labels": labels},
-                   n_rows, test_size, part, test_target)
+                   n_rows, test_size, part, test_target, header)
     split = test_size is not None and part is None
     if split:
         test_target = os.fspath(test_target) if test_target is not None else default_test_target(target)
@@ -341,7 +350,7 @@ def ingest(source, target, *, label=_UNSET, drop=None, delimiter=None, labels=_U
         return store_from_arrays(target, source, labels=None if labels is _UNSET else labels, chunk_rows=chunk_rows,
                                  overwrite=overwrite, n_rows=n_rows)
     plan = _plan(source, kind, label=label, drop=drop, delimiter=delimiter, labels=labels, n_rows=n_rows,
-                 chunk_rows=chunk_rows, dtype=dtype)
+                 chunk_rows=chunk_rows, dtype=dtype, header=header)
     kw = dict(overwrite=overwrite, storage_options=storage_options, progress=progress, dtype=dtype)
     if test_size is None:
         return write_plan(target, plan, select=_select(n_rows, None, seed, None) if n_rows else None, **kw)

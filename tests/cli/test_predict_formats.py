@@ -189,7 +189,7 @@ def in_process(monkeypatch):
     from kmp_dask.cli import _model
 
     @contextlib.contextmanager
-    def sync(where, quiet=False):
+    def sync(where, quiet=False, **kw):
         yield "sync"
 
     monkeypatch.setattr(_model, "running", sync)

@@ -189,6 +189,9 @@ def test_cvm_resumed_after_a_problem_boundary_and_progress_per_problem(tmp_path,
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[CVMClassifier]")]
     assert [x.split(",")[0] for x in lines] == ["[CVMClassifier] problem 2", "[CVMClassifier] problem 4"]
     assert "class 3" in lines[-1] and "s elapsed" in lines[-1]
+    inner = [r for d, r in records if d == "CVMClassifier core set"]  # one per core-set iteration
+    assert [sum(r["problem"] == k for r in inner) for k in range(4)] == [int(n) for n in ref.n_iter_]
+    records = [(d, r) for d, r in records if d != "CVMClassifier core set"]
     assert [r["problem"] for _, r in records] == [0, 1, 2, 3] and {d for d, _ in records} == {"CVMClassifier"}
     assert [r["n_core"] for _, r in records] == [len(c) for c in ref.core_indices_]
     ckpt = tmp_path / "ck"
@@ -200,7 +203,7 @@ def test_cvm_resumed_after_a_problem_boundary_and_progress_per_problem(tmp_path,
     assert info["problems_done"] == 2 and not info["complete"]
     assert _parts(ckpt) == ["problem-00000.ckpt", "problem-00001.ckpt", STATE_FILE]
     records = []
-    with iteration_listener(lambda desc, rec: records.append(rec)):
+    with iteration_listener(lambda desc, rec: records.append(rec) if desc == "CVMClassifier" else None):
         resumed = make().fit(X, y, checkpoint=ckpt, resume=True)
     assert [r["problem"] for r in records] == [2, 3] and [r["iteration"] for r in records] == [2, 3]
     _same_cvm(resumed, ref, X)
