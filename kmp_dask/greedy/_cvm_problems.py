@@ -19,6 +19,7 @@ import uuid
 import numpy as np
 
 from ..blockops._cvm import cvm_effects
+from ..blockops._engine import Engine
 from ._checkpoint import checkpoint_info
 from ._cvm import core_vector_machine, mmda_feature
 
@@ -54,9 +55,9 @@ class ProblemCheckpoint:
                                 "loop": loop}, iteration=iteration, feature=self.q)
 
 
-def run_problem(engine, positive, *, kernel, kappa, C, eps, n_rows, candidates, seed, max_core, n_components=0,
+def run_problem(engine: Engine, positive, *, kernel, kappa, C, eps, n_rows, candidates, seed, max_core, n_components=0,
                 checkpoint=None, saved=None, callback=None):
-    """One binary problem ("label == positive") on ``engine``: the CVM (a :class:`CVMResult`), or
+    """One binary problem ("label == positive") on ``engine`` (an :class:`~kmp_dask.blockops.Engine`): the CVM (a :class:`CVMResult`), or
     with ``n_components`` the MMDA features — each a CVM on the kernel deflated by the earlier
     ones, sent to the partitions as a new projection column — as a list of ``(CVMResult,
     feature)`` with ``feature = (S, a, PSa, norm)`` (:func:`~kmp_dask.greedy._cvm.mmda_feature`).
@@ -96,7 +97,7 @@ def run_problem(engine, positive, *, kernel, kappa, C, eps, n_rows, candidates, 
     return out
 
 
-def _solve(engine, positive, seed, checkpoint, saved, kw):
+def _solve(engine: Engine, positive, seed, checkpoint, saved, kw):
     """:func:`run_problem` with the arguments :meth:`~kmp_dask.parallel.Tasks.map_problems` passes."""
     return run_problem(engine, positive, seed=seed, checkpoint=checkpoint, saved=saved, **kw)
 

@@ -40,7 +40,7 @@ import warnings
 
 import numpy as np
 
-from ..blockops import BIAS_ATOM, KMPSetup, ScoreQuery, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
+from ..blockops import BIAS_ATOM, Engine, KMPSetup, ScoreQuery, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning
 from ..linalg import IncrementalCholesky
 from ._candidates import CandidateSet, gather_rows
@@ -100,7 +100,7 @@ numerically constant (only consulted when a fit ends with no basis function)."""
 BASIS_COLUMNS = ("auto", "stored", "recomputed")
 
 
-def resolve_basis_columns(basis_columns, engine, n_rows: int, n_basis: int, dtype, m: int) -> str:
+def resolve_basis_columns(basis_columns, engine: Engine, n_rows: int, n_basis: int, dtype, m: int) -> str:
     """``"stored"`` or ``"recomputed"`` for ``basis_columns="auto"`` (others pass through).
 
     Stored when the columns (``n_rows × (n_basis + 2) × itemsize``) and the residual state
@@ -153,7 +153,7 @@ def _check_factor_fits(n_basis: int, requested: int) -> None:
 class Pursuit:
     """One KMP run: the model being built and the passes that build it (see the module doc)."""
 
-    def __init__(self, engine, strategy, *, kernels, n_rows, n_features, dtype, targets, n_basis, candidates,
+    def __init__(self, engine: Engine, strategy, *, kernels, n_rows, n_features, dtype, targets, n_basis, candidates,
                  ridge, tol, fit_intercept, validation_fraction, n_iter_no_change, split_seed, callback,
                  max_tries, loss, error_threshold=None, checkpoint=None, basis_columns="stored"):
         self.engine, self.strategy = engine, strategy
@@ -222,7 +222,7 @@ class Pursuit:
         state.setdefault("_scored", None)
         self.__dict__.update(state, engine=None, callback=None, checkpoint=NO_CHECKPOINT)
 
-    def attach(self, engine, callback, checkpoint):
+    def attach(self, engine: Engine, callback, checkpoint):
         """A pursuit restored from a checkpoint talks to ``engine`` (its partitions replayed)."""
         self.engine, self.callback, self.checkpoint = engine, callback, checkpoint or NO_CHECKPOINT
         return self
@@ -505,14 +505,14 @@ def _gamma_hint(kernel, sample) -> str:
             f"good start (here gamma × median {what} = {gamma * scale:.2g}); or standardise X and use gamma=None.")
 
 
-def _restored(engine, callback, checkpoint, rng):
+def _restored(engine: Engine, callback, checkpoint, rng):
     """The pursuit of a checkpoint on ``engine`` (its partitions replayed), and where it resumes."""
     state, t, cands = checkpoint.restore(engine, rng)
     return state.attach(engine, callback, checkpoint), (t + 1, cands)
 
 
 def kernel_matching_pursuit(
-    engine, *, kernel, n_rows: int, n_features: int, dtype, targets: dict, n_basis: int,
+    engine: Engine, *, kernel, n_rows: int, n_features: int, dtype, targets: dict, n_basis: int,
     fit_mode: str = "backfit", candidates="all", random_state=None, ridge: float = 0.0, tol: float | None = None,
     fit_intercept: bool = True, validation_fraction: float = 0.0, n_iter_no_change: int | None = None,
     split_seed: int = 0, callback=None, max_tries: int = 5, loss=None, refit_every: int | str | None = "auto",
@@ -523,7 +523,9 @@ def kernel_matching_pursuit(
 
     Parameters
     ----------
-    engine : object with ``run(query, msg, effects) -> list`` (see :mod:`kmp_dask.parallel`)
+    engine : Engine
+        The partitions (:class:`~kmp_dask.blockops.Engine`: ``run(query, msg, effects) -> list``;
+        implementations in :mod:`kmp_dask.parallel`).
     kernel : Kernel or list of Kernel
         The dictionary's kernel(s); with several, a candidate is a (row, kernel) pair.
     n_rows, n_features : int
