@@ -21,7 +21,7 @@ class NoisyScores:
 
     def run(self, op, msg=None, effects=()):
         out = self.engine.run(op, msg, effects)
-        if "corr" in out[0] and np.ndim(out[0]["corr"]) == 2:
+        if isinstance(out[0], dict) and "corr" in out[0] and np.ndim(out[0]["corr"]) == 2:  # scoring passes
             for r in out:
                 r["corr"] = np.ones_like(r["corr"])
         return out

@@ -40,7 +40,7 @@ import warnings
 
 import numpy as np
 
-from ..blockops import BIAS_ATOM, Engine, KMPSetup, ScoreQuery, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
+from ..blockops import BIAS_ATOM, ColumnStats, Engine, KMPSetup, ScoreQuery, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning
 from ..linalg import IncrementalCholesky
 from ._candidates import CandidateSet, gather_rows
@@ -266,14 +266,11 @@ class Pursuit:
             self.callback(self.recorder.history[-1])
         return res
 
-    def commit(self, atom):
-        """Compute ``atom``'s column on the partitions (kept pending); return its products."""
+    def commit(self, atom) -> ColumnStats:
+        """Compute ``atom``'s column on the partitions (kept pending); return its products (the pass's total)."""
         # Bᵀd only for a Cholesky factor (backfit, prefit): basic pursuit never reads it
-        res = self.send(kmp_column_stats, None if self.chol is not None else False, (kmp_effects.pend(atom),))
-        keys = ("cross",) * ("cross" in res[0]) + ("sqn", "corr", "ytd") + (("loss", "grad", "hess") if "loss" in res[0] else ())
-        col = {k: _total(res, k) for k in keys}
-        col["sqn"] = float(col["sqn"])
-        return col
+        return ColumnStats.combine(
+            self.send(kmp_column_stats, None if self.chol is not None else False, (kmp_effects.pend(atom),)))
 
     # -- the algorithm ----------------------------------------------------------------------------
     def run(self, rng, resume_at=None) -> PursuitResult:
@@ -388,8 +385,8 @@ class Pursuit:
     def _add_bias_column(self):
         """Squared loss with refits: the column of ones is in the model from the start."""
         col = self.commit(BIAS_ATOM)
-        self.chol.append(col["cross"], col["sqn"])
-        self.ytd.append(col["ytd"])
+        self.chol.append(col.cross, col.sqn)
+        self.ytd.append(col.ytd)
         self.coef = self.chol.solve(np.asarray(self.ytd))
         self._append(BIAS_ATOM)
         self._accept = True  # the next pass recomputes the residual in full
@@ -444,7 +441,7 @@ class Pursuit:
         pass per atom instead of two (a streamed partition is read once per atom)."""
         corr, sqn = self._scored
         self._pend = atom
-        return {"sqn": float(sqn[j]), "corr": np.array(corr[j], dtype=np.float64)}
+        return ColumnStats(float(sqn[j]), np.array(corr[j], dtype=np.float64))
 
     def _append(self, atom):
         if atom.is_bias:
