@@ -45,6 +45,7 @@ from ..exceptions import DegenerateFitWarning, PrematureStopWarning
 from ..linalg import IncrementalCholesky
 from ._candidates import CandidateSet, gather_rows
 from ._checkpoint import NO_CHECKPOINT
+from ._kmp_config import FIT_MODES, PursuitConfig
 from ._record import Recorder
 from ._result import PursuitResult, StopReason, make_result, prefix_coef
 from ._sampling import AllCandidates, RandomCandidates, validation_eligibility
@@ -52,7 +53,6 @@ from ._strategies import make_strategy
 
 __all__ = ["kernel_matching_pursuit", "FIT_MODES", "BASIS_COLUMNS", "Pursuit", "RESYNC_EVERY", "resolve_basis_columns"]
 
-FIT_MODES = ("basic", "backfit", "prefit", "refit")
 
 RESYNC_EVERY = 32
 """Rank-one residual updates between two full recomputations ``R = Y − Bα`` (drift bound)."""
@@ -153,15 +153,17 @@ def _check_factor_fits(n_basis: int, requested: int) -> None:
 class Pursuit:
     """One KMP run: the model being built and the passes that build it (see the module doc)."""
 
-    def __init__(self, engine: Engine, strategy, *, kernels, n_rows, n_features, dtype, targets, n_basis, candidates,
-                 ridge, tol, fit_intercept, validation_fraction, n_iter_no_change, split_seed, callback,
-                 max_tries, loss, error_threshold=None, checkpoint=None, basis_columns="stored"):
+    def __init__(self, engine: Engine, config: PursuitConfig, *, strategy=None, callback=None, checkpoint=None):
+        """``config``: the run's :class:`~kmp_dask.greedy._kmp_config.PursuitConfig`; ``strategy``: its
+        fit mode's (default :func:`~._strategies.make_strategy` of ``config``)."""
+        c = config
+        strategy = make_strategy(c) if strategy is None else strategy
         self.engine, self.strategy = engine, strategy
         self.checkpoint = checkpoint or NO_CHECKPOINT
-        self.error_threshold = error_threshold
-        self.kernels, self.n_features, self.dtype = list(kernels), n_features, dtype
-        self.n_basis, self.tol, self.callback, self.max_tries = n_basis, tol, callback, max_tries
-        stats = engine.run(kmp_stats, StatsQuery(targets, validation_fraction, split_seed))
+        self.error_threshold = c.error_threshold
+        self.kernels, self.n_features, self.dtype = list(c.kernels), c.n_features, c.dtype
+        self.n_basis, self.tol, self.callback, self.max_tries = c.n_basis, c.tol, callback, c.max_tries
+        stats = engine.run(kmp_stats, StatsQuery(c.targets, c.validation_fraction, c.split_seed))
         self.n_train = int(sum(s["n_train"] for s in stats))
         self.n_val = int(sum(s["n_val"] for s in stats))
         if self.n_train == 0:
@@ -170,7 +172,7 @@ class Pursuit:
         # before anything is sized by it (the n_basis² Cholesky factor, the workers' columns). The
         # margin keeps the loop reaching the iteration that finds the dictionary exhausted, so the
         # stop reason is the one an uncapped run gives.
-        requested, n_basis = n_basis, min(int(n_basis), self.n_train * len(self.kernels) + 3)
+        requested, n_basis = c.n_basis, min(int(c.n_basis), self.n_train * len(self.kernels) + 3)
         self.n_basis = n_basis
         if strategy.uses_chol:
             _check_factor_fits(n_basis, requested)
@@ -180,21 +182,21 @@ class Pursuit:
             raise ValueError("sample_weight is zero on every training row (after the validation split): nothing to fit. "
                              "Give some rows a positive weight.")
         m = len(stats[0]["y_sum"])
-        centre = fit_intercept and loss is None and not strategy.intercept_column
+        centre = c.fit_intercept and c.loss is None and not strategy.intercept_column
         self.offset = _total(stats, "y_sum") / self.w_train if centre else np.zeros(m)
-        self.bias_in_dictionary = fit_intercept and loss is not None
-        self.bias_column = fit_intercept and strategy.intercept_column
-        self.lam = float(ridge) * self.w_train
-        eligible = validation_eligibility(validation_fraction, split_seed)
-        self.sampler = (AllCandidates(n_rows, eligible) if isinstance(candidates, str)
-                        else RandomCandidates(n_rows, int(candidates), eligible, self.n_train))
+        self.bias_in_dictionary = c.fit_intercept and c.loss is not None
+        self.bias_column = c.fit_intercept and strategy.intercept_column
+        self.lam = float(c.ridge) * self.w_train
+        eligible = validation_eligibility(c.validation_fraction, c.split_seed)
+        self.sampler = (AllCandidates(c.n_rows, eligible) if isinstance(c.candidates, str)
+                        else RandomCandidates(c.n_rows, int(c.candidates), eligible, self.n_train))
         val = None
-        if self.n_val > 0 and validation_fraction > 0:
-            val = ValQuery("accuracy" if targets["kind"] == "ovr" else "loss", self.offset, targets.get("classes"))
+        if self.n_val > 0 and c.validation_fraction > 0:
+            val = ValQuery("accuracy" if c.targets["kind"] == "ovr" else "loss", self.offset, c.targets.get("classes"))
         self.val_query = val
-        self.recorder = Recorder(val, loss is not None, n_iter_no_change)
-        self.basis_columns = resolve_basis_columns(basis_columns, engine, n_rows, n_basis, dtype, m)
-        self.setup = KMPSetup(tuple(self.kernels), loss, targets, self.offset, validation_fraction, split_seed,
+        self.recorder = Recorder(val, c.loss is not None, c.n_iter_no_change)
+        self.basis_columns = resolve_basis_columns(c.basis_columns, engine, c.n_rows, n_basis, c.dtype, m)
+        self.setup = KMPSetup(tuple(self.kernels), c.loss, c.targets, self.offset, c.validation_fraction, c.split_seed,
                               n_basis + 2, self.basis_columns)
         self._y = stats  # kept for the intercept-only residual norm
         # the model
@@ -581,28 +583,19 @@ def kernel_matching_pursuit(
         loss, other losses), ``val_score`` (accuracy for classification, −MSE or −mean loss
         for regression, or None) and ``seconds``.
     """
-    if fit_mode not in FIT_MODES:
-        raise ValueError(f"fit_mode must be one of {FIT_MODES}; got {fit_mode!r}")
-    if loss is not None and getattr(loss, "name", None) == "squared":
-        loss = None
-    if loss is not None and fit_mode in ("prefit", "refit"):
-        raise ValueError(f"fit_mode={fit_mode!r} is defined for the squared loss only; use 'basic' or 'backfit' "
-                         "(other losses with 'backfit' refit on the refit_every schedule)")
+    config = PursuitConfig(
+        kernel, n_rows, n_features, dtype, targets, n_basis, fit_mode=fit_mode, candidates=candidates, ridge=ridge,
+        tol=tol, fit_intercept=fit_intercept, validation_fraction=validation_fraction,
+        n_iter_no_change=n_iter_no_change, split_seed=split_seed, max_tries=max_tries, loss=loss,
+        refit_every=refit_every, line_search_steps=line_search_steps, final_refit_steps=final_refit_steps,
+        error_threshold=error_threshold, basis_columns=basis_columns)  # validates fit_mode and loss
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result  # the checkpointed fit had finished
     if checkpoint is not None and checkpoint.saved is not None:
         pursuit, resume_at = _restored(engine, callback, checkpoint, rng)
     else:
-        kernels = list(kernel) if isinstance(kernel, (list, tuple)) else [kernel]
-        strategy = make_strategy(fit_mode, loss, refit_every, line_search_steps, final_refit_steps)
-        pursuit, resume_at = Pursuit(
-            engine, strategy, kernels=kernels, n_rows=n_rows, n_features=n_features, dtype=dtype, targets=targets,
-            n_basis=n_basis, candidates=candidates, ridge=ridge, tol=tol, fit_intercept=fit_intercept,
-            validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, split_seed=split_seed,
-            callback=callback, max_tries=max_tries, loss=loss, error_threshold=error_threshold,
-            checkpoint=checkpoint, basis_columns=basis_columns,
-        ), None
+        pursuit, resume_at = Pursuit(engine, config, callback=callback, checkpoint=checkpoint), None
     result = pursuit.run(rng, resume_at)
     result.n_errors0 = pursuit.recorder.n_errors0
     result.basis_columns = pursuit.basis_columns

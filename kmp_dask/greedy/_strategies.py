@@ -189,9 +189,10 @@ class LossDriven:
         return True
 
 
-def make_strategy(fit_mode, loss, refit_every, line_search_steps, final_refit_steps):
-    if loss is not None:
-        return LossDriven(fit_mode, refit_every, line_search_steps, final_refit_steps)
-    if fit_mode == "refit":
-        return SquaredRefit(refit_every)
-    return {"basic": SquaredBasic, "backfit": SquaredBackfit, "prefit": SquaredPrefit}[fit_mode]()
+def make_strategy(config):
+    """The strategy of a :class:`~kmp_dask.greedy._kmp_config.PursuitConfig`'s fit mode and loss."""
+    if config.loss is not None:
+        return LossDriven(config.fit_mode, config.refit_every, config.line_search_steps, config.final_refit_steps)
+    if config.fit_mode == "refit":
+        return SquaredRefit(config.refit_every)
+    return {"basic": SquaredBasic, "backfit": SquaredBackfit, "prefit": SquaredPrefit}[config.fit_mode]()
