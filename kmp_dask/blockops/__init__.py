@@ -17,13 +17,13 @@ from ._kmp import (
 from ._reduced import (
     RSScoreQuery, RSSetup, RSStart, RSState, RSValuesQuery, rs_effects, rs_init, rs_score, rs_start, rs_stats, rs_values,
 )
-from ._results import ColumnStats, GramStats, LineStats, PassResult
+from ._results import ColumnStats, GramStats, LineStats, PassResult, ScoreStats
 from ._partition import Partition, PartitionSpec, fetch_rows, partition_bounds, split_mask
 from ._state import ColumnCache, RecomputedColumns, Residual, Views, Workspace, cross64, kernel_block, split_views, sqnorm
 
 __all__ = [
     "Partition", "PartitionSpec", "fetch_rows", "partition_bounds", "split_mask", "predict_block",
-    "Effect", "Journal", "apply_effects", "Engine", "PassResult", "ColumnStats", "LineStats", "GramStats",
+    "Effect", "Journal", "apply_effects", "Engine", "PassResult", "ScoreStats", "ColumnStats", "LineStats", "GramStats",
     "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm",
     "Atom", "BIAS_ATOM", "KMPSetup", "KMPState", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery",
     "Move", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column", "set_coef", "move_fit",

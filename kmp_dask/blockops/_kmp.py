@@ -19,10 +19,10 @@ and fit stay unweighted; without weights no product changes (bit-identical to an
 :mod:`~kmp_dask.blockops._journal`): :func:`kmp_init`, :func:`pend_column`,
 :func:`accept_column`, :func:`set_coef`, :func:`move_fit`. *Queries* (read only):
 :func:`kmp_stats`, :func:`kmp_score`, :func:`kmp_column_stats`, :func:`kmp_linesearch`,
-:func:`kmp_refit_stats`, :func:`kmp_gram`. Messages are frozen dataclasses; the commit, line-search,
+:func:`kmp_refit_stats`, :func:`kmp_gram`. Messages are frozen dataclasses; the scoring, commit, line-search,
 refit and Gram passes answer with typed records (:mod:`~kmp_dask.blockops._results`:
-:class:`ColumnStats`, :class:`LineStats`, :class:`GramStats`, summed by their ``combine``), the
-statistics and scoring passes with dicts.
+:class:`ScoreStats`, :class:`ColumnStats`, :class:`LineStats`, :class:`GramStats`, totalled by
+their ``combine``), the statistics pass with a dict.
 
 Scores: for candidate columns ``d_k`` a pass returns ``d_kᵀR`` (s·K, m),
 ``‖d_k‖²`` (s·K,) and, for pre-fitting, ``d_kᵀB`` (s·K, n); candidates are ordered
@@ -39,7 +39,7 @@ from scipy.linalg.blas import dsyrk as _dsyrk
 from ..kernels import shared_blocks
 from ._journal import Effect
 from ._partition import Partition, fetch_rows, split_mask, zero_weight_rows
-from ._results import ColumnStats, GramStats, LineStats
+from ._results import ColumnStats, GramStats, LineStats, ScoreStats
 from ._state import (CROSS_BLOCK_ROWS, ColumnCache, RecomputedColumns, Residual, Views, Workspace, cross64, kernel_block,
                      keyed_state, readonly, split_views, sqnorm)
 
@@ -389,7 +389,7 @@ def _row_sum(A: np.ndarray, w: np.ndarray | None) -> np.ndarray:
     return A.sum(axis=0) if w is None else w @ A
 
 
-def kmp_score(part: Partition, q: ScoreQuery) -> dict:
+def kmp_score(part: Partition, q: ScoreQuery) -> ScoreStats:
     """The data pass: ``rss`` (m,) = ‖R‖², ``rsum`` (m,) = ΣR (the bias atom's correlation),
     ``loss`` (other losses), ``n_above`` (rows with an error above ``count_above``), candidate
     reductions, validation sums, fetched rows."""
@@ -412,7 +412,7 @@ def kmp_score(part: Partition, q: ScoreQuery) -> dict:
         out["fetched"] = fetch_rows(part, q.fetch)
         if part.w is not None:  # a row of weight 0 is not in the data: never a candidate
             out["zero_weight"] = zero_weight_rows(part, q.fetch)
-    return out
+    return ScoreStats(**out)
 
 
 def kmp_column_stats(part: Partition, msg=None) -> ColumnStats:

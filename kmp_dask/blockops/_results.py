@@ -7,8 +7,9 @@ accumulation every driver uses, so a fit is bit-for-bit the same on any number o
 (docs/engine.md, "The spine"). A field that is None in the partitions' records (not asked for)
 stays None in the total.
 
-KMP's commit, line-search, refit and Gram passes answer with these; the other queries still
-answer with string-keyed dicts (their results are read outside the driver layer too).
+KMP's scoring, commit, line-search, refit and Gram passes answer with these; KMP's statistics
+pass (whose labels the estimators read) and the other families' queries still answer with
+string-keyed dicts.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PassResult", "ColumnStats", "LineStats", "GramStats", "total"]
+__all__ = ["ColumnStats", "GramStats", "LineStats", "PassResult", "ScoreStats", "total"]
 
 
 def total(results, name: str):
@@ -31,6 +32,10 @@ class PassResult:
 
     #: fields the total turns into a Python float (scalars the driver compares and formats)
     _SCALARS: tuple = ()
+    #: counts and sums of Python scalars: totalled with the builtin ``sum`` (left to right from 0)
+    _PYTHON_SUMS: tuple = ()
+    #: per-partition pieces that are not summed: the total holds the tuple of them, in partition order
+    _GATHERED: tuple = ()
 
     @classmethod
     def combine(cls, results):
@@ -39,12 +44,44 @@ class PassResult:
         first = results[0]
         out = {}
         for f in fields(cls):  # declared order; each field's sum is independent of the others
-            if getattr(first, f.name) is None:
+            if f.name in cls._GATHERED:
+                out[f.name] = tuple(getattr(r, f.name) for r in results)
+            elif getattr(first, f.name) is None:
                 out[f.name] = None
-                continue
-            s = total(results, f.name)
-            out[f.name] = float(s) if f.name in cls._SCALARS else s
+            elif f.name in cls._PYTHON_SUMS:
+                out[f.name] = sum(getattr(r, f.name) for r in results)
+            else:
+                s = total(results, f.name)
+                out[f.name] = float(s) if f.name in cls._SCALARS else s
         return cls(**out)
+
+
+@dataclass(frozen=True)
+class ScoreStats(PassResult):
+    """The scoring pass (:func:`~kmp_dask.blockops.kmp_score`): ``rss = ‖R‖²`` and ``rsum = ΣR``
+    (m,); ``loss`` (m,, other losses); ``n_above`` (rows with an error above the query's
+    threshold); for candidates ``corr = DᵀR`` (S, m), ``sqn`` (S,) and ``cross = DᵀB`` (S, n, when
+    asked); validation sums ``val_n``, ``val_sse`` / ``val_loss``, ``val_correct``; the rows fetched
+    for the next candidates ``fetched = (global indices, rows)`` and those of them with sample
+    weight 0 (``zero_weight``). In the total the counts and validation sums are Python sums and
+    ``fetched`` / ``zero_weight`` the per-partition pieces, in partition order."""
+
+    rss: Any
+    rsum: Any
+    loss: Any = None
+    n_above: Any = None
+    corr: Any = None
+    sqn: Any = None
+    cross: Any = None
+    val_n: Any = None
+    val_sse: Any = None
+    val_loss: Any = None
+    val_correct: Any = None
+    fetched: Any = None
+    zero_weight: Any = None
+
+    _PYTHON_SUMS = ("n_above", "val_n", "val_sse", "val_loss", "val_correct")
+    _GATHERED = ("fetched", "zero_weight")
 
 
 @dataclass(frozen=True)

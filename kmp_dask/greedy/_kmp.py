@@ -40,10 +40,10 @@ import warnings
 
 import numpy as np
 
-from ..blockops import BIAS_ATOM, ColumnStats, Engine, KMPSetup, ScoreQuery, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
+from ..blockops import BIAS_ATOM, ColumnStats, Engine, KMPSetup, ScoreQuery, ScoreStats, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning
 from ..linalg import IncrementalCholesky
-from ._candidates import CandidateSet, gather_rows
+from ._candidates import CandidateSet, gather_fetched
 from ._checkpoint import NO_CHECKPOINT
 from ._kmp_config import FIT_MODES, PursuitConfig
 from ._record import Recorder
@@ -262,7 +262,7 @@ class Pursuit:
         """The scoring pass (with the previous iteration's acceptance and residual update)."""
         q = ScoreQuery(None if cands is None else cands.Z, None if cands is None else cands.Z_sq,
                        self.strategy.want_cross and bool(self.atoms), fetch, self.val_query, self.error_threshold)
-        res = self.send(kmp_score, q, step=True)
+        res = ScoreStats.combine(self.send(kmp_score, q, step=True))
         self.recorder.record_pass(res, len(self.atoms), self.coef)
         if self.callback is not None and self.recorder.history:
             self.callback(self.recorder.history[-1])
@@ -315,7 +315,7 @@ class Pursuit:
     def _begin(self, rng) -> CandidateSet:
         """Set up the partitions and draw the first candidates (and the intercept column)."""
         idx = self.sampler.draw(rng, self.excluded)
-        res = self.send(kmp_score, ScoreQuery(fetch=idx), (kmp_effects.init(self.setup),))
+        res = ScoreStats.combine(self.send(kmp_score, ScoreQuery(fetch=idx), (kmp_effects.init(self.setup),)))
         cands = self._candidates(res, idx)
         self.rss0 = self._initial_rss(res)
         if self.bias_column:
@@ -324,10 +324,10 @@ class Pursuit:
 
     def _candidates(self, res, idx) -> CandidateSet:
         """The fetched candidate rows; rows of sample weight 0 are never selected (not in the data)."""
-        for r in res:
-            if "zero_weight" in r:
-                self.excluded.update(r["zero_weight"].tolist())
-        return CandidateSet(idx, gather_rows(res, idx, self.n_features, self.dtype), len(self.kernels))
+        for zero_weight in res.zero_weight:
+            if zero_weight is not None:
+                self.excluded.update(zero_weight.tolist())
+        return CandidateSet(idx, gather_fetched(res.fetched, idx, self.n_features, self.dtype), len(self.kernels))
 
     def _n_row_atoms(self) -> int:
         return sum(not a.is_bias for a in self.atoms)
@@ -382,7 +382,7 @@ class Pursuit:
         if self.bias_column:  # measure progress from the intercept-only model, as with centring
             ys = _total(self._y, "y_sum")
             return float((_total(self._y, "y_sqsum") - ys * ys / self.w_train).sum())
-        return float(_total(res, "rss").sum())
+        return float(res.rss.sum())
 
     def _add_bias_column(self):
         """Squared loss with refits: the column of ones is in the model from the start."""
@@ -403,13 +403,13 @@ class Pursuit:
 
     def _scores(self, res, cands):
         """Scores of every candidate (−inf: not admissible), or None if none is left."""
-        cross = _total(res, "cross") if self.strategy.want_cross and self.atoms else None
-        corr, sqn = _total(res, "corr"), _total(res, "sqn")
+        cross = res.cross if self.strategy.want_cross and self.atoms else None
+        corr, sqn = res.corr, res.sqn
         self._scored = (corr, sqn)
         score = self.strategy.score(corr, sqn, cross, self.chol, self.lam)
         cands.mask_rows(score, self.excluded)
         if self.bias_in_dictionary:  # the constant function, scored like any atom: (Σ g)² / N
-            rsum = _total(res, "rsum")
+            rsum = res.rsum
             score = np.append(score, float(rsum @ rsum) / self.w_train if self.bias_pos is None else -np.inf)
         if len(score) == 0 or not np.isfinite(score).any():
             return None

@@ -8,12 +8,24 @@ from any driver.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
 from kmp_dask.blockops import (
-    Atom, ColumnStats, Effect, Journal, KMPSetup, ScoreQuery, apply_effects, kmp_column_stats, kmp_effects, kmp_score,
+    Atom,
+    ColumnStats,
+    Effect,
+    Journal,
+    KMPSetup,
+    ScoreQuery,
+    ScoreStats,
+    apply_effects,
+    kmp_column_stats,
+    kmp_effects,
+    kmp_score,
 )
 from kmp_dask.greedy import kernel_matching_pursuit
 from kmp_dask.kernels import get_kernel
@@ -38,7 +50,7 @@ def _setup(kernels, capacity=8):
 
 
 def _sum(results, key):
-    return np.add.reduce([r[key] for r in results])
+    return getattr(ScoreStats.combine(results), key)
 
 
 @pytest.mark.parametrize("chunk_rows", [1000, 64, 7])
@@ -164,5 +176,5 @@ def test_pass_results_combine_in_partition_order_bit_for_bit():
     assert line.loss.tolist() == [[6.0], [6.0]] and line.grad is None
     gram = GramStats.combine([GramStats(np.eye(2), np.ones((2, 1))), GramStats(np.eye(2), np.ones((2, 1)))])
     assert gram.gram.tolist() == [[2.0, 0.0], [0.0, 2.0]] and gram.bty.tolist() == [[2.0], [2.0]]
-    with pytest.raises(Exception):  # frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
         tot.sqn = 0.0
