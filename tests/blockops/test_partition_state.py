@@ -178,3 +178,19 @@ def test_pass_results_combine_in_partition_order_bit_for_bit():
     assert gram.gram.tolist() == [[2.0, 0.0], [0.0, 2.0]] and gram.bty.tolist() == [[2.0], [2.0]]
     with pytest.raises(dataclasses.FrozenInstanceError):
         tot.sqn = 0.0
+
+
+def test_score_stats_total_sums_counts_in_python_and_gathers_fetched_rows():
+    """The scoring pass's total: arrays by np.add.reduce, counts and validation sums by the builtin
+    ``sum`` (left to right, as the driver summed them), fetched rows and zero-weight rows kept per
+    partition in partition order; a field no partition answered stays None."""
+    vals = [1e16, 1.0, -1e16, 1.0, 0.5, 0.25, 0.125, 3.0, 1e-3]  # ≥ 8: np.add.reduce sums pairwise
+    parts = [ScoreStats(np.array([float(k)]), np.array([1.0]), n_above=k, val_n=k + 1, val_sse=v,
+                        fetched=(np.array([k]), np.full((1, 2), k)), zero_weight=None if k % 2 else np.array([k]))
+             for k, v in enumerate(vals)]
+    tot = ScoreStats.combine(parts)
+    assert tot.val_sse == sum(vals) and tot.val_sse != float(np.add.reduce(vals))  # the order is the contract
+    assert (tot.n_above, tot.val_n) == (36, 45) and tot.rss.tolist() == [36.0] and tot.rsum.tolist() == [9.0]
+    assert [int(own[0]) for own, _ in tot.fetched] == list(range(9))
+    assert [z is None for z in tot.zero_weight] == [False, True] * 4 + [False]
+    assert tot.corr is tot.val_loss is tot.val_correct is None
