@@ -1,10 +1,12 @@
 """Per-partition numerics: NumPy in, small NumPy out. No dask, no validation.
 
 Generic machinery any pursuit composes (:mod:`._state`: views, basis-column cache, residual,
-workspace; :mod:`._journal`: effects and the restore journal) and the ops of each family
+workspace; :mod:`._journal`: effects and the restore journal; :mod:`._engine`: the
+:class:`Engine` protocol every driver talks to) and the ops of each family
 (:mod:`._kmp`, :mod:`._reduced`). docs/engine.md, "Adding a family", shows how they fit together.
 """
 
+from ._engine import Engine
 from ._expansion import predict_block
 from ._journal import Effect, Journal, apply_effects
 from ._kmp import (
@@ -15,12 +17,13 @@ from ._kmp import (
 from ._reduced import (
     RSScoreQuery, RSSetup, RSStart, RSState, RSValuesQuery, rs_effects, rs_init, rs_score, rs_start, rs_stats, rs_values,
 )
+from ._results import ColumnStats, GramStats, LineStats, PassResult, ScoreStats
 from ._partition import Partition, PartitionSpec, fetch_rows, partition_bounds, split_mask
 from ._state import ColumnCache, RecomputedColumns, Residual, Views, Workspace, cross64, kernel_block, split_views, sqnorm
 
 __all__ = [
     "Partition", "PartitionSpec", "fetch_rows", "partition_bounds", "split_mask", "predict_block",
-    "Effect", "Journal", "apply_effects",
+    "Effect", "Journal", "apply_effects", "Engine", "PassResult", "ScoreStats", "ColumnStats", "LineStats", "GramStats",
     "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm",
     "Atom", "BIAS_ATOM", "KMPSetup", "KMPState", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery",
     "Move", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column", "set_coef", "move_fit",

@@ -19,7 +19,10 @@ and fit stay unweighted; without weights no product changes (bit-identical to an
 :mod:`~kmp_dask.blockops._journal`): :func:`kmp_init`, :func:`pend_column`,
 :func:`accept_column`, :func:`set_coef`, :func:`move_fit`. *Queries* (read only):
 :func:`kmp_stats`, :func:`kmp_score`, :func:`kmp_column_stats`, :func:`kmp_linesearch`,
-:func:`kmp_refit_stats`. Messages are frozen dataclasses.
+:func:`kmp_refit_stats`, :func:`kmp_gram`. Messages are frozen dataclasses; the scoring, commit, line-search,
+refit and Gram passes answer with typed records (:mod:`~kmp_dask.blockops._results`:
+:class:`ScoreStats`, :class:`ColumnStats`, :class:`LineStats`, :class:`GramStats`, totalled by
+their ``combine``), the statistics pass with a dict.
 
 Scores: for candidate columns ``d_k`` a pass returns ``d_kᵀR`` (s·K, m),
 ``‖d_k‖²`` (s·K,) and, for pre-fitting, ``d_kᵀB`` (s·K, n); candidates are ordered
@@ -36,6 +39,7 @@ from scipy.linalg.blas import dsyrk as _dsyrk
 from ..kernels import shared_blocks
 from ._journal import Effect
 from ._partition import Partition, fetch_rows, split_mask, zero_weight_rows
+from ._results import ColumnStats, GramStats, LineStats, ScoreStats
 from ._state import (CROSS_BLOCK_ROWS, ColumnCache, RecomputedColumns, Residual, Views, Workspace, cross64, kernel_block,
                      keyed_state, readonly, split_views, sqnorm)
 
@@ -385,7 +389,7 @@ def _row_sum(A: np.ndarray, w: np.ndarray | None) -> np.ndarray:
     return A.sum(axis=0) if w is None else w @ A
 
 
-def kmp_score(part: Partition, q: ScoreQuery) -> dict:
+def kmp_score(part: Partition, q: ScoreQuery) -> ScoreStats:
     """The data pass: ``rss`` (m,) = ‖R‖², ``rsum`` (m,) = ΣR (the bias atom's correlation),
     ``loss`` (other losses), ``n_above`` (rows with an error above ``count_above``), candidate
     reductions, validation sums, fetched rows."""
@@ -408,10 +412,10 @@ def kmp_score(part: Partition, q: ScoreQuery) -> dict:
         out["fetched"] = fetch_rows(part, q.fetch)
         if part.w is not None:  # a row of weight 0 is not in the data: never a candidate
             out["zero_weight"] = zero_weight_rows(part, q.fetch)
-    return out
+    return ScoreStats(**out)
 
 
-def kmp_column_stats(part: Partition, msg=None) -> dict:
+def kmp_column_stats(part: Partition, msg=None) -> ColumnStats:
     """Products of the pending column ``d`` the driver needs to add it (float64):
     ``cross = Bᵀd`` (n,) (unless ``msg`` is False: a driver without a Cholesky factor does not
     need it, and recomputed columns make it a full kernel pass), ``sqn = ‖d‖²``, ``corr = dᵀR``
@@ -429,73 +433,70 @@ def kmp_column_stats(part: Partition, msg=None) -> dict:
             cross += cross64(Bb, wd[a:b], scratch)
     else:
         cross = st.cache.cross(wd, st.work)
-    out = {"sqn": float(d @ wd), "corr": st.fit.R.T @ wd, "ytd": st.fit.Y.T @ wd}
-    if cross is not None:
-        out["cross"] = cross
-    if st.loss is not None:
-        out.update(_line_stats(st, d, np.zeros((1, st.fit.m))))
-    return out
+    sqn, corr, ytd = float(d @ wd), st.fit.R.T @ wd, st.fit.Y.T @ wd
+    ls = _line_stats(st, d, np.zeros((1, st.fit.m))) if st.loss is not None else LineStats(None)
+    return ColumnStats(sqn, corr, ytd, cross, ls.loss, ls.grad, ls.hess)
 
 
-def _line_stats(st: KMPState, d: np.ndarray, alphas: np.ndarray) -> dict:
+def _line_stats(st: KMPState, d: np.ndarray, alphas: np.ndarray) -> LineStats:
     """Loss, directional gradient and curvature along ``d`` at each trial step (k, m)."""
     loss, Y, F, w = st.loss, st.fit.Y, st.fit.F, st.wtr
     k, m = alphas.shape
-    out = {"loss": np.zeros((k, m)), "grad": np.zeros((k, m)), "hess": np.zeros((k, m))}
+    out = LineStats(np.zeros((k, m)), np.zeros((k, m)), np.zeros((k, m)))
     wd = d if w is None else w * d
     wd2 = wd * d
     for i in range(k):
         Fi = F + d[:, None] * alphas[i][None, :]
-        out["loss"][i] = _row_sum(loss.value(Y, Fi), w)
-        out["grad"][i] = wd @ loss.gradient(Y, Fi)
-        out["hess"][i] = wd2 @ loss.hessian(Y, Fi)
+        out.loss[i] = _row_sum(loss.value(Y, Fi), w)
+        out.grad[i] = wd @ loss.gradient(Y, Fi)
+        out.hess[i] = wd2 @ loss.hessian(Y, Fi)
     return out
 
 
-def kmp_linesearch(part: Partition, q: LineQuery) -> dict:
+def kmp_linesearch(part: Partition, q: LineQuery) -> LineStats:
     """Line-search statistics along the pending column at trial steps ``q.alphas`` (k, m)."""
     st = _kmp(part)
     d = st.cache.pending[0].astype(np.float64)
     return _line_stats(st, d, np.atleast_2d(np.asarray(q.alphas, dtype=np.float64)))
 
 
-def kmp_refit_stats(part: Partition, q: RefitQuery) -> dict:
+def kmp_refit_stats(part: Partition, q: RefitQuery) -> LineStats:
     """Newton refit of all coefficients (other losses): training loss (k, m) at each of
     ``q.coefs``; at ``q.stats`` also the gradient ``Bᵀ∂L/∂f`` (n, m) and the per-output
     curvature ``Bᵀ diag(h) B`` (m, n, n)."""
     st = _kmp(part)
     loss, Y, w, n = st.loss, st.fit.Y, st.wtr, st.cache.n
     coefs = [np.asarray(c, dtype=np.float64).reshape(n, Y.shape[1]) for c in q.coefs]
-    out = {"loss": np.zeros((len(coefs), Y.shape[1]))}
+    out = LineStats(np.zeros((len(coefs), Y.shape[1])))
     if q.stats is not None:
-        out["grad"], out["hess"] = np.zeros((n, Y.shape[1])), np.zeros((Y.shape[1], n, n))
+        out = LineStats(out.loss, np.zeros((n, Y.shape[1])), np.zeros((Y.shape[1], n, n)))
     for a, b, Bb in _blocks(st):  # one block (the cache itself) unless the columns are recomputed
         B = Bb.astype(np.float64, copy=False)
         Yb, wb = Y[a:b], None if w is None else w[a:b]
         for i, c in enumerate(coefs):
             F = B @ c
-            out["loss"][i] += _row_sum(loss.value(Yb, F), wb)
+            out.loss[i] += _row_sum(loss.value(Yb, F), wb)
             if q.stats == i:
                 G, H = loss.gradient(Yb, F), loss.hessian(Yb, F)
                 if wb is not None:
                     G, H = wb[:, None] * G, wb[:, None] * H
-                out["grad"] += B.T @ G
-                out["hess"] += np.stack([_weighted_gram(B, h) for h in H.T])
+                out.grad[...] += B.T @ G
+                out.hess[...] += np.stack([_weighted_gram(B, h) for h in H.T])
     return out
 
 
-def kmp_gram(part: Partition, msg=None) -> dict:
+def kmp_gram(part: Partition, msg=None) -> GramStats:
     """Least-squares statistics of the basis over the training rows (squared loss): the Gram
     matrix ``BᵀWB`` (n, n) and ``BᵀWY`` (n, m) against the (centred) targets — one pass for the
     refits of ``fit_mode="refit"``; stored columns or recomputed row blocks alike."""
     st = _kmp(part)
     Y, w, n = st.fit.Y, st.wtr, st.cache.n
-    out = {"gram": np.zeros((n, n)), "bty": np.zeros((n, Y.shape[1]))}
+    out = GramStats(np.zeros((n, n)), np.zeros((n, Y.shape[1])))
     for a, b, Bb in _blocks(st):
         B = Bb.astype(np.float64, copy=False)
         h = np.ones(b - a) if w is None else w[a:b]
-        out["gram"] += _weighted_gram(B, h)
-        out["bty"] += B.T @ (Y[a:b] if w is None else h[:, None] * Y[a:b])
+        out.gram[...] += _weighted_gram(B, h)
+        out.bty[...] += B.T @ (Y[a:b] if w is None else h[:, None] * Y[a:b])
     return out
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..blockops import BIAS_ATOM, Atom, sqnorm
 
-__all__ = ["CandidateSet", "gather_rows", "merge_ranked"]
+__all__ = ["CandidateSet", "gather_fetched", "gather_rows", "merge_ranked"]
 
 
 class CandidateSet:
@@ -43,11 +43,15 @@ class CandidateSet:
 
 
 def gather_rows(results, idx, n_features, dtype) -> np.ndarray:
-    """Assemble the rows of global indices ``idx`` (in that order) fetched by a pass."""
+    """Assemble the rows of global indices ``idx`` (in that order) fetched by a pass (dict results)."""
+    return gather_fetched([r["fetched"] for r in results], idx, n_features, dtype)
+
+
+def gather_fetched(fetched, idx, n_features, dtype) -> np.ndarray:
+    """Assemble the rows of global indices ``idx`` (in that order) from the partitions' ``(own, X)`` pieces."""
     rows = np.empty((len(idx), n_features), dtype=dtype)
     pos = {int(g): k for k, g in enumerate(idx)}
-    for r in results:
-        own, X = r["fetched"]
+    for own, X in fetched:
         for g, x in zip(own.tolist(), X):
             rows[pos[g]] = x
     return rows

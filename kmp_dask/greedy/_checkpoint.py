@@ -65,6 +65,7 @@ from pathlib import Path
 import numpy as np
 
 from .._version import __version__
+from ..blockops._engine import Engine
 from ..blockops._safe_pickle import UnsafePickleError, restricted_loads
 
 __all__ = ["Checkpoint", "NO_CHECKPOINT", "open_checkpoint", "checkpoint_info", "data_fingerprint",
@@ -167,7 +168,7 @@ class Checkpoint:
         self._write({"result": result}, iteration=len(result.history) - 1, complete=True,
                     stop_reason=result.stop_reason.value)
 
-    def restore(self, engine, rng):
+    def restore(self, engine: Engine, rng):
         """Replay the saved journal on ``engine``'s partitions, set ``rng``; return
         ``(pursuit state, t, cands)`` with the pursuit not yet attached to the engine."""
         s = self.saved

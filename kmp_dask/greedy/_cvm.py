@@ -31,6 +31,7 @@ import numpy as np
 from scipy.linalg.lapack import dpotrs, dtrtrs
 
 from ..blockops._cvm import CVMQuery, cvm_furthest
+from ..blockops._engine import Engine
 from ._candidates import merge_ranked
 from ._result import StopReason
 from ._sampling import ExcludingCandidates
@@ -234,13 +235,13 @@ used up or have fallen inside (measured on letter: full passes per binary proble
 docs/cvm.md). Convergence is still declared only by a full pass that finds no row outside."""
 
 
-def core_vector_machine(engine, *, kernel, kappa: float, C: float, eps: float, n_rows: int,
+def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: float, n_rows: int,
                         candidates: int | None = 59, random_state=None, max_core: int = 5000,
                         n_features_deflated: int = 0, callback=None, refill: int = REFILL, checkpoint=None,
                         resume: dict | None = None) -> CVMResult:
     """One binary L2-SVM by the core-set loop over the engine's partitions.
 
-    The partitions must hold the rows (:func:`~kmp_dask.blockops._cvm.cvm_effects.init`), the
+    ``engine`` (:class:`~kmp_dask.blockops.Engine`) holds the partitions. The partitions must hold the rows (:func:`~kmp_dask.blockops._cvm.cvm_effects.init`), the
     binary targets (``targets``) and ``n_features_deflated`` MMDA projections. ``kappa`` is the
     kernel's constant diagonal κ; ``candidates=None`` measures every row in every iteration (no
     probabilistic speed-up). ``refill``: rows outside the ball a full pass hands to the following
@@ -288,7 +289,7 @@ class _CoreSetLoop:
     set, find the furthest point (sampled pass, then a full pass before stopping), add it to the
     core set, and the whole state for a checkpoint."""
 
-    def __init__(self, engine, *, kernel, kt, C, eps, n_rows, candidates, refill, rng, t0):
+    def __init__(self, engine: Engine, *, kernel, kt, C, eps, n_rows, candidates, refill, rng, t0):
         self.engine, self.kernel, self.kt, self.C, self.eps = engine, kernel, kt, C, eps
         self.n_rows, self.refill, self.rng, self.t0 = n_rows, refill, rng, t0
         self.sampler = None if candidates is None else ExcludingCandidates(n_rows, int(candidates))

@@ -15,14 +15,17 @@ from __future__ import annotations
 import functools
 import time
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..blockops._cvm import cvm_effects
+from ..blockops._engine import Engine
 from ._checkpoint import checkpoint_info
 from ._cvm import core_vector_machine, mmda_feature
 
-__all__ = ["fit_binary_problems", "run_problem", "ProblemCheckpoint", "CheckpointSuperseded"]
+__all__ = ["fit_binary_problems", "run_problem", "ProblemConfig", "ProblemCheckpoint", "CheckpointSuperseded"]
 
 
 class CheckpointSuperseded(RuntimeError):
@@ -54,12 +57,32 @@ class ProblemCheckpoint:
                                 "loop": loop}, iteration=iteration, feature=self.q)
 
 
-def run_problem(engine, positive, *, kernel, kappa, C, eps, n_rows, candidates, seed, max_core, n_components=0,
-                checkpoint=None, saved=None, callback=None):
-    """One binary problem ("label == positive") on ``engine``: the CVM (a :class:`CVMResult`), or
-    with ``n_components`` the MMDA features — each a CVM on the kernel deflated by the earlier
-    ones, sent to the partitions as a new projection column — as a list of ``(CVMResult,
-    feature)`` with ``feature = (S, a, PSa, norm)`` (:func:`~kmp_dask.greedy._cvm.mmda_feature`).
+@dataclass(frozen=True)
+class ProblemConfig:
+    """What defines every binary problem of a CVM / MMDA fit (built once by :func:`fit_binary_problems`).
+
+    ``kernel`` and its constant diagonal ``kappa``, the penalty ``C``, the core-set tolerance ``eps``,
+    ``n_rows`` in the store, ``candidates`` sampled per iteration (None: every row), ``max_core``
+    and, for MMDA, ``n_components`` features per problem (0: the CVM itself) — the arguments of
+    :func:`~kmp_dask.greedy._cvm.core_vector_machine` that do not change between problems.
+    """
+
+    kernel: Any
+    kappa: float
+    C: float
+    eps: float
+    n_rows: int
+    candidates: int | None
+    max_core: int
+    n_components: int = 0
+
+
+def run_problem(engine: Engine, positive, config: ProblemConfig, *, seed, checkpoint=None, saved=None, callback=None):
+    """One binary problem ("label == positive") on ``engine`` (an :class:`~kmp_dask.blockops.Engine`),
+    configured by ``config``: the CVM (a :class:`CVMResult`), or with ``config.n_components`` the
+    MMDA features — each a CVM on the kernel deflated by the earlier ones, sent to the partitions
+    as a new projection column — as a list of ``(CVMResult, feature)`` with
+    ``feature = (S, a, PSa, norm)`` (:func:`~kmp_dask.greedy._cvm.mmda_feature`).
 
     ``checkpoint``: a :class:`ProblemCheckpoint` (None: none); ``saved``: the payload it last saved
     (resume: the partitions get the targets and the saved features, then the loop continues from
@@ -75,35 +98,39 @@ def run_problem(engine, positive, *, kernel, kappa, C, eps, n_rows, candidates, 
                + [cvm_effects.add_feature(*f) for _, f in out])
     if checkpoint is not None:
         checkpoint.features, checkpoint.rng = out, rng
-    kw = dict(kernel=kernel, kappa=kappa, C=C, eps=eps, n_rows=n_rows, candidates=candidates, random_state=rng,
-              max_core=max_core, checkpoint=checkpoint, callback=callback)
-    if not n_components:
+    c = config
+    kw = dict(kernel=c.kernel, kappa=c.kappa, C=c.C, eps=c.eps, n_rows=c.n_rows, candidates=c.candidates,
+              random_state=rng, max_core=c.max_core, checkpoint=checkpoint, callback=callback)
+    if not c.n_components:
         if checkpoint is not None:
             checkpoint.q = 0
         return core_vector_machine(engine, resume=loop, **kw)
-    for q in range(q0, n_components):
+    for q in range(q0, c.n_components):
         if checkpoint is not None:
             checkpoint.q = q
         res = core_vector_machine(engine, n_features_deflated=q, resume=loop if q == q0 else None, **kw)
-        feature = mmda_feature(kernel, res)
+        feature = mmda_feature(c.kernel, res)
         if feature is None:  # w = 0: the deflated problem has no direction left
             break
         engine.run(None, None, [cvm_effects.add_feature(*feature)])
         out.append((res, feature))
-        if checkpoint is not None and q + 1 < n_components:
+        if checkpoint is not None and q + 1 < c.n_components:
             checkpoint.q = q + 1
             checkpoint.save(None, iteration=-1)  # a feature boundary: the next feature starts afresh
     return out
 
 
-def _solve(engine, positive, seed, checkpoint, saved, callback, kw):
+def _solve(engine: Engine, positive, seed, checkpoint, saved, callback, config):
     """:func:`run_problem` with the arguments :meth:`~kmp_dask.parallel.Tasks.map_problems` passes."""
-    return run_problem(engine, positive, seed=seed, checkpoint=checkpoint, saved=saved, callback=callback, **kw)
+    return run_problem(engine, positive, config, seed=seed, checkpoint=checkpoint, saved=saved, callback=callback)
 
 
-def fit_binary_problems(tasks, store, positives, *, seeds, timeout: float = 3600.0, checkpoint=None,
-                        on_problem=None, on_iteration=None, **kw):
+def fit_binary_problems(tasks, store, positives, *, seeds, kernel, kappa: float, C: float, eps: float, n_rows: int,
+                        candidates, max_core: int, n_components: int = 0, timeout: float = 3600.0, checkpoint=None,
+                        on_problem=None, on_iteration=None):
     """Run one binary problem per entry of ``positives``; returns their results in order.
+
+    ``kernel`` … ``n_components``: the problems' :class:`ProblemConfig`, built here once.
 
     ``tasks``: a :class:`~kmp_dask.parallel.Tasks`. Without a cluster: one in-process engine,
     problems in turn. One problem and a cluster: an actor engine (passes on the workers). Several
@@ -121,6 +148,7 @@ def fit_binary_problems(tasks, store, positives, *, seeds, timeout: float = 3600
     order of completion; after its checkpoint). ``on_iteration(k, record)``: after each core-set
     iteration of problem ``k`` when the problems run in turn on the driver (not as tasks).
     """
+    config = ProblemConfig(kernel, kappa, C, eps, n_rows, candidates, max_core, n_components)
     t0 = time.perf_counter()
     token = uuid.uuid4().hex  # this run of the fit: tasks of an earlier run stop at their next save
     elapsed0 = 0.0
@@ -152,8 +180,8 @@ def fit_binary_problems(tasks, store, positives, *, seeds, timeout: float = 3600
         as_tasks = tasks.distributed and len(positives) > 1
         problems = [(k, (positives[k], seeds[k], *_problem_checkpoint(k, parts, checkpoint, token, as_tasks),
                          _iteration_callback(on_iteration, k, as_tasks))) for k in todo]
-        tasks.map_problems(store, functools.partial(_solve, kw=kw), problems, finished=finished,
-                           setup=[cvm_effects.init(kw["kernel"])], as_tasks=as_tasks, timeout=timeout,
+        tasks.map_problems(store, functools.partial(_solve, config=config), problems, finished=finished,
+                           setup=[cvm_effects.init(config.kernel)], as_tasks=as_tasks, timeout=timeout,
                            what="one-vs-rest problem")
     results = [done[k] for k in range(len(positives))]
     if checkpoint is not None:

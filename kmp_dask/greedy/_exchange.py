@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
+from ..blockops._engine import Engine
 from ..blockops._reduced import (removal_scores, xch_row_scores, xch_rows_removed, xch_rows_swap,
                                  xch_rows_sync)
 from ..linalg import rank_one_update
@@ -256,7 +257,7 @@ class _EngineExchange(_Driver):
     partitions hold ``B``, ``M``, ``r``, ``d`` for their rows
     (:class:`~kmp_dask.blockops._reduced.XState`). Effects not yet sent ride on the next pass."""
 
-    def __init__(self, engine, kernel, wsq, index, vectors):
+    def __init__(self, engine: Engine, kernel, wsq, index, vectors):
         from ..blockops._state import sqnorm
 
         self.engine, self.kernel = engine, kernel
@@ -344,7 +345,7 @@ class _EngineExchange(_Driver):
         return {**super().snapshot(), "V": self.V.copy()}
 
 
-def engine_exchange(engine, *, kernel, wsq, index, vectors, n_rows: int,
+def engine_exchange(engine: Engine, *, kernel, wsq, index, vectors, n_rows: int,
                     max_sweeps: int = 10) -> ExchangeResult | None:
     """:func:`exchange_vectors` over a pool held by ``engine`` (module docstring, "On the engine").
 

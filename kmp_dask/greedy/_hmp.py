@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from ..blockops import Atom, RSScoreQuery, RSValuesQuery, rs_effects, rs_score, rs_values
+from ..blockops import Atom, Engine, RSScoreQuery, RSValuesQuery, rs_effects, rs_score, rs_values
 from ..linalg import IncrementalCholesky
 from ._candidates import merge_ranked
 from ._result import StopReason
@@ -141,7 +141,7 @@ def _merge_candidates(results):
     return merge_ranked(results, ("index", "score", "rows", "r", "f", "kdiag"), by="score")
 
 
-def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: int, backfit: bool = True,
+def hyperplane_pursuit(engine: Engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: int, backfit: bool = True,
                        candidates: int | None = None, random_state=None, rkhs_tol: float = 0.0,
                        top: int = 4, callback=None, criterion: str = "eq13", checkpoint=None,
                        loop=None) -> HMPResult:
@@ -152,7 +152,8 @@ def hyperplane_pursuit(engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: 
 
     Parameters
     ----------
-    engine : an engine over the pool's partitions
+    engine : Engine
+        The pool's partitions (:class:`~kmp_dask.blockops.Engine`).
     kernel : Kernel — the expansion's kernel
     n_rows : int — pool size
     wsq : array (m,) — ``‖w_j‖²`` of the outputs pursued
@@ -527,7 +528,7 @@ class _DensePursuit:
             stop_reason=StopReason(reason).value, backfit=True, n_passes=0, seconds=seconds, L=Ln, ctilde=self.ctilde)
 
 
-def pool_errors(engine, result: HMPResult, levels, values: bool = False):
+def pool_errors(engine: Engine, result: HMPResult, levels, values: bool = False):
     """Squared pool errors ``Σ_z (f(z) − f̂_k(z))²`` (len(levels), m) of the prefix models at
     ``levels`` (backfit results: the engine's cached columns are in selection order), in one
     pass; with ``values`` also ``f̂_k`` per partition."""

@@ -18,14 +18,14 @@ import functools
 
 import numpy as np
 
-from ..blockops import RSSetup, rs_effects, rs_stats
+from ..blockops import Engine, RSSetup, rs_effects, rs_stats
 from ..expansion import KernelExpansion
 from ._hmp import hyperplane_pursuit
 
 __all__ = ["compress_on_pool", "chunked_compression", "pool_rkhs_norms", "compress_piece"]
 
 
-def pool_rkhs_norms(engine, expansion, pool_coef) -> np.ndarray:
+def pool_rkhs_norms(engine: Engine, expansion, pool_coef) -> np.ndarray:
     """Send the init effect (``f`` on the pool) and return ``‖w_j‖²`` (m,): from the pool when
     its rows are the expansion's own centres (``pool_coef``: their coefficients), else on the
     driver (O(n²) kernel values, blocked)."""
@@ -36,7 +36,7 @@ def pool_rkhs_norms(engine, expansion, pool_coef) -> np.ndarray:
     return expansion.rkhs_sqnorm()
 
 
-def compress_on_pool(engine, expansion, pool_coef, *, n_rows, outputs_groups, n_vectors, backfit=True,
+def compress_on_pool(engine: Engine, expansion, pool_coef, *, n_rows, outputs_groups, n_vectors, backfit=True,
                      candidates=None, seed=0, rkhs_tol=0.0, callback=None, criterion="eq13", checkpoint=None,
                      saved=None):
     """Initialise the pool and run one pursuit per group of outputs (coupled: one group with all

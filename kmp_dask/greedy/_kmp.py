@@ -40,11 +40,12 @@ import warnings
 
 import numpy as np
 
-from ..blockops import BIAS_ATOM, KMPSetup, ScoreQuery, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
+from ..blockops import BIAS_ATOM, ColumnStats, Engine, KMPSetup, ScoreQuery, ScoreStats, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning
 from ..linalg import IncrementalCholesky
-from ._candidates import CandidateSet, gather_rows
+from ._candidates import CandidateSet, gather_fetched
 from ._checkpoint import NO_CHECKPOINT
+from ._kmp_config import FIT_MODES, PursuitConfig
 from ._record import Recorder
 from ._result import PursuitResult, StopReason, make_result, prefix_coef
 from ._sampling import AllCandidates, RandomCandidates, validation_eligibility
@@ -52,7 +53,6 @@ from ._strategies import make_strategy
 
 __all__ = ["kernel_matching_pursuit", "FIT_MODES", "BASIS_COLUMNS", "Pursuit", "RESYNC_EVERY", "resolve_basis_columns"]
 
-FIT_MODES = ("basic", "backfit", "prefit", "refit")
 
 RESYNC_EVERY = 32
 """Rank-one residual updates between two full recomputations ``R = Y − Bα`` (drift bound)."""
@@ -100,7 +100,7 @@ numerically constant (only consulted when a fit ends with no basis function)."""
 BASIS_COLUMNS = ("auto", "stored", "recomputed")
 
 
-def resolve_basis_columns(basis_columns, engine, n_rows: int, n_basis: int, dtype, m: int) -> str:
+def resolve_basis_columns(basis_columns, engine: Engine, n_rows: int, n_basis: int, dtype, m: int) -> str:
     """``"stored"`` or ``"recomputed"`` for ``basis_columns="auto"`` (others pass through).
 
     Stored when the columns (``n_rows × (n_basis + 2) × itemsize``) and the residual state
@@ -153,15 +153,17 @@ def _check_factor_fits(n_basis: int, requested: int) -> None:
 class Pursuit:
     """One KMP run: the model being built and the passes that build it (see the module doc)."""
 
-    def __init__(self, engine, strategy, *, kernels, n_rows, n_features, dtype, targets, n_basis, candidates,
-                 ridge, tol, fit_intercept, validation_fraction, n_iter_no_change, split_seed, callback,
-                 max_tries, loss, error_threshold=None, checkpoint=None, basis_columns="stored"):
+    def __init__(self, engine: Engine, config: PursuitConfig, *, strategy=None, callback=None, checkpoint=None):
+        """``config``: the run's :class:`~kmp_dask.greedy._kmp_config.PursuitConfig`; ``strategy``: its
+        fit mode's (default :func:`~._strategies.make_strategy` of ``config``)."""
+        c = config
+        strategy = make_strategy(c) if strategy is None else strategy
         self.engine, self.strategy = engine, strategy
         self.checkpoint = checkpoint or NO_CHECKPOINT
-        self.error_threshold = error_threshold
-        self.kernels, self.n_features, self.dtype = list(kernels), n_features, dtype
-        self.n_basis, self.tol, self.callback, self.max_tries = n_basis, tol, callback, max_tries
-        stats = engine.run(kmp_stats, StatsQuery(targets, validation_fraction, split_seed))
+        self.error_threshold = c.error_threshold
+        self.kernels, self.n_features, self.dtype = list(c.kernels), c.n_features, c.dtype
+        self.n_basis, self.tol, self.callback, self.max_tries = c.n_basis, c.tol, callback, c.max_tries
+        stats = engine.run(kmp_stats, StatsQuery(c.targets, c.validation_fraction, c.split_seed))
         self.n_train = int(sum(s["n_train"] for s in stats))
         self.n_val = int(sum(s["n_val"] for s in stats))
         if self.n_train == 0:
@@ -170,7 +172,7 @@ class Pursuit:
         # before anything is sized by it (the n_basis² Cholesky factor, the workers' columns). The
         # margin keeps the loop reaching the iteration that finds the dictionary exhausted, so the
         # stop reason is the one an uncapped run gives.
-        requested, n_basis = n_basis, min(int(n_basis), self.n_train * len(self.kernels) + 3)
+        requested, n_basis = c.n_basis, min(int(c.n_basis), self.n_train * len(self.kernels) + 3)
         self.n_basis = n_basis
         if strategy.uses_chol:
             _check_factor_fits(n_basis, requested)
@@ -180,21 +182,21 @@ class Pursuit:
             raise ValueError("sample_weight is zero on every training row (after the validation split): nothing to fit. "
                              "Give some rows a positive weight.")
         m = len(stats[0]["y_sum"])
-        centre = fit_intercept and loss is None and not strategy.intercept_column
+        centre = c.fit_intercept and c.loss is None and not strategy.intercept_column
         self.offset = _total(stats, "y_sum") / self.w_train if centre else np.zeros(m)
-        self.bias_in_dictionary = fit_intercept and loss is not None
-        self.bias_column = fit_intercept and strategy.intercept_column
-        self.lam = float(ridge) * self.w_train
-        eligible = validation_eligibility(validation_fraction, split_seed)
-        self.sampler = (AllCandidates(n_rows, eligible) if isinstance(candidates, str)
-                        else RandomCandidates(n_rows, int(candidates), eligible, self.n_train))
+        self.bias_in_dictionary = c.fit_intercept and c.loss is not None
+        self.bias_column = c.fit_intercept and strategy.intercept_column
+        self.lam = float(c.ridge) * self.w_train
+        eligible = validation_eligibility(c.validation_fraction, c.split_seed)
+        self.sampler = (AllCandidates(c.n_rows, eligible) if isinstance(c.candidates, str)
+                        else RandomCandidates(c.n_rows, int(c.candidates), eligible, self.n_train))
         val = None
-        if self.n_val > 0 and validation_fraction > 0:
-            val = ValQuery("accuracy" if targets["kind"] == "ovr" else "loss", self.offset, targets.get("classes"))
+        if self.n_val > 0 and c.validation_fraction > 0:
+            val = ValQuery("accuracy" if c.targets["kind"] == "ovr" else "loss", self.offset, c.targets.get("classes"))
         self.val_query = val
-        self.recorder = Recorder(val, loss is not None, n_iter_no_change)
-        self.basis_columns = resolve_basis_columns(basis_columns, engine, n_rows, n_basis, dtype, m)
-        self.setup = KMPSetup(tuple(self.kernels), loss, targets, self.offset, validation_fraction, split_seed,
+        self.recorder = Recorder(val, c.loss is not None, c.n_iter_no_change)
+        self.basis_columns = resolve_basis_columns(c.basis_columns, engine, c.n_rows, n_basis, c.dtype, m)
+        self.setup = KMPSetup(tuple(self.kernels), c.loss, c.targets, self.offset, c.validation_fraction, c.split_seed,
                               n_basis + 2, self.basis_columns)
         self._y = stats  # kept for the intercept-only residual norm
         # the model
@@ -222,7 +224,7 @@ class Pursuit:
         state.setdefault("_scored", None)
         self.__dict__.update(state, engine=None, callback=None, checkpoint=NO_CHECKPOINT)
 
-    def attach(self, engine, callback, checkpoint):
+    def attach(self, engine: Engine, callback, checkpoint):
         """A pursuit restored from a checkpoint talks to ``engine`` (its partitions replayed)."""
         self.engine, self.callback, self.checkpoint = engine, callback, checkpoint or NO_CHECKPOINT
         return self
@@ -260,20 +262,17 @@ class Pursuit:
         """The scoring pass (with the previous iteration's acceptance and residual update)."""
         q = ScoreQuery(None if cands is None else cands.Z, None if cands is None else cands.Z_sq,
                        self.strategy.want_cross and bool(self.atoms), fetch, self.val_query, self.error_threshold)
-        res = self.send(kmp_score, q, step=True)
+        res = ScoreStats.combine(self.send(kmp_score, q, step=True))
         self.recorder.record_pass(res, len(self.atoms), self.coef)
         if self.callback is not None and self.recorder.history:
             self.callback(self.recorder.history[-1])
         return res
 
-    def commit(self, atom):
-        """Compute ``atom``'s column on the partitions (kept pending); return its products."""
+    def commit(self, atom) -> ColumnStats:
+        """Compute ``atom``'s column on the partitions (kept pending); return its products (the pass's total)."""
         # Bᵀd only for a Cholesky factor (backfit, prefit): basic pursuit never reads it
-        res = self.send(kmp_column_stats, None if self.chol is not None else False, (kmp_effects.pend(atom),))
-        keys = ("cross",) * ("cross" in res[0]) + ("sqn", "corr", "ytd") + (("loss", "grad", "hess") if "loss" in res[0] else ())
-        col = {k: _total(res, k) for k in keys}
-        col["sqn"] = float(col["sqn"])
-        return col
+        return ColumnStats.combine(
+            self.send(kmp_column_stats, None if self.chol is not None else False, (kmp_effects.pend(atom),)))
 
     # -- the algorithm ----------------------------------------------------------------------------
     def run(self, rng, resume_at=None) -> PursuitResult:
@@ -316,7 +315,7 @@ class Pursuit:
     def _begin(self, rng) -> CandidateSet:
         """Set up the partitions and draw the first candidates (and the intercept column)."""
         idx = self.sampler.draw(rng, self.excluded)
-        res = self.send(kmp_score, ScoreQuery(fetch=idx), (kmp_effects.init(self.setup),))
+        res = ScoreStats.combine(self.send(kmp_score, ScoreQuery(fetch=idx), (kmp_effects.init(self.setup),)))
         cands = self._candidates(res, idx)
         self.rss0 = self._initial_rss(res)
         if self.bias_column:
@@ -325,10 +324,10 @@ class Pursuit:
 
     def _candidates(self, res, idx) -> CandidateSet:
         """The fetched candidate rows; rows of sample weight 0 are never selected (not in the data)."""
-        for r in res:
-            if "zero_weight" in r:
-                self.excluded.update(r["zero_weight"].tolist())
-        return CandidateSet(idx, gather_rows(res, idx, self.n_features, self.dtype), len(self.kernels))
+        for zero_weight in res.zero_weight:
+            if zero_weight is not None:
+                self.excluded.update(zero_weight.tolist())
+        return CandidateSet(idx, gather_fetched(res.fetched, idx, self.n_features, self.dtype), len(self.kernels))
 
     def _n_row_atoms(self) -> int:
         return sum(not a.is_bias for a in self.atoms)
@@ -383,13 +382,13 @@ class Pursuit:
         if self.bias_column:  # measure progress from the intercept-only model, as with centring
             ys = _total(self._y, "y_sum")
             return float((_total(self._y, "y_sqsum") - ys * ys / self.w_train).sum())
-        return float(_total(res, "rss").sum())
+        return float(res.rss.sum())
 
     def _add_bias_column(self):
         """Squared loss with refits: the column of ones is in the model from the start."""
         col = self.commit(BIAS_ATOM)
-        self.chol.append(col["cross"], col["sqn"])
-        self.ytd.append(col["ytd"])
+        self.chol.append(col.cross, col.sqn)
+        self.ytd.append(col.ytd)
         self.coef = self.chol.solve(np.asarray(self.ytd))
         self._append(BIAS_ATOM)
         self._accept = True  # the next pass recomputes the residual in full
@@ -404,13 +403,13 @@ class Pursuit:
 
     def _scores(self, res, cands):
         """Scores of every candidate (−inf: not admissible), or None if none is left."""
-        cross = _total(res, "cross") if self.strategy.want_cross and self.atoms else None
-        corr, sqn = _total(res, "corr"), _total(res, "sqn")
+        cross = res.cross if self.strategy.want_cross and self.atoms else None
+        corr, sqn = res.corr, res.sqn
         self._scored = (corr, sqn)
         score = self.strategy.score(corr, sqn, cross, self.chol, self.lam)
         cands.mask_rows(score, self.excluded)
         if self.bias_in_dictionary:  # the constant function, scored like any atom: (Σ g)² / N
-            rsum = _total(res, "rsum")
+            rsum = res.rsum
             score = np.append(score, float(rsum @ rsum) / self.w_train if self.bias_pos is None else -np.inf)
         if len(score) == 0 or not np.isfinite(score).any():
             return None
@@ -444,7 +443,7 @@ class Pursuit:
         pass per atom instead of two (a streamed partition is read once per atom)."""
         corr, sqn = self._scored
         self._pend = atom
-        return {"sqn": float(sqn[j]), "corr": np.array(corr[j], dtype=np.float64)}
+        return ColumnStats(float(sqn[j]), np.array(corr[j], dtype=np.float64))
 
     def _append(self, atom):
         if atom.is_bias:
@@ -505,14 +504,14 @@ def _gamma_hint(kernel, sample) -> str:
             f"good start (here gamma × median {what} = {gamma * scale:.2g}); or standardise X and use gamma=None.")
 
 
-def _restored(engine, callback, checkpoint, rng):
+def _restored(engine: Engine, callback, checkpoint, rng):
     """The pursuit of a checkpoint on ``engine`` (its partitions replayed), and where it resumes."""
     state, t, cands = checkpoint.restore(engine, rng)
     return state.attach(engine, callback, checkpoint), (t + 1, cands)
 
 
 def kernel_matching_pursuit(
-    engine, *, kernel, n_rows: int, n_features: int, dtype, targets: dict, n_basis: int,
+    engine: Engine, *, kernel, n_rows: int, n_features: int, dtype, targets: dict, n_basis: int,
     fit_mode: str = "backfit", candidates="all", random_state=None, ridge: float = 0.0, tol: float | None = None,
     fit_intercept: bool = True, validation_fraction: float = 0.0, n_iter_no_change: int | None = None,
     split_seed: int = 0, callback=None, max_tries: int = 5, loss=None, refit_every: int | str | None = "auto",
@@ -523,7 +522,9 @@ def kernel_matching_pursuit(
 
     Parameters
     ----------
-    engine : object with ``run(query, msg, effects) -> list`` (see :mod:`kmp_dask.parallel`)
+    engine : Engine
+        The partitions (:class:`~kmp_dask.blockops.Engine`: ``run(query, msg, effects) -> list``;
+        implementations in :mod:`kmp_dask.parallel`).
     kernel : Kernel or list of Kernel
         The dictionary's kernel(s); with several, a candidate is a (row, kernel) pair.
     n_rows, n_features : int
@@ -582,28 +583,19 @@ def kernel_matching_pursuit(
         loss, other losses), ``val_score`` (accuracy for classification, −MSE or −mean loss
         for regression, or None) and ``seconds``.
     """
-    if fit_mode not in FIT_MODES:
-        raise ValueError(f"fit_mode must be one of {FIT_MODES}; got {fit_mode!r}")
-    if loss is not None and getattr(loss, "name", None) == "squared":
-        loss = None
-    if loss is not None and fit_mode in ("prefit", "refit"):
-        raise ValueError(f"fit_mode={fit_mode!r} is defined for the squared loss only; use 'basic' or 'backfit' "
-                         "(other losses with 'backfit' refit on the refit_every schedule)")
+    config = PursuitConfig(
+        kernel, n_rows, n_features, dtype, targets, n_basis, fit_mode=fit_mode, candidates=candidates, ridge=ridge,
+        tol=tol, fit_intercept=fit_intercept, validation_fraction=validation_fraction,
+        n_iter_no_change=n_iter_no_change, split_seed=split_seed, max_tries=max_tries, loss=loss,
+        refit_every=refit_every, line_search_steps=line_search_steps, final_refit_steps=final_refit_steps,
+        error_threshold=error_threshold, basis_columns=basis_columns)  # validates fit_mode and loss
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result  # the checkpointed fit had finished
     if checkpoint is not None and checkpoint.saved is not None:
         pursuit, resume_at = _restored(engine, callback, checkpoint, rng)
     else:
-        kernels = list(kernel) if isinstance(kernel, (list, tuple)) else [kernel]
-        strategy = make_strategy(fit_mode, loss, refit_every, line_search_steps, final_refit_steps)
-        pursuit, resume_at = Pursuit(
-            engine, strategy, kernels=kernels, n_rows=n_rows, n_features=n_features, dtype=dtype, targets=targets,
-            n_basis=n_basis, candidates=candidates, ridge=ridge, tol=tol, fit_intercept=fit_intercept,
-            validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, split_seed=split_seed,
-            callback=callback, max_tries=max_tries, loss=loss, error_threshold=error_threshold,
-            checkpoint=checkpoint, basis_columns=basis_columns,
-        ), None
+        pursuit, resume_at = Pursuit(engine, config, callback=callback, checkpoint=checkpoint), None
     result = pursuit.run(rng, resume_at)
     result.n_errors0 = pursuit.recorder.n_errors0
     result.basis_columns = pursuit.basis_columns

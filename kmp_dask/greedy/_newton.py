@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 from scipy.linalg import solve
 
-from ..blockops import LineQuery, RefitQuery, kmp_linesearch, kmp_refit_stats
+from ..blockops import LineQuery, LineStats, RefitQuery, kmp_linesearch, kmp_refit_stats
 from ..exceptions import NumericalWarning
 
 __all__ = ["line_search", "newton_refit", "refit_due"]
@@ -20,26 +20,22 @@ __all__ = ["line_search", "newton_refit", "refit_due"]
 _FRACTIONS = (1.0, 0.5, 0.25, 0.125)
 
 
-def _total(results, key):
-    return np.add.reduce([r[key] for r in results])
-
-
 def line_search(send, stats0, sqn, steps):
     """Newton line search along the pending column, per output; never increases the loss.
 
-    ``stats0``: loss, grad, hess at step 0 (each (m,)). Each pass evaluates 4 trial steps on
+    ``stats0``: a :class:`~kmp_dask.blockops.LineStats` at step 0 (each field (m,)). Each pass evaluates 4 trial steps on
     the segment from the current best towards its Newton point. Returns the step (m,).
     """
-    a = np.zeros_like(stats0["loss"])
-    L, G, H = stats0["loss"].copy(), stats0["grad"].copy(), stats0["hess"].copy()
+    a = np.zeros_like(stats0.loss)
+    L, G, H = stats0.loss.copy(), stats0.grad.copy(), stats0.hess.copy()
     fractions = np.array(_FRACTIONS)
     for _ in range(steps):
         newton = np.where(H > 1e-12 * max(sqn, 1e-300), -G / np.maximum(H, 1e-300), -G / max(sqn, 1e-300))
         if np.all(np.abs(newton) <= 1e-12 * np.maximum(np.abs(a), 1e-12)):
             break
         trials = a[None, :] + fractions[:, None] * newton[None, :]
-        res = send(kmp_linesearch, LineQuery(trials))
-        tl, tg, th = _total(res, "loss"), _total(res, "grad"), _total(res, "hess")
+        tot = LineStats.combine(send(kmp_linesearch, LineQuery(trials)))
+        tl, tg, th = tot.loss, tot.grad, tot.hess
         best = np.argmin(tl, axis=0)
         cols = np.arange(len(a))
         better = tl[best, cols] < L
@@ -103,15 +99,15 @@ def newton_refit(send, coef, lam, bias_pos, steps):
     pen = np.full(n, lam)
     if bias_pos is not None:
         pen[bias_pos] = 0.0
-    res = send(kmp_refit_stats, RefitQuery((coef,), 0))
-    L = _total(res, "loss")[0] + 0.5 * (pen[:, None] * coef**2).sum(axis=0)
-    G, H = _total(res, "grad"), _total(res, "hess")
+    tot = LineStats.combine(send(kmp_refit_stats, RefitQuery((coef,), 0)))
+    L = tot.loss[0] + 0.5 * (pen[:, None] * coef**2).sum(axis=0)
+    G, H = tot.grad, tot.hess
     for it in range(steps):
         more = it < steps - 1  # the gradient/curvature at the new point is needed only then
         delta = _newton_direction(H, G, pen, coef)
         trials = [coef + f * delta for f in _FRACTIONS]
-        res = send(kmp_refit_stats, RefitQuery(tuple(trials), 0 if more else None))
-        tl = _total(res, "loss") + np.stack([0.5 * (pen[:, None] * c**2).sum(axis=0) for c in trials])
+        tot = LineStats.combine(send(kmp_refit_stats, RefitQuery(tuple(trials), 0 if more else None)))
+        tl = tot.loss + np.stack([0.5 * (pen[:, None] * c**2).sum(axis=0) for c in trials])
         best = np.argmin(tl, axis=0)
         cols = np.arange(m)
         better = tl[best, cols] < L
@@ -126,10 +122,10 @@ def newton_refit(send, coef, lam, bias_pos, steps):
         if not more:
             break
         if np.all(best[better] == 0):
-            G, H = _total(res, "grad"), _total(res, "hess")
+            G, H = tot.grad, tot.hess
         else:  # curvature at the mixed point: one more stats pass
-            res = send(kmp_refit_stats, RefitQuery((coef,), 0))
-            G, H = _total(res, "grad"), _total(res, "hess")
+            tot = LineStats.combine(send(kmp_refit_stats, RefitQuery((coef,), 0)))
+            G, H = tot.grad, tot.hess
         if np.all(gain <= 1e-12 * np.abs(L)):
             break
     return coef

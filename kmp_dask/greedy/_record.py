@@ -11,10 +11,6 @@ import numpy as np
 __all__ = ["Recorder"]
 
 
-def _total(results, key):
-    return np.add.reduce([r[key] for r in results])
-
-
 class Recorder:
     """History records, validation scores per basis size and the best validated snapshot."""
 
@@ -28,17 +24,18 @@ class Recorder:
         self.n_errors0 = None  #: training errors above the bound's threshold before any atom
 
     def record_pass(self, res, n_atoms: int, coef) -> None:
-        """Residual norm and validation score of the current model (``n_atoms`` atoms, ``coef``)."""
-        rss = float(_total(res, "rss").sum())
+        """Residual norm and validation score of the current model (``n_atoms`` atoms, ``coef``) from
+        the scoring pass's total ``res`` (a :class:`~kmp_dask.blockops.ScoreStats`)."""
+        rss = float(res.rss.sum())
         vs = None
         if self.val_query is not None:
-            nv = max(sum(r["val_n"] for r in res), 1)
+            nv = max(res.val_n, 1)
             if self.val_query.metric == "accuracy":
-                vs = sum(r["val_correct"] for r in res) / nv
+                vs = res.val_correct / nv
             elif not self.has_loss:
-                vs = -sum(r["val_sse"] for r in res) / nv
+                vs = -res.val_sse / nv
             else:
-                vs = -sum(r["val_loss"] for r in res) / nv
+                vs = -res.val_loss / nv
             if self.val_sizes and self.val_sizes[-1] == n_atoms:  # same basis size re-evaluated (refit)
                 self.val_scores.pop()
                 self.val_sizes.pop()
@@ -46,8 +43,8 @@ class Recorder:
                 self._best = (n_atoms, coef.copy())
             self.val_scores.append(vs)
             self.val_sizes.append(n_atoms)
-        if "n_above" in res[0]:
-            n_above = int(sum(r["n_above"] for r in res))
+        if res.n_above is not None:
+            n_above = int(res.n_above)
             if self.history:
                 self.history[-1]["n_errors"] = n_above
             else:
@@ -56,7 +53,7 @@ class Recorder:
             self.history[-1]["residual_norm"] = float(np.sqrt(rss))
             self.history[-1]["val_score"] = vs
             if self.has_loss:
-                self.history[-1]["loss"] = float(_total(res, "loss").sum())
+                self.history[-1]["loss"] = float(res.loss.sum())
         self.last_rss = rss
 
     def no_improvement(self) -> bool:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from ..blockops._engine import Engine
 from ..blockops._kpca import KPCAColumn, KPCAScoreQuery, kpca_effects, kpca_moments, kpca_score
 from ..linalg import IncrementalCholesky
 from ._candidates import gather_rows
@@ -82,10 +83,11 @@ def _score(res, dz, tol):
     return np.where(ok & np.isfinite(score), score, -np.inf)
 
 
-def sparse_kernel_pca(engine, *, kernel, n_rows: int, n_features: int, dtype, n_components: int,
+def sparse_kernel_pca(engine: Engine, *, kernel, n_rows: int, n_features: int, dtype, n_components: int,
                       candidates: int | None = None, random_state=None, rank_tol: float = 1e-10,
                       callback=None, columns=(None,), checkpoint=None) -> KPCAResult:
-    """Greedy selection of ``n_components`` points over the engine's partitions.
+    """Greedy selection of ``n_components`` points over the engine's partitions
+    (``engine``: an :class:`~kmp_dask.blockops.Engine`).
 
     ``kernel`` is one kernel (sparse KPCA) or a tuple with one kernel per view, ``columns`` the
     views' feature slices ``(start, stop)`` (sparse KCCA: two views). ``candidates=None``: every
@@ -169,7 +171,7 @@ class KPCARun:
     def __setstate__(self, state):
         self.__dict__.update(state, engine=None, callback=None, checkpoint=None)
 
-    def attach(self, engine, callback, checkpoint):
+    def attach(self, engine: Engine, callback, checkpoint):
         self.engine, self.callback, self.checkpoint = engine, callback, checkpoint
         self._t0 = time.perf_counter()
         return self

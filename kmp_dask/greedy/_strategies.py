@@ -29,7 +29,7 @@ import numpy as np
 from numpy.linalg import LinAlgError
 from scipy.linalg import cho_factor, cho_solve, lstsq
 
-from ..blockops import kmp_gram
+from ..blockops import GramStats, LineStats, kmp_gram
 from ._newton import line_search, newton_refit, refit_due
 
 __all__ = ["make_strategy", "SquaredBasic", "SquaredBackfit", "SquaredPrefit", "SquaredRefit", "LossDriven"]
@@ -38,10 +38,6 @@ __all__ = ["make_strategy", "SquaredBasic", "SquaredBackfit", "SquaredPrefit", "
 def _ratio(num, denom, sqn):
     ok = denom > 1e-12 * np.maximum(sqn, 1e-300)
     return np.where(ok, num / np.where(ok, denom, 1.0), 0.0)
-
-
-def _total(results, key):
-    return np.add.reduce([r[key] for r in results])
 
 
 class SquaredBasic:
@@ -59,10 +55,10 @@ class SquaredBasic:
 
     def admit(self, col, chol):
         """Whether the committed column can join; ``w`` of the residual move (None: none)."""
-        return col["sqn"] > 0, None
+        return col.sqn > 0, None
 
     def add(self, p, col, w, step_t):
-        p.coef = np.vstack([p.coef, (col["corr"] / col["sqn"])[None, :]])
+        p.coef = np.vstack([p.coef, (col.corr / col.sqn)[None, :]])
         p.accept(None, p.coef[-1])
 
     def finish(self, p):
@@ -81,11 +77,11 @@ class SquaredBackfit(SquaredBasic):
 
     def admit(self, col, chol):
         # the old coefficients move along −w = −(BᵀB + λI)⁻¹Bᵀd times the new one
-        w = chol.solve(col["cross"]) if chol.size else None
-        return chol.append(col["cross"], col["sqn"]), w
+        w = chol.solve(col.cross) if chol.size else None
+        return chol.append(col.cross, col.sqn), w
 
     def add(self, p, col, w, step_t):
-        p.ytd.append(col["ytd"])
+        p.ytd.append(col.ytd)
         p.coef = p.chol.solve(np.asarray(p.ytd))
         p.accept(w, p.coef[-1])
 
@@ -121,8 +117,8 @@ class SquaredRefit(SquaredBasic):
         self._refit(p)
 
     def _refit(self, p):
-        res = p.send(kmp_gram)
-        G, BY = _total(res, "gram"), _total(res, "bty")
+        tot = GramStats.combine(p.send(kmp_gram))
+        G, BY = tot.gram, tot.bty
         p.coef = _ridge_solve(G, BY, p.lam)
         p.resync()
         self.last_refit, self.n_refits = len(p.atoms), self.n_refits + 1
@@ -168,12 +164,12 @@ class LossDriven:
 
     def admit(self, col, chol):
         if chol is None:
-            return col["sqn"] > 0, None
-        return chol.append(col["cross"], col["sqn"]), None
+            return col.sqn > 0, None
+        return chol.append(col.cross, col.sqn), None
 
     def add(self, p, col, w, step_t):
-        stats0 = {k: col[k][0] for k in ("loss", "grad", "hess")}
-        step = line_search(p.send, stats0, col["sqn"], self.line_search_steps)
+        stats0 = LineStats(col.loss[0], col.grad[0], col.hess[0])
+        step = line_search(p.send, stats0, col.sqn, self.line_search_steps)
         n = len(p.atoms)
         if self.fit_mode == "backfit" and refit_due(self.refit_every, step_t, n, self.last_refit):
             self.last_refit = n
@@ -193,9 +189,10 @@ class LossDriven:
         return True
 
 
-def make_strategy(fit_mode, loss, refit_every, line_search_steps, final_refit_steps):
-    if loss is not None:
-        return LossDriven(fit_mode, refit_every, line_search_steps, final_refit_steps)
-    if fit_mode == "refit":
-        return SquaredRefit(refit_every)
-    return {"basic": SquaredBasic, "backfit": SquaredBackfit, "prefit": SquaredPrefit}[fit_mode]()
+def make_strategy(config):
+    """The strategy of a :class:`~kmp_dask.greedy._kmp_config.PursuitConfig`'s fit mode and loss."""
+    if config.loss is not None:
+        return LossDriven(config.fit_mode, config.refit_every, config.line_search_steps, config.final_refit_steps)
+    if config.fit_mode == "refit":
+        return SquaredRefit(config.refit_every)
+    return {"basic": SquaredBasic, "backfit": SquaredBackfit, "prefit": SquaredPrefit}[config.fit_mode]()

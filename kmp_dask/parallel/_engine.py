@@ -7,7 +7,8 @@ partition order*. Drivers (``kmp_dask.greedy``) sum them in that order, so a fit
 reproducible whatever the number of workers (docs/engine.md). Every effect sent is recorded in the
 engine's :class:`~kmp_dask.blockops.Journal`; ``n_calls`` counts passes (one round trip each).
 
-Two implementations:
+Both implementations satisfy the :class:`~kmp_dask.blockops.Engine` protocol the drivers are typed
+against (tests/parallel/test_engine_protocol.py checks it):
 
 * :class:`InProcessEngine` — partitions in this process; used for numpy input without a cluster
   and as the reference in tests.

@@ -8,12 +8,24 @@ from any driver.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
 from kmp_dask.blockops import (
-    Atom, Effect, Journal, KMPSetup, ScoreQuery, apply_effects, kmp_column_stats, kmp_effects, kmp_score,
+    Atom,
+    ColumnStats,
+    Effect,
+    Journal,
+    KMPSetup,
+    ScoreQuery,
+    ScoreStats,
+    apply_effects,
+    kmp_column_stats,
+    kmp_effects,
+    kmp_score,
 )
 from kmp_dask.greedy import kernel_matching_pursuit
 from kmp_dask.kernels import get_kernel
@@ -38,7 +50,7 @@ def _setup(kernels, capacity=8):
 
 
 def _sum(results, key):
-    return np.add.reduce([r[key] for r in results])
+    return getattr(ScoreStats.combine(results), key)
 
 
 @pytest.mark.parametrize("chunk_rows", [1000, 64, 7])
@@ -76,13 +88,14 @@ def test_column_stats_and_rank_one_move_equal_dense(chunk_rows):
     c0 = np.array([[0.4]])
     eng.run(None, None, [kmp_effects.init(_setup([k])), kmp_effects.pend(Atom(X[9], 0, 9)),
                          kmp_effects.accept(), kmp_effects.set_coef(c0)])
-    res = eng.run(kmp_column_stats, None, [kmp_effects.pend(Atom(X[77], 0, 77))])
+    col = ColumnStats.combine(eng.run(kmp_column_stats, None, [kmp_effects.pend(Atom(X[77], 0, 77))]))
     d, B = K[:, 77], K[:, [9]]
     R = y - B @ c0[:, 0]
-    np.testing.assert_allclose(_sum(res, "cross"), B.T @ d, rtol=1e-12)
-    np.testing.assert_allclose(_sum(res, "sqn"), d @ d, rtol=1e-12)
-    np.testing.assert_allclose(_sum(res, "corr")[0], d @ R, rtol=1e-12)
-    np.testing.assert_allclose(_sum(res, "ytd")[0], d @ y, rtol=1e-12)
+    np.testing.assert_allclose(col.cross, B.T @ d, rtol=1e-12)
+    np.testing.assert_allclose(col.sqn, d @ d, rtol=1e-12)
+    np.testing.assert_allclose(col.corr[0], d @ R, rtol=1e-12)
+    np.testing.assert_allclose(col.ytd[0], d @ y, rtol=1e-12)
+    assert col.loss is None  # squared loss: no line-search statistics
     w, beta = np.array([0.25]), np.array([1.5])
     moved = np.array([[0.4 - 0.25 * 1.5], [1.5]])
     after_move = eng.run(kmp_score, ScoreQuery(), [kmp_effects.accept(), kmp_effects.move(w, beta, moved)])
@@ -140,3 +153,44 @@ def test_journal_replay_rebuilds_each_partition_bit_for_bit(kw):
         assert np.array_equal(a.cache.train(), b.cache.train())
         assert np.array_equal(a.fit.R, b.fit.R)
         assert np.array_equal(a.fit.coef, b.fit.coef)
+
+
+def test_pass_results_combine_in_partition_order_bit_for_bit():
+    """``combine`` sums each field exactly as ``np.add.reduce`` over the list in partition order (the
+    order the drivers summed string-keyed dicts in), keeps absent fields None, and gives the scalar
+    ``sqn`` as a Python float; reordering the partitions changes the bits (the order is the contract)."""
+    from kmp_dask.blockops import GramStats, LineStats
+
+    rng = np.random.default_rng(5)
+    parts = [ColumnStats(float(s), c, yt, x) for s, c, yt, x in zip(
+        rng.normal(size=11) * 10.0 ** rng.integers(-8, 8, size=11), rng.normal(size=(11, 3)),
+        rng.normal(size=(11, 3)) * 1e6, rng.normal(size=(11, 4)))]
+    tot = ColumnStats.combine(parts)
+    assert type(tot.sqn) is float and tot.sqn == float(np.add.reduce([p.sqn for p in parts]))
+    for name in ("corr", "ytd", "cross"):
+        assert getattr(tot, name).tobytes() == np.add.reduce([getattr(p, name) for p in parts]).tobytes()
+    assert tot.loss is tot.grad is tot.hess is None
+    assert any(ColumnStats.combine(parts[k:] + parts[:k]).sqn != tot.sqn for k in range(1, 11)), \
+        "test data too tame: no rotation changes the rounding"
+    line = LineStats.combine([LineStats(np.ones((2, 1)) * k) for k in range(4)])
+    assert line.loss.tolist() == [[6.0], [6.0]] and line.grad is None
+    gram = GramStats.combine([GramStats(np.eye(2), np.ones((2, 1))), GramStats(np.eye(2), np.ones((2, 1)))])
+    assert gram.gram.tolist() == [[2.0, 0.0], [0.0, 2.0]] and gram.bty.tolist() == [[2.0], [2.0]]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tot.sqn = 0.0
+
+
+def test_score_stats_total_sums_counts_in_python_and_gathers_fetched_rows():
+    """The scoring pass's total: arrays by np.add.reduce, counts and validation sums by the builtin
+    ``sum`` (left to right, as the driver summed them), fetched rows and zero-weight rows kept per
+    partition in partition order; a field no partition answered stays None."""
+    vals = [1e16, 1.0, -1e16, 1.0, 0.5, 0.25, 0.125, 3.0, 1e-3]  # ≥ 8: np.add.reduce sums pairwise
+    parts = [ScoreStats(np.array([float(k)]), np.array([1.0]), n_above=k, val_n=k + 1, val_sse=v,
+                        fetched=(np.array([k]), np.full((1, 2), k)), zero_weight=None if k % 2 else np.array([k]))
+             for k, v in enumerate(vals)]
+    tot = ScoreStats.combine(parts)
+    assert tot.val_sse == sum(vals) and tot.val_sse != float(np.add.reduce(vals))  # the order is the contract
+    assert (tot.n_above, tot.val_n) == (36, 45) and tot.rss.tolist() == [36.0] and tot.rsum.tolist() == [9.0]
+    assert [int(own[0]) for own, _ in tot.fetched] == list(range(9))
+    assert [z is None for z in tot.zero_weight] == [False, True] * 4 + [False]
+    assert tot.corr is tot.val_loss is tot.val_correct is None
