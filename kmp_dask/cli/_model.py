@@ -73,13 +73,14 @@ class _JsonLog:
 
 
 ALGORITHM_TEXT = {"kmp": "kernel matching pursuit: KMPClassifier / KMPRegressor (the default)",
+                  "kmp-cv": "KMP with gamma and size by cross-validation: KMPClassifierCV / KMPRegressorCV (--cv K)",
                   "cvm": "core vector machine: CVMClassifier",
                   "mmda": "maximum-margin discriminant features: MMDA (a transformer)",
                   "skpca": "sparse kernel PCA: SparseKernelPCA (a transformer)"}
 
 TRAIN_EPILOG = """\b
 Algorithms (--algorithm; each one's parameter flags: kmp-dask train --algorithm NAME --help):
-""" + "".join(f"  {k:<6} {v}\n" for k, v in ALGORITHM_TEXT.items()) + """
+""" + "".join(f"  {k:<7} {v}\n" for k, v in ALGORITHM_TEXT.items()) + """
 \b
 Examples:
   kmp-dask train data/train.zarr --model kmp.model --n-basis 200 --gamma 0.5
@@ -87,6 +88,7 @@ Examples:
   kmp-dask train data/train.zarr --model kmp.model --checkpoint ckpt/ --resume   # after a kill
   kmp-dask train data/train.zarr --model kmp.model --sample-weight weights.npy    # one weight per row
   kmp-dask train data/train.zarr --model cvm.model --algorithm cvm --C 10 --scheduler tcp://127.0.0.1:8786
+  kmp-dask train data/train.zarr --model kmp.model --cv 5 --n-basis 300           # gamma, size by 5-fold CV
 """
 
 
@@ -103,6 +105,8 @@ class _TrainCommand(click.Command):
         if not hasattr(self, "_common"):
             self._common = list(self.params)
         algorithm = _algorithm_in(args)
+        if algorithm in (None, "kmp") and any(a == "--cv" or a.startswith("--cv=") for a in args):
+            algorithm = "kmp-cv"  # --cv K: the cross-validated KMP's flags (gammas, rule, ...)
         names = {n for p in self._common for n in p.opts + p.secondary_opts} | set(ctx.help_option_names)
         plain_help = (algorithm is None and any(a in ctx.help_option_names for a in args)
                       and not any(a.startswith("--") and a.split("=")[0] not in names for a in args))
@@ -111,7 +115,7 @@ class _TrainCommand(click.Command):
             chosen = algorithm if algorithm in ALGORITHMS else "kmp"
             for algo in [chosen] + [a for a in ALGORITHMS if a != chosen]:
                 for name, text in param_flags(algo):
-                    if name not in shown:
+                    if name not in shown and "--" + name.replace("_", "-") not in names:  # --cv is a common flag
                         extra.append(click.Option(["--" + name.replace("_", "-"), "param__" + name], default=None,
                                                   metavar="VALUE", help=text or None, hidden=algo != chosen))
                         shown.add(name)
@@ -161,7 +165,7 @@ def _algorithm_in(args) -> str | None:
 @click.argument("store")
 @click.option("--model", "model_path", required=True, type=click.Path(), help="Where to save the fitted model.")
 @click.option("--algorithm", type=click.Choice(sorted(ALGORITHMS)), default=None,
-              help="kmp (default), cvm, mmda or skpca; may also be the config file's 'algorithm' key.")
+              help="kmp (default), kmp-cv, cvm, mmda or skpca; may also be the config file's 'algorithm' key.")
 @click.option("--task", type=click.Choice(["auto", "classification", "regression"]), default="auto",
               show_default=True, help="kmp/skpca: classifier or regressor; auto = classification when "
                                       "the store has class names.")
@@ -179,9 +183,12 @@ def _algorithm_in(args) -> str | None:
               help="Append one JSON line per iteration to this file (for batch jobs).")
 @click.option("--force", is_flag=True,
               help="Save the model even when the fit warns that the kernel width does not fit the data.")
+@click.option("--cv", "cv", default=None, type=click.IntRange(2),
+              help="kmp: choose gamma and the number of basis functions by K-fold cross-validation along "
+                   "the pursuit (--algorithm kmp-cv with --cv K); the model refitted with the choice is saved.")
 @where_options
 def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint, checkpoint_every, resume,
-          weights_path, quiet, log_json, force, where, **params):
+          weights_path, quiet, log_json, force, cv, where, **params):
     """Fit a model on the zarr STORE and save it to --model (open format, see docs/models.md).
 
     The parameter flags depend on --algorithm: `kmp-dask train --algorithm cvm --help` lists
@@ -196,6 +203,7 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
     if algorithm not in ALGORITHMS:
         raise click.BadParameter(f"unknown algorithm {algorithm!r}; use one of {', '.join(sorted(ALGORITHMS))}",
                                  param_hint="algorithm (in --config)")
+    algorithm = _cv_algorithm(algorithm, cv, checkpoint, weights_path)
     _check_output_free(model_path, overwrite, "--model", "model")
     if resume and not checkpoint:
         raise click.UsageError("--resume needs --checkpoint DIR (the directory of the interrupted fit)")
@@ -205,6 +213,8 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
     task = task if task != "auto" else ("classification" if st.attrs.get("classes") is not None else "regression")
     cls = class_for(algorithm, task)
     flags = {k[len("param__"):]: parse_value(v) for k, v in params.items() if v is not None}
+    if cv is not None:
+        flags["cv"] = cv
     est = cls(**build_params(cls, config, flags, config_name=config_path))
     if "verbose" in est.get_params():
         est.set_params(verbose=_verbose(quiet))
@@ -212,10 +222,26 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
     if weights_path:
         fit_kw["sample_weight"] = _read_weights(weights_path)
     seconds = _fit(est, st, where, quiet, log_json, algorithm, fit_kw, force)
-    save(est, model_path, overwrite=overwrite)
+    chosen = getattr(est, "best_estimator_", None)  # kmp-cv: the refitted model with the chosen γ and size
+    save(est if chosen is None else chosen, model_path, overwrite=overwrite)
     if not quiet:
-        click.echo(f"trained {type(est).__name__} on {st.n_rows} rows in {seconds:.1f} s: {_size(est)}; "
+        how = "" if chosen is None else f" (chosen by {est.n_splits_}-fold CV: {est.best_params_})"
+        click.echo(f"trained {type(est).__name__} on {st.n_rows} rows in {seconds:.1f} s: {_size(est)}{how}; "
                    f"saved to {model_path}")
+
+
+def _cv_algorithm(algorithm: str, cv, checkpoint, weights_path) -> str:
+    """``--cv K``: the kmp algorithm as ``kmp-cv`` (refused with the other algorithms, a checkpoint or
+    sample weights, which the cross-validated search does not take)."""
+    if cv is None:
+        return algorithm
+    if algorithm not in ("kmp", "kmp-cv"):
+        raise click.UsageError(f"--cv works with --algorithm kmp only (got {algorithm}); choose C / gamma of "
+                               f"{algorithm} by hand or leave --cv out")
+    if checkpoint or weights_path:
+        raise click.UsageError("--cv cannot be combined with --checkpoint or --sample-weight: the cross-validated "
+                               "search keeps no checkpoint and takes no weights")
+    return "kmp-cv"
 
 
 def _read_weights(path):

@@ -23,7 +23,7 @@ DATA_KEYS = {"source", "n_rows", "seed", "start_row", "part", "test_size", "chun
              "label", "drop", "delimiter", "header"}
 #: ``test_size`` of a data set that names a ``part`` but no ``test_size``.
 DEFAULT_TEST_SIZE = 0.3
-MODEL_KEYS = {"algorithm", "task", "params", "checkpoint_every", "estimator"}
+MODEL_KEYS = {"algorithm", "task", "params", "checkpoint_every", "estimator", "cv"}
 COMPRESS_KEYS = {"n_vectors", "method", "data", "params", "checkpoint_every"}
 FEATURES_KEYS = {"data"}
 DOWNSTREAM_KEYS = {"estimator", "params", "train", "test"}
@@ -41,6 +41,7 @@ SKLEARN = {"SVC": "sklearn.svm", "SVR": "sklearn.svm", "NuSVC": "sklearn.svm", "
 #: ``algorithm`` values (CLI ``--algorithm``, pipelines' ``model.algorithm``) → (classifier, regressor).
 ALGORITHMS = {
     "kmp": ("KMPClassifier", "KMPRegressor"),
+    "kmp-cv": ("KMPClassifierCV", "KMPRegressorCV"),  # γ and the size by cross-validation along the path
     "cvm": ("CVMClassifier", None),
     "mmda": ("MMDA", None),
     "skpca": ("SparseKernelPCA", "SparseKernelPCA"),
@@ -131,6 +132,7 @@ def validate(spec: dict, path) -> None:
                         ("run", RUN_KEYS)):
         if table in spec:
             _check_keys(table, spec[table], keys, path)
+    _apply_model_cv(spec["model"], path)
     algo = spec["model"].get("algorithm", "kmp")
     if algo not in ALGORITHMS:
         raise SpecError(f"{path}: model.algorithm = {algo!r}; use one of {', '.join(sorted(ALGORITHMS))}")
@@ -148,6 +150,21 @@ def validate(spec: dict, path) -> None:
             raise SpecError(f"{path}: {key} = {ref!r} names no data set; defined: {', '.join(sorted(names))}")
     _check_run(spec.get("run", {}), path)
     _check_params(spec, path)
+
+
+def _apply_model_cv(m: dict, path) -> None:
+    """``[model] cv = K``: the KMP model chosen by K-fold cross-validation (algorithm ``kmp-cv``
+    with ``params.cv = K``); only for the kmp algorithm."""
+    if "cv" not in m:
+        return
+    cv = m.pop("cv")
+    if isinstance(cv, bool) or not isinstance(cv, int) or cv < 2:
+        raise SpecError(f"{path}: model.cv = {cv!r}; use a whole number of folds ≥ 2 (e.g. cv = 5)")
+    if m.get("algorithm", "kmp") not in ("kmp", "kmp-cv") or "estimator" in m:
+        raise SpecError(f"{path}: model.cv works with algorithm = \"kmp\" only; got "
+                        f"{m.get('estimator') or m.get('algorithm')!r}")
+    m["algorithm"] = "kmp-cv"
+    m["params"] = {**m.get("params", {}), "cv": cv}
 
 
 def _check_run(run: dict, path) -> None:

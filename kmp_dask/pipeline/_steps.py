@@ -116,16 +116,27 @@ def model_step(spec, run, client, *, resume=False):
     est.set_params(client=client)
     if "verbose" in est.get_params() and "verbose" not in m.get("params", {}):
         est.set_params(verbose=run.verbose)
-    est.fit(st.url, **_fit_kw(m, run, resume))
+    # the CV search keeps no checkpoint: a killed run redoes it (its folds and refit are seeded: same model)
+    est.fit(st.url, **(_fit_kw(m, run, resume) if _checkpoints(est) else {}))
     est.set_params(client=None)
-    save(est, run.path("model"), overwrite=run.resumed)
+    chosen = getattr(est, "best_estimator_", None)  # kmp-cv: the model refitted with the chosen γ and size
+    save(est if chosen is None else chosen, run.path("model"), overwrite=run.resumed)
     out = {"estimator": cls.__name__, "history": getattr(est, "history_", None)}
+    if chosen is not None:
+        out["best_params"] = {k: (float(v) if isinstance(v, float) else int(v)) for k, v in est.best_params_.items()}
     for attr in ("n_basis_", "n_components_", "n_vectors_", "n_features_out_"):
         if getattr(est, attr, None) is not None:
             out[attr.rstrip("_").replace("_out", "")] = int(getattr(est, attr))
     if hasattr(est, "radius_") or hasattr(est, "core_sizes_"):  # CVM, MMDA: the union
         out["n_core_vectors"] = int(est.expansion_.n_vectors)  # of the binary problems' core vectors
     return out
+
+
+def _checkpoints(est) -> bool:
+    """Whether ``est.fit`` takes a checkpoint directory (every family's estimator; not the CV search)."""
+    import inspect
+
+    return "checkpoint" in inspect.signature(est.fit).parameters
 
 
 def _fit_kw(m: dict, run, resume: bool, directory: str = "checkpoint") -> dict:

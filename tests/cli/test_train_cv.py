@@ -1,0 +1,78 @@
+"""``kmp-dask train --cv K`` and a pipeline's ``[model] cv = K`` (issue 25): γ and the size chosen
+by cross-validation along the pursuit, the refitted model saved in the open format. In process
+(``--scheduler sync``), with the cluster starters swapped for ones that fail the test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from numpy.testing import assert_array_equal
+
+from kmp_dask import KMPClassifierCV, load
+from kmp_dask.cli import main
+from kmp_dask.store import create_store, open_store
+
+
+@pytest.fixture
+def no_cluster(monkeypatch):
+    from kmp_dask import parallel
+
+    def refuse(*a, **k):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(parallel, "embedded_cluster", refuse)
+    monkeypatch.setattr(parallel, "connect", refuse)
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train_cv")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(240, 3)) * [1.0, 50.0, 0.02]  # raw features on different scales
+    y = (X[:, 0] + X[:, 1] / 50.0 > 0).astype(int)
+    create_store(root / "train.zarr", X, y, classes=["no", "yes"], chunk_rows=80)
+    return root / "train.zarr"
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_train_cv_saves_the_model_the_python_search_chooses(store_path, tmp_path, no_cluster):
+    r = _invoke("train", store_path, "--model", tmp_path / "m", "--cv", 3, "--n-basis", 20, "--random-state", 0,
+                "--scheduler", "sync", "--quiet")
+    assert r.exit_code == 0, r.output
+    saved = load(tmp_path / "m")
+    ref = KMPClassifierCV(cv=3, n_basis=20, random_state=0, client="sync").fit(str(store_path))
+    assert type(saved).__name__ == "KMPClassifier"
+    assert saved.n_basis_ == ref.n_basis_ and saved.get_params()["gamma"] == ref.best_params_["gamma"]
+    X, _ = open_store(store_path).read_range(0, 240)
+    assert_array_equal(saved.decision_function(X), ref.decision_function(X))
+
+
+def test_train_cv_shows_the_search_flags_and_refuses_other_algorithms(store_path, tmp_path, no_cluster):
+    r = _invoke("train", "--cv", 3, "--help")
+    assert r.exit_code == 0 and "--gammas" in r.output and "kmp-cv" in r.output, r.output
+    r = _invoke("train", store_path, "--model", tmp_path / "m", "--cv", 3, "--algorithm", "cvm",
+                "--scheduler", "sync")
+    assert r.exit_code != 0 and "--cv works with --algorithm kmp only" in r.output, r.output
+    r = _invoke("train", store_path, "--model", tmp_path / "m", "--cv", 1, "--scheduler", "sync")
+    assert r.exit_code != 0 and "--cv" in r.output, r.output
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("value, message", [(1, "model.cv = 1"), ("5", "model.cv = '5'")])
+def test_pipeline_model_cv_is_checked(tmp_path, value, message):
+    from kmp_dask.pipeline import SpecError, load_spec
+
+    body = '[data.train]\nsource = "synthetic:classification"\nn_rows = 100\n[model]\ncv = {}\n'
+    (tmp_path / "p.toml").write_text(body.format(value if isinstance(value, int) else f'"{value}"'))
+    with pytest.raises(SpecError, match=message):
+        load_spec(tmp_path / "p.toml")
+    (tmp_path / "p.toml").write_text(body.format(4).replace("[model]\n", '[model]\nalgorithm = "cvm"\n'))
+    with pytest.raises(SpecError, match="model.cv works with algorithm"):
+        load_spec(tmp_path / "p.toml")
+    (tmp_path / "p.toml").write_text(body.format(4))
+    m = load_spec(tmp_path / "p.toml")["model"]
+    assert m["algorithm"] == "kmp-cv" and m["params"]["cv"] == 4
