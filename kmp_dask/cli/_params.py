@@ -209,6 +209,27 @@ def check_before_cluster(cls, params: dict) -> None:
         _check_params(cls(**params))
     if "kernel" in param_names(cls):
         check_kernel(params)
+    _check_cvm(cls, params)
+
+
+def _check_cvm(cls, params: dict) -> None:
+    """CVM / MMDA: their own parameter check, and a kernel with constant k(x, x) (probed on a few
+    random rows, as the fit probes the data's), before any cluster starts."""
+    import numpy as np
+
+    from ..estimators._cvm import _constant_diagonal, _CVMBase
+    from ..kernels import get_kernel
+
+    if not (isinstance(cls, type) and issubclass(cls, _CVMBase)):
+        return
+    est = cls(**params)
+    est._check_params()
+    gamma = params.get("gamma")
+    kernel = params.get("kernel", "rbf")
+    if isinstance(kernel, str):
+        extra = {k: params[k] for k in ("kernel_params",) if params.get(k) is not None}
+        k = get_kernel(kernel, gamma=None if isinstance(gamma, str) else gamma, n_features=3, **extra.get("kernel_params", {}))
+        _constant_diagonal(k, np.random.default_rng(0).normal(size=(8, 3)))
 
 
 #: String values of ``gamma`` left to the estimator (scikit-learn's vocabulary): any other string is refused.

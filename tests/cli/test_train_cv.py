@@ -76,3 +76,12 @@ def test_pipeline_model_cv_is_checked(tmp_path, value, message):
     (tmp_path / "p.toml").write_text(body.format(4))
     m = load_spec(tmp_path / "p.toml")["model"]
     assert m["algorithm"] == "kmp-cv" and m["params"]["cv"] == 4
+
+
+@pytest.mark.parametrize("flags, message", [(["--kernel", "polynomial"], "constant k(x, x)"),
+                                            (["--C", "-1"], "C must be a float > 0")])
+def test_cvm_parameters_are_refused_before_a_cluster_starts(store_path, tmp_path, no_cluster, flags, message):
+    # --scheduler local would start a cluster (which fails this test): the check must come first
+    r = _invoke("train", store_path, "--model", tmp_path / "c", "--algorithm", "cvm", *flags, "--scheduler", "local")
+    assert r.exit_code == 1 and message in r.output and "a cluster was started" not in str(r.exception), r.output
+    assert not (tmp_path / "c").exists()
