@@ -18,6 +18,7 @@ from ..kernels import get_kernel
 from ..parallel import make_engine, map_rows_predict, resolve_client
 from ._inputs import is_dask_array, is_store_like, predict_input, unsupervised_input
 from ._progress import progress_callback
+from ._scale import check_gamma_value, resolve_gamma
 
 __all__ = ["SparseKernelPCA", "SparseKCCA"]
 
@@ -72,7 +73,8 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     kernel : str, default="rbf"
         Kernel name (``"rbf"``, ``"laplacian"``, ``"polynomial"``, ``"sigmoid"``, ``"linear"``).
     gamma, degree, coef0, kernel_params
-        Kernel parameters (gamma=None: 1 / n_features).
+        Kernel parameters (gamma="scale", the default: ``1 / (n_features · Var(X))`` from the
+        training rows, as for :class:`~kmp_dask.KMPRegressor`; None: 1 / n_features).
     candidates : None, "auto" or int, default=None
         None: every point is a candidate at every step (exact; the driver holds the rows — small
         data); "auto": 59 random points per step (the best of them is among the top 5 % with
@@ -96,7 +98,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     n_components_ : int; stop_reason_ : str; n_passes_ : int
     """
 
-    def __init__(self, n_components=50, *, kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_params=None,
+    def __init__(self, n_components=50, *, kernel="rbf", gamma="scale", degree=3, coef0=1.0, kernel_params=None,
                  candidates=None, rank_tol=1e-10, max_components=200, bound_delta=0.05, random_state=None,
                  client=None, verbose=0, chunk_rows=None):
         self.n_components = n_components
@@ -131,6 +133,9 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             raise ValueError(f"candidates must be None (all points), 'auto' (59) or an int >= 1; got {c!r}")
         if not (isinstance(self.rank_tol, numbers.Real) and 0 <= self.rank_tol < 1):
             raise ValueError(f"rank_tol must be a float in [0, 1); got {self.rank_tol!r}")
+        for name in ("gamma", "gamma_x", "gamma_y"):
+            if hasattr(self, name):
+                check_gamma_value(getattr(self, name), name)
 
     def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Choose the points and the principal directions. ``X``: numpy, dask array or store.
@@ -156,7 +161,8 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
         in_memory = not (is_store_like(X) or is_dask_array(X))
         with unsupervised_input(self, X, chunk_rows=self.chunk_rows) as store:
-            kernel = get_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
+            kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel),
+                                degree=self.degree, coef0=self.coef0,
                                 kernel_params=self.kernel_params, n_features=store.n_features)
             s = None if self.candidates is None else (n_candidates_for(0.05, 0.95) if self.candidates == "auto"
                                                       else int(self.candidates))
@@ -230,7 +236,8 @@ class SparseKCCA(BaseEstimator):
     n_components : int, default=20
         Rows chosen (the dimension of each view's subspace); the canonical pairs returned.
     kernel_x, gamma_x, kernel_y, gamma_y, degree, coef0
-        Each view's kernel (gamma None: 1 / that view's n_features).
+        Each view's kernel (gamma "scale", the default: 1 / (that view's n_features · Var(view));
+        None: 1 / that view's n_features).
     reg : float, default=0.1
         CCA regulariser (finite, >= 0), relative to each view's mean variance inside its subspace. Measured
         (benchmarks/sparse_kpca.py, optdigits halves, k = 200): reg = 1e-3 gave held-out
@@ -247,7 +254,7 @@ class SparseKCCA(BaseEstimator):
     trace_residual_path_ (k + 1, 2), n_components_, stop_reason_.
     """
 
-    def __init__(self, n_components=20, *, kernel_x="rbf", gamma_x=None, kernel_y="rbf", gamma_y=None, degree=3,
+    def __init__(self, n_components=20, *, kernel_x="rbf", gamma_x="scale", kernel_y="rbf", gamma_y="scale", degree=3,
                  coef0=1.0, reg=0.1, candidates=None, rank_tol=1e-10, random_state=None, client=None, verbose=0):
         self.n_components = n_components
         self.kernel_x = kernel_x
@@ -302,8 +309,10 @@ class SparseKCCA(BaseEstimator):
         self.n_features_in_ = X.shape[1]
         dx, dy = X.shape[1], Y.shape[1]
         XY = np.hstack([X, Y.astype(X.dtype, copy=False)])
-        kx = get_kernel(self.kernel_x, gamma=self.gamma_x, degree=self.degree, coef0=self.coef0, n_features=dx)
-        ky = get_kernel(self.kernel_y, gamma=self.gamma_y, degree=self.degree, coef0=self.coef0, n_features=dy)
+        kx = get_kernel(self.kernel_x, gamma=resolve_gamma(self.gamma_x, X, kernel=self.kernel_x), degree=self.degree,
+                        coef0=self.coef0, n_features=dx)
+        ky = get_kernel(self.kernel_y, gamma=resolve_gamma(self.gamma_y, Y, kernel=self.kernel_y), degree=self.degree,
+                        coef0=self.coef0, n_features=dy)
         seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
         s = None if self.candidates is None else (n_candidates_for(0.05, 0.95) if self.candidates == "auto"
                                                   else int(self.candidates))

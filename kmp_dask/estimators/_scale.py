@@ -4,6 +4,11 @@
 ``X.var()`` in scikit-learn). For a store the variance comes from the per-feature ``mean`` and
 ``std`` attributes the store keeps (no pass over the data); for a dask array it is one pass; for a
 numpy array it is ``X.var()``. A constant ``X`` (variance 0) gives ``1.0``, as scikit-learn does.
+
+The estimators take ``gamma="scale"`` (their default since issue 25) and resolve it here, once,
+from the training store's statistics (:func:`resolve_gamma`): the fitted kernels hold the number,
+so a saved model, ``predict`` and ``expansion_`` need nothing else. docs/defaults.md has the
+measurements behind the choice.
 """
 
 from __future__ import annotations
@@ -24,23 +29,71 @@ def _store_variance(store) -> float | None:
     return max(second - float(np.mean(mean)) ** 2, 0.0)
 
 
-def _variance(X) -> tuple[float, int]:
+def _variance(X, sample_weight=None) -> tuple[float, int]:
     if is_store_like(X):
-        var = _store_variance(X)
+        var = None if sample_weight is not None else _store_variance(X)
         if var is not None:
             return var, int(X.n_features)
         X = X.to_dask()
     if is_dask_array(X):
-        from ..parallel._moments import entry_variance
+        from ..parallel._moments import entry_variance, weighted_entry_variance
 
+        if sample_weight is not None:
+            return weighted_entry_variance(X, sample_weight), int(X.shape[1])
         return entry_variance(X), int(X.shape[1])
-    X = np.asarray(X)
-    return float(X.astype(np.float64, copy=False).var()), int(X.shape[1])
+    X = np.asarray(X).astype(np.float64, copy=False)
+    if sample_weight is not None:
+        w = np.repeat(np.asarray(sample_weight, dtype=np.float64), X.shape[1])
+        mean = np.average(X.ravel(), weights=w)
+        return float(np.average((X.ravel() - mean) ** 2, weights=w)), int(X.shape[1])
+    return float(X.var()), int(X.shape[1])
 
 
-def scale_gamma(X) -> float:
-    """``1 / (n_features · Var(X))`` for numpy, dask or store input (``1.0`` when ``Var(X) = 0``)."""
-    var, n_features = _variance(X)
+SCALE_DIGITS = 12
+"""Significant digits kept of a ``"scale"`` width: the store's moments are merged chunk by chunk,
+so their last bits depend on the chunking; rounding makes the width (and so the model) the same
+whatever the chunking or the input type (numpy, dask, store) of the same rows."""
+
+
+def _rounded(value: float) -> float:
+    return float(f"{value:.{SCALE_DIGITS}g}")
+
+
+def scale_gamma(X, *, kernel: str = "rbf", sample_weight=None) -> float:
+    """``1 / (n_features · Var(X))`` for numpy, dask or store input (``1.0`` when ``Var(X) = 0``).
+
+    ``kernel="laplacian"`` (an L1 distance, which grows as the standard deviation, not the
+    variance): ``1 / (n_features · √Var(X))``. With ``sample_weight`` (one weight per row) the
+    variance is weighted (a row of weight 2 counts twice: the same width as on the repeated
+    rows; a store then needs one pass). Rounded to :data:`SCALE_DIGITS` significant digits.
+    """
+    var, n_features = _variance(X, sample_weight)
     if not np.isfinite(var) or var <= 0.0 or n_features == 0:
         return 1.0
-    return 1.0 / (n_features * var)
+    spread = np.sqrt(var) if kernel == "laplacian" else var
+    return _rounded(1.0 / (n_features * spread))
+
+
+def is_scale(gamma) -> bool:
+    return isinstance(gamma, str) and gamma == "scale"
+
+
+def check_gamma_value(gamma, name: str = "gamma") -> None:
+    """A string width must be ``"scale"``; raise naming the argument, the value and the fix."""
+    values = gamma if isinstance(gamma, (list, tuple)) else [gamma]
+    for g in values:
+        if isinstance(g, str) and g != "scale":
+            raise ValueError(
+                f"{name} must be 'scale' (1 / (n_features · Var(X)), the default), None (1 / n_features), a "
+                f"positive number{' or a list of them' if name == 'gamma' else ''}; got {gamma!r}")
+
+
+def resolve_gamma(gamma, store, *, kernel="rbf", sample_weight=None):
+    """``gamma`` with every ``"scale"`` replaced by :func:`scale_gamma` of the training ``store``
+    (a list stays a list); anything else is returned unchanged (None keeps meaning 1 / n_features)."""
+    name = kernel if isinstance(kernel, str) else getattr(kernel, "name", "rbf")
+    values = list(gamma) if isinstance(gamma, (list, tuple)) else [gamma]
+    if any(is_scale(g) for g in values):
+        scale = scale_gamma(store, kernel=name, sample_weight=sample_weight)
+        values = [scale if is_scale(g) else g for g in values]
+    return type(gamma)(values) if isinstance(gamma, (list, tuple)) else values[0]
