@@ -116,7 +116,7 @@ def run_dataset(name, args):
                                "fit_seconds": time.perf_counter() - t, "size": int(svc.n_support_.sum())}
     H.log(f"{name}: SVC {out['svc_standardised']['accuracy']:.4f}")
     for v, (A, B, g) in V.items():
-        r = timed(lambda: KMPClassifier(n_basis=args.n_basis, gamma=g, random_state=0, client="sync"),
+        r = timed(lambda g=g: KMPClassifier(n_basis=args.n_basis, gamma=g, random_state=0, client="sync"),
                   A, ytr, B, yte, args.repeats, lambda e: int(e.n_basis_))
         r["gamma"] = g
         out["kmp"][v] = r
@@ -129,7 +129,7 @@ def run_dataset(name, args):
         for v, (A, B, g) in V.items():
             if v == "old" and not args.cvm_old:
                 continue  # raw rows at 1 / n_features: minutes per fit (issue 25: 248–327 s), chance accuracy
-            r = timed(lambda: CVMClassifier(C=C, gamma=g, random_state=0, client="sync"),
+            r = timed(lambda C=C, g=g: CVMClassifier(C=C, gamma=g, random_state=0, client="sync"),
                       A, ytr, B, yte, args.repeats, lambda e: int(e.expansion_.n_vectors))
             r["gamma"], r["C"] = g, C
             out["cvm"][f"{v}_C{C:g}"] = r

@@ -63,7 +63,7 @@ class _CVMBase(BaseEstimator):
         with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=True) as store:
             ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
                                    params=self.get_params(deep=False), store=store, store_is_input=is_store_like(X))
-            kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel),
+            kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel, owner=type(self).__name__),
                                 kernel_params=self.kernel_params, n_features=store.n_features)
             sample = sample_rows(store)
             kappa = _constant_diagonal(kernel, sample)

@@ -24,6 +24,7 @@ from ..store import as_store
 from ._inputs import check_class_labels, check_weights, fit_input, is_dask_array, is_store_like, predict_input, sample_rows, weights_digest
 from ._progress import progress_callback
 from ._scale import check_gamma_value, resolve_gamma
+from ._staged import StagedMixin
 
 __all__ = ["KMPRegressor", "KMPClassifier"]
 
@@ -118,7 +119,7 @@ def _check_params(est):
         )
 
 
-class _BaseKMP(BaseEstimator):
+class _BaseKMP(StagedMixin, BaseEstimator):
     """Shared parameters, fit and prediction of the KMP estimators."""
 
     def __init__(
@@ -192,7 +193,8 @@ class _BaseKMP(BaseEstimator):
             if isinstance(item, Kernel):
                 out.append(item)
                 continue
-            for g in resolve_gamma(gammas, store, kernel=item, sample_weight=sample_weight):
+            for g in resolve_gamma(gammas, store, kernel=item, sample_weight=sample_weight,
+                                     owner=type(self).__name__):
                 out.append(get_kernel(item, gamma=g, degree=self.degree, coef0=self.coef0,
                                       kernel_params=self.kernel_params, n_features=store.n_features))
         return list(dict.fromkeys(out))  # drop exact duplicates, keep order
@@ -281,15 +283,12 @@ class _BaseKMP(BaseEstimator):
         self.bound_path_ = np.asarray(bounds)
         self.bound_errors_ = np.asarray([counts[k] for k in ks])
         best = ks[int(np.argmin(bounds))]
+        if best == self.n_basis_ == int(self.n_basis) and len(bounds) > 1 and bounds[-1] < bounds[-2]:
+            from ._kpca import warn_bound_at_cap
+
+            warn_bound_at_cap(type(self).__name__, int(self.n_basis), "n_basis", bounds, stacklevel=5)
         if best < self.n_basis_ and self._path is not None:
-            exp = self._path.prefix_expansion(best)
-            self.expansion_ = exp
-            self.dual_coef_ = exp.coef
-            self.intercept_ = exp.intercept
-            self.basis_vectors_ = exp.support_vectors
-            self.basis_indices_ = self.basis_indices_[:best]
-            self.basis_kernels_ = self.basis_kernels_[:best]
-            self.n_basis_ = best
+            self._truncate_to(best)
             self.stop_reason_ = "bound"
 
     def expansion_at(self, k: int) -> KernelExpansion:
@@ -574,6 +573,14 @@ _ATTRIBUTES = """
         The model with the first ``k`` selected basis functions, exactly as the fit had it
         (squared loss with ``fit_mode="backfit"`` or ``"prefit"``; no data pass): accuracy
         against basis size from one fit.
+    staged_decision_function(X), staged_predict(X)
+        Generators of the outputs of the models of sizes 1 … ``n_basis_`` (scikit-learn's
+        gradient-boosting convention; same conditions as ``expansion_at``). There is no
+        ``staged_predict_proba``: ``predict_proba`` needs ``loss="logistic"``, prefix models
+        the squared loss.
+    prefix(k)
+        A fitted estimator of the first ``k`` basis functions: predicts as a model fitted with
+        ``n_basis=k`` on the same data and parameters.
     score(X, y=None)
         {score}. With ``y=None`` and ``X`` a store (or a path / URL of
         one), ``y`` is read from the store, chunk by chunk, as in ``fit``.
@@ -673,7 +680,9 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
 
     def predict(self, X):
         """Predicted targets; numpy in → numpy out, dask/store in → lazy dask array out."""
-        F = self._decision(X)
+        return self._predict_from_decision(self._decision(X))
+
+    def _predict_from_decision(self, F):
         return F[:, 0] if self._single_output else F
 
     def score(self, X, y=None, sample_weight=None):
@@ -800,7 +809,9 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
 
     def predict(self, X):
         """Predicted class labels (lazy dask array for dask/store input)."""
-        F = self._decision(X)
+        return self._predict_from_decision(self._decision(X))
+
+    def _predict_from_decision(self, F):
         if F.shape[1] == 1:
             code = F[:, 0] > 0
         else:

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from ..exceptions import DegenerateFitWarning
+from ..exceptions import BoundAtCapWarning, DegenerateFitWarning
 from ..expansion import KernelExpansion
 from ..greedy import n_candidates_for
 from ..greedy._checkpoint import open_checkpoint
@@ -48,6 +48,15 @@ def _open_checkpoint(est, store, checkpoint, checkpoint_every, resume, store_is_
                            params=est.get_params(deep=False), store=store, store_is_input=store_is_input)
 
 
+def warn_bound_at_cap(owner, cap, param, path, stacklevel=4):
+    """:class:`~kmp_dask.exceptions.BoundAtCapWarning`: the bound's minimum is the last size of a
+    path cut at ``cap`` (``param``) while the bound was still falling."""
+    warnings.warn(
+        f"{owner}: the bound is smallest at the path's last size, {cap} = {param}, and was still falling there "
+        f"({path[-2]:.6g} → {path[-1]:.6g}): a longer path may reach a smaller bound, so the chosen size is "
+        f"suspect. Raise {param} (e.g. {param}={2 * cap}) and fit again.", BoundAtCapWarning, stacklevel=stacklevel)
+
+
 class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Sparse kernel PCA: greedily chosen points, Nyström projection, principal directions.
 
@@ -67,7 +76,8 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         Shawe-Taylor, Corollary 1: :func:`kmp_dask.bounds.kpca_bound_from_means`) is smallest;
         ``bound_path_`` holds it for every size.
     max_components : int, default=200
-        Path length when ``n_components="bound"``.
+        Path length when ``n_components="bound"``. When the bound is smallest at this cap and
+        still falling, a :class:`~kmp_dask.exceptions.BoundAtCapWarning` says to raise it.
     bound_delta : float, default=0.05
         The bound's confidence parameter δ.
     kernel : str, default="rbf"
@@ -161,7 +171,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
         in_memory = not (is_store_like(X) or is_dask_array(X))
         with unsupervised_input(self, X, chunk_rows=self.chunk_rows) as store:
-            kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel),
+            kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel, owner=type(self).__name__),
                                 degree=self.degree, coef0=self.coef0,
                                 kernel_params=self.kernel_params, n_features=store.n_features)
             s = None if self.candidates is None else (n_candidates_for(0.05, 0.95) if self.candidates == "auto"
@@ -209,6 +219,9 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         means = np.clip(trace[keep] / (m - ks[keep]), 0.0, R2)
         self.bound_path_ = kpca_bound_from_means(means, ks[keep], m, np.sqrt(R2), float(self.bound_delta))
         best = int(ks[keep][int(np.argmin(self.bound_path_))])
+        cap = int(self.max_components)
+        if best == len(res.index) == cap and len(self.bound_path_) > 1 and self.bound_path_[-1] < self.bound_path_[-2]:
+            warn_bound_at_cap(type(self).__name__, cap, "max_components", self.bound_path_)
         return truncate(res, best) if best < len(res.index) else res
 
     def transform(self, X):
@@ -309,9 +322,9 @@ class SparseKCCA(BaseEstimator):
         self.n_features_in_ = X.shape[1]
         dx, dy = X.shape[1], Y.shape[1]
         XY = np.hstack([X, Y.astype(X.dtype, copy=False)])
-        kx = get_kernel(self.kernel_x, gamma=resolve_gamma(self.gamma_x, X, kernel=self.kernel_x), degree=self.degree,
+        kx = get_kernel(self.kernel_x, gamma=resolve_gamma(self.gamma_x, X, kernel=self.kernel_x, owner="SparseKCCA", name="gamma_x"), degree=self.degree,
                         coef0=self.coef0, n_features=dx)
-        ky = get_kernel(self.kernel_y, gamma=resolve_gamma(self.gamma_y, Y, kernel=self.kernel_y), degree=self.degree,
+        ky = get_kernel(self.kernel_y, gamma=resolve_gamma(self.gamma_y, Y, kernel=self.kernel_y, owner="SparseKCCA", name="gamma_y"), degree=self.degree,
                         coef0=self.coef0, n_features=dy)
         seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
         s = None if self.candidates is None else (n_candidates_for(0.05, 0.95) if self.candidates == "auto"
