@@ -17,6 +17,7 @@ from ..parallel._cvm import fit_binary_problems
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like, predict_input, sample_rows
 from ._progress import progress_callback
 from ._scale import check_gamma_value, resolve_gamma
+from ._suspect import records_fit_warnings
 
 __all__ = ["CVMClassifier", "MMDA"]
 
@@ -194,6 +195,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     ``CVMResult`` per problem, with its own ``seconds``).
     """
 
+    @records_fit_warnings
     def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Fit one L2-SVM (two classes) or one per class against the rest.
 
@@ -296,6 +298,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
                          chunk_rows=chunk_rows, verbose=verbose)
         self.n_components = n_components
 
+    @records_fit_warnings
     def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Find ``n_components`` features per binary problem (one problem for two classes, one per
         class against the rest otherwise).

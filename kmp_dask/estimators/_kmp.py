@@ -24,6 +24,7 @@ from ..store import as_store
 from ._inputs import check_class_labels, check_weights, fit_input, is_dask_array, is_store_like, predict_input, sample_rows, weights_digest
 from ._progress import progress_callback
 from ._scale import check_gamma_value, resolve_gamma
+from ._suspect import records_fit_warnings
 from ._staged import StagedMixin
 
 __all__ = ["KMPRegressor", "KMPClassifier"]
@@ -286,7 +287,7 @@ class _BaseKMP(StagedMixin, BaseEstimator):
         if best == self.n_basis_ == int(self.n_basis) and len(bounds) > 1 and bounds[-1] < bounds[-2]:
             from ._kpca import warn_bound_at_cap
 
-            warn_bound_at_cap(type(self).__name__, int(self.n_basis), "n_basis", bounds, stacklevel=5)
+            warn_bound_at_cap(type(self).__name__, int(self.n_basis), "n_basis", bounds, stacklevel=6)
         if best < self.n_basis_ and self._path is not None:
             self._truncate_to(best)
             self.stop_reason_ = "bound"
@@ -639,6 +640,7 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
         tags.target_tags.multi_output = True
         return tags
 
+    @records_fit_warnings
     def fit(self, X, y=None, sample_weight=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Fit on numpy/dask ``X, y`` or on a store (``y=None``).
 
@@ -744,6 +746,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
 
     _is_classifier = True
 
+    @records_fit_warnings
     def fit(self, X, y=None, sample_weight=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Fit on numpy/dask ``X, y`` or on a store (``y=None``).
 

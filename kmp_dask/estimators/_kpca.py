@@ -19,6 +19,7 @@ from ..parallel import make_engine, map_rows_predict, resolve_client
 from ._inputs import is_dask_array, is_store_like, predict_input, unsupervised_input
 from ._progress import progress_callback
 from ._scale import check_gamma_value, resolve_gamma
+from ._suspect import records_fit_warnings
 
 __all__ = ["SparseKernelPCA", "SparseKCCA"]
 
@@ -48,7 +49,7 @@ def _open_checkpoint(est, store, checkpoint, checkpoint_every, resume, store_is_
                            params=est.get_params(deep=False), store=store, store_is_input=store_is_input)
 
 
-def warn_bound_at_cap(owner, cap, param, path, stacklevel=4):
+def warn_bound_at_cap(owner, cap, param, path, stacklevel=5):
     """:class:`~kmp_dask.exceptions.BoundAtCapWarning`: the bound's minimum is the last size of a
     path cut at ``cap`` (``param``) while the bound was still falling."""
     warnings.warn(
@@ -147,6 +148,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             if hasattr(self, name):
                 check_gamma_value(getattr(self, name), name)
 
+    @records_fit_warnings
     def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Choose the points and the principal directions. ``X``: numpy, dask array or store.
 
@@ -283,6 +285,7 @@ class SparseKCCA(BaseEstimator):
         self.client = client
         self.verbose = verbose
 
+    @records_fit_warnings
     def fit(self, X, Y, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Choose rows and canonical directions from the paired views ``X`` (n, dx), ``Y`` (n, dy).
 

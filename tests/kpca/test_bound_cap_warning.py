@@ -36,3 +36,19 @@ def test_kmp_bound_at_n_basis_warns_and_a_longer_path_does_not():
         warnings.simplefilter("error", BoundAtCapWarning)
         longer = KMPRegressor(n_basis=12, stopping="bound", bound_threshold=0.1, random_state=0).fit(Xs, ys)
     assert int(np.argmin(longer.bound_path_)) < len(longer.bound_path_) - 1
+
+
+def test_the_warning_is_kept_on_the_model_saved_and_shown_in_the_report(tmp_path):
+    from kmp_dask.persist import load, save
+    from kmp_dask.report import build_report
+
+    with pytest.warns(BoundAtCapWarning):
+        est = SparseKernelPCA(n_components="bound", max_components=15, random_state=0).fit(X)
+    assert len(est.fit_warnings_) == 1 and est.fit_warnings_[0].startswith("BoundAtCapWarning: SparseKernelPCA")
+    save(est, tmp_path / "k.model")
+    back = load(tmp_path / "k.model")
+    assert back.fit_warnings_ == est.fit_warnings_
+    html = build_report({"kpca": back})
+    assert "BoundAtCapWarning: SparseKernelPCA: the bound is smallest" in html
+    quiet = SparseKernelPCA(n_components=5, random_state=0).fit(X)
+    assert quiet.fit_warnings_ == []
