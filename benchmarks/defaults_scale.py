@@ -44,6 +44,8 @@ def _args(p):
     p.add_argument("--no-cvm", action="store_true")
     p.add_argument("--cvm-old", action="store_true", help="also CVM at gamma=None on raw rows (slow: minutes)")
     p.add_argument("--quick", action="store_true", help="two small sets, for a smoke test")
+    p.add_argument("--mmda-rows", type=int, default=0, help="also MMDA on that many synthetic rows (0: skip)")
+    p.add_argument("--only-mmda", action="store_true")
 
 
 def synthetic(seed=0):
@@ -137,15 +139,42 @@ def run_dataset(name, args):
     return out
 
 
+def run_mmda(args):
+    """MMDA on the synthetic set (a seeded stratified sample of ``--mmda-rows`` training rows):
+    vectors of the expansion (union of core vectors) against C and the width setting."""
+    import numpy as np
+    from sklearn.model_selection import train_test_split
+
+    from kmp_dask import MMDA
+
+    X, y = synthetic()
+    Xtr, _, ytr, _ = train_test_split(X, y, train_size=args.mmda_rows, stratify=y, random_state=0)
+    out = {"n_rows": int(len(ytr)), "fits": []}
+    V = variants(Xtr, Xtr[:1])
+    for v in ("standardise", "scale", "old"):
+        A, _, g = V[v]
+        for C in (1.0, 0.1, 10.0):
+            t = time.perf_counter()
+            m = MMDA(n_components=3, C=C, gamma=g, random_state=0, client="sync").fit(A, ytr)
+            r = {"width": v, "C": C, "gamma": g, "vectors": int(m.expansion_.n_vectors),
+                 "vectors_share": m.expansion_.n_vectors / len(ytr), "core_sizes": list(m.core_sizes_),
+                 "fit_seconds": time.perf_counter() - t}
+            out["fits"].append(r)
+            H.log(f"MMDA {v:12s} C={C:g}: {r['vectors']} vectors ({r['vectors_share']:.2f}), cores {r['core_sizes']}")
+    return out
+
+
 def main(argv=None):
     args = H.parse_main_args(NAME, __doc__, _args, argv)
     t0 = time.perf_counter()
     names = ["pima", "synthetic"] if args.quick else [s for s in args.datasets.split(",") if s]
     out = H.output_path(NAME, args.out, quick=args.quick)
     result = {"environment": H.environment(), "settings": vars(args), "datasets": {}}
-    for name in names:
+    for name in [] if args.only_mmda else names:
         result["datasets"][name] = run_dataset(name, args)
         H.write_json(out, result)  # partial results survive an interrupted run
+    if args.mmda_rows:
+        result["mmda_synthetic"] = run_mmda(args)
     H.finish(result, out, t0)
 
 
