@@ -142,14 +142,13 @@ def run_dataset(name, args):
 def run_mmda(args):
     """MMDA on the synthetic set (a seeded stratified sample of ``--mmda-rows`` training rows):
     vectors of the expansion (union of core vectors) against C and the width setting."""
-    import numpy as np
     from sklearn.model_selection import train_test_split
 
     from kmp_dask import MMDA
 
     X, y = synthetic()
     Xtr, _, ytr, _ = train_test_split(X, y, train_size=args.mmda_rows, stratify=y, random_state=0)
-    out = {"n_rows": int(len(ytr)), "fits": []}
+    out = {"n_rows": len(ytr), "fits": []}
     V = variants(Xtr, Xtr[:1])
     for v in ("standardise", "scale", "old"):
         A, _, g = V[v]

@@ -11,8 +11,13 @@ import contextlib
 import functools
 import warnings
 
-from ..exceptions import (BoundAtCapWarning, DegenerateFitWarning, FeatureScaleWarning, NumericalWarning,
-                          PrematureStopWarning)
+from ..exceptions import (
+    BoundAtCapWarning,
+    DegenerateFitWarning,
+    FeatureScaleWarning,
+    NumericalWarning,
+    PrematureStopWarning,
+)
 
 __all__ = ["SUSPECT", "recording_fit_warnings", "records_fit_warnings"]
 

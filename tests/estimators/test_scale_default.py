@@ -6,9 +6,16 @@ import warnings
 import numpy as np
 import pytest
 
-from kmp_dask import MMDA, CVMClassifier, KMPClassifier, KMPRegressor, SparseKCCA, SparseKernelPCA
-from kmp_dask.exceptions import FeatureScaleWarning, KernelWidthWarning
+from kmp_dask import (
+    MMDA,
+    CVMClassifier,
+    KMPClassifier,
+    KMPRegressor,
+    SparseKCCA,
+    SparseKernelPCA,
+)
 from kmp_dask.estimators._scale import SCALE_DIGITS, scale_gamma
+from kmp_dask.exceptions import FeatureScaleWarning, KernelWidthWarning
 from kmp_dask.store import create_store
 
 RNG = np.random.default_rng(0)
