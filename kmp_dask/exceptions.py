@@ -10,6 +10,8 @@ __all__ = [
     "DataValidationError",
     "DegenerateFitWarning",
     "KernelWidthWarning",
+    "FeatureScaleWarning",
+    "BoundAtCapWarning",
     "NumericalWarning",
     "PrematureStopWarning",
     "StoreExistsError",
@@ -76,3 +78,15 @@ class KernelWidthWarning(DegenerateFitWarning):
     """The kernel width is extreme for the data (measured on a sample of rows after the fit):
     so narrow that every basis function fits only its own row, or so wide that the kernel is
     almost constant. The message gives the measured ratio and a ``gamma`` to try."""
+
+
+class FeatureScaleWarning(UserWarning):
+    """``gamma="scale"`` on features of very different scales: one width for all features, so
+    the kernel hardly sees the small ones. The message names them and says to standardise
+    (docs/defaults.md has the measured cost)."""
+
+
+class BoundAtCapWarning(UserWarning):
+    """A size chosen by a bound's minimum (``n_components="bound"``) sits at the path's cap with
+    the bound still falling: a longer path may find a smaller bound. The message names the
+    parameter that raises the cap."""

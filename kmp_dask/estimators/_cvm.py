@@ -16,12 +16,14 @@ from ..greedy._checkpoint import open_checkpoint
 from ..greedy._cvm_problems import fit_binary_problems
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like, predict_input, sample_rows
 from ._progress import inner_progress, progress_callback
+from ._scale import check_gamma_value, resolve_gamma
+from ._suspect import records_fit_warnings
 
 __all__ = ["CVMClassifier", "MMDA"]
 
 
 class _CVMBase(BaseEstimator):
-    def __init__(self, *, C=1.0, eps=1e-4, kernel="rbf", gamma=None, kernel_params=None, candidates=59,
+    def __init__(self, *, C=1.0, eps=1e-4, kernel="rbf", gamma="scale", kernel_params=None, candidates=59,
                  max_core=5000, random_state=None, client=None, chunk_rows=None, verbose=0):
         self.C = C
         self.eps = eps
@@ -45,6 +47,10 @@ class _CVMBase(BaseEstimator):
             raise ValueError(f"candidates must be None (every row each iteration) or an int >= 1; got {c!r}")
         if not (isinstance(self.max_core, numbers.Integral) and self.max_core >= 2):
             raise ValueError(f"max_core must be an int >= 2; got {self.max_core!r}")
+        if isinstance(self.gamma, (list, tuple)):
+            raise ValueError(f"gamma must be 'scale', None (1 / n_features) or a positive number (one kernel); got "
+                             f"{self.gamma!r}")
+        check_gamma_value(self.gamma)
 
     def _fit_problems(self, X, y, n_components=0, checkpoint=None, checkpoint_every=10, resume=False):
         """Validate, find the classes, run the binary problems (resuming ``checkpoint``); returns
@@ -58,8 +64,8 @@ class _CVMBase(BaseEstimator):
         with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=True) as store:
             ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
                                    params=self.get_params(deep=False), store=store, store_is_input=is_store_like(X))
-            kernel = get_kernel(self.kernel, gamma=self.gamma, kernel_params=self.kernel_params,
-                                n_features=store.n_features)
+            kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel, owner=type(self).__name__),
+                                kernel_params=self.kernel_params, n_features=store.n_features)
             sample = sample_rows(store)
             kappa = _constant_diagonal(kernel, sample)
             codes, names = _classes(self, store)
@@ -174,7 +180,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         Measured (docs/cvm.md): the paper's 1e-3 left banana at 0.822 test accuracy against
         SVC's 0.900; 1e-4 reached 0.8995 (452 core vectors, 4.5 s for 2,000 rows).
     kernel : "rbf" or "laplacian"; gamma, kernel_params
-        A kernel with constant k(x, x) (the ball view needs it).
+        A kernel with constant k(x, x) (the ball view needs it). ``gamma="scale"`` (default):
+        ``1 / (n_features · Var(X))`` from the training rows, as for
+        :class:`~kmp_dask.KMPClassifier`; None: ``1 / n_features``; or a number.
     candidates : int or None, default=59
         Rows measured per iteration (None: all — no probabilistic speed-up).
     max_core : int, default=5000
@@ -196,6 +204,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     ``CVMResult`` per problem, with its own ``seconds``).
     """
 
+    @records_fit_warnings
     def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Fit one L2-SVM (two classes) or one per class against the rest.
 
@@ -291,13 +300,14 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     :class:`CVMClassifier`).
     """
 
-    def __init__(self, n_components=3, *, C=1.0, eps=1e-4, kernel="rbf", gamma=None, kernel_params=None,
+    def __init__(self, n_components=3, *, C=1.0, eps=1e-4, kernel="rbf", gamma="scale", kernel_params=None,
                  candidates=59, max_core=5000, random_state=None, client=None, chunk_rows=None, verbose=0):
         super().__init__(C=C, eps=eps, kernel=kernel, gamma=gamma, kernel_params=kernel_params,
                          candidates=candidates, max_core=max_core, random_state=random_state, client=client,
                          chunk_rows=chunk_rows, verbose=verbose)
         self.n_components = n_components
 
+    @records_fit_warnings
     def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Find ``n_components`` features per binary problem (one problem for two classes, one per
         class against the rest otherwise).

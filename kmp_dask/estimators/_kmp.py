@@ -23,6 +23,9 @@ from ..parallel import make_engine, map_blocks_rows, map_rows_predict, resolve_c
 from ..store import as_store
 from ._inputs import check_class_labels, check_weights, fit_input, is_dask_array, is_store_like, predict_input, sample_rows, weights_digest
 from ._progress import progress_callback
+from ._scale import check_gamma_value, resolve_gamma
+from ._suspect import records_fit_warnings
+from ._staged import StagedMixin
 
 __all__ = ["KMPRegressor", "KMPClassifier"]
 
@@ -64,8 +67,9 @@ def _check_params(est):
     if isinstance(est.n_basis, bool) or not isinstance(est.n_basis, numbers.Integral) or est.n_basis < 1:
         bad("n_basis", "a positive int (a fit uses at most one atom per training row and kernel)")
     if isinstance(est.gamma, (list, tuple)) and not est.gamma:
-        raise ValueError("gamma must be a positive number, None (1 / n_features) or a non-empty list of positive "
-                         "numbers (a dictionary of RBF widths, e.g. gamma=[0.1, 1.0, 10.0]); got []")
+        raise ValueError("gamma must be 'scale', a positive number, None (1 / n_features) or a non-empty list of "
+                         "them (a dictionary of RBF widths, e.g. gamma=[0.1, 1.0, 10.0]); got []")
+    check_gamma_value(est.gamma)
     if est.fit_mode not in FIT_MODES:
         bad("fit_mode", f"one of {FIT_MODES}")
     if est.basis_columns not in BASIS_COLUMNS:
@@ -116,14 +120,14 @@ def _check_params(est):
         )
 
 
-class _BaseKMP(BaseEstimator):
+class _BaseKMP(StagedMixin, BaseEstimator):
     """Shared parameters, fit and prediction of the KMP estimators."""
 
     def __init__(
         self,
         *,
         kernel="rbf",
-        gamma=None,
+        gamma="scale",
         degree=3,
         coef0=1.0,
         kernel_params=None,
@@ -178,8 +182,9 @@ class _BaseKMP(BaseEstimator):
 
     _is_classifier = False
 
-    def _resolve_kernels(self, n_features) -> list[Kernel]:
-        """The dictionary's kernels: ``kernel`` may be one kernel or a list, ``gamma`` a list."""
+    def _resolve_kernels(self, store, sample_weight=None) -> list[Kernel]:
+        """The dictionary's kernels: ``kernel`` may be one kernel or a list, ``gamma`` a list;
+        ``"scale"`` is resolved from the training ``store``'s statistics (:mod:`._scale`)."""
         items = self.kernel if isinstance(self.kernel, (list, tuple)) else [self.kernel]
         gammas = self.gamma if isinstance(self.gamma, (list, tuple)) else [self.gamma]
         if not items:
@@ -189,9 +194,10 @@ class _BaseKMP(BaseEstimator):
             if isinstance(item, Kernel):
                 out.append(item)
                 continue
-            for g in gammas:
+            for g in resolve_gamma(gammas, store, kernel=item, sample_weight=sample_weight,
+                                     owner=type(self).__name__):
                 out.append(get_kernel(item, gamma=g, degree=self.degree, coef0=self.coef0,
-                                      kernel_params=self.kernel_params, n_features=n_features))
+                                      kernel_params=self.kernel_params, n_features=store.n_features))
         return list(dict.fromkeys(out))  # drop exact duplicates, keep order
 
     def _n_candidates(self):
@@ -212,7 +218,7 @@ class _BaseKMP(BaseEstimator):
                 params["sample_weight"] = weights_digest(weights)
             ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
                                    params=params, store=store, store_is_input=is_store_like(X))
-            self.kernels_ = self._resolve_kernels(store.n_features)
+            self.kernels_ = self._resolve_kernels(store, weights)
             self.kernel_ = self.kernels_[0]
             self.loss_ = get_loss(self.loss, kind="classification" if self._is_classifier else "regression",
                                   params=self.loss_params)
@@ -278,15 +284,12 @@ class _BaseKMP(BaseEstimator):
         self.bound_path_ = np.asarray(bounds)
         self.bound_errors_ = np.asarray([counts[k] for k in ks])
         best = ks[int(np.argmin(bounds))]
+        if best == self.n_basis_ == int(self.n_basis) and len(bounds) > 1 and bounds[-1] < bounds[-2]:
+            from ._kpca import warn_bound_at_cap
+
+            warn_bound_at_cap(type(self).__name__, int(self.n_basis), "n_basis", bounds, stacklevel=6)
         if best < self.n_basis_ and self._path is not None:
-            exp = self._path.prefix_expansion(best)
-            self.expansion_ = exp
-            self.dual_coef_ = exp.coef
-            self.intercept_ = exp.intercept
-            self.basis_vectors_ = exp.support_vectors
-            self.basis_indices_ = self.basis_indices_[:best]
-            self.basis_kernels_ = self.basis_kernels_[:best]
-            self.n_basis_ = best
+            self._truncate_to(best)
             self.stop_reason_ = "bound"
 
     def expansion_at(self, k: int) -> KernelExpansion:
@@ -382,11 +385,12 @@ def _warn_if_degenerate(est, Z):
                 f"Make gamma larger: 1 / median {what} = {1 / med:.3g} is a good start")
         else:
             return  # a usable width in the dictionary: the pursuit can choose it
-    given = "gamma=None (1/n_features)" if est.gamma is None else f"gamma={est.gamma!r}"
+    given = {None: "gamma=None (1/n_features)", "scale": "gamma='scale' (1 / (n_features · Var(X)))"}.get(
+        est.gamma if isinstance(est.gamma, (str, type(None))) else "", f"gamma={est.gamma!r}")
     warnings.warn(
         f"The kernel width does not fit the data ({given}; measured on {len(Z)} sampled rows): "
         + "; ".join(problems) + ". Standardising X (e.g. sklearn.preprocessing.StandardScaler) and using "
-        "gamma=None also works when the features are on different scales.",
+        "gamma='scale' also works when the features are on different scales.",
         KernelWidthWarning, stacklevel=3)
 
 
@@ -399,12 +403,16 @@ _PARAMETERS = """
         (``tanh(gamma ⟨x, z⟩ + coef0)``), "linear", any name added with
         :func:`~kmp_dask.kernels.register_kernel`, a :class:`~kmp_dask.kernels.Kernel`, or a list
         of them: a mixed dictionary in which a candidate is a (row, kernel) pair.
-    gamma : float, list of float or None, default=None
-        Kernel width (rbf, laplacian) or scale (polynomial, sigmoid); None means
-        ``1 / n_features``, as in scikit-learn. A list gives one kernel per value (e.g. RBF of
-        three widths). A good start for rbf is 1 / (median squared distance between rows); a
+    gamma : "scale", float, list of them or None, default="scale"
+        Kernel width (rbf, laplacian) or scale (polynomial, sigmoid). "scale" means
+        ``1 / (n_features · Var(X))`` as scikit-learn's ``SVC(gamma="scale")``, from the training
+        rows (a store's own mean / std, no pass; one pass over a dask array); for laplacian
+        ``1 / (n_features · std(X))``. None means ``1 / n_features`` (the default before issue
+        25, right for standardised features only). A list gives one kernel per value (e.g. RBF of
+        three widths). The resolved values are in ``kernels_``. A
         :class:`~kmp_dask.exceptions.KernelWidthWarning` after the fit says when the width is far
-        off the data's scale.
+        off the data's scale; features on very different scales are better standardised first
+        (docs/defaults.md has the measurements).
     degree : int, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0
@@ -549,7 +557,7 @@ _ATTRIBUTES = """
     kernel_ : Kernel
         The first (or only) kernel of the dictionary.
     kernels_ : list of Kernel
-        The dictionary's kernels (``gamma=None`` resolved to ``1 / n_features``).
+        The dictionary's kernels (``gamma="scale"`` and ``gamma=None`` resolved to numbers).
     loss_ : Loss
         The resolved loss.
     n_features_in_ : int
@@ -566,6 +574,14 @@ _ATTRIBUTES = """
         The model with the first ``k`` selected basis functions, exactly as the fit had it
         (squared loss with ``fit_mode="backfit"`` or ``"prefit"``; no data pass): accuracy
         against basis size from one fit.
+    staged_decision_function(X), staged_predict(X)
+        Generators of the outputs of the models of sizes 1 … ``n_basis_`` (scikit-learn's
+        gradient-boosting convention; same conditions as ``expansion_at``). There is no
+        ``staged_predict_proba``: ``predict_proba`` needs ``loss="logistic"``, prefix models
+        the squared loss.
+    prefix(k)
+        A fitted estimator of the first ``k`` basis functions: predicts as a model fitted with
+        ``n_basis=k`` on the same data and parameters.
     score(X, y=None)
         {score}. With ``y=None`` and ``X`` a store (or a path / URL of
         one), ``y`` is read from the store, chunk by chunk, as in ``fit``.
@@ -624,6 +640,7 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
         tags.target_tags.multi_output = True
         return tags
 
+    @records_fit_warnings
     def fit(self, X, y=None, sample_weight=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Fit on numpy/dask ``X, y`` or on a store (``y=None``).
 
@@ -665,7 +682,9 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
 
     def predict(self, X):
         """Predicted targets; numpy in → numpy out, dask/store in → lazy dask array out."""
-        F = self._decision(X)
+        return self._predict_from_decision(self._decision(X))
+
+    def _predict_from_decision(self, F):
         return F[:, 0] if self._single_output else F
 
     def score(self, X, y=None, sample_weight=None):
@@ -727,6 +746,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
 
     _is_classifier = True
 
+    @records_fit_warnings
     def fit(self, X, y=None, sample_weight=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Fit on numpy/dask ``X, y`` or on a store (``y=None``).
 
@@ -792,7 +812,9 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
 
     def predict(self, X):
         """Predicted class labels (lazy dask array for dask/store input)."""
-        F = self._decision(X)
+        return self._predict_from_decision(self._decision(X))
+
+    def _predict_from_decision(self, F):
         if F.shape[1] == 1:
             code = F[:, 0] > 0
         else:

@@ -10,7 +10,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from ..exceptions import DegenerateFitWarning
+from ..exceptions import BoundAtCapWarning, DegenerateFitWarning
 from ..expansion import KernelExpansion
 from ..greedy import n_candidates_for
 from ..greedy._checkpoint import open_checkpoint
@@ -19,6 +19,8 @@ from ..kernels import get_kernel
 from ..parallel import make_engine, map_rows_predict, resolve_client
 from ._inputs import is_dask_array, is_store_like, predict_input, unsupervised_input
 from ._progress import progress_callback
+from ._scale import check_gamma_value, resolve_gamma
+from ._suspect import records_fit_warnings
 
 __all__ = ["SparseKernelPCA", "SparseKCCA"]
 
@@ -48,6 +50,15 @@ def _open_checkpoint(est, store, checkpoint, checkpoint_every, resume, store_is_
                            params=est.get_params(deep=False), store=store, store_is_input=store_is_input)
 
 
+def warn_bound_at_cap(owner, cap, param, path, stacklevel=5):
+    """:class:`~kmp_dask.exceptions.BoundAtCapWarning`: the bound's minimum is the last size of a
+    path cut at ``cap`` (``param``) while the bound was still falling."""
+    warnings.warn(
+        f"{owner}: the bound is smallest at the path's last size, {cap} = {param}, and was still falling there "
+        f"({path[-2]:.6g} → {path[-1]:.6g}): a longer path may reach a smaller bound, so the chosen size is "
+        f"suspect. Raise {param} (e.g. {param}={2 * cap}) and fit again.", BoundAtCapWarning, stacklevel=stacklevel)
+
+
 class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Sparse kernel PCA: greedily chosen points, Nyström projection, principal directions.
 
@@ -67,13 +78,15 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         Shawe-Taylor, Corollary 1: :func:`kmp_dask.bounds.kpca_bound_from_means`) is smallest;
         ``bound_path_`` holds it for every size.
     max_components : int, default=200
-        Path length when ``n_components="bound"``.
+        Path length when ``n_components="bound"``. When the bound is smallest at this cap and
+        still falling, a :class:`~kmp_dask.exceptions.BoundAtCapWarning` says to raise it.
     bound_delta : float, default=0.05
         The bound's confidence parameter δ.
     kernel : str, default="rbf"
         Kernel name (``"rbf"``, ``"laplacian"``, ``"polynomial"``, ``"sigmoid"``, ``"linear"``).
     gamma, degree, coef0, kernel_params
-        Kernel parameters (gamma=None: 1 / n_features).
+        Kernel parameters (gamma="scale", the default: ``1 / (n_features · Var(X))`` from the
+        training rows, as for :class:`~kmp_dask.KMPRegressor`; None: 1 / n_features).
     candidates : None, "auto" or int, default=None
         None: every point is a candidate at every step (exact; the driver holds the rows — small
         data); "auto": 59 random points per step (the best of them is among the top 5 % with
@@ -97,7 +110,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     n_components_ : int; stop_reason_ : str; n_passes_ : int
     """
 
-    def __init__(self, n_components=50, *, kernel="rbf", gamma=None, degree=3, coef0=1.0, kernel_params=None,
+    def __init__(self, n_components=50, *, kernel="rbf", gamma="scale", degree=3, coef0=1.0, kernel_params=None,
                  candidates=None, rank_tol=1e-10, max_components=200, bound_delta=0.05, random_state=None,
                  client=None, verbose=0, chunk_rows=None):
         self.n_components = n_components
@@ -132,7 +145,11 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             raise ValueError(f"candidates must be None (all points), 'auto' (59) or an int >= 1; got {c!r}")
         if not (isinstance(self.rank_tol, numbers.Real) and 0 <= self.rank_tol < 1):
             raise ValueError(f"rank_tol must be a float in [0, 1); got {self.rank_tol!r}")
+        for name in ("gamma", "gamma_x", "gamma_y"):
+            if hasattr(self, name):
+                check_gamma_value(getattr(self, name), name)
 
+    @records_fit_warnings
     def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Choose the points and the principal directions. ``X``: numpy, dask array or store.
 
@@ -158,7 +175,8 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
         in_memory = not (is_store_like(X) or is_dask_array(X))
         with unsupervised_input(self, X, chunk_rows=self.chunk_rows) as store:
-            kernel = get_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
+            kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel, owner=type(self).__name__),
+                                degree=self.degree, coef0=self.coef0,
                                 kernel_params=self.kernel_params, n_features=store.n_features)
             s = None if self.candidates is None else (n_candidates_for(0.05, 0.95) if self.candidates == "auto"
                                                       else int(self.candidates))
@@ -206,6 +224,9 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         means = np.clip(trace[keep] / (m - ks[keep]), 0.0, R2)
         self.bound_path_ = kpca_bound_from_means(means, ks[keep], m, np.sqrt(R2), float(self.bound_delta))
         best = int(ks[keep][int(np.argmin(self.bound_path_))])
+        cap = int(self.max_components)
+        if best == len(res.index) == cap and len(self.bound_path_) > 1 and self.bound_path_[-1] < self.bound_path_[-2]:
+            warn_bound_at_cap(type(self).__name__, cap, "max_components", self.bound_path_)
         return truncate(res, best) if best < len(res.index) else res
 
     def transform(self, X):
@@ -233,7 +254,8 @@ class SparseKCCA(BaseEstimator):
     n_components : int, default=20
         Rows chosen (the dimension of each view's subspace); the canonical pairs returned.
     kernel_x, gamma_x, kernel_y, gamma_y, degree, coef0
-        Each view's kernel (gamma None: 1 / that view's n_features).
+        Each view's kernel (gamma "scale", the default: 1 / (that view's n_features · Var(view));
+        None: 1 / that view's n_features).
     reg : float, default=0.1
         CCA regulariser (finite, >= 0), relative to each view's mean variance inside its subspace. Measured
         (benchmarks/sparse_kpca.py, optdigits halves, k = 200): reg = 1e-3 gave held-out
@@ -251,7 +273,7 @@ class SparseKCCA(BaseEstimator):
     generalisation bound of §4 (Theorem 4) on the two views' disagreement.
     """
 
-    def __init__(self, n_components=20, *, kernel_x="rbf", gamma_x=None, kernel_y="rbf", gamma_y=None, degree=3,
+    def __init__(self, n_components=20, *, kernel_x="rbf", gamma_x="scale", kernel_y="rbf", gamma_y="scale", degree=3,
                  coef0=1.0, reg=0.1, candidates=None, rank_tol=1e-10, random_state=None, client=None, verbose=0):
         self.n_components = n_components
         self.kernel_x = kernel_x
@@ -267,6 +289,7 @@ class SparseKCCA(BaseEstimator):
         self.client = client
         self.verbose = verbose
 
+    @records_fit_warnings
     def fit(self, X, Y, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Choose rows and canonical directions from the paired views ``X`` (n, dx), ``Y`` (n, dy).
 
@@ -307,8 +330,10 @@ class SparseKCCA(BaseEstimator):
         self.n_features_in_ = X.shape[1]
         dx, dy = X.shape[1], Y.shape[1]
         XY = np.hstack([X, Y.astype(X.dtype, copy=False)])
-        kx = get_kernel(self.kernel_x, gamma=self.gamma_x, degree=self.degree, coef0=self.coef0, n_features=dx)
-        ky = get_kernel(self.kernel_y, gamma=self.gamma_y, degree=self.degree, coef0=self.coef0, n_features=dy)
+        kx = get_kernel(self.kernel_x, gamma=resolve_gamma(self.gamma_x, X, kernel=self.kernel_x, owner="SparseKCCA", name="gamma_x"), degree=self.degree,
+                        coef0=self.coef0, n_features=dx)
+        ky = get_kernel(self.kernel_y, gamma=resolve_gamma(self.gamma_y, Y, kernel=self.kernel_y, owner="SparseKCCA", name="gamma_y"), degree=self.degree,
+                        coef0=self.coef0, n_features=dy)
         seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
         s = None if self.candidates is None else (n_candidates_for(0.05, 0.95) if self.candidates == "auto"
                                                   else int(self.candidates))

@@ -4,13 +4,30 @@
 ``X.var()`` in scikit-learn). For a store the variance comes from the per-feature ``mean`` and
 ``std`` attributes the store keeps (no pass over the data); for a dask array it is one pass; for a
 numpy array it is ``X.var()``. A constant ``X`` (variance 0) gives ``1.0``, as scikit-learn does.
+
+The estimators take ``gamma="scale"`` (their default since issue 25) and resolve it here, once,
+from the training store's statistics (:func:`resolve_gamma`): the fitted kernels hold the number,
+so a saved model, ``predict`` and ``expansion_`` need nothing else. docs/defaults.md has the
+measurements behind the choice.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
+from ..exceptions import FeatureScaleWarning
 from ._inputs import is_dask_array, is_store_like
+
+SMALL_FEATURE = 0.1
+"""Feature-scale rule: with ``gamma="scale"``, a non-constant feature whose standard deviation is
+below this fraction of the features' root-mean-square std adds less than 1 % of an average
+feature's share to a squared distance, so the kernel hardly sees it. Measured
+(benchmarks/results/defaults_scale.json): the sets where standardising beat ``"scale"`` by more
+than a point (pima, vehicle, segment, spambase, the synthetic mixed-scale set) all have such
+features (2/8, 1/18, 5/18, 54/57, 6/10); ring, banana, twonorm, penbased, satimage and phoneme
+have none."""
 
 
 def _store_variance(store) -> float | None:
@@ -24,23 +41,106 @@ def _store_variance(store) -> float | None:
     return max(second - float(np.mean(mean)) ** 2, 0.0)
 
 
-def _variance(X) -> tuple[float, int]:
+def _variance(X, sample_weight=None) -> tuple[float, int]:
     if is_store_like(X):
-        var = _store_variance(X)
+        var = None if sample_weight is not None else _store_variance(X)
         if var is not None:
             return var, int(X.n_features)
         X = X.to_dask()
     if is_dask_array(X):
-        from ..parallel._moments import entry_variance
+        from ..parallel._moments import entry_variance, weighted_entry_variance
 
+        if sample_weight is not None:
+            return weighted_entry_variance(X, sample_weight), int(X.shape[1])
         return entry_variance(X), int(X.shape[1])
-    X = np.asarray(X)
-    return float(X.astype(np.float64, copy=False).var()), int(X.shape[1])
+    X = np.asarray(X).astype(np.float64, copy=False)
+    if sample_weight is not None:
+        w = np.repeat(np.asarray(sample_weight, dtype=np.float64), X.shape[1])
+        mean = np.average(X.ravel(), weights=w)
+        return float(np.average((X.ravel() - mean) ** 2, weights=w)), int(X.shape[1])
+    return float(X.var()), int(X.shape[1])
 
 
-def scale_gamma(X) -> float:
-    """``1 / (n_features · Var(X))`` for numpy, dask or store input (``1.0`` when ``Var(X) = 0``)."""
-    var, n_features = _variance(X)
+SCALE_DIGITS = 12
+"""Significant digits kept of a ``"scale"`` width: the store's moments are merged chunk by chunk,
+so their last bits depend on the chunking; rounding makes the width (and so the model) the same
+whatever the chunking or the input type (numpy, dask, store) of the same rows."""
+
+
+def _rounded(value: float) -> float:
+    return float(f"{value:.{SCALE_DIGITS}g}")
+
+
+def scale_gamma(X, *, kernel: str = "rbf", sample_weight=None) -> float:
+    """``1 / (n_features · Var(X))`` for numpy, dask or store input (``1.0`` when ``Var(X) = 0``).
+
+    ``kernel="laplacian"`` (an L1 distance, which grows as the standard deviation, not the
+    variance): ``1 / (n_features · √Var(X))``. With ``sample_weight`` (one weight per row) the
+    variance is weighted (a row of weight 2 counts twice: the same width as on the repeated
+    rows; a store then needs one pass). Rounded to :data:`SCALE_DIGITS` significant digits.
+    """
+    var, n_features = _variance(X, sample_weight)
     if not np.isfinite(var) or var <= 0.0 or n_features == 0:
         return 1.0
-    return 1.0 / (n_features * var)
+    spread = np.sqrt(var) if kernel == "laplacian" else var
+    return _rounded(1.0 / (n_features * spread))
+
+
+def is_scale(gamma) -> bool:
+    return isinstance(gamma, str) and gamma == "scale"
+
+
+def check_gamma_value(gamma, name: str = "gamma") -> None:
+    """A string width must be ``"scale"``; raise naming the argument, the value and the fix."""
+    values = gamma if isinstance(gamma, (list, tuple)) else [gamma]
+    for g in values:
+        if isinstance(g, str) and g != "scale":
+            raise ValueError(
+                f"{name} must be 'scale' (1 / (n_features · Var(X)), the default), None (1 / n_features), a "
+                f"positive number{' or a list of them' if name == 'gamma' else ''}; got {gamma!r}")
+
+
+def _feature_stds(X) -> np.ndarray | None:
+    if is_store_like(X):
+        std = X.attrs.get("std")
+        return None if std is None or len(std) != X.n_features else np.asarray(std, dtype=np.float64)
+    if is_dask_array(X):
+        return None  # estimators hand a store (with its std) for dask input; nothing to read here
+    return np.asarray(X, dtype=np.float64).std(axis=0)
+
+
+def warn_if_mixed_scales(X, owner: str, name: str = "gamma") -> None:
+    """:class:`~kmp_dask.exceptions.FeatureScaleWarning` when ``X`` (a store: its ``std``
+    attribute, no pass; or numpy) has non-constant features below :data:`SMALL_FEATURE` of the
+    features' RMS standard deviation."""
+    std = _feature_stds(X)
+    if std is None:
+        return
+    live = np.flatnonzero(std > 0)
+    if len(live) < 2:
+        return
+    rms = float(np.sqrt(np.mean(std[live] ** 2)))
+    small = live[std[live] < SMALL_FEATURE * rms]
+    if not len(small):
+        return
+    shown = ", ".join(f"x{i} (std {std[i]:.3g})" for i in small[:5]) + (" …" if len(small) > 5 else "")
+    warnings.warn(
+        f"{owner}: {name}='scale' gives one kernel width for features on very different scales: {len(small)} of "
+        f"{len(live)} features have a standard deviation below {SMALL_FEATURE:g} × the features' RMS std "
+        f"({rms:.3g}): {shown}. The kernel hardly sees them. Standardise the features first (e.g. "
+        "sklearn.preprocessing.StandardScaler, or (x − mean) / std from the store's attributes) and keep "
+        f"{name}='scale'; measured in docs/defaults.md, this gained up to 20 accuracy points.",
+        FeatureScaleWarning, stacklevel=4)
+
+
+def resolve_gamma(gamma, store, *, kernel="rbf", sample_weight=None, owner="the estimator", name="gamma"):
+    """``gamma`` with every ``"scale"`` replaced by :func:`scale_gamma` of the training ``store``
+    (a list stays a list); anything else is returned unchanged (None keeps meaning 1 / n_features).
+    A ``"scale"`` width on features of very different scales warns (:func:`warn_if_mixed_scales`)."""
+    kname = kernel if isinstance(kernel, str) else getattr(kernel, "name", "rbf")
+    values = list(gamma) if isinstance(gamma, (list, tuple)) else [gamma]
+    if any(is_scale(g) for g in values):
+        warn_if_mixed_scales(store, owner, name)
+        scale = scale_gamma(store, kernel=kname, sample_weight=sample_weight)
+        values = [scale if is_scale(g) else g for g in values]
+    return type(gamma)(values) if isinstance(gamma, (list, tuple)) else values[0]

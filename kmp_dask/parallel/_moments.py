@@ -11,3 +11,16 @@ def entry_variance(X) -> float:
 
     (var,) = dask.compute(X.astype(np.float64).var())
     return float(var)
+
+
+def weighted_entry_variance(X, weights) -> float:
+    """The variance over every entry of the dask array ``X``, row ``i`` counted ``weights[i]`` times
+    (a numpy vector, one weight per row; float64 accumulation, one pass)."""
+    import dask
+    import dask.array as da
+
+    w = da.from_array(np.asarray(weights, dtype=np.float64), chunks=(X.chunks[0],))[:, None]
+    Xf = X.astype(np.float64)
+    total, first, second = dask.compute(w.sum() * X.shape[1], (w * Xf).sum(), (w * Xf * Xf).sum())
+    mean = first / total
+    return float(max(second / total - mean * mean, 0.0))

@@ -152,9 +152,16 @@ def _progress(model) -> list[tuple[str, str]]:
 
 
 def summary_rows(model) -> list[tuple[str, str]]:
-    """(field, value) rows: class, task, key parameters, size, stop reason, iterations, fit time."""
+    """(field, value) rows: class, task, key parameters, size, stop reason, iterations, fit time,
+    and each warning the fit recorded (``fit_warnings_``)."""
     rows = [("class", type(model).__name__), ("task", task_of(model))]
     kernel = getattr(model, "kernel_", None)
     if kernel is not None:
         rows.append(("fitted kernel", _fmt(kernel)))
-    return rows + _params(model) + _size(model) + _progress(model)
+    return rows + _params(model) + _size(model) + _progress(model) + _warnings(model)
+
+
+def _warnings(model) -> list[tuple[str, str]]:
+    """The fit's suspect-result warnings (``fit_warnings_``: class and message), one row each."""
+    found = getattr(model, "fit_warnings_", None) or []
+    return [("warning" if len(found) == 1 else f"warning {i + 1}", str(w)) for i, w in enumerate(found)]

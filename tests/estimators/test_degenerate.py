@@ -239,13 +239,21 @@ def test_usable_widths_do_not_warn(scale):
     KMPClassifier(gamma=scale / MOONS_MED, random_state=0, n_basis=30).fit(MOONS_X, MOONS_Y)
 
 
-def test_default_gamma_on_raw_digits_is_flagged_and_standardised_is_not():
+def test_old_default_gamma_on_raw_digits_is_flagged_and_standardised_is_not():
     X, y = load_digits(return_X_y=True)
     X, y = X[:600], y[:600]
     with pytest.warns(KernelWidthWarning, match=r"gamma=None \(1/n_features\).*very narrow"):
-        KMPClassifier(n_basis=20, random_state=0).fit(X, y)
+        KMPClassifier(n_basis=20, gamma=None, random_state=0).fit(X, y)
     Xs = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1.0)
-    KMPClassifier(n_basis=20, random_state=0).fit(Xs, y)
+    KMPClassifier(n_basis=20, gamma=None, random_state=0).fit(Xs, y)
+
+
+@pytest.mark.filterwarnings("ignore::kmp_dask.exceptions.FeatureScaleWarning")  # near-constant border pixels
+def test_scale_default_on_raw_digits_has_a_usable_width():
+    """gamma='scale' (the default) adapts to raw digits (pixel values 0..16): no width warning
+    (warnings are errors in this test run)."""
+    X, y = load_digits(return_X_y=True)
+    KMPClassifier(n_basis=20, random_state=0).fit(X[:600], y[:600])
 
 
 def test_laplacian_width_uses_l1_distances():

@@ -83,6 +83,7 @@ KPCA_CASES = {
 }
 
 
+@pytest.mark.filterwarnings("ignore::kmp_dask.exceptions.BoundAtCapWarning")  # a 12-point cap, on purpose
 @pytest.mark.parametrize("case", list(KPCA_CASES))
 def test_kpca_resumed_fit_is_identical_in_process(tmp_path, monkeypatch, case):
     X = _data(n=200 if case == "exact" else 700)
