@@ -205,10 +205,10 @@ def check_before_cluster(cls, params: dict) -> None:
     ``coef0``), so a bad value costs no cluster start."""
     from ..estimators._kmp import _BaseKMP, _check_params
 
+    if "kernel" in param_names(cls):
+        check_kernel(params)  # first: its errors name the flag (--gamma, --kernel)
     if isinstance(cls, type) and issubclass(cls, _BaseKMP):
         _check_params(cls(**params))
-    if "kernel" in param_names(cls):
-        check_kernel(params)
     _check_cvm(cls, params)
 
 
