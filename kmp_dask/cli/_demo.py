@@ -30,7 +30,7 @@ def _split_standardise(ds, test_size, seed):
 @click.option("--n-basis", default=100, show_default=True, help="Basis functions to select.")
 @click.option("--candidates", default="auto", show_default=True,
               help="'auto' (59 = ceil(log .05 / log .95)), 'all', or an int.")
-@click.option("--gamma", default=None, type=float, help="RBF width (default: 1/n_features).")
+@click.option("--gamma", default=None, type=float, help="RBF width (default: 'scale', 1 / (n_features · Var X)).")
 @click.option("--workers", default=2, show_default=True, help="Worker processes of the embedded cluster.")
 @click.option("--scheduler", default=None, help="Use this scheduler address / file instead of an embedded cluster.")
 @click.option("--every", default=10, show_default=True, help="Print a progress line every N iterations.")
@@ -66,7 +66,8 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
     click.echo(f"ingested {dataset}: train {tr.n_rows} x {tr.n_features} -> {tr.url}, test {te.n_rows} rows -> {te.url}")
 
     cand = candidates if candidates in ("auto", "all") else int(candidates)
-    clf = KMPClassifier(n_basis=n_basis, candidates=cand, gamma=gamma, random_state=seed, verbose=every)
+    clf = KMPClassifier(n_basis=n_basis, candidates=cand, gamma="scale" if gamma is None else gamma,
+                        random_state=seed, verbose=every)
     cm = resolve_client(scheduler, in_memory=False) if scheduler else embedded_cluster(workers)
     with cm as client:
         n_workers = len(client.scheduler_info(n_workers=-1)["workers"])
