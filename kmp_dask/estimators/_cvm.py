@@ -14,6 +14,7 @@ from ..kernels import get_kernel
 from ..parallel import Tasks, resolve_client
 from ..greedy._checkpoint import open_checkpoint
 from ..greedy._cvm_problems import fit_binary_problems
+from ..greedy._sampling import resolve_candidates
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like, predict_input, sample_rows
 from ._progress import inner_progress, progress_callback
 from ._scale import check_gamma_value, resolve_gamma
@@ -42,9 +43,7 @@ class _CVMBase(BaseEstimator):
             raise ValueError(f"C must be a float > 0 (the L2-SVM's penalty); got {self.C!r}")
         if not (isinstance(self.eps, numbers.Real) and 0 < self.eps < 1):
             raise ValueError(f"eps must be a float in (0, 1) (the ball's (1+eps) approximation); got {self.eps!r}")
-        c = self.candidates
-        if not (c is None or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
-            raise ValueError(f"candidates must be None (every row each iteration) or an int >= 1; got {c!r}")
+        resolve_candidates(self.candidates)
         if not (isinstance(self.max_core, numbers.Integral) and self.max_core >= 2):
             raise ValueError(f"max_core must be an int >= 2; got {self.max_core!r}")
         if isinstance(self.gamma, (list, tuple)):
@@ -93,7 +92,7 @@ class _CVMBase(BaseEstimator):
                     with resolve_client(self.client, in_memory=in_memory) as client:
                         results = fit_binary_problems(
                             Tasks(client), store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
-                            eps=float(self.eps), n_rows=store.n_rows, candidates=self.candidates,
+                            eps=float(self.eps), n_rows=store.n_rows, candidates=resolve_candidates(self.candidates),
                             max_core=int(self.max_core), n_components=n_components, checkpoint=ckpt,
                             on_problem=on_problem, on_iteration=_on_iteration(bar, self.verbose, label,
                                                                               f"{type(self).__name__} core set"))
@@ -183,8 +182,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         A kernel with constant k(x, x) (the ball view needs it). ``gamma="scale"`` (default):
         ``1 / (n_features · Var(X))`` from the training rows, as for
         :class:`~kmp_dask.KMPClassifier`; None: ``1 / n_features``; or a number.
-    candidates : int or None, default=59
-        Rows measured per iteration (None: all — no probabilistic speed-up).
+    candidates : "all", "auto" or int, default=59
+        Rows measured per iteration: "all" (or None) every row — no probabilistic speed-up;
+        "auto" 59 (= ⌈log 0.05 / log 0.95⌉, the same words as every estimator's); an int that many.
     max_core : int, default=5000
     random_state, client, chunk_rows
         As for :class:`~kmp_dask.KMPClassifier`. With a cluster, a binary problem runs its passes

@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..exceptions import BoundAtCapWarning, DegenerateFitWarning
 from ..expansion import KernelExpansion
-from ..greedy import n_candidates_for
+from ..greedy._sampling import resolve_candidates
 from ..greedy._checkpoint import open_checkpoint
 from ..greedy._sparse_kpca import principal_directions, sparse_kernel_pca
 from ..kernels import get_kernel
@@ -87,9 +87,9 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     gamma, degree, coef0, kernel_params
         Kernel parameters (gamma="scale", the default: ``1 / (n_features · Var(X))`` from the
         training rows, as for :class:`~kmp_dask.KMPRegressor`; None: 1 / n_features).
-    candidates : None, "auto" or int, default=None
-        None: every point is a candidate at every step (exact; the driver holds the rows — small
-        data); "auto": 59 random points per step (the best of them is among the top 5 % with
+    candidates : "all", "auto" or int, default=None
+        "all" (or None): every point is a candidate at every step (exact; the driver holds the rows —
+        small data); "auto": 59 random points per step (the best of them is among the top 5 % with
         probability 0.95); an int: that many.
     rank_tol : float, default=1e-10
         Stop when every point's residual ``K̃(x, x)`` is below ``rank_tol · max k(x, x)`` (the
@@ -140,9 +140,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         delta = getattr(self, "bound_delta", 0.05)
         if not (isinstance(delta, numbers.Real) and 0 < delta < 1):
             raise ValueError(f"bound_delta must be a float in (0, 1) (the bound's confidence δ); got {delta!r}")
-        c = self.candidates
-        if not (c is None or c == "auto" or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
-            raise ValueError(f"candidates must be None (all points), 'auto' (59) or an int >= 1; got {c!r}")
+        resolve_candidates(self.candidates)
         if not (isinstance(self.rank_tol, numbers.Real) and 0 <= self.rank_tol < 1):
             raise ValueError(f"rank_tol must be a float in [0, 1); got {self.rank_tol!r}")
         for name in ("gamma", "gamma_x", "gamma_y"):
@@ -178,8 +176,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel, owner=type(self).__name__),
                                 degree=self.degree, coef0=self.coef0,
                                 kernel_params=self.kernel_params, n_features=store.n_features)
-            s = None if self.candidates is None else (n_candidates_for(0.05, 0.95) if self.candidates == "auto"
-                                                      else int(self.candidates))
+            s = resolve_candidates(self.candidates)
             if s is not None and s >= store.n_rows:
                 s = None
             by_bound = self.n_components == "bound"
@@ -335,8 +332,7 @@ class SparseKCCA(BaseEstimator):
         ky = get_kernel(self.kernel_y, gamma=resolve_gamma(self.gamma_y, Y, kernel=self.kernel_y, owner="SparseKCCA", name="gamma_y"), degree=self.degree,
                         coef0=self.coef0, n_features=dy)
         seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
-        s = None if self.candidates is None else (n_candidates_for(0.05, 0.95) if self.candidates == "auto"
-                                                  else int(self.candidates))
+        s = resolve_candidates(self.candidates)
         if s is not None and s >= len(XY):
             s = None
         n = min(int(self.n_components), len(XY))

@@ -16,6 +16,7 @@ depend on how the data are chunked or on the number of workers (docs/engine.md).
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -32,6 +33,24 @@ def n_candidates_for(eps: float, q: float) -> int:
         raise ValueError(f"q must be in (0, 1); got {q!r}")
     # round before ceil so that e.g. log(0.05)/log(0.95) = 58.40… stays 59, not 60 from noise
     return int(math.ceil(round(math.log(eps) / math.log(q), 9)))
+
+
+#: The one ``candidates`` vocabulary of every estimator: "all" (None: every row / pool point each
+#: iteration), "auto" (Popovici et al.'s s = ⌈log ε / log q⌉ = 59 for ε = 0.05, q = 0.95) or an int.
+CANDIDATE_WORDS = ("all", "auto")
+
+
+def resolve_candidates(value, *, eps: float = 0.05, q: float = 0.95) -> int | None:
+    """``candidates`` as a loop takes it: None for ``"all"`` or None, ``n_candidates_for(eps, q)``
+    for ``"auto"``, the int itself (≥ 1); a ValueError naming the argument otherwise."""
+    if value is None or (isinstance(value, str) and value == "all"):
+        return None
+    if isinstance(value, str) and value == "auto":
+        return n_candidates_for(eps, q)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return int(value)
+    raise ValueError(f"candidates must be 'all' (every row each iteration; None means the same), 'auto' "
+                     f"(⌈log ε / log q⌉ random rows: {n_candidates_for(eps, q)}) or an int >= 1; got {value!r}")
 
 
 def validation_eligibility(validation_fraction: float, split_seed: int):

@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 
 from ..estimators._inputs import is_dask_array, is_store_like
+from ..greedy._sampling import resolve_candidates
 from ..store import InMemoryStore, as_store
 from ._models import CompressionTarget
 from ._sparse import L0_STEPS
@@ -51,13 +52,11 @@ def check_params(est) -> None:
         raise ValueError(f"dense must be True, False or 'auto'; got {est.dense!r}")
     if est.coupled not in ("auto", True, False):
         raise ValueError(f"coupled must be True, False or 'auto'; got {est.coupled!r}")
-    if est.candidates is not None and not (isinstance(est.candidates, numbers.Integral) and est.candidates >= 1):
-        raise ValueError(f"candidates must be None or an int >= 1 (random pool points per iteration); "
-                         f"got {est.candidates!r}")
+    resolve_candidates(est.candidates)
     if not (isinstance(est.rkhs_tol, numbers.Real) and 0 <= est.rkhs_tol < 1):
         raise ValueError(f"rkhs_tol must be a float in [0, 1) (relative to ‖w‖²); got {est.rkhs_tol!r}")
     _check_chunking(est)
-    if est.method != "hmp" and est.candidates is not None:
+    if est.method != "hmp" and resolve_candidates(est.candidates) is not None:
         raise ValueError(f"candidates (probabilistic search) works with method='hmp' only; got method={est.method!r}")
     if est.l0_step not in L0_STEPS:
         raise ValueError(f"l0_step must be one of {L0_STEPS} (the l0 baseline's lossy step); got {est.l0_step!r}")

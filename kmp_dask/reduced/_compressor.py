@@ -84,9 +84,9 @@ class ReducedSetCompressor(BaseEstimator):
         Hyperplane matching pursuit (on the engine), or the dense ℓ0 / ℓ1 baselines.
     backfit : bool, default=True
         Re-optimise all coefficients after each selection (eq. 7) — ``"hmp"`` only.
-    candidates : int or None, default=None
-        Probabilistic search: score this many random pool points per iteration (59 gives, with
-        probability 0.95, a point among the best 5%). None: all of them.
+    candidates : "all", "auto" or int, default=None
+        Probabilistic search: score this many random pool points per iteration ("auto" = 59 gives,
+        with probability 0.95, a point among the best 5%). "all" (or None): all of them.
     coupled : bool or "auto", default="auto"
         Multi-output models: one shared set of vectors for all outputs (eq. 13), or one set per
         output. "auto": coupled.

@@ -29,6 +29,7 @@ import numpy as np
 from ..estimators._progress import progress_callback
 from ..greedy._hmp import dense_hyperplane_pursuit
 from ..greedy._hmp_setup import chunked_compression, compress_on_pool
+from ..greedy._sampling import resolve_candidates
 from ..parallel import Tasks, make_engine, resolve_client
 from ..store import InMemoryStore
 from ._cyclic import cyclic_chunking
@@ -152,7 +153,7 @@ def engine_pursuit(est, run, client, store, pool_coef, path_len, owner, on_engin
     try:
         wsq, results = compress_on_pool(
             engine, run.exp, pool_coef, n_rows=store.n_rows, outputs_groups=run.groups,
-            n_vectors=min(path_len, store.n_rows), backfit=bool(est.backfit), candidates=est.candidates,
+            n_vectors=min(path_len, store.n_rows), backfit=bool(est.backfit), candidates=resolve_candidates(est.candidates),
             seed=run.seed, rkhs_tol=float(est.rkhs_tol) if est.select == "rkhs_tol" else 0.0, callback=run.cb,
             criterion=est.criterion, checkpoint=run.saver, saved=run.saved)
     finally:
@@ -212,7 +213,7 @@ def _dense_hmp(est, run, rows, pool_coef, n_path):
         g = list(run.groups[i])
         hook = None if run.saver is None else run.saver.bind(wsq=wsq, group=i, results=results)
         results.append(dense_hyperplane_pursuit(
-            rows, kernel=exp.kernels[0], F=F[:, g], wsq=wsq[g], n_vectors=n_path, candidates=est.candidates,
+            rows, kernel=exp.kernels[0], F=F[:, g], wsq=wsq[g], n_vectors=n_path, candidates=resolve_candidates(est.candidates),
             random_state=rng, rkhs_tol=tol, callback=run.cb, criterion=est.criterion, checkpoint=hook,
             run=state if i == first else None))
     return wsq, results
