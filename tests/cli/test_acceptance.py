@@ -59,17 +59,6 @@ sample_rows = 200
 N_ROWS = 1200
 
 
-@pytest.fixture
-def no_cluster(monkeypatch):
-    from kmp_dask import parallel
-
-    def refuse(*a, **k):
-        raise AssertionError("a cluster was started")
-
-    monkeypatch.setattr(parallel, "embedded_cluster", refuse)
-    monkeypatch.setattr(parallel, "connect", refuse)
-
-
 def _in_process(*args):
     r = CliRunner().invoke(main, [str(a) for a in args])
     assert r.exit_code == 0, r.output

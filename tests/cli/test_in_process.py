@@ -21,18 +21,6 @@ from kmp_dask.cli._where import AUTO_CLUSTER_BYTES, Where, mode
 from kmp_dask.store import create_store, open_store
 
 
-@pytest.fixture
-def no_cluster(monkeypatch):
-    """Starting or connecting to a cluster fails the test."""
-    from kmp_dask import parallel
-
-    def refuse(*a, **k):
-        raise AssertionError("a cluster was started")
-
-    monkeypatch.setattr(parallel, "embedded_cluster", refuse)
-    monkeypatch.setattr(parallel, "connect", refuse)
-
-
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory):
     root = tmp_path_factory.mktemp("inproc")

@@ -14,17 +14,6 @@ from kmp_dask.cli import main
 from kmp_dask.store import create_store, open_store
 
 
-@pytest.fixture
-def no_cluster(monkeypatch):
-    from kmp_dask import parallel
-
-    def refuse(*a, **k):
-        raise AssertionError("a cluster was started")
-
-    monkeypatch.setattr(parallel, "embedded_cluster", refuse)
-    monkeypatch.setattr(parallel, "connect", refuse)
-
-
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory):
     root = tmp_path_factory.mktemp("train_cv")
