@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import click
 
 from ._main import main
@@ -25,8 +27,10 @@ Examples:
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in its directory (skips finished steps).")
 @click.option("--overwrite", is_flag=True, help="Replace the run directory if it exists.")
 @click.option("--quiet", "-q", is_flag=True)
+@click.option("--log-json", default=None, type=click.Path(dir_okay=False),
+              help="Append one JSON line per iteration of every fit in the run to this file (for batch jobs).")
 @where_options
-def run(pipeline, output, small, resume, overwrite, quiet, where):
+def run(pipeline, output, small, resume, overwrite, quiet, log_json, where):
     """Run PIPELINE (a TOML file): data → model → compress / features → evaluate → report."""
     from pathlib import Path
 
@@ -45,11 +49,29 @@ def run(pipeline, output, small, resume, overwrite, quiet, where):
             check_resumable(spec, out)
     where, nbytes = _where_for(spec, where)
     log = (lambda *_: None) if quiet else (lambda m: click.echo(m, err=True))
-    with running(where, quiet=quiet, nbytes=nbytes) as client:
+    with running(where, quiet=quiet, nbytes=nbytes) as client, _json_lines(log_json, spec):
         summary = run_pipeline(spec, out, client=client, overwrite=overwrite, resume=resume, log=log,
                                verbose=_verbose(quiet))
     click.echo(f"pipeline {spec['name']} finished in {summary['seconds']:.1f} s; results in {out}/summary.json, "
                f"report {out}/report.html")
+
+
+@contextlib.contextmanager
+def _json_lines(path, spec: dict):
+    """``--log-json FILE``: every fit of the run (model, compressor, features) appends its
+    iterations to FILE, as ``train --log-json`` does (``algorithm``: the model's)."""
+    if path is None:
+        yield
+        return
+    from ..estimators._progress import iteration_listener
+    from ._model import _JsonLog
+
+    log = _JsonLog(path, spec["model"].get("algorithm") or spec["model"].get("estimator") or "kmp")
+    try:
+        with iteration_listener(log):
+            yield
+    finally:
+        log.close()
 
 
 def _where_for(spec: dict, where: Where):

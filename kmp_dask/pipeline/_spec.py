@@ -132,6 +132,9 @@ def validate(spec: dict, path) -> None:
                         ("run", RUN_KEYS)):
         if table in spec:
             _check_keys(table, spec[table], keys, path)
+    if "compress" in spec and "n_vectors" not in spec["compress"]:
+        raise SpecError(f"{path}: [compress] needs n_vectors (vectors to keep: an int, or a fraction of the "
+                        "model's, e.g. n_vectors = 0.2)")
     _apply_model_cv(spec["model"], path)
     algo = spec["model"].get("algorithm", "kmp")
     if algo not in ALGORITHMS:

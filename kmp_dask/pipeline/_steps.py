@@ -23,8 +23,10 @@ def make_store(d: dict, target: Path, client, *, overwrite: bool = False):
         kw = {k: d[k] for k in ("n_features", "n_classes") if k in d}
         if src.endswith("regression"):
             kw.pop("n_classes", None)
+        # in process (--scheduler sync: client "sync") the generator writes its blocks here
+        workers = None if isinstance(client, str) else client
         return gen(target, int(d["n_rows"]), random_state=int(d.get("seed", 0)), start_row=int(d.get("start_row", 0)),
-                   chunk_rows=d.get("chunk_rows"), overwrite=overwrite, client=client, **kw)
+                   chunk_rows=d.get("chunk_rows"), overwrite=overwrite, client=workers, **kw)
     if src.startswith(("keel:", "sklearn:")):
         return _split_store(d, target, overwrite)
     return file_store(d, target, overwrite=overwrite)
