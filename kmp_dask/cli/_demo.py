@@ -21,6 +21,22 @@ def _split_standardise(ds, test_size, seed):
     return (Xtr - mean) / std, (Xte - mean) / std, ytr, yte
 
 
+def _demo_stores(ds, dataset, work, split, seed, overwrite):
+    """The demo's train and test stores in ``work`` (the standardised 70/30 split ``split``)."""
+    from ..store import create_store
+
+    Xtr, Xte, ytr, yte = split
+    work.mkdir(parents=True, exist_ok=True)
+    name = dataset.split(":")[-1]
+    provenance = {"source": dataset, "split": "70/30 stratified", "seed": seed, "standardised": "train mean/std"}
+    tr = create_store(work / f"{name}-train.zarr", Xtr, ytr, classes=ds.classes, overwrite=overwrite,
+                      feature_names=ds.feature_names, provenance=provenance)
+    te = create_store(work / f"{name}-test.zarr", Xte, yte, classes=ds.classes, overwrite=overwrite,
+                      feature_names=ds.feature_names, provenance=provenance)
+    click.echo(f"ingested {dataset}: train {tr.n_rows} x {tr.n_features} -> {tr.url}, test {te.n_rows} rows -> {te.url}")
+    return tr, te
+
+
 @main.command(short_help="The README's main job end to end on a bundled data set.",
               epilog="\b\nExamples:\n  kmp-dask demo\n  kmp-dask demo --dataset keel:twonorm --n-basis 200 --workers 2")
 @click.option("--dataset", default="keel:banana", show_default=True,
@@ -47,8 +63,6 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
     from ..estimators import KMPClassifier
     from ..parallel import embedded_cluster, resolve_client
     from ..reduced import ReducedSetCompressor
-    from ..store import create_store
-
     if scheduler:
         check_where(Where(scheduler=scheduler))  # before anything is written to --workdir
     ds = load(dataset)
@@ -56,14 +70,7 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
         raise click.BadParameter(f"the demo needs a classification data set; {dataset} is {ds.task}", param_hint="--dataset")
     Xtr, Xte, ytr, yte = _split_standardise(ds, 0.3, seed)
     work = Path(workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    name = dataset.split(":")[-1]
-    provenance = {"source": dataset, "split": "70/30 stratified", "seed": seed, "standardised": "train mean/std"}
-    tr = create_store(work / f"{name}-train.zarr", Xtr, ytr, classes=ds.classes, overwrite=overwrite,
-                      feature_names=ds.feature_names, provenance=provenance)
-    te = create_store(work / f"{name}-test.zarr", Xte, yte, classes=ds.classes, overwrite=overwrite,
-                      feature_names=ds.feature_names, provenance=provenance)
-    click.echo(f"ingested {dataset}: train {tr.n_rows} x {tr.n_features} -> {tr.url}, test {te.n_rows} rows -> {te.url}")
+    tr, te = _demo_stores(ds, dataset, work, (Xtr, Xte, ytr, yte), seed, overwrite)
 
     cand = candidates if candidates in ("auto", "all") else int(candidates)
     clf = KMPClassifier(n_basis=n_basis, candidates=cand, gamma="scale" if gamma is None else gamma,
