@@ -129,11 +129,8 @@ def _kmp_store(client_kind):
 
         X, y, X_test = data["multi"]
         store = _store(workdir, f"multi_{client_kind}", X, y)
-        if client_kind == "sync":
-            est = kmp_dask.KMPClassifier(gamma=0.3, n_basis=25, random_state=0, client="sync")
-            return est.fit(store), X_test
-        return _on_cluster(lambda client: kmp_dask.KMPClassifier(gamma=0.3, n_basis=25, random_state=0,
-                                                                 client=client).fit(store)), X_test
+        return _where(client_kind, lambda client: kmp_dask.KMPClassifier(
+            gamma=0.3, n_basis=25, random_state=0, client=client).fit(store)), X_test
     return run
 
 
@@ -146,6 +143,11 @@ def _on_cluster(fit):
         est = fit(client)
     est.client = None
     return est
+
+
+def _where(client_kind, fit):
+    """``fit(client)`` in process (``client="sync"``) or on a two-process LocalCluster."""
+    return fit("sync") if client_kind == "sync" else _on_cluster(fit)
 
 
 def _store(workdir, name, X, y=None):
@@ -162,9 +164,7 @@ def _cvm_store(cls_name, client_kind, **params):
         store = _store(workdir, f"{cls_name}_{client_kind}", X, y)
         make = lambda client: getattr(kmp_dask, cls_name)(**{"gamma": 0.3, "random_state": 0, "client": client,
                                                                **params})
-        if client_kind == "sync":
-            return make("sync").fit(store), X_test
-        return _on_cluster(lambda client: make(client).fit(store)), X_test
+        return _where(client_kind, lambda client: make(client).fit(store)), X_test
     return run
 
 
@@ -175,9 +175,7 @@ def _kpca_store(client_kind):
         X, _, X_test = data["multi"]
         store = _store(workdir, f"kpca_{client_kind}", X)
         make = lambda client: kmp_dask.SparseKernelPCA(n_components=12, gamma=0.3, random_state=0, client=client)
-        if client_kind == "sync":
-            return make("sync").fit(store), X_test
-        return _on_cluster(lambda client: make(client).fit(store)), X_test
+        return _where(client_kind, lambda client: make(client).fit(store)), X_test
     return run
 
 
@@ -188,9 +186,7 @@ def _rs_store(client_kind):
         X, y, X_test = data["binary"]
         model, store = _source("svc", X, y), _store(workdir, f"pool_{client_kind}", X, y)
         make = lambda client: kmp_dask.ReducedSetCompressor(12, random_state=0, client=client)
-        if client_kind == "sync":
-            return make("sync").fit(model, store), X_test
-        return _on_cluster(lambda client: make(client).fit(model, store)), X_test
+        return _where(client_kind, lambda client: make(client).fit(model, store)), X_test
     return run
 
 
