@@ -99,7 +99,7 @@ def _check_params(est):
                         "KMP bound)")
     if est.stopping == "bound":
         squared = est.loss in ("squared", None) or getattr(est.loss, "name", None) == "squared"
-        if not squared or est.fit_mode in ("basic", "refit"):
+        if not squared or est.fit_mode in ("basic", "refit", "basic_reselect"):
             raise ValueError(
                 f"stopping='bound' needs loss='squared' with fit_mode='backfit' or 'prefit' (the bound's minimum is "
                 f"cut from the exact prefix models); got loss={est.loss!r}, fit_mode={est.fit_mode!r}")
@@ -111,7 +111,7 @@ def _check_params(est):
         bad("bound_threshold", "None or a float > 0 (γ of the KMP bound)")
     if not (isinstance(est.bound_delta, numbers.Real) and 0 < est.bound_delta < 1):
         bad("bound_delta", "a float in (0, 1) (the bound's confidence parameter δ)")
-    if est.loss not in ("squared", None) and est.fit_mode in ("prefit", "refit") and not (
+    if est.loss not in ("squared", None) and est.fit_mode in ("prefit", "refit", "basic_reselect") and not (
         hasattr(est.loss, "name") and est.loss.name == "squared"
     ):
         raise ValueError(
@@ -423,7 +423,7 @@ _PARAMETERS = """
         Maximum number of basis functions (kernel functions centred on training rows). The fit
         may stop earlier (``tol``, early stopping, or nothing left to gain): see
         ``stop_reason_``.
-    fit_mode : {"basic", "backfit", "prefit", "refit"}, default="backfit"
+    fit_mode : {"basic", "backfit", "prefit", "refit", "basic_reselect"}, default="backfit"
         How coefficients are fitted and candidates scored (Vincent & Bengio, 2002):
 
         - ``"basic"``: matching pursuit. Each new basis function gets the coefficient
@@ -443,6 +443,10 @@ _PARAMETERS = """
           middle ground: nearly ``"basic"``'s cost per iteration without stored columns
           (``basis_columns="recomputed"``), most of ``"backfit"``'s accuracy (docs/engine.md
           "Large N" has the measured trade-off). Squared loss only; no ``expansion_at``.
+        - ``"basic_reselect"``: basic matching pursuit as the paper has it: atoms already chosen
+          stay in the dictionary, and one chosen again gets ``⟨d, R⟩ / ‖d‖²`` added to its
+          coefficient. ``n_basis`` then counts iterations; the model holds the distinct atoms
+          (``n_basis_ ≤ n_basis``) with summed coefficients. Squared loss only; no ``expansion_at``.
 
         With another loss than "squared", ``"basic"`` takes one Newton line-search step per new
         basis function and ``"backfit"`` adds damped Newton refits of all coefficients on the

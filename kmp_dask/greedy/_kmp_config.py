@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["FIT_MODES", "PursuitConfig"]
 
-FIT_MODES = ("basic", "backfit", "prefit", "refit")
+FIT_MODES = ("basic", "backfit", "prefit", "refit", "basic_reselect")
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class PursuitConfig:
         loss = self.loss
         if loss is not None and getattr(loss, "name", None) == "squared":
             object.__setattr__(self, "loss", None)
-        if self.loss is not None and self.fit_mode in ("prefit", "refit"):
+        if self.loss is not None and self.fit_mode in ("prefit", "refit", "basic_reselect"):
             raise ValueError(f"fit_mode={self.fit_mode!r} is defined for the squared loss only; use 'basic' or "
                              "'backfit' (other losses with 'backfit' refit on the refit_every schedule)")
         kernels = self.kernels

@@ -11,7 +11,7 @@ from scipy.linalg import cho_solve
 
 from ..expansion import KernelExpansion
 
-__all__ = ["StopReason", "PursuitResult", "make_result", "prefix_coef"]
+__all__ = ["StopReason", "PursuitResult", "make_result", "merge_repeats", "prefix_coef"]
 
 
 class StopReason(str, enum.Enum):
@@ -107,9 +107,28 @@ def prefix_coef(L, ytd, k: int) -> np.ndarray:
     return cho_solve((L[:k, :k], True), ytd[:k]) if k else ytd[:0]
 
 
+def merge_repeats(atoms, coef):
+    """``atoms`` with repeats (same row and kernel) merged into their first occurrence, whose
+    coefficient row becomes the sum of theirs (float64, in selection order); unchanged without repeats."""
+    keys = [(a.is_bias, a.index, a.kernel) for a in atoms]
+    if len(set(keys)) == len(keys):
+        return atoms, coef
+    first: dict = {}
+    for k, key in enumerate(keys):
+        first.setdefault(key, k)
+    keep = sorted(set(first.values()))
+    merged = np.zeros((len(keep), coef.shape[1]))
+    pos = {k: i for i, k in enumerate(keep)}
+    for k, key in enumerate(keys):
+        merged[pos[first[key]]] += coef[k]
+    return [atoms[k] for k in keep], merged
+
+
 def make_result(atoms, coef, offset, stop, history, n_train, n_val, n_features, dtype, kernels,
                 gram_factor=None, ytd=None) -> PursuitResult:
-    """Split the constant atom off into the intercept; basis arrays hold real rows only."""
+    """Split the constant atom off into the intercept; basis arrays hold real rows only; an atom
+    chosen more than once (``fit_mode="basic_reselect"``) is one atom with the summed coefficient."""
+    atoms, coef = merge_repeats(atoms, coef)
     intercept = np.asarray(offset, dtype=np.float64).copy()
     rows = [k for k, a in enumerate(atoms) if not a.is_bias]
     for k, a in enumerate(atoms):

@@ -8,6 +8,8 @@ basis columns, ``P⊥`` the projection off their span, λ = ridge · N_train):
 strategy          score of ``d``                  coefficients after adding ``d``
 ================  ==============================  ===========================================
 ``basic``         ⟨d,R⟩² / ‖d‖²                   new one ⟨d,R⟩/‖d‖², earlier ones frozen
+``basic_reselect`` as basic, over all atoms        as basic; a chosen atom may be chosen again:
+                  (chosen ones included)          its coefficient grows by ⟨d,R⟩/‖d‖²
 ``backfit``       ⟨d,R⟩² / (‖d‖² + λ)             all re-solved: (BᵀB + λI)⁻¹ BᵀY
 ``prefit``        ⟨d,R⟩² / (‖P⊥d‖² + λ)           as backfit
 ``refit``         as basic                        as basic; on the ``refit_every`` schedule and
@@ -32,7 +34,7 @@ from scipy.linalg import cho_factor, cho_solve, lstsq
 from ..blockops import GramStats, LineStats, kmp_gram
 from ._newton import line_search, newton_refit, refit_due
 
-__all__ = ["make_strategy", "SquaredBasic", "SquaredBackfit", "SquaredPrefit", "SquaredRefit", "LossDriven"]
+__all__ = ["make_strategy", "SquaredBasic", "SquaredBasicReselect", "SquaredBackfit", "SquaredPrefit", "SquaredRefit", "LossDriven"]
 
 
 def _ratio(num, denom, sqn):
@@ -63,6 +65,28 @@ class SquaredBasic:
 
     def finish(self, p):
         return False  # nothing to refit
+
+
+class SquaredBasicReselect(SquaredBasic):
+    """``basic_reselect``: Vincent & Bengio's basic matching pursuit (Mallat & Zhang's), whose
+    dictionary keeps the atoms already chosen: an iteration may pick one of them again, and its
+    coefficient then grows by ⟨d,R⟩/‖d‖² — the residual is projected on the chosen column whether
+    or not it is new (the paper's figure: "basic KMP … cycled back to previously chosen support
+    points to improve their weights"). ``n_basis`` counts iterations, as the paper's N does; the
+    expansion holds the distinct atoms (at most ``n_basis``) with their summed coefficients.
+
+    How: an iteration is exactly a ``basic`` one (one pass, the column pended, accepted and the
+    residual moved by the rank-one update), except that the chosen row is not excluded from later
+    candidates. A re-selected atom so enters the partitions' columns once more (a duplicate column,
+    as the pass structure and the journal want it), and :func:`~._result.make_result` merges
+    duplicates into one atom with the summed coefficient.
+    """
+
+    def add(self, p, col, w, step_t):
+        atom = p.atoms[-1]
+        if not atom.is_bias:
+            p.excluded.discard(atom.index)  # chosen, and still in the dictionary
+        super().add(p, col, w, step_t)
 
 
 class SquaredBackfit(SquaredBasic):
@@ -195,4 +219,4 @@ def make_strategy(config):
         return LossDriven(config.fit_mode, config.refit_every, config.line_search_steps, config.final_refit_steps)
     if config.fit_mode == "refit":
         return SquaredRefit(config.refit_every)
-    return {"basic": SquaredBasic, "backfit": SquaredBackfit, "prefit": SquaredPrefit}[config.fit_mode]()
+    return {"basic": SquaredBasic, "basic_reselect": SquaredBasicReselect, "backfit": SquaredBackfit, "prefit": SquaredPrefit}[config.fit_mode]()
