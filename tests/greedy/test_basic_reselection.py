@@ -10,7 +10,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 
 from kmp_dask.greedy import kernel_matching_pursuit
 from kmp_dask.kernels import get_kernel
-from kmp_dask.parallel import make_engine
+from kmp_dask.parallel import InProcessEngine, make_engine, partition_specs
 from kmp_dask.store import InMemoryStore
 
 GAMMA = 0.5
@@ -91,6 +91,19 @@ def test_chunking_invariance(chunk_rows):
     assert len(ref.basis_indices) < 60  # re-selections happened
     assert res.basis_indices.tolist() == ref.basis_indices.tolist()
     np.testing.assert_allclose(res.coef, ref.coef, rtol=1e-9)
+
+
+def test_one_pass_per_iteration_as_basic():
+    """A re-selection costs what a new atom costs: one scoring pass (its column pended and accepted
+    by the next pass's effects, a rank-one residual move), no commit pass."""
+    X, Y = _data(seed=1)
+    eng = InProcessEngine(partition_specs(InMemoryStore(X, Y, chunk_rows=128)))
+    res = kernel_matching_pursuit(eng, kernel=get_kernel("rbf", gamma=GAMMA), n_rows=len(X), n_features=3,
+                                  dtype=X.dtype, targets={"kind": "regression"}, n_basis=40,
+                                  fit_mode="basic_reselect", candidates="all")
+    assert len(res.history) == 40 > len(res.basis_indices)
+    # stats + init, one scoring pass per iteration, the final pass
+    assert eng.n_calls == 2 + 40 + 1
 
 
 def test_estimator_counts_distinct_atoms():
