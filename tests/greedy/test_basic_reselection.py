@@ -121,3 +121,43 @@ def test_refused_with_other_losses():
     X, Y = _data(n=60)
     with pytest.raises(ValueError, match="fit_mode='basic_reselect' is defined for the squared loss only"):
         KMPClassifier(fit_mode="basic_reselect", loss="logistic").fit(X, Y[:, 0] > 0)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_checkpoint_resume_is_identical(tmp_path, monkeypatch):
+    """Interrupted after re-selections and resumed from its checkpoint: the identical model (the
+    journal replays the duplicate columns; the re-selected rows stay eligible)."""
+    import kmp_dask.estimators._kmp as est_kmp
+    from kmp_dask import KMPRegressor
+
+    X, Y = _data(seed=1)
+    def make():
+        return KMPRegressor(n_basis=40, fit_mode="basic_reselect", gamma=GAMMA, candidates="all")
+
+    ref = make().fit(X, Y[:, 0])
+    assert len(ref.history_) - ref.n_basis_ >= 3  # re-selections before and after the interruption
+
+    def progress(verbose, total, **kw):
+        def callback(record):
+            if record["iteration"] == 24:
+                raise _Interrupted()
+        return callback, None
+
+    ckpt = tmp_path / "ck"
+    with monkeypatch.context() as m:
+        m.setattr(est_kmp, "progress_callback", progress)
+        with pytest.raises(_Interrupted):
+            make().fit(X, Y[:, 0], checkpoint=ckpt, checkpoint_every=5)
+    from kmp_dask.greedy import Pursuit
+
+    begun, real_begin = [], Pursuit._begin
+    with monkeypatch.context() as m:  # a resumed fit continues the loop: no set-up, no first draw
+        m.setattr(Pursuit, "_begin", lambda self, rng: begun.append(1) or real_begin(self, rng))
+        resumed = make().fit(X, Y[:, 0], checkpoint=ckpt, checkpoint_every=5, resume=True)
+    assert not begun
+    np.testing.assert_array_equal(resumed.basis_indices_, ref.basis_indices_)
+    assert np.array_equal(resumed.dual_coef_, ref.dual_coef_)
+    assert [h["index"] for h in resumed.history_] == [h["index"] for h in ref.history_]
