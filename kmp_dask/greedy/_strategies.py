@@ -4,19 +4,19 @@ Vincent & Bengio's three fitting modes for the squared loss, and gradient descen
 space for other losses (``d`` is a candidate column, ``R`` the residual, ``B`` the
 basis columns, ``P⊥`` the projection off their span, λ = ridge · N_train):
 
-================  ==============================  ===========================================
-strategy          score of ``d``                  coefficients after adding ``d``
-================  ==============================  ===========================================
-``basic``         ⟨d,R⟩² / ‖d‖²                   new one ⟨d,R⟩/‖d‖², earlier ones frozen
-``basic_reselect`` as basic, over all atoms        as basic; a chosen atom may be chosen again:
-                  (chosen ones included)          its coefficient grows by ⟨d,R⟩/‖d‖²
-``backfit``       ⟨d,R⟩² / (‖d‖² + λ)             all re-solved: (BᵀB + λI)⁻¹ BᵀY
-``prefit``        ⟨d,R⟩² / (‖P⊥d‖² + λ)           as backfit
-``refit``         as basic                        as basic; on the ``refit_every`` schedule and
-                                                  at the end all re-solved: (BᵀWB + λI)⁻¹ BᵀWY
-loss-driven       ⟨d,g⟩² / ‖d‖² (g = −∂L/∂f)      Newton line search along d; ``backfit``:
-                                                  damped Newton refits of all (``refit_every``)
-================  ==============================  ===========================================
+====================  ================================  =============================================
+strategy              score of ``d``                    coefficients after adding ``d``
+====================  ================================  =============================================
+``basic``             ⟨d,R⟩² / ‖d‖²                     new one ⟨d,R⟩/‖d‖², earlier ones frozen
+``basic_reselect``    as basic, over all atoms          as basic; a chosen atom may be chosen again:
+                      (chosen ones included)            its coefficient grows by ⟨d,R⟩/‖d‖²
+``backfit``           ⟨d,R⟩² / (‖d‖² + λ)               all re-solved: (BᵀB + λI)⁻¹ BᵀY
+``prefit``            ⟨d,R⟩² / (‖P⊥d‖² + λ)             as backfit
+``refit``             as basic                          as basic; on the ``refit_every`` schedule and
+                                                        at the end all re-solved: (BᵀWB + λI)⁻¹ BᵀWY
+loss-driven           ⟨d,g⟩² / ‖d‖² (g = −∂L/∂f)        Newton line search along d; ``backfit``:
+                                                        damped Newton refits of all (``refit_every``)
+====================  ================================  =============================================
 
 A strategy sees the pursuit (:class:`~kmp_dask.greedy._kmp.Pursuit`) only through its model
 state (``coef``, ``chol``, ``ytd``) and its two ways to reach the data: ``pursuit.send`` (a
