@@ -19,7 +19,7 @@ moments ``Σ L``, ``Σ L Lᵀ`` from which the principal directions inside the s
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -28,6 +28,7 @@ from ..blockops._engine import Engine
 from ..blockops._kpca import KPCAColumn, KPCAScoreQuery, kpca_effects, kpca_moments, kpca_score
 from ..linalg import IncrementalCholesky
 from ._candidates import gather_rows
+from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import RandomCandidates
 
@@ -43,7 +44,9 @@ class KPCAResult:
     after 0..k points (row 0: tr K), ``dmax`` (k + 1, V) largest residual, ``stop_reason`` (a
     :class:`~kmp_dask.greedy._result.StopReason` value: ``"n_components"``, ``"rank"``, ``"bound"``),
     ``n_passes``, ``seconds``, ``n_rows``; ``mean`` per view ``Σ L(x)/N`` and ``gram[(u, v)]`` =
-    ``Σ L_u(x) L_v(x)ᵀ`` over the data."""
+    ``Σ L_u(x) L_v(x)ᵀ`` over the data; ``history`` one record per chosen point (``iteration``,
+    ``index``, ``score``; one view: ``residual_norm``, the relative trace residual after it), the
+    records the callback received."""
 
     index: np.ndarray
     vectors: np.ndarray
@@ -56,6 +59,7 @@ class KPCAResult:
     n_rows: int
     mean: list | None = None
     gram: dict | None = None
+    history: list = field(default_factory=list)
 
 
 def _view(Z: np.ndarray, columns) -> np.ndarray:
@@ -134,10 +138,12 @@ class KPCARun:
     residual paths, this iteration's candidates ``(idx, Z)`` (exact mode: every row, with their
     coordinates ``LZ``), the effect queued for the next pass, the sampler and counters.
 
-    A checkpoint pickles it without ``engine``, ``callback`` and ``checkpoint``
-    (:meth:`attach` puts them back); everything else the rest of the run depends on is here."""
+    The trace and largest-residual paths and the per-point records live in its
+    :class:`~kmp_dask.greedy._record.PathRecorder`, which also calls the callback. A checkpoint
+    pickles it without ``engine``, ``checkpoint`` and the recorder's callback (:meth:`attach`
+    puts them back); everything else the rest of the run depends on is here."""
 
-    _DETACHED = ("engine", "callback", "checkpoint")
+    _DETACHED = ("engine", "checkpoint")
 
     def __init__(self, kernel, columns, n_rows, n_features, dtype, n_components, candidates, rank_tol):
         self.kernels = tuple(kernel) if isinstance(kernel, (tuple, list)) else (kernel,)
@@ -151,11 +157,10 @@ class KPCARun:
         self.S_rows: list[np.ndarray] = []
         self.S_index: list[int] = []
         self.dead: set[int] = set()
-        self.traces: list = []
-        self.dmaxes: list = []
+        self.recorder = PathRecorder(paths=("trace", "dmax"))  # per pass: trace and largest residual
         self.effects: list = []
         self.n_passes, self.stalls, self.seconds = 0, 0, 0.0
-        self.engine = self.callback = self.checkpoint = None
+        self.engine = self.checkpoint = None
 
     @property
     def n_basis(self) -> int:
@@ -169,10 +174,11 @@ class KPCARun:
         return state
 
     def __setstate__(self, state):
-        self.__dict__.update(state, engine=None, callback=None, checkpoint=None)
+        self.__dict__.update(state, engine=None, checkpoint=None)
 
     def attach(self, engine: Engine, callback, checkpoint):
-        self.engine, self.callback, self.checkpoint = engine, callback, checkpoint
+        self.engine, self.checkpoint = engine, checkpoint
+        self.recorder.attach(callback)
         self._t0 = time.perf_counter()
         return self
 
@@ -233,14 +239,14 @@ class KPCARun:
         res = self.engine.run(kpca_score, KPCAScoreQuery(self.Z, tuple(self.LZ), idx_next), self.effects)
         self.n_passes += 1
         self.effects = []
-        self.traces.append(np.sum([r["trace"] for r in res], axis=0))
-        self.dmaxes.append(np.max([r["dmax"] for r in res], axis=0))
+        self.recorder.append("trace", np.sum([r["trace"] for r in res], axis=0))
+        self.recorder.append("dmax", np.max([r["dmax"] for r in res], axis=0))
         return res
 
     def stop_rule(self):
         if len(self.S_index) >= self.n_components:
             return StopReason.N_COMPONENTS
-        if np.any(self.dmaxes[-1] <= self.rank_tol * self.kmax):
+        if np.any(self.recorder.path("dmax")[-1] <= self.rank_tol * self.kmax):
             return StopReason.RANK
         return None
 
@@ -263,15 +269,16 @@ class KPCARun:
         self.pool.advance(self, res, idx_next, (z, lz, d))
 
     def end_iteration(self, rng, score, pick) -> None:
+        """The point's record kept, the checkpoint saved (every ``checkpoint.every``), the callback called."""
         t = len(self.S_index) - 1
+        rec = {"iteration": t, "index": self.S_index[-1], "score": float(score[pick])}
+        if len(self.kernels) == 1:
+            traces = self.recorder.path("trace")
+            rec["residual_norm"] = ((traces[-1][0] - score[pick]) / traces[0][0] if traces[0][0] > 0 else 0.0)
+        self.recorder.keep(rec)
         if self.checkpoint is not None:  # the end of iteration t: everything the rest depends on
             self.checkpoint.maybe_save(self, t, None, rng)
-        if self.callback is not None:
-            rec = {"iteration": t, "score": float(score[pick])}
-            if len(self.kernels) == 1:
-                rec["residual_norm"] = ((self.traces[-1][0] - score[pick]) / self.traces[0][0]
-                                        if self.traces[0][0] > 0 else 0.0)
-            self.callback(rec)
+        self.recorder.emit(rec)
 
     def moments(self) -> KPCAResult:
         """The last choice applied, then ``Σ L`` and ``Σ L Lᵀ`` over the data: the result."""
@@ -282,8 +289,9 @@ class KPCARun:
         gram = {key: np.sum([m["gram"][key] for m in mom], axis=0) for key in mom[0]["gram"]}
         return KPCAResult(np.asarray(self.S_index, dtype=np.int64),
                           np.asarray(self.S_rows).reshape(k, self.n_features),
-                          [np.array(c.L) for c in self.chols], np.asarray(self.traces), np.asarray(self.dmaxes),
-                          StopReason(self.reason).value, self.n_passes + 1, 0.0, n, means, gram)
+                          [np.array(c.L) for c in self.chols], self.recorder.stacked("trace"),
+                          self.recorder.stacked("dmax"), StopReason(self.reason).value, self.n_passes + 1, 0.0, n,
+                          means, gram, list(self.recorder.history))
 
 
 class _EveryRow:
@@ -411,4 +419,5 @@ def truncate(result: KPCAResult, k: int) -> KPCAResult:
     k = int(k)
     return KPCAResult(result.index[:k], result.vectors[:k], [L[:k, :k] for L in result.L], result.trace[: k + 1],
                       result.dmax[: k + 1], StopReason.BOUND.value, result.n_passes, result.seconds, result.n_rows,
-                      [mu[:k] for mu in result.mean], {key: g[:k, :k] for key, g in result.gram.items()})
+                      [mu[:k] for mu in result.mean], {key: g[:k, :k] for key, g in result.gram.items()},
+                      result.history[:k])
