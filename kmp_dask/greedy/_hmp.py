@@ -51,6 +51,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from ..blockops import Atom, Engine, RSScoreQuery, RSValuesQuery, rs_effects, rs_score, rs_values
+from ..blockops._results import RSScoreStats, RSValues
 from ..linalg import IncrementalCholesky
 from ._candidates import merge_ranked
 from ._record import PathRecorder
@@ -141,8 +142,9 @@ def _merge_steps(steps, m):
     return index, (np.stack([coef[i] for i in order]) if order else np.zeros((0, m)))
 
 
-def _merge_candidates(results):
-    return merge_ranked(results, ("index", "score", "rows", "r", "f", "kdiag"), by="score")
+def _merge_candidates(res: RSScoreStats):
+    """The partitions' best candidates of a pass's total, merged best first (ties: lowest row)."""
+    return merge_ranked(res.candidates(), ("index", "score", "rows", "r", "f", "kdiag"), by="score")
 
 
 def hyperplane_pursuit(engine: Engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: int, backfit: bool = True,
@@ -196,11 +198,11 @@ def hyperplane_pursuit(engine: Engine, *, kernel, n_rows: int, wsq, outputs, n_v
         cand = None if sampler is None else sampler.draw(rng, excluded)
         exclude = np.asarray(sorted(excluded), dtype=np.int64)
         query = RSScoreQuery(cand, exclude, top, criterion, MIN_PIVOT)
-        results = engine.run(rs_score, query, loop.effects)     # applies the last choice
+        res = RSScoreStats.combine(engine.run(rs_score, query, loop.effects))  # applies the last choice
         loop.effects = []
         loop.n_passes += 1
-        recorder.append("pool_sse", np.sum([r["rss"] for r in results], axis=0))
-        best = _merge_candidates(results)
+        recorder.append("pool_sse", res.rss)
+        best = _merge_candidates(res)
         reason = model.stop_rule(best, rkhs_tol)
         if reason is not None:
             break
@@ -562,9 +564,8 @@ def pool_errors(engine: Engine, result: HMPResult, levels, values: bool = False)
     if not result.backfit:
         raise ValueError("pool_errors needs a backfitted path (the basic pursuit's cache holds repeated columns)")
     coefs = tuple(result.prefix_coef(k)[1] for k in levels)
-    out = engine.run(rs_values, RSValuesQuery(coefs, values))
-    sse = np.sum([o["sse"] for o in out], axis=0)
-    return (sse, [o["values"] for o in out]) if values else sse
+    out = RSValues.combine(engine.run(rs_values, RSValuesQuery(coefs, values)))
+    return (out.sse, list(out.values)) if values else out.sse
 
 
 def geometric_levels(n: int, count: int = 10) -> list[int]:

@@ -26,8 +26,9 @@ from scipy.linalg import solve_triangular
 
 from ..blockops._engine import Engine
 from ..blockops._kpca import KPCAColumn, KPCAScoreQuery, kpca_effects, kpca_moments, kpca_score
+from ..blockops._results import KPCAMoments, KPCAScoreStats
 from ..linalg import IncrementalCholesky
-from ._candidates import gather_rows
+from ._candidates import gather_fetched
 from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import RandomCandidates
@@ -73,17 +74,17 @@ def _coords(chol: IncrementalCholesky, kernel, S: np.ndarray, Z: np.ndarray) -> 
     return chol.solve_lower(kernel(S, Z).astype(np.float64)).T
 
 
-def _score(res, dz, tol):
-    """Matching-pursuit quotient per candidate: one view ``Σ K̃² / K̃(z, z)`` (Algorithm 1, the
-    trace drop); two views ``Σ K̃_x K̃_y / √(Σ K̃_x² Σ K̃_y²)`` (§4's quotient)."""
-    sq = np.sum([r["sq"] for r in res], axis=0)
+def _score(res: KPCAScoreStats, dz, tol):
+    """Matching-pursuit quotient per candidate from the pass's total ``res``: one view
+    ``Σ K̃² / K̃(z, z)`` (Algorithm 1, the trace drop); two views ``Σ K̃_x K̃_y / √(Σ K̃_x² Σ K̃_y²)``
+    (§4's quotient)."""
+    sq = res.sq
     ok = np.all(dz > tol, axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         if len(dz) == 1:
             score = sq[0] / dz[0]
         else:
-            cross = np.sum([r["cross"] for r in res], axis=0)
-            score = cross / np.sqrt(sq[0] * sq[1])
+            score = res.cross / np.sqrt(sq[0] * sq[1])
     return np.where(ok & np.isfinite(score), score, -np.inf)
 
 
@@ -185,11 +186,11 @@ class KPCARun:
     def begin(self, rng) -> None:
         """The first pass: partitions set up, ``max k(x, x)`` per view, the first candidates' rows."""
         idx_next = np.arange(self.n_rows, dtype=np.int64) if self.exact else self.sampler.draw(rng, set())
-        res = self.engine.run(kpca_score, KPCAScoreQuery(fetch=idx_next),
-                              (kpca_effects.init(self.kernels, self.columns, self.capacity),))
+        res = KPCAScoreStats.combine(self.engine.run(kpca_score, KPCAScoreQuery(fetch=idx_next),
+                                                     (kpca_effects.init(self.kernels, self.columns, self.capacity),)))
         self.n_passes = 1
-        self.kmax = np.max([r["dmax"] for r in res], axis=0)  # (V,) max k(x, x)
-        self.idx, self.Z = idx_next, gather_rows(res, idx_next, self.n_features, self.dtype)
+        self.kmax = res.dmax  # (V,) max k(x, x)
+        self.idx, self.Z = idx_next, gather_fetched(res.fetched, idx_next, self.n_features, self.dtype)
         self.LZ = [np.zeros((len(self.idx), 0)) for _ in self.kernels]  # exact mode: kept up to date on the driver
         self.reason = None
 
@@ -233,14 +234,15 @@ class KPCARun:
         return np.stack([np.asarray(k.diag(_view(self.Z, col)), dtype=np.float64) - np.einsum("ij,ij->i", L, L)
                          for k, col, L in zip(self.kernels, self.columns, self.LZ)])
 
-    def score_pass(self, idx_next):
+    def score_pass(self, idx_next) -> KPCAScoreStats:
         """One pass: the queued choice applied, this iteration's candidates scored, the trace and
-        largest residual recorded, the next candidates' rows fetched."""
-        res = self.engine.run(kpca_score, KPCAScoreQuery(self.Z, tuple(self.LZ), idx_next), self.effects)
+        largest residual recorded, the next candidates' rows fetched; the pass's total."""
+        res = KPCAScoreStats.combine(
+            self.engine.run(kpca_score, KPCAScoreQuery(self.Z, tuple(self.LZ), idx_next), self.effects))
         self.n_passes += 1
         self.effects = []
-        self.recorder.append("trace", np.sum([r["trace"] for r in res], axis=0))
-        self.recorder.append("dmax", np.max([r["dmax"] for r in res], axis=0))
+        self.recorder.append("trace", res.trace)
+        self.recorder.append("dmax", res.dmax)
         return res
 
     def stop_rule(self):
@@ -282,11 +284,11 @@ class KPCARun:
 
     def moments(self) -> KPCAResult:
         """The last choice applied, then ``Σ L`` and ``Σ L Lᵀ`` over the data: the result."""
-        mom = self.engine.run(kpca_moments, None, self.effects)
-        n = sum(m["n"] for m in mom)
+        mom = KPCAMoments.combine(self.engine.run(kpca_moments, None, self.effects))
+        n = mom.n
         k, V = len(self.S_index), len(self.kernels)
-        means = [np.sum([m["sum"][v] for m in mom], axis=0) / max(n, 1) if k else np.zeros(0) for v in range(V)]
-        gram = {key: np.sum([m["gram"][key] for m in mom], axis=0) for key in mom[0]["gram"]}
+        means = [mom.sums[v] / max(n, 1) if k else np.zeros(0) for v in range(V)]
+        gram = mom.gram
         return KPCAResult(np.asarray(self.S_index, dtype=np.int64),
                           np.asarray(self.S_rows).reshape(k, self.n_features),
                           [np.array(c.L) for c in self.chols], self.recorder.stacked("trace"),
@@ -334,7 +336,7 @@ class _Sampled:
 
     @staticmethod
     def advance(run, res, idx_next, chosen=None) -> None:
-        run.idx, run.Z = idx_next, gather_rows(res, idx_next, run.n_features, run.dtype)
+        run.idx, run.Z = idx_next, gather_fetched(res.fetched, idx_next, run.n_features, run.dtype)
 
 
 _EVERY_ROW, _SAMPLED = _EveryRow(), _Sampled()
