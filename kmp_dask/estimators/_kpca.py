@@ -16,7 +16,8 @@ from ..greedy._sampling import resolve_candidates
 from ..greedy._checkpoint import open_checkpoint
 from ..greedy._sparse_kpca import principal_directions, sparse_kernel_pca
 from ..kernels import get_kernel
-from ..parallel import make_engine, map_rows_predict, resolve_client
+from ..parallel import map_rows_predict
+from ..parallel._session import engine_session
 from ._inputs import is_dask_array, is_store_like, predict_input, unsupervised_input
 from ._progress import progress_callback
 from ._scale import check_gamma_value, resolve_gamma
@@ -31,16 +32,14 @@ def _select(est, store, in_memory, *, n_components, seed, desc, unit, checkpoint
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result
     cb, bar = progress_callback(est.verbose, n_components, desc=desc, unit=unit)
-    with resolve_client(est.client, in_memory=in_memory) as client:
-        engine = make_engine(client, store)
-        try:
+    try:
+        with engine_session(est.client, store, in_memory=in_memory) as engine:
             return sparse_kernel_pca(engine, n_rows=store.n_rows, n_features=store.n_features, dtype=store.dtype,
                                      n_components=n_components, random_state=np.random.default_rng(seed),
                                      rank_tol=float(est.rank_tol), callback=cb, checkpoint=checkpoint, **kw)
-        finally:
-            engine.close()
-            if bar is not None:
-                bar.close()
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _open_checkpoint(est, store, checkpoint, checkpoint_every, resume, store_is_input):
