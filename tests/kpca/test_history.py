@@ -73,3 +73,19 @@ def test_hmp_history_matches_the_rkhs_error_path_and_the_callback():
     assert [r["iteration"] for r in dense.history] == list(range(8))
     np.testing.assert_allclose([r["rkhs_error"] for r in dense.history], [r["rkhs_error"] for r in res.history],
                                rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_compressor_history_is_what_listeners_receive(dense):
+    from sklearn.svm import SVC
+
+    from kmp_dask import ReducedSetCompressor
+
+    X = _data(120)
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    svc = SVC(kernel="rbf", gamma=0.5).fit(X, y)
+    heard = []
+    with iteration_listener(lambda desc, rec: heard.append(rec) if desc == "reduced set" else None):
+        est = ReducedSetCompressor(6, dense=dense, random_state=0).fit(svc, X, y)
+    assert heard == est.history_ and len(est.history_) == len(est.results_[0].index)
+    np.testing.assert_allclose([r["rkhs_error"] for r in est.history_], est.results_[0].rkhs_error[1:].sum(axis=1))
