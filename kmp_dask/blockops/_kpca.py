@@ -28,6 +28,7 @@ import numpy as np
 
 from ._journal import Effect
 from ._partition import Partition, fetch_rows
+from ._results import KPCAMoments, KPCAScoreStats
 from ._state import ColumnCache, Workspace, kernel_block, readonly, sqnorm
 
 __all__ = ["KPCASetup", "KPCAColumn", "KPCAScoreQuery", "KPCAState", "ViewState", "kpca_init", "kpca_add",
@@ -142,51 +143,54 @@ class kpca_effects:  # noqa: N801 (a namespace of Effect constructors)
         return Effect(kpca_add, col, "kpca.columns")
 
 
-def kpca_score(part: Partition, q: KPCAScoreQuery) -> dict:
+def kpca_score(part: Partition, q: KPCAScoreQuery) -> KPCAScoreStats:
     """Per view: ``trace`` (V,) = Σ d(x), ``dmax`` (V,) the largest residual; for candidates
     ``Z``: ``sq`` (V, s) = Σ_x K̃_v(x, z)² and, with two views, ``cross`` (s,) = Σ_x K̃_0(x, z)
-    K̃_1(x, z) over the partition's rows; fetched rows."""
+    K̃_1(x, z) over the partition's rows; fetched rows (a :class:`~kmp_dask.blockops._results.KPCAScoreStats`)."""
     st = _st(part)
-    V = len(st.views)
     out = {"trace": np.array([v.d.sum() for v in st.views]), "n": len(st.views[0].d),
            "dmax": np.array([v.d.max() if len(v.d) else 0.0 for v in st.views])}
     if q.Z is not None and len(q.Z):
-        Z_full = np.asarray(q.Z)
-        s = len(Z_full)
-        n_rows = len(st.views[0].X)
-        rows = max(1, BLOCK_ELEMENTS // max(s, 1))
-        sq = np.zeros((V, s))
-        cross = np.zeros(s) if V == 2 else None
-        Zs = [_view_rows(Z_full, v.columns).astype(v.X.dtype, copy=False) for v in st.views]
-        Zsq = [sqnorm(Z) for Z in Zs]
-        LZ = [None if q.LZ is None or v.cache.n == 0 else np.asarray(q.LZ[i], dtype=np.float64)
-              for i, v in enumerate(st.views)]
-        for a in range(0, n_rows, rows):
-            b = min(a + rows, n_rows)
-            blocks = []
-            for i, v in enumerate(st.views):
-                K = kernel_block(v.kernel, v.X[a:b], v.sq[a:b], Zs[i], Zsq[i]).astype(np.float64, copy=False)
-                if LZ[i] is not None:
-                    K = K - v.cache.train()[a:b].astype(np.float64, copy=False) @ LZ[i].T
-                sq[i] += np.einsum("ij,ij->j", K, K)
-                blocks.append(K)
-            if cross is not None:
-                cross += np.einsum("ij,ij->j", blocks[0], blocks[1])
-        out["sq"] = sq
-        if cross is not None:
-            out["cross"] = cross
+        out.update(_candidate_sums(st, q))
     if q.fetch is not None:
         out["fetched"] = fetch_rows(part, q.fetch)
-    return out
+    return KPCAScoreStats(**out)
 
 
-def kpca_moments(part: Partition, msg=None) -> dict:
-    """``n``, per view ``sum`` = Σ_x L_v(x) (k,), and ``gram[(u, v)]`` = Σ_x L_u(x) L_v(x)ᵀ
+def _candidate_sums(st: KPCAState, q: KPCAScoreQuery) -> dict:
+    """``sq`` (V, s) and, with two views, ``cross`` (s,) over the partition's rows, blocked."""
+    V = len(st.views)
+    Z_full = np.asarray(q.Z)
+    s = len(Z_full)
+    n_rows = len(st.views[0].X)
+    rows = max(1, BLOCK_ELEMENTS // max(s, 1))
+    sq = np.zeros((V, s))
+    cross = np.zeros(s) if V == 2 else None
+    Zs = [_view_rows(Z_full, v.columns).astype(v.X.dtype, copy=False) for v in st.views]
+    Zsq = [sqnorm(Z) for Z in Zs]
+    LZ = [None if q.LZ is None or v.cache.n == 0 else np.asarray(q.LZ[i], dtype=np.float64)
+          for i, v in enumerate(st.views)]
+    for a in range(0, n_rows, rows):
+        b = min(a + rows, n_rows)
+        blocks = []
+        for i, v in enumerate(st.views):
+            K = kernel_block(v.kernel, v.X[a:b], v.sq[a:b], Zs[i], Zsq[i]).astype(np.float64, copy=False)
+            if LZ[i] is not None:
+                K = K - v.cache.train()[a:b].astype(np.float64, copy=False) @ LZ[i].T
+            sq[i] += np.einsum("ij,ij->j", K, K)
+            blocks.append(K)
+        if cross is not None:
+            cross += np.einsum("ij,ij->j", blocks[0], blocks[1])
+    return {"sq": sq, "cross": cross}
+
+
+def kpca_moments(part: Partition, msg=None) -> KPCAMoments:
+    """``n``, per view ``sums[v]`` = Σ_x L_v(x) (k,), and ``gram[(u, v)]`` = Σ_x L_u(x) L_v(x)ᵀ
     (k, k) for u ≤ v, in float64."""
     st = _st(part)
     Bs = [v.cache.train().astype(np.float64, copy=False) for v in st.views]
-    out = {"n": Bs[0].shape[0], "sum": [B.sum(axis=0) for B in Bs], "gram": {}}
+    gram = {}
     for u in range(len(Bs)):
         for w in range(u, len(Bs)):
-            out["gram"][(u, w)] = Bs[u].T @ Bs[w]
-    return out
+            gram[(u, w)] = Bs[u].T @ Bs[w]
+    return KPCAMoments(Bs[0].shape[0], tuple(B.sum(axis=0) for B in Bs), gram)

@@ -67,6 +67,7 @@ from ._expansion import predict_block
 from ._journal import Effect
 from ._kmp import Atom, Move
 from ._partition import Partition
+from ._results import RSScoreStats, RSStats, RSValues
 from ._state import ColumnCache, Residual, Workspace, kernel_block, readonly, sqnorm
 
 __all__ = [
@@ -336,17 +337,16 @@ class rs_effects:  # noqa: N801 (a namespace of Effect constructors)
 
 
 # -- queries ---------------------------------------------------------------------------------
-def rs_stats(part: Partition, msg=None) -> dict:
+def rs_stats(part: Partition, msg=None) -> RSStats:
     """``n`` rows, ``fsq`` = Σ f² per output, ``own`` (its rows are the expansion's centres) and
-    then ``wsq`` = Σ_i α_i f(x_i) per output (this partition's share of ‖w‖²)."""
+    then ``wsq`` = Σ_i α_i f(x_i) per output (this partition's share of ‖w‖²; else None)."""
     st = _rs(part)
-    out = {"n": len(st.F), "fsq": np.einsum("ij,ij->j", st.F, st.F), "own": st.pool_coef is not None}
-    if st.pool_coef is not None:
-        out["wsq"] = np.einsum("ij,ij->j", st.pool_coef, st.F)
-    return out
+    own = st.pool_coef is not None
+    return RSStats(len(st.F), np.einsum("ij,ij->j", st.F, st.F), own,
+                   np.einsum("ij,ij->j", st.pool_coef, st.F) if own else None)
 
 
-def rs_score(part: Partition, q: RSScoreQuery) -> dict:
+def rs_score(part: Partition, q: RSScoreQuery) -> RSScoreStats:
     """``rss`` = Σ R² per output over the pool (the empirical prediction error ê of §3.1) and
     the partition's best candidates by ``Σ_j R_j(z)² / k(z, z)`` (``criterion="decrease"``:
     ``/ δ(z)``): global ``index``, ``score``, ``rows``, residual ``r`` and target values ``f`` there."""
@@ -356,7 +356,7 @@ def rs_score(part: Partition, q: RSScoreQuery) -> dict:
     if q.criterion == "decrease" and st.delta is None:
         raise RuntimeError("rs_score: criterion='decrease' needs a pursuit started with track_delta=True")
     R = st.fit.R
-    out = {"rss": np.einsum("ij,ij->j", R, R)}
+    rss = np.einsum("ij,ij->j", R, R)
     if q.cand is None:
         local = np.arange(len(R))
     else:
@@ -382,12 +382,12 @@ def rs_score(part: Partition, q: RSScoreQuery) -> dict:
         best = np.arange(len(local))
     best = best[np.lexsort((local[best], -score[best]))]  # by score, ties by index: order-free
     rows = local[best]
-    out.update(index=rows + part.start, score=score[best], rows=np.array(st.X[rows]), r=np.array(R[rows]),
-               f=np.array(st.F[rows][:, list(st.outputs)]), kdiag=np.array(st.kdiag[rows]))
-    return out
+    return RSScoreStats(rss, index=rows + part.start, score=score[best], rows=np.array(st.X[rows]),
+                        r=np.array(R[rows]), f=np.array(st.F[rows][:, list(st.outputs)]),
+                        kdiag=np.array(st.kdiag[rows]))
 
 
-def rs_values(part: Partition, q: RSValuesQuery) -> dict:
+def rs_values(part: Partition, q: RSValuesQuery) -> RSValues:
     """Squared pool errors ``Σ (f − B_k c_k)²`` (levels, m) and, with ``values``, ``f̂`` per level."""
     st = _rs(part)
     Y = st.fit.Y
@@ -401,7 +401,7 @@ def rs_values(part: Partition, q: RSValuesQuery) -> dict:
         sse[i] = np.einsum("ij,ij->j", D, D)
         if q.values:
             vals.append(Fh)
-    return {"sse": sse, "values": vals if q.values else None}
+    return RSValues(sse, vals if q.values else None)
 
 
 # -- single-vector exchanges -------------------------------------------------------------------

@@ -7,8 +7,10 @@ accumulation every driver uses, so a fit is bit-for-bit the same on any number o
 (docs/engine.md, "The spine"). A field that is None in the partitions' records (not asked for)
 stays None in the total.
 
-KMP's scoring, commit, line-search, refit and Gram passes answer with these; KMP's statistics
-pass (whose labels the estimators read) and the other families' queries still answer with
+KMP's scoring, commit, line-search, refit and Gram passes answer with these, and so do sparse
+KPCA / KCCA's passes (:class:`KPCAScoreStats`, :class:`KPCAMoments`) and the reduced-set
+pursuit's (:class:`RSStats`, :class:`RSScoreStats`, :class:`RSValues`); KMP's statistics pass
+(whose labels the estimators read), CVM's queries and the reduced-set exchanges still answer with
 string-keyed dicts.
 """
 
@@ -19,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ColumnStats", "GramStats", "LineStats", "PassResult", "ScoreStats", "total"]
+__all__ = ["ColumnStats", "GramStats", "KPCAMoments", "KPCAScoreStats", "LineStats", "PassResult", "RSScoreStats",
+           "RSStats", "RSValues", "ScoreStats", "total"]
 
 
 def total(results, name: str):
@@ -36,6 +39,8 @@ class PassResult:
     _PYTHON_SUMS: tuple = ()
     #: per-partition pieces that are not summed: the total holds the tuple of them, in partition order
     _GATHERED: tuple = ()
+    #: fields whose total is the elementwise maximum over the partitions (``np.maximum.reduce``)
+    _MAXIMA: tuple = ()
 
     @classmethod
     def combine(cls, results):
@@ -50,6 +55,8 @@ class PassResult:
                 out[f.name] = None
             elif f.name in cls._PYTHON_SUMS:
                 out[f.name] = sum(getattr(r, f.name) for r in results)
+            elif f.name in cls._MAXIMA:
+                out[f.name] = np.maximum.reduce([getattr(r, f.name) for r in results])
             else:
                 s = total(results, f.name)
                 out[f.name] = float(s) if f.name in cls._SCALARS else s
@@ -120,3 +127,94 @@ class GramStats(PassResult):
 
     gram: Any
     bty: Any
+
+
+# -- sparse KPCA / KCCA (blockops/_kpca.py) ----------------------------------------------------
+@dataclass(frozen=True)
+class KPCAScoreStats(PassResult):
+    """The sparse KPCA / KCCA pass (:func:`~kmp_dask.blockops._kpca.kpca_score`), V views:
+    ``trace`` (V,) = Σ d(x) the trace residual; ``n`` rows; ``dmax`` (V,) the largest residual
+    (the total: the maximum over the partitions); for candidates ``sq`` (V, s) = Σ_x K̃_v(x, z)²
+    and, with two views, ``cross`` (s,) = Σ_x K̃_0(x, z) K̃_1(x, z); the rows fetched for the next
+    candidates (``fetched``, per partition in the total)."""
+
+    trace: Any
+    n: Any
+    dmax: Any
+    sq: Any = None
+    cross: Any = None
+    fetched: Any = None
+
+    _PYTHON_SUMS = ("n",)
+    _MAXIMA = ("dmax",)
+    _GATHERED = ("fetched",)
+
+
+@dataclass(frozen=True)
+class KPCAMoments(PassResult):
+    """The moments pass (:func:`~kmp_dask.blockops._kpca.kpca_moments`): ``n`` rows, ``sums[v]``
+    = Σ_x L_v(x) (k,) per view and ``gram[(u, v)]`` = Σ_x L_u(x) L_v(x)ᵀ (k, k) for u ≤ v; the
+    total sums each view's and each pair's arrays over the partitions, in partition order."""
+
+    n: Any
+    sums: Any
+    gram: Any
+
+    @classmethod
+    def combine(cls, results):
+        results = list(results)
+        views = range(len(results[0].sums))
+        return cls(sum(r.n for r in results), tuple(np.add.reduce([r.sums[v] for r in results]) for v in views),
+                   {key: np.add.reduce([r.gram[key] for r in results]) for key in results[0].gram})
+
+
+# -- reduced-set pursuit (blockops/_reduced.py) ------------------------------------------------
+@dataclass(frozen=True)
+class RSStats(PassResult):
+    """The pool statistics (:func:`~kmp_dask.blockops.rs_stats`): ``n`` rows, ``fsq`` = Σ f² per
+    output; per partition (gathered) ``own`` (its rows are the expansion's centres) and ``wsq``
+    (its share Σ_i α_i f(x_i) of ‖w‖², None when not own)."""
+
+    n: Any
+    fsq: Any
+    own: Any
+    wsq: Any = None
+
+    _PYTHON_SUMS = ("n",)
+    _GATHERED = ("own", "wsq")
+
+
+#: the candidate fields of :class:`RSScoreStats`, in the order :func:`~kmp_dask.greedy._candidates.merge_ranked` keeps
+RS_CANDIDATE_FIELDS = ("index", "score", "rows", "r", "f", "kdiag")
+
+
+@dataclass(frozen=True)
+class RSScoreStats(PassResult):
+    """The pursuit's pass (:func:`~kmp_dask.blockops.rs_score`): ``rss`` = Σ R² per output over
+    the pool; the partition's best candidates (gathered per partition in the total): global
+    ``index``, ``score``, ``rows``, residual ``r``, target values ``f`` and ``kdiag`` there."""
+
+    rss: Any
+    index: Any
+    score: Any
+    rows: Any
+    r: Any
+    f: Any
+    kdiag: Any
+
+    _GATHERED = RS_CANDIDATE_FIELDS
+
+    def candidates(self) -> list[dict]:
+        """The partitions' candidates as one dict per partition, in partition order (a total's)."""
+        return [dict(zip(RS_CANDIDATE_FIELDS, vals)) for vals in zip(*(getattr(self, k) for k in RS_CANDIDATE_FIELDS))]
+
+
+@dataclass(frozen=True)
+class RSValues(PassResult):
+    """Prefix models' pool errors (:func:`~kmp_dask.blockops.rs_values`): ``sse`` (levels, m) =
+    Σ (f − f̂_k)²; with values asked, ``values`` per partition (gathered: a list per level)."""
+
+    sse: Any
+    values: Any = None
+
+    _GATHERED = ("values",)

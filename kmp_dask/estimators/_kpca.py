@@ -16,7 +16,8 @@ from ..greedy._sampling import resolve_candidates
 from ..greedy._checkpoint import open_checkpoint
 from ..greedy._sparse_kpca import principal_directions, sparse_kernel_pca
 from ..kernels import get_kernel
-from ..parallel import make_engine, map_rows_predict, resolve_client
+from ..parallel import map_rows_predict
+from ..parallel._session import engine_session
 from ._inputs import is_dask_array, is_store_like, predict_input, unsupervised_input
 from ._progress import progress_callback
 from ._scale import check_gamma_value, resolve_gamma
@@ -31,16 +32,14 @@ def _select(est, store, in_memory, *, n_components, seed, desc, unit, checkpoint
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result
     cb, bar = progress_callback(est.verbose, n_components, desc=desc, unit=unit)
-    with resolve_client(est.client, in_memory=in_memory) as client:
-        engine = make_engine(client, store)
-        try:
+    try:
+        with engine_session(est.client, store, in_memory=in_memory) as engine:
             return sparse_kernel_pca(engine, n_rows=store.n_rows, n_features=store.n_features, dtype=store.dtype,
                                      n_components=n_components, random_state=np.random.default_rng(seed),
                                      rank_tol=float(est.rank_tol), callback=cb, checkpoint=checkpoint, **kw)
-        finally:
-            engine.close()
-            if bar is not None:
-                bar.close()
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _open_checkpoint(est, store, checkpoint, checkpoint_every, resume, store_is_input):
@@ -108,6 +107,9 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     explained_variance_ : ndarray (k,) ``eigenvalues_ / n_samples``
     trace_residual_path_ : ndarray (k + 1,) ``tr(K − K̂_j)`` after j points (j = 0: ``tr K``)
     n_components_ : int; stop_reason_ : str; n_passes_ : int
+    history_ : list of dict, one per chosen point: ``iteration``, ``index`` (the row), ``score``
+        (the variance along its deflated direction) and ``residual_norm`` (the trace residual after
+        it, relative to ``tr K``) — the records ``verbose`` and the CLI's ``--log-json`` show
     """
 
     def __init__(self, n_components=50, *, kernel="rbf", gamma="scale", degree=3, coef0=1.0, kernel_params=None,
@@ -193,6 +195,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self.trace_residual_path_ = res.trace[:, 0]
         self.stop_reason_ = res.stop_reason
         self.n_passes_ = res.n_passes
+        self.history_ = res.history
         self.n_components_ = len(res.index)
         eig, _, coef, offset = principal_directions(res)
         self.eigenvalues_ = eig
@@ -266,7 +269,8 @@ class SparseKCCA(BaseEstimator):
     ----------
     components_index_, basis_vectors_x_, basis_vectors_y_, correlations_ (training canonical
     correlations, decreasing), expansion_x_, expansion_y_ (KernelExpansion each),
-    trace_residual_path_ (k + 1, 2), n_components_, stop_reason_. ``bound(X, Y, loss_threshold)``: the
+    trace_residual_path_ (k + 1, 2), n_components_, stop_reason_, history_ (one record per chosen
+    row: ``iteration``, ``index``, ``score`` — §4's quotient). ``bound(X, Y, loss_threshold)``: the
     generalisation bound of §4 (Theorem 4) on the two views' disagreement.
     """
 
@@ -350,6 +354,7 @@ class SparseKCCA(BaseEstimator):
         self.basis_vectors_y_ = res.vectors[:, dx:]
         self.trace_residual_path_ = res.trace
         self.stop_reason_ = res.stop_reason
+        self.history_ = res.history
         self.n_components_ = len(res.index)
         self.correlations_ = corr
         self.fit_seconds_ = time.perf_counter() - t0  # wall-clock seconds of this call (the report's fit time)

@@ -45,14 +45,16 @@ candidate in score order), so both give the same path to rounding.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import solve_triangular
 
 from ..blockops import Atom, Engine, RSScoreQuery, RSValuesQuery, rs_effects, rs_score, rs_values
+from ..blockops._results import RSScoreStats, RSValues
 from ..linalg import IncrementalCholesky
 from ._candidates import merge_ranked
+from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import RandomCandidates
 
@@ -90,6 +92,8 @@ class HMPResult:
     level; ``stop_reason`` (a :class:`~kmp_dask.greedy._result.StopReason` value, one of
     :data:`HMP_STOP_REASONS`); ``n_passes``; ``seconds``. Backfitting keeps the factor ``L`` and
     ``ctilde = L⁻¹ f(s)``; the basic pursuit keeps its ``steps`` (pool row, coefficient step).
+    ``history``: one record per iteration (``iteration``, ``n_vectors``, ``rkhs_error``,
+    ``rkhs_error_rel``), the records the callback received.
     """
 
     index: np.ndarray
@@ -106,6 +110,7 @@ class HMPResult:
     L: np.ndarray | None = None
     ctilde: np.ndarray | None = None
     steps: list | None = None
+    history: list = field(default_factory=list)
 
     @property
     def n_levels(self) -> int:
@@ -137,8 +142,9 @@ def _merge_steps(steps, m):
     return index, (np.stack([coef[i] for i in order]) if order else np.zeros((0, m)))
 
 
-def _merge_candidates(results):
-    return merge_ranked(results, ("index", "score", "rows", "r", "f", "kdiag"), by="score")
+def _merge_candidates(res: RSScoreStats):
+    """The partitions' best candidates of a pass's total, merged best first (ties: lowest row)."""
+    return merge_ranked(res.candidates(), ("index", "score", "rows", "r", "f", "kdiag"), by="score")
 
 
 def hyperplane_pursuit(engine: Engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: int, backfit: bool = True,
@@ -186,17 +192,17 @@ def hyperplane_pursuit(engine: Engine, *, kernel, n_rows: int, wsq, outputs, n_v
         sampler = None if candidates is None else RandomCandidates(n_rows, int(candidates))
         model = _HMPModel(kernel, wsq, n_vectors, backfit, criterion)
         loop = HMPLoop(model, sampler, [rs_effects.start(outputs, model.capacity, track_delta=criterion == "decrease")])
-    model, sampler = loop.model, loop.sampler
+    model, sampler, recorder = loop.model, loop.sampler, loop.recorder.attach(callback)
     while True:
         excluded = model.excluded()
         cand = None if sampler is None else sampler.draw(rng, excluded)
         exclude = np.asarray(sorted(excluded), dtype=np.int64)
         query = RSScoreQuery(cand, exclude, top, criterion, MIN_PIVOT)
-        results = engine.run(rs_score, query, loop.effects)     # applies the last choice
+        res = RSScoreStats.combine(engine.run(rs_score, query, loop.effects))  # applies the last choice
         loop.effects = []
         loop.n_passes += 1
-        loop.sses.append(np.sum([r["rss"] for r in results], axis=0))
-        best = _merge_candidates(results)
+        recorder.append("pool_sse", res.rss)
+        best = _merge_candidates(res)
         reason = model.stop_rule(best, rkhs_tol)
         if reason is not None:
             break
@@ -209,23 +215,40 @@ def hyperplane_pursuit(engine: Engine, *, kernel, n_rows: int, wsq, outputs, n_v
             continue
         loop.stalls = 0
         loop.effects = model.add(best, pick)                   # coefficients, RKHS error, the partitions' move
+        rec = loop.end_iteration()                             # the error and count paths, the record
         if checkpoint is not None:  # the end of iteration it − 1: everything the rest depends on
-            checkpoint.maybe_save(loop, model.it - 1, rng, last=model.counts[-1] >= model.n_vectors)
-        if callback is not None:
-            callback(model.record())
-    return model.result(reason, loop.sses, loop.n_passes, time.perf_counter() - t0)
+            checkpoint.maybe_save(loop, model.it - 1, rng, last=model.n_distinct >= model.n_vectors)
+        recorder.emit(rec)
+    return model.result(reason, recorder, loop.n_passes, time.perf_counter() - t0)
 
 
 class HMPLoop:
     """The engine pursuit's driver state between two passes (what a checkpoint saves with the
     engine's journal and the RNG state): the :class:`_HMPModel`, the candidate sampler, the
-    effects queued for the next pass, the pool sums of squares so far and the pass / stall
-    counters."""
+    effects queued for the next pass, the pass / stall counters and the
+    :class:`~kmp_dask.greedy._record.PathRecorder` (paths per pass: the pool sums of squares;
+    per level: the RKHS error and the number of distinct vectors; one record per iteration)."""
 
     def __init__(self, model, sampler, effects):
         self.model, self.sampler, self.effects = model, sampler, list(effects)
-        self.sses: list = []
+        self.recorder = _hmp_recorder(model.err, 0)
         self.n_passes, self.stalls = 0, 0
+
+    def end_iteration(self) -> dict:
+        """The model's new level on the paths; its record kept (returned for the callback)."""
+        self.recorder.append("rkhs_error", self.model.err.copy())
+        self.recorder.append("n_vectors", self.model.n_distinct)
+        rec = self.model.record()
+        self.recorder.keep(rec)
+        return rec
+
+
+def _hmp_recorder(err, count) -> PathRecorder:
+    """A pursuit's recorder, its level paths started at nothing selected."""
+    rec = PathRecorder(paths=("pool_sse", "rkhs_error", "n_vectors"))
+    rec.append("rkhs_error", np.array(err, dtype=np.float64))
+    rec.append("n_vectors", count)
+    return rec
 
 
 class _HMPModel:
@@ -247,14 +270,18 @@ class _HMPModel:
         self.coef = np.zeros((0, self.m))  # per cache column (backfit: per vector; basic: per step)
         self.steps: list = []
         self.err = self.wsq.copy()
-        self.errs, self.counts = [self.err.copy()], [0]
         self.it = 0
+
+    @property
+    def n_distinct(self) -> int:
+        """Distinct vectors selected (backfitting never selects one twice)."""
+        return len(self.sel_index) if self.backfit else len(set(self.sel_index))
 
     def excluded(self) -> set:
         return set(self.sel_index) | self.dependent if self.backfit else set(self.dependent)
 
     def stop_rule(self, best, rkhs_tol):
-        if self.counts[-1] >= self.n_vectors:
+        if self.n_distinct >= self.n_vectors:
             return StopReason.N_VECTORS
         if not self.backfit and self.it >= BASIC_MAX_STEPS * self.n_vectors:
             return StopReason.MAX_ITER
@@ -305,8 +332,6 @@ class _HMPModel:
         self.sel_rows.append(np.array(z))
         self.it += 1
         self.err = np.maximum(self.err, 0.0)
-        self.errs.append(self.err.copy())
-        self.counts.append(len(self.sel_index) if self.backfit else len(set(self.sel_index)))
         effects = [*rs_effects.add(Atom(np.array(z), 0, idx))]
         if self.criterion == "decrease":  # residual and δ move together; δ's moves are never dropped
             effects.append(rs_effects.orth_move(w, c, Lkk, idx))
@@ -320,10 +345,10 @@ class _HMPModel:
 
     def record(self) -> dict:
         e = float(self.err.sum())
-        return {"iteration": self.it - 1, "n_vectors": self.counts[-1], "rkhs_error": e,
+        return {"iteration": self.it - 1, "n_vectors": self.n_distinct, "rkhs_error": e,
                 "rkhs_error_rel": e / self.total if self.total > 0 else 0.0}
 
-    def result(self, reason, sses, n_passes, seconds) -> HMPResult:
+    def result(self, reason, recorder, n_passes, seconds) -> HMPResult:
         if self.backfit:
             index = np.asarray(self.sel_index, dtype=np.int64)
             vectors = np.asarray(self.sel_rows).reshape(len(self.sel_rows), -1)
@@ -333,11 +358,11 @@ class _HMPModel:
             first = {i: self.sel_rows[k] for k, i in reversed(list(enumerate(self.sel_index)))}
             vectors = np.asarray([first[i] for i in index.tolist()]).reshape(len(index), -1)
         return HMPResult(
-            index=index, vectors=vectors, coef=final, wsq=self.wsq, rkhs_error=np.asarray(self.errs),
-            pool_sse=np.asarray(sses), n_vectors_at=np.asarray(self.counts), stop_reason=StopReason(reason).value,
-            backfit=self.backfit, n_passes=n_passes, seconds=seconds,
+            index=index, vectors=vectors, coef=final, wsq=self.wsq, rkhs_error=recorder.stacked("rkhs_error"),
+            pool_sse=recorder.stacked("pool_sse"), n_vectors_at=recorder.stacked("n_vectors"),
+            stop_reason=StopReason(reason).value, backfit=self.backfit, n_passes=n_passes, seconds=seconds,
             L=np.array(self.chol.L) if self.backfit else None, ctilde=self.ctilde if self.backfit else None,
-            steps=None if self.backfit else self.steps,
+            steps=None if self.backfit else self.steps, history=list(recorder.history),
         )
 
 
@@ -365,6 +390,7 @@ def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates
         run = _DensePursuit(rows, kernel, F, wsq, n_vectors, candidates, random_state, criterion)
     else:
         run.reattach(rows, F, random_state)
+    run.recorder.attach(callback)
     while True:
         reason = run.stop_rule(rkhs_tol)                       # size or RKHS tolerance reached
         if reason is not None:
@@ -385,10 +411,11 @@ def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates
                 break
             continue
         if run.add(z):                                         # Cholesky column, residual, error
+            rec = run.record()
+            run.recorder.keep(rec)
             if checkpoint is not None:
                 checkpoint.maybe_save(run, len(run.sel) - 1, run.rng, last=len(run.sel) >= run.n_vectors)
-            if callback is not None:
-                callback(run.record())
+            run.recorder.emit(rec)
     return run.result(reason, time.perf_counter() - t0)
 
 
@@ -414,7 +441,8 @@ class _DensePursuit:
         self.R = self.F.copy()
         self.ctilde = np.zeros((0, self.m))
         self.err = self.wsq.copy()
-        self.errs, self.counts, self.sses = [self.err.copy()], [0], [np.einsum("ij,ij->j", self.R, self.R)]
+        self.recorder = _hmp_recorder(self.err, 0)  # per level: RKHS error, vectors, pool SSE; records
+        self.recorder.append("pool_sse", np.einsum("ij,ij->j", self.R, self.R))
         self.sel: list[int] = []
         self.dependent: set[int] = set()
         self.excluded = np.zeros(P, dtype=bool)
@@ -507,9 +535,9 @@ class _DensePursuit:
         else:
             self.R -= np.outer(q, ct)
         self.err = np.maximum(self.err - ct * ct, 0.0)
-        self.errs.append(self.err.copy())
-        self.counts.append(k)
-        self.sses.append(np.einsum("ij,ij->j", self.R, self.R))
+        self.recorder.append("rkhs_error", self.err.copy())
+        self.recorder.append("n_vectors", k)
+        self.recorder.append("pool_sse", np.einsum("ij,ij->j", self.R, self.R))
         return True
 
     def record(self) -> dict:
@@ -524,8 +552,9 @@ class _DensePursuit:
         index = np.asarray(self.sel, dtype=np.int64)
         return HMPResult(
             index=index, vectors=self.Z[index].reshape(n, -1), coef=coef, wsq=self.wsq,
-            rkhs_error=np.asarray(self.errs), pool_sse=np.asarray(self.sses), n_vectors_at=np.asarray(self.counts),
-            stop_reason=StopReason(reason).value, backfit=True, n_passes=0, seconds=seconds, L=Ln, ctilde=self.ctilde)
+            rkhs_error=self.recorder.stacked("rkhs_error"), pool_sse=self.recorder.stacked("pool_sse"),
+            n_vectors_at=self.recorder.stacked("n_vectors"), stop_reason=StopReason(reason).value, backfit=True,
+            n_passes=0, seconds=seconds, L=Ln, ctilde=self.ctilde, history=list(self.recorder.history))
 
 
 def pool_errors(engine: Engine, result: HMPResult, levels, values: bool = False):
@@ -535,9 +564,8 @@ def pool_errors(engine: Engine, result: HMPResult, levels, values: bool = False)
     if not result.backfit:
         raise ValueError("pool_errors needs a backfitted path (the basic pursuit's cache holds repeated columns)")
     coefs = tuple(result.prefix_coef(k)[1] for k in levels)
-    out = engine.run(rs_values, RSValuesQuery(coefs, values))
-    sse = np.sum([o["sse"] for o in out], axis=0)
-    return (sse, [o["values"] for o in out]) if values else sse
+    out = RSValues.combine(engine.run(rs_values, RSValuesQuery(coefs, values)))
+    return (out.sse, list(out.values)) if values else out.sse
 
 
 def geometric_levels(n: int, count: int = 10) -> list[int]:

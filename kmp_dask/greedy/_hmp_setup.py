@@ -19,6 +19,7 @@ import functools
 import numpy as np
 
 from ..blockops import Engine, RSSetup, rs_effects, rs_stats
+from ..blockops._results import RSStats
 from ..expansion import KernelExpansion
 from ._hmp import hyperplane_pursuit
 
@@ -30,9 +31,9 @@ def pool_rkhs_norms(engine: Engine, expansion, pool_coef) -> np.ndarray:
     its rows are the expansion's own centres (``pool_coef``: their coefficients), else on the
     driver (O(n²) kernel values, blocked)."""
     setup = RSSetup(expansion.support_vectors, expansion.coef, expansion.kernels[0], pool_coef)
-    parts = engine.run(rs_stats, None, [rs_effects.init(setup)])
-    if pool_coef is not None and all(p["own"] for p in parts):
-        return np.sum([p["wsq"] for p in parts], axis=0)
+    stats = RSStats.combine(engine.run(rs_stats, None, [rs_effects.init(setup)]))
+    if pool_coef is not None and all(stats.own):
+        return np.add.reduce(list(stats.wsq))
     return expansion.rkhs_sqnorm()
 
 

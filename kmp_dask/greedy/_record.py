@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Recorder"]
+__all__ = ["Recorder", "PathRecorder"]
 
 
 class Recorder:
@@ -75,3 +75,53 @@ class Recorder:
             "best_score": float(finite.max()), "median_score": float(np.median(finite)),
             "n_candidates": int(len(finite)), "residual_norm": None, "loss": None, "val_score": None, "seconds": 0.0,
         })
+
+
+class PathRecorder:
+    """Per-iteration records and per-pass paths of the loops whose records the loop itself builds
+    (sparse KPCA / KCCA, hyperplane matching pursuit on an engine or in process).
+
+    ``history``: one dict per iteration, in order; :meth:`record` appends it and hands it to the
+    ``callback`` (the estimator's progress bar and the ``--log-json`` listeners,
+    :func:`kmp_dask.estimators._progress.progress_callback`), as :class:`Recorder` does for KMP.
+    ``paths``: named lists of per-pass values (the trace residual, the RKHS error, ...), appended
+    with :meth:`append` and read back stacked with :meth:`stacked`. A checkpoint pickles it
+    without the callback (:meth:`attach` gives it back)."""
+
+    def __init__(self, callback=None, paths=()):
+        self.callback = callback
+        self.history: list[dict] = []
+        self.paths: dict[str, list] = {name: [] for name in paths}
+
+    def attach(self, callback) -> "PathRecorder":
+        self.callback = callback
+        return self
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "callback"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, callback=None)
+
+    def record(self, rec: dict) -> None:
+        """Iteration ``rec["iteration"]`` ended: keep its record and call the callback with it."""
+        self.keep(rec)
+        self.emit(rec)
+
+    def keep(self, rec: dict) -> None:
+        """Keep the record (before a checkpoint is saved, so that the saved history holds it)."""
+        self.history.append(rec)
+
+    def emit(self, rec: dict) -> None:
+        """Call the callback with a kept record (after the checkpoint, as KMP's loop does)."""
+        if self.callback is not None:
+            self.callback(rec)
+
+    def append(self, name: str, value) -> None:
+        self.paths[name].append(value)
+
+    def path(self, name: str) -> list:
+        return self.paths[name]
+
+    def stacked(self, name: str) -> np.ndarray:
+        return np.asarray(self.paths[name])

@@ -19,15 +19,17 @@ moments ``Σ L``, ``Σ L Lᵀ`` from which the principal directions inside the s
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import solve_triangular
 
 from ..blockops._engine import Engine
 from ..blockops._kpca import KPCAColumn, KPCAScoreQuery, kpca_effects, kpca_moments, kpca_score
+from ..blockops._results import KPCAMoments, KPCAScoreStats
 from ..linalg import IncrementalCholesky
-from ._candidates import gather_rows
+from ._candidates import gather_fetched
+from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import RandomCandidates
 
@@ -43,7 +45,9 @@ class KPCAResult:
     after 0..k points (row 0: tr K), ``dmax`` (k + 1, V) largest residual, ``stop_reason`` (a
     :class:`~kmp_dask.greedy._result.StopReason` value: ``"n_components"``, ``"rank"``, ``"bound"``),
     ``n_passes``, ``seconds``, ``n_rows``; ``mean`` per view ``Σ L(x)/N`` and ``gram[(u, v)]`` =
-    ``Σ L_u(x) L_v(x)ᵀ`` over the data."""
+    ``Σ L_u(x) L_v(x)ᵀ`` over the data; ``history`` one record per chosen point (``iteration``,
+    ``index``, ``score``; one view: ``residual_norm``, the relative trace residual after it), the
+    records the callback received."""
 
     index: np.ndarray
     vectors: np.ndarray
@@ -56,6 +60,7 @@ class KPCAResult:
     n_rows: int
     mean: list | None = None
     gram: dict | None = None
+    history: list = field(default_factory=list)
 
 
 def _view(Z: np.ndarray, columns) -> np.ndarray:
@@ -69,17 +74,17 @@ def _coords(chol: IncrementalCholesky, kernel, S: np.ndarray, Z: np.ndarray) -> 
     return chol.solve_lower(kernel(S, Z).astype(np.float64)).T
 
 
-def _score(res, dz, tol):
-    """Matching-pursuit quotient per candidate: one view ``Σ K̃² / K̃(z, z)`` (Algorithm 1, the
-    trace drop); two views ``Σ K̃_x K̃_y / √(Σ K̃_x² Σ K̃_y²)`` (§4's quotient)."""
-    sq = np.sum([r["sq"] for r in res], axis=0)
+def _score(res: KPCAScoreStats, dz, tol):
+    """Matching-pursuit quotient per candidate from the pass's total ``res``: one view
+    ``Σ K̃² / K̃(z, z)`` (Algorithm 1, the trace drop); two views ``Σ K̃_x K̃_y / √(Σ K̃_x² Σ K̃_y²)``
+    (§4's quotient)."""
+    sq = res.sq
     ok = np.all(dz > tol, axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         if len(dz) == 1:
             score = sq[0] / dz[0]
         else:
-            cross = np.sum([r["cross"] for r in res], axis=0)
-            score = cross / np.sqrt(sq[0] * sq[1])
+            score = res.cross / np.sqrt(sq[0] * sq[1])
     return np.where(ok & np.isfinite(score), score, -np.inf)
 
 
@@ -134,10 +139,12 @@ class KPCARun:
     residual paths, this iteration's candidates ``(idx, Z)`` (exact mode: every row, with their
     coordinates ``LZ``), the effect queued for the next pass, the sampler and counters.
 
-    A checkpoint pickles it without ``engine``, ``callback`` and ``checkpoint``
-    (:meth:`attach` puts them back); everything else the rest of the run depends on is here."""
+    The trace and largest-residual paths and the per-point records live in its
+    :class:`~kmp_dask.greedy._record.PathRecorder`, which also calls the callback. A checkpoint
+    pickles it without ``engine``, ``checkpoint`` and the recorder's callback (:meth:`attach`
+    puts them back); everything else the rest of the run depends on is here."""
 
-    _DETACHED = ("engine", "callback", "checkpoint")
+    _DETACHED = ("engine", "checkpoint")
 
     def __init__(self, kernel, columns, n_rows, n_features, dtype, n_components, candidates, rank_tol):
         self.kernels = tuple(kernel) if isinstance(kernel, (tuple, list)) else (kernel,)
@@ -151,11 +158,10 @@ class KPCARun:
         self.S_rows: list[np.ndarray] = []
         self.S_index: list[int] = []
         self.dead: set[int] = set()
-        self.traces: list = []
-        self.dmaxes: list = []
+        self.recorder = PathRecorder(paths=("trace", "dmax"))  # per pass: trace and largest residual
         self.effects: list = []
         self.n_passes, self.stalls, self.seconds = 0, 0, 0.0
-        self.engine = self.callback = self.checkpoint = None
+        self.engine = self.checkpoint = None
 
     @property
     def n_basis(self) -> int:
@@ -169,21 +175,22 @@ class KPCARun:
         return state
 
     def __setstate__(self, state):
-        self.__dict__.update(state, engine=None, callback=None, checkpoint=None)
+        self.__dict__.update(state, engine=None, checkpoint=None)
 
     def attach(self, engine: Engine, callback, checkpoint):
-        self.engine, self.callback, self.checkpoint = engine, callback, checkpoint
+        self.engine, self.checkpoint = engine, checkpoint
+        self.recorder.attach(callback)
         self._t0 = time.perf_counter()
         return self
 
     def begin(self, rng) -> None:
         """The first pass: partitions set up, ``max k(x, x)`` per view, the first candidates' rows."""
         idx_next = np.arange(self.n_rows, dtype=np.int64) if self.exact else self.sampler.draw(rng, set())
-        res = self.engine.run(kpca_score, KPCAScoreQuery(fetch=idx_next),
-                              (kpca_effects.init(self.kernels, self.columns, self.capacity),))
+        res = KPCAScoreStats.combine(self.engine.run(kpca_score, KPCAScoreQuery(fetch=idx_next),
+                                                     (kpca_effects.init(self.kernels, self.columns, self.capacity),)))
         self.n_passes = 1
-        self.kmax = np.max([r["dmax"] for r in res], axis=0)  # (V,) max k(x, x)
-        self.idx, self.Z = idx_next, gather_rows(res, idx_next, self.n_features, self.dtype)
+        self.kmax = res.dmax  # (V,) max k(x, x)
+        self.idx, self.Z = idx_next, gather_fetched(res.fetched, idx_next, self.n_features, self.dtype)
         self.LZ = [np.zeros((len(self.idx), 0)) for _ in self.kernels]  # exact mode: kept up to date on the driver
         self.reason = None
 
@@ -227,20 +234,21 @@ class KPCARun:
         return np.stack([np.asarray(k.diag(_view(self.Z, col)), dtype=np.float64) - np.einsum("ij,ij->i", L, L)
                          for k, col, L in zip(self.kernels, self.columns, self.LZ)])
 
-    def score_pass(self, idx_next):
+    def score_pass(self, idx_next) -> KPCAScoreStats:
         """One pass: the queued choice applied, this iteration's candidates scored, the trace and
-        largest residual recorded, the next candidates' rows fetched."""
-        res = self.engine.run(kpca_score, KPCAScoreQuery(self.Z, tuple(self.LZ), idx_next), self.effects)
+        largest residual recorded, the next candidates' rows fetched; the pass's total."""
+        res = KPCAScoreStats.combine(
+            self.engine.run(kpca_score, KPCAScoreQuery(self.Z, tuple(self.LZ), idx_next), self.effects))
         self.n_passes += 1
         self.effects = []
-        self.traces.append(np.sum([r["trace"] for r in res], axis=0))
-        self.dmaxes.append(np.max([r["dmax"] for r in res], axis=0))
+        self.recorder.append("trace", res.trace)
+        self.recorder.append("dmax", res.dmax)
         return res
 
     def stop_rule(self):
         if len(self.S_index) >= self.n_components:
             return StopReason.N_COMPONENTS
-        if np.any(self.dmaxes[-1] <= self.rank_tol * self.kmax):
+        if np.any(self.recorder.path("dmax")[-1] <= self.rank_tol * self.kmax):
             return StopReason.RANK
         return None
 
@@ -263,27 +271,29 @@ class KPCARun:
         self.pool.advance(self, res, idx_next, (z, lz, d))
 
     def end_iteration(self, rng, score, pick) -> None:
+        """The point's record kept, the checkpoint saved (every ``checkpoint.every``), the callback called."""
         t = len(self.S_index) - 1
+        rec = {"iteration": t, "index": self.S_index[-1], "score": float(score[pick])}
+        if len(self.kernels) == 1:
+            traces = self.recorder.path("trace")
+            rec["residual_norm"] = ((traces[-1][0] - score[pick]) / traces[0][0] if traces[0][0] > 0 else 0.0)
+        self.recorder.keep(rec)
         if self.checkpoint is not None:  # the end of iteration t: everything the rest depends on
             self.checkpoint.maybe_save(self, t, None, rng)
-        if self.callback is not None:
-            rec = {"iteration": t, "score": float(score[pick])}
-            if len(self.kernels) == 1:
-                rec["residual_norm"] = ((self.traces[-1][0] - score[pick]) / self.traces[0][0]
-                                        if self.traces[0][0] > 0 else 0.0)
-            self.callback(rec)
+        self.recorder.emit(rec)
 
     def moments(self) -> KPCAResult:
         """The last choice applied, then ``Σ L`` and ``Σ L Lᵀ`` over the data: the result."""
-        mom = self.engine.run(kpca_moments, None, self.effects)
-        n = sum(m["n"] for m in mom)
+        mom = KPCAMoments.combine(self.engine.run(kpca_moments, None, self.effects))
+        n = mom.n
         k, V = len(self.S_index), len(self.kernels)
-        means = [np.sum([m["sum"][v] for m in mom], axis=0) / max(n, 1) if k else np.zeros(0) for v in range(V)]
-        gram = {key: np.sum([m["gram"][key] for m in mom], axis=0) for key in mom[0]["gram"]}
+        means = [mom.sums[v] / max(n, 1) if k else np.zeros(0) for v in range(V)]
+        gram = mom.gram
         return KPCAResult(np.asarray(self.S_index, dtype=np.int64),
                           np.asarray(self.S_rows).reshape(k, self.n_features),
-                          [np.array(c.L) for c in self.chols], np.asarray(self.traces), np.asarray(self.dmaxes),
-                          StopReason(self.reason).value, self.n_passes + 1, 0.0, n, means, gram)
+                          [np.array(c.L) for c in self.chols], self.recorder.stacked("trace"),
+                          self.recorder.stacked("dmax"), StopReason(self.reason).value, self.n_passes + 1, 0.0, n,
+                          means, gram, list(self.recorder.history))
 
 
 class _EveryRow:
@@ -326,7 +336,7 @@ class _Sampled:
 
     @staticmethod
     def advance(run, res, idx_next, chosen=None) -> None:
-        run.idx, run.Z = idx_next, gather_rows(res, idx_next, run.n_features, run.dtype)
+        run.idx, run.Z = idx_next, gather_fetched(res.fetched, idx_next, run.n_features, run.dtype)
 
 
 _EVERY_ROW, _SAMPLED = _EveryRow(), _Sampled()
@@ -411,4 +421,5 @@ def truncate(result: KPCAResult, k: int) -> KPCAResult:
     k = int(k)
     return KPCAResult(result.index[:k], result.vectors[:k], [L[:k, :k] for L in result.L], result.trace[: k + 1],
                       result.dmax[: k + 1], StopReason.BOUND.value, result.n_passes, result.seconds, result.n_rows,
-                      [mu[:k] for mu in result.mean], {key: g[:k, :k] for key, g in result.gram.items()})
+                      [mu[:k] for mu in result.mean], {key: g[:k, :k] for key, g in result.gram.items()},
+                      result.history[:k])

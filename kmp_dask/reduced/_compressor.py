@@ -165,6 +165,10 @@ class ReducedSetCompressor(BaseEstimator):
         ``rkhs_error_rel``, and ``train_error`` / ``val_error`` when labelled data were given
         (error rate for classifiers with re-optimised thresholds, mean squared error otherwise)
     wsq_ : ndarray (m,) — ``‖w_j‖²``
+    history_ : list of dict — the hyperplane pursuit's records, one per iteration (``iteration``,
+        ``n_vectors``, ``rkhs_error``, ``rkhs_error_rel``; with independent outputs also ``group``,
+        the pursuit's index), what ``verbose`` and the CLI's ``--log-json`` show; set when a
+        pursuit ran (``method="hmp"``; with ``chunk_vectors``, its refinement)
     seconds_ : float — time of the selection itself (the path), excluding error evaluation
     classes_ : ndarray — the model's classes (classifiers)
     used_prefix_ : bool — True when the model is a KMP fit with a path (``expansion_at``), labels
@@ -249,6 +253,7 @@ class ReducedSetCompressor(BaseEstimator):
         # open until the chosen level's model is built, then close (see _build.exchanged)
         done = None if ckpt is None else ckpt.result
         self.__dict__.pop("results_", None)
+        self.__dict__.pop("history_", None)
         with contextlib.ExitStack() as keep:
             try:
                 levels, wsq = self._run_route(done, exp, store, rows, pool_coef, in_memory, n_keep, groups, coupled,

@@ -96,8 +96,10 @@ class _PursuitRun:
 
 
 def _record(est, results, groups, m):
-    """The pursuits' results on the estimator and the path's levels."""
+    """The pursuits' results and their per-iteration records on the estimator; the path's levels."""
     est.results_ = results
+    hist = [getattr(r, "history", []) for r in results]  # (a checkpoint written before records: none)
+    est.history_ = hist[0] if len(hist) == 1 else [{**rec, "group": g} for g, h in enumerate(hist) for rec in h]
     est.stop_reason_ = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
     return levels_from_pursuits(results, groups, m)
 

@@ -130,7 +130,7 @@ def test_complete_checkpoint_is_kept_and_resuming_it_starts_nothing(tmp_path, mo
     def no_cluster(*a, **k):
         raise AssertionError("a complete checkpoint needs no client and no pass")
 
-    monkeypatch.setattr(est_kpca, "resolve_client", no_cluster)
+    monkeypatch.setattr(est_kpca, "engine_session", no_cluster)
     again = SparseKernelPCA(n_components=8, candidates=30, random_state=1).fit(X, checkpoint=ckpt, resume=True)
     _same_kpca(again, first)
 

@@ -1,0 +1,31 @@
+"""One fit's session with the engine: the client resolved and an engine over the store, closed at the end.
+
+An estimator composes a family's loop (``kmp_dask.greedy``) with an engine; this is the one way
+it gets that engine: ``with engine_session(client, store, in_memory=...) as engine`` resolves
+``client`` (None, "sync", "embedded", an address or a ``distributed.Client``:
+:func:`~kmp_dask.parallel.resolve_client`), builds the engine over the store's partitions
+(:func:`~kmp_dask.parallel.make_engine`: in process without a client, one actor per worker
+otherwise), hands it to the block and closes the engine, then the client it started, whatever
+happens in the block. The estimator never names a partition query or a client itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ._client import resolve_client
+from ._setup import make_engine
+
+__all__ = ["engine_session"]
+
+
+@contextlib.contextmanager
+def engine_session(client, store, *, in_memory: bool, sample_weight=None, **options):
+    """Yield an engine over ``store`` (``sample_weight``, ``options``: as :func:`make_engine`);
+    ``in_memory``: the data are in this process (then ``client=None`` runs in process)."""
+    with resolve_client(client, in_memory=in_memory) as resolved:
+        engine = make_engine(resolved, store, sample_weight, **options)
+        try:
+            yield engine
+        finally:
+            engine.close()
