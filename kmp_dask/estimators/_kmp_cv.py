@@ -189,6 +189,7 @@ class _BaseKMPCV(BaseEstimator):
             best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client)
             best.fit(X, y)
         best.set_params(client=self.client)
+        best.cv_search_ = _cv_record(self)  # saved with the model: the report's score-vs-size figure
         self.best_estimator_ = best
         for name in ("n_features_in_", "feature_names_in_", "classes_", "store_feature_names_"):
             if hasattr(best, name):
@@ -292,7 +293,7 @@ class _BaseKMPCV(BaseEstimator):
         self.best_params_ = {"gamma": float(self.gammas_[g]), "n_basis": int(sizes[s])}
         self.best_score_ = float(mean[self.best_index_])
         self.n_splits_ = K
-        _warn_if_at_edge(self, S.mean(axis=1))
+        self.cv_warnings_ = _warn_if_at_edge(self, S.mean(axis=1))
 
     # ---- delegation to the refitted model -------------------------------------------------
     def predict(self, X):
@@ -375,11 +376,16 @@ _DOC = """
         Index of ``best_params_`` in ``cv_results_``.
     best_estimator_ : {inner}
         Fitted on all rows with ``best_params_``; ``predict``, ``score`` (and the other
-        prediction methods) delegate to it.
+        prediction methods) delegate to it. Its ``cv_search_`` (a dict: ``gammas``, ``sizes``,
+        ``scores`` as ``scores_``, ``rule``, ``best_gamma``, ``best_n_basis``, ``warnings``) is
+        saved with it, so the report of a saved model draws the score against the size per γ.
     n_basis_ : int
         ``best_estimator_.n_basis_``.
     n_splits_ : int
         Number of folds.
+    cv_warnings_ : list of str
+        What the search warned about (the best score at the cap of ``n_basis`` or at an end of the
+        γ grid, each with how to widen it); empty when nothing.
     split_seed_ : int
         Seed of the folds: the hash of :func:`~kmp_dask.blockops._prefix_scores.hash_folds` (store /
         dask input) or the shuffle of ``StratifiedKFold`` / ``KFold`` (numpy input with an int
@@ -459,6 +465,18 @@ def _warn_if_at_edge(est, mean):
     if problems:
         warnings.warn(f"{type(est).__name__}: " + "; ".join(problems) + f" (best_params_={est.best_params_}).",
                       UserWarning, stacklevel=3)
+    return problems
+
+
+def _cv_record(est) -> dict:
+    """What the refitted model keeps of the search that chose it (``best_estimator_.cv_search_``;
+    plain numbers, strings and arrays, so the open model format stores it and the report draws the
+    held-out score against the size for each γ from a saved model)."""
+    return {"search": type(est).__name__, "metric": "accuracy" if est._is_classifier else "R²",
+            "rule": str(est.rule), "n_splits": int(est.n_splits_), "gammas": np.asarray(est.gammas_, dtype=np.float64),
+            "sizes": np.asarray(est.sizes_, dtype=np.int64), "scores": np.asarray(est.scores_, dtype=np.float64),
+            "best_gamma": float(est.best_params_["gamma"]), "best_n_basis": int(est.best_params_["n_basis"]),
+            "warnings": [str(p) for p in est.cv_warnings_]}
 
 
 def _numeric(X):

@@ -3,7 +3,8 @@
 :func:`write_report` / :func:`build_report` take fitted estimators — ``KMPRegressor``,
 ``KMPClassifier``, ``CVMClassifier``, ``MMDA``, ``SparseKernelPCA``, ``SparseKCCA``,
 ``ReducedSetCompressor``, ``ReducedSetClassifier``, ``ReducedSetRegressor`` — and give one page:
-an overview table, then per model a summary table and the figures it has data for (error vs basis
+an overview table, then per model a summary table and the figures it has data for (for a model
+chosen by cross-validation, ``train --cv``: held-out score vs size per gamma; error vs basis
 size, time per iteration, compression path, bound path, per-component values, feature scatter),
 then the evaluation metrics passed in.
 

@@ -14,9 +14,9 @@ import numpy as np
 
 from .._version import __version__
 from . import _series as S
-from ._html import Block, Figure, Missing, Table, render_page
+from ._html import Block, Figure, Missing, Note, Table, render_page
 from ._models import as_named_models, summary_rows
-from ._plots import bar_png, line_png, scatter_png
+from ._plots import bar_png, cv_png, line_png, scatter_png
 
 __all__ = ["build_report", "write_report"]
 
@@ -96,6 +96,36 @@ def _scatter(name, model, X, y) -> Figure:
     return Figure("Feature scatter", png, f"{name}: first two features of {len(F)} rows{coloured}")
 
 
+def _cv_parts(name, model) -> list:
+    """A model chosen by cross-validation (``cv_search_``): the held-out score against the size per
+    γ, its numbers at up to 14 sizes, and what the search warned about (with how to widen it).
+    Nothing for any other model, so their reports are unchanged."""
+    if getattr(model, "cv_search_", None) is None:
+        return []
+    try:
+        cv = S.cv_scores(model)
+    except S.Unavailable as exc:
+        return [Missing([("Cross-validation: score vs size", str(exc))])]
+    (cg, cs), (bg, bs) = cv.chosen, cv.best
+    chosen = f"{int(cv.sizes[cs])} atoms, gamma={cv.gammas[cg]:.4g}"
+    png = cv_png(f"{name}: {cv.n_splits}-fold cross-validation, held-out {cv.metric} vs size", cv)
+    alt = (f"{name}: mean held-out {cv.metric} ± one standard error against the number of atoms for "
+           f"{len(cv.gammas)} gammas; best mean {cv.mean[bg, bs]:.4g} at {int(cv.sizes[bs])} atoms, threshold "
+           f"{cv.threshold:.4g}; chosen ({cv.rule} rule): {chosen}")
+    header = ["atoms"] + [f"γ = {g:.4g}" for g in cv.gammas] + ["mark"]
+    rows = []
+    for s in S.cv_table_sizes(cv):
+        mark = ", ".join(m for m, hit in (("chosen", s == cs), ("best mean", s == bs)) if hit)
+        rows.append([int(cv.sizes[s])] + [f"{cv.mean[g, s]:.4f} ± {cv.se[g, s]:.4f}" for g in range(len(cv.gammas))]
+                    + [mark])
+    parts = [Figure("Cross-validation: score vs size", png, alt),
+             Table(f"Cross-validation: mean held-out {cv.metric} ± 1 SE ({cv.n_splits} folds; one-SE threshold "
+                   f"{cv.threshold:.4f}; chosen: {chosen})", header, rows)]
+    if cv.warnings:
+        parts.append(Note("Cross-validation: the choice may be limited by the grid", " | ".join(cv.warnings)))
+    return parts
+
+
 FIGURES = (("Error vs basis size", _error_vs_size), ("Time per iteration", _time_per_iteration),
            ("Compression path", _compression_path), ("Bound path", _bound_path),
            ("Components", _components), ("Feature scatter", _scatter))
@@ -103,7 +133,7 @@ FIGURES = (("Error vs basis size", _error_vs_size), ("Time per iteration", _time
 
 def _model_block(i: int, name: str, model, X, y) -> Block:
     rows = summary_rows(model)
-    parts, missing = [Table("Summary", ["field", "value"], [list(r) for r in rows])], []
+    parts, missing = [Table("Summary", ["field", "value"], [list(r) for r in rows])] + _cv_parts(name, model), []
     for title, draw in FIGURES:
         try:
             parts.append(draw(name, model, X, y))

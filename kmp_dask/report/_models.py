@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["KNOWN_CLASSES", "as_named_models", "check_model", "task_of", "compressor_of", "fit_time",
+__all__ = ["KNOWN_CLASSES", "as_named_models", "unwrap_search", "check_model", "task_of", "compressor_of", "fit_time",
            "summary_rows"]
 
 #: the kmp_dask estimators a report accepts, and the attribute that shows each is fitted
@@ -63,10 +63,22 @@ def as_named_models(models) -> list[tuple[str, object]]:
     for i, item in enumerate(items):
         if not (isinstance(item, tuple) and len(item) == 2):
             raise TypeError(f"models[{i}] must be a (name, fitted estimator) pair; got {type(item).__name__}")
-        name, model = str(item[0]), item[1]
+        name, model = str(item[0]), unwrap_search(str(item[0]), item[1])
         check_model(name, model)
         out.append((name, model))
     return out
+
+
+def unwrap_search(name: str, model):
+    """A fitted ``KMPClassifierCV`` / ``KMPRegressorCV`` as its ``best_estimator_`` (the model it
+    saves; it carries the search's scores in ``cv_search_``); any other model unchanged."""
+    names = {c.__name__ for c in type(model).__mro__ if c.__module__.startswith("kmp_dask.")}
+    if not names & {"KMPClassifierCV", "KMPRegressorCV"}:
+        return model
+    if not hasattr(model, "best_estimator_"):
+        raise ValueError(f"model {name!r} ({type(model).__name__}) is not fitted (no best_estimator_); call fit "
+                         "first, or load a model saved by `kmp-dask train --cv K`")
+    return model.best_estimator_
 
 
 def task_of(model) -> str:

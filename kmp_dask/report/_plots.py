@@ -16,7 +16,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ._series import Curve
 
-__all__ = ["line_png", "bar_png", "scatter_png"]
+__all__ = ["line_png", "bar_png", "scatter_png", "cv_png"]
 
 SIZE = (7.0, 3.6)  #: inches; at DPI, 700 × 360 pixels
 DPI = 100
@@ -102,4 +102,32 @@ def scatter_png(title: str, F: np.ndarray, y=None) -> bytes:
     ax.set(title=title, xlabel="feature 1" if F.shape[1] > 1 else "row",
            ylabel="feature 2" if F.shape[1] > 1 else "feature 1")
     ax.grid(True, alpha=0.3)
+    return _png(fig)
+
+
+def cv_png(title: str, cv) -> bytes:
+    """Mean held-out score ± one standard error against the size, one line per γ; the
+    one-standard-error threshold, the best mean and the chosen model marked (``cv``: a
+    :class:`~._series.CVScores`)."""
+    fig, ax = _figure()
+    x = cv.sizes.astype(float)
+    for i, g in enumerate(cv.gammas):
+        colour = f"C{i % 10}"
+        ax.plot(x, cv.mean[i], color=colour, linewidth=1.5, label=f"γ = {g:.4g}")
+        ax.fill_between(x, cv.mean[i] - cv.se[i], cv.mean[i] + cv.se[i], color=colour, alpha=0.18, linewidth=0)
+    ax.axhline(cv.threshold, color="0.3", linestyle="--", linewidth=1,
+               label=f"best − 1 SE = {cv.threshold:.4g}")
+    (bg, bs), (cg, cs) = cv.best, cv.chosen
+    ax.plot([x[bs]], [cv.mean[bg, bs]], linestyle="none", marker="o", markersize=7, markerfacecolor="none",
+            markeredgecolor="0.2", label=f"best mean: {int(cv.sizes[bs])} atoms, γ = {cv.gammas[bg]:.4g}")
+    ax.plot([x[cs]], [cv.mean[cg, cs]], linestyle="none", marker="*", markersize=13, color=f"C{cg % 10}",
+            markeredgecolor="black", label=f"chosen: {int(cv.sizes[cs])} atoms, γ = {cv.gammas[cg]:.4g}")
+    ax.axvline(x[cs], color="0.5", linestyle=":", linewidth=1)
+    ax.set(title=title, xlabel="number of atoms (basis functions)",
+           ylabel=f"held-out {cv.metric} (mean ± 1 SE, {cv.n_splits} folds)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(True, alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(handles), 3), fontsize="small",
+               frameon=False)
     return _png(fig)

@@ -14,8 +14,8 @@ import numpy as np
 from ._models import compressor_of, task_of
 
 __all__ = ["Unavailable", "Curve", "history_curves", "iteration_seconds", "metric_along_path", "full_model_score",
-           "compression_curves", "bound_curve", "residual_trace", "spectrum", "features", "N_PATH_SIZES",
-           "MAX_SCATTER_POINTS"]
+           "compression_curves", "bound_curve", "residual_trace", "spectrum", "features", "CVScores", "cv_scores",
+           "cv_table_sizes", "N_PATH_SIZES", "MAX_SCATTER_POINTS"]
 
 N_PATH_SIZES = 12  #: sizes k along the path where the test metric is computed
 MAX_SCATTER_POINTS = 2000
@@ -218,3 +218,56 @@ def features(model, X, y) -> tuple[np.ndarray, np.ndarray | None]:
         raise Unavailable(f"transform failed on the given X: {str(exc).splitlines()[0]}") from None
     F = F[:, None] if F.ndim == 1 else F
     return F[:, :2], ys
+
+
+# -- cross-validation along the path (KMPClassifierCV / KMPRegressorCV) ------------------------------
+
+@dataclass(frozen=True)
+class CVScores:
+    """The held-out score of every size for each γ, as the search that chose the model found it."""
+
+    metric: str
+    rule: str
+    n_splits: int
+    gammas: np.ndarray
+    sizes: np.ndarray
+    mean: np.ndarray  #: (n_gammas, n_sizes) mean over the folds
+    se: np.ndarray  #: (n_gammas, n_sizes) standard error, std(ddof=1) / sqrt(n_splits)
+    best: tuple[int, int]  #: (γ index, size index) of the best mean (ties: the smaller size, the earlier γ)
+    chosen: tuple[int, int]  #: (γ index, size index) of the model that was refitted
+    threshold: float  #: best mean − its standard error (the one-standard-error rule's bar)
+    warnings: tuple[str, ...]
+
+
+def cv_scores(model) -> CVScores:
+    """The search recorded on a model chosen by cross-validation (``cv_search_``, kept in the saved
+    model; a ``KMP*CV`` estimator is reported through its ``best_estimator_``)."""
+    rec = getattr(model, "cv_search_", None)
+    if not isinstance(rec, dict):
+        raise Unavailable("the model was not chosen by cross-validation (no cv_search_)")
+    try:
+        scores = np.asarray(rec["scores"], dtype=np.float64)
+        gammas, sizes = np.asarray(rec["gammas"], dtype=np.float64), np.asarray(rec["sizes"], dtype=np.int64)
+        chosen_g, chosen_n = float(rec["best_gamma"]), int(rec["best_n_basis"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise Unavailable(f"the recorded cross-validation is incomplete ({type(exc).__name__}: {exc})") from None
+    if scores.ndim != 3 or scores.shape[0] != len(gammas) or scores.shape[2] != len(sizes) or not len(sizes):
+        raise Unavailable(f"the recorded cross-validation scores have shape {scores.shape}, not (gammas "
+                          f"{len(gammas)}, folds, sizes {len(sizes)})")
+    k = scores.shape[1]
+    mean = scores.mean(axis=1)
+    se = scores.std(axis=1, ddof=1) / np.sqrt(k) if k > 1 else np.zeros_like(mean)
+    top = mean == mean.max()
+    s0 = int(np.flatnonzero(top.any(axis=0))[0])
+    g0 = int(np.flatnonzero(top[:, s0])[0])
+    chosen = (int(np.argmin(np.abs(gammas - chosen_g))), int(np.argmin(np.abs(sizes - chosen_n))))
+    return CVScores(str(rec.get("metric", "score")), str(rec.get("rule", "")), k, gammas, sizes, mean, se, (g0, s0),
+                    chosen, float(mean[g0, s0] - se[g0, s0]), tuple(str(w) for w in rec.get("warnings", ())))
+
+
+def cv_table_sizes(cv: CVScores) -> list[int]:
+    """Indices into ``cv.sizes`` for the data table: up to :data:`N_PATH_SIZES` spread over the
+    path, plus the chosen and the best size."""
+    n = len(cv.sizes)
+    spread = np.linspace(0, n - 1, min(N_PATH_SIZES, n)).round().astype(int).tolist()
+    return sorted(set(spread) | {cv.chosen[1], cv.best[1]})

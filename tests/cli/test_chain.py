@@ -56,6 +56,8 @@ def _check_outputs(tmp_path, metrics):
     assert len(images) >= 2 and all(img[:8] == b"\x89PNG\r\n\x1a\n" and len(img) > 2000 for img in images)
 
 
+@pytest.mark.slow  # the same chain and checks as on a real scheduler below; the CLI's embedded cluster
+# (--workers) in the default run: test_pipeline1_on_embedded_cluster, test_config_file_and_flags
 def test_chain_on_embedded_cluster(tmp_path):
     metrics = _chain(tmp_path, ["--workers", "2"])
     assert metrics["accuracy"] > 0.5

@@ -38,6 +38,9 @@ def _kill_when(log, n_lines, proc, timeout=300):
     raise AssertionError("train did not reach the kill point in time")
 
 
+@pytest.mark.slow  # the same fault (a CLI fit on an embedded cluster SIGKILLed, resumed to the identical model)
+# in the default run: test_pipelines.py::test_killed_pipeline_resumes_to_the_identical_model; train's
+# --checkpoint / --resume flags: the test below; KMP SIGKILLed mid-fit: tests/greedy/test_checkpoint.py
 def test_killed_train_resumes_to_the_identical_model(tmp_path):
     run_cli("ingest", "synthetic:classification", tmp_path / "train.zarr", "--n-rows", 6000, "--chunk-rows", 1500)
     run_cli(*_train_args(tmp_path, tmp_path / "ref.kmp", "--quiet"))

@@ -74,22 +74,28 @@ def tls_cluster(tmp_path_factory):
         log.close()
 
 
-def test_train_and_evaluate_over_tls(tmp_path, tls_cluster):
+@pytest.fixture(scope="module")
+def train_store(tmp_path_factory):
+    """One ingested store for the module's tests (they only read it): one ingest process, not three."""
+    path = tmp_path_factory.mktemp("tls-data") / "train.zarr"
+    run_cli("ingest", "synthetic:classification", path, "--n-rows", 2000, "--chunk-rows", 500)
+    return path
+
+
+def test_train_and_evaluate_over_tls(tmp_path, tls_cluster, train_store):
     address, tls = tls_cluster
-    run_cli("ingest", "synthetic:classification", tmp_path / "train.zarr", "--n-rows", 2000, "--chunk-rows", 500)
-    out = run_cli("train", tmp_path / "train.zarr", "--model", tmp_path / "m.kmp", "--n-basis", 5,
+    out = run_cli("train", train_store, "--model", tmp_path / "m.kmp", "--n-basis", 5,
                   "--scheduler", address, *tls)
     assert "2 workers" in out.stderr
-    ev = run_cli("evaluate", tmp_path / "m.kmp", tmp_path / "train.zarr", "--json", "--scheduler", address, *tls)
+    ev = run_cli("evaluate", tmp_path / "m.kmp", train_store, "--json", "--scheduler", address, *tls)
     assert json.loads(ev.stdout)["n_rows"] == 2000
 
 
 @pytest.mark.parametrize("scheme", ["tls", "tcp"])
-def test_client_without_certificates_is_refused(tmp_path, tls_cluster, scheme):
+def test_client_without_certificates_is_refused(tmp_path, tls_cluster, train_store, scheme):
     address, _ = tls_cluster
-    run_cli("ingest", "synthetic:classification", tmp_path / "train.zarr", "--n-rows", 500)
     addr = address if scheme == "tls" else address.replace("tls://", "tcp://")
-    proc = run_cli("train", tmp_path / "train.zarr", "--model", tmp_path / "m.kmp", "--n-basis", 3,
+    proc = run_cli("train", train_store, "--model", tmp_path / "m.kmp", "--n-basis", 3,
                    "--scheduler", addr, "--connect-timeout", 5, check=False, timeout=120)
     assert proc.returncode in (1, 2), proc.stderr  # 2: refused before connecting (usage), 1: by the scheduler
     err = proc.stderr.strip().splitlines()

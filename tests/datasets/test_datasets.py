@@ -160,11 +160,12 @@ def test_generator_provenance_records_params(tmp_path):
 
 
 def test_generator_peak_memory_bounded_by_chunk(tmp_path):
-    n_rows, n_features = 2_000_000, 54
+    # 40 chunks, as 2,000,000 rows in chunks of 50,000 (measured peak / full: 0.210 here, 0.226 there; half the time)
+    n_rows, n_features = 500_000, 54
     full_bytes = n_rows * n_features * 4
     tracemalloc.start()
     try:
-        store = make_classification_store(tmp_path / "big.zarr", n_rows, chunk_rows=50_000)
+        store = make_classification_store(tmp_path / "big.zarr", n_rows, chunk_rows=12_500)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -59,11 +59,12 @@ def full_page(full_report):
     return Page(full_report)
 
 
-def test_every_family_has_its_sections(fitted, full_page):
+def test_every_family_has_its_sections(fitted, full_page, full_report):
     for i, (name, model) in enumerate(fitted.items()):
         titles = full_page.section_titles(i)
         missing = [t for t in EXPECTED[name] if t not in titles]
         assert not missing, f"{name} ({type(model).__name__}) lacks {missing}; has {titles}"
+    assert "Cross-validation" not in full_report  # only a model chosen by cross-validation has that section
 
 
 def test_a_figure_with_nothing_to_show_is_named_with_its_reason_not_drawn(fitted, full_page, full_report):
