@@ -144,3 +144,97 @@ def resolve_gamma(gamma, store, *, kernel="rbf", sample_weight=None, owner="the 
         scale = scale_gamma(store, kernel=kname, sample_weight=sample_weight)
         values = [scale if is_scale(g) else g for g in values]
     return type(gamma)(values) if isinstance(gamma, (list, tuple)) else values[0]
+
+
+# -- standardisation inside the model (issue 25) ----------------------------------------------------
+
+STANDARDIZE_VALUES = ("auto", True, False)
+
+
+def check_standardize(value) -> None:
+    """``standardize`` must be ``"auto"``, True or False; raise naming the value and the fix."""
+    if not (isinstance(value, bool) or (isinstance(value, str) and value == "auto")):
+        raise ValueError(
+            f"standardize must be 'auto' (standardise when the features' scales differ, the default), True (always) "
+            f"or False (never: the raw rows, as before); got {value!r}")
+
+
+def _feature_moments(store, sample_weight=None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per-feature mean and std of the training rows: a store's ``mean`` / ``std`` attributes (no
+    pass); with ``sample_weight`` the weighted moments (one pass over a store, numpy otherwise)."""
+    attrs = store.attrs
+    mean, std = attrs.get("mean"), attrs.get("std")
+    if sample_weight is None and mean is not None and std is not None and len(mean) == store.n_features:
+        return np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64)
+    from ..store import InMemoryStore
+
+    if isinstance(store, InMemoryStore):
+        X = store.read_range(0, store.n_rows)[0].astype(np.float64, copy=False)
+        if sample_weight is None:
+            return X.mean(axis=0), X.std(axis=0)
+        mean = np.average(X, axis=0, weights=sample_weight)
+        return mean, np.sqrt(np.average((X - mean) ** 2, axis=0, weights=sample_weight))
+    from ..parallel._moments import feature_moments
+
+    return feature_moments(store.to_dask("X"), sample_weight)
+
+
+def _small_features(std: np.ndarray) -> np.ndarray:
+    """The non-constant features below :data:`SMALL_FEATURE` × the features' RMS std."""
+    live = np.flatnonzero(std > 0)
+    if len(live) < 2:
+        return live[:0]
+    rms = float(np.sqrt(np.mean(std[live] ** 2)))
+    return live[std[live] < SMALL_FEATURE * rms]
+
+
+def standardization(standardize, store, sample_weight=None) -> tuple | None:
+    """``(mean, scale, moments)`` to standardise the training ``store`` with, or None to leave it
+    raw; ``moments`` are the rows' (weighted) per-feature mean and std.
+
+    ``"auto"``: exactly when the features are on different scales by the rule of the
+    :class:`~kmp_dask.exceptions.FeatureScaleWarning` (:data:`SMALL_FEATURE`: the store's ``std``
+    attribute, or the rows' std); True: always; False: never. ``scale`` is the std, 1 for a
+    constant feature (as scikit-learn's StandardScaler). Both are rounded to
+    :data:`SCALE_DIGITS` significant digits, so the same rows give the same transform (and
+    model) whatever the chunking and the input type.
+    """
+    check_standardize(standardize)
+    if standardize is False:
+        return None
+    if standardize == "auto":
+        std = _feature_stds(store)
+        if std is None or not len(_small_features(std)):
+            return None
+    moments = _feature_moments(store, sample_weight)
+    if moments is None:
+        return None
+    mean, std = moments
+    constant = ~(std > 10 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1.0))
+    scale = np.where(constant, 1.0, std)
+    rounded = np.vectorize(_rounded, otypes=[np.float64])
+    return rounded(mean), rounded(scale), (mean, std)
+
+
+def standardized_store(estimator, store, sample_weight=None):
+    """The store the fit sees: ``store`` itself, or an :class:`~kmp_dask.store.AffineStore` view
+    ``(x − mean) / scale`` read partition by partition (no copy, no extra pass). Sets the fitted
+    attributes ``standardized_`` and, when standardised, ``feature_mean_`` / ``feature_scale_``."""
+    from ..store import AffineStore
+
+    for name in ("feature_mean_", "feature_scale_"):
+        estimator.__dict__.pop(name, None)
+    found = standardization(getattr(estimator, "standardize", False), store, sample_weight)
+    estimator.standardized_ = found is not None
+    if found is None:
+        return store
+    estimator.feature_mean_, estimator.feature_scale_, moments = found
+    # the view's mean / std attributes are the (weighted) moments transformed: "scale" needs no pass
+    return AffineStore(store, found[0], found[1], moments=moments)
+
+
+def input_transform(estimator):
+    """``(offset, scale)`` the fitted model applies to raw rows, or ``(None, None)``."""
+    if getattr(estimator, "standardized_", False):
+        return estimator.feature_mean_, estimator.feature_scale_
+    return None, None
