@@ -195,8 +195,14 @@ def build_params(cls, config: dict, flags: dict, *, config_name: str | None) -> 
                 f"unknown {source} {shown!r}{where}: {cls.__name__} has no parameter {unknown[0]!r}; "
                 f"its parameters are {', '.join(sorted(known))}")
     params = {**config, **flags}
+    if isinstance(params.get("standardize"), str) and params["standardize"].lower() in YES_NO:
+        params["standardize"] = YES_NO[params["standardize"].lower()]  # --standardize yes / no
     check_before_cluster(cls, params)
     return params
+
+
+#: ``--standardize yes|no`` (and ``standardize = "yes"`` in a config or pipeline) as the estimators' True / False.
+YES_NO = {"yes": True, "no": False}
 
 
 def check_before_cluster(cls, params: dict) -> None:

@@ -187,7 +187,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         :class:`~kmp_dask.KMPClassifier`; None: ``1 / n_features``; or a number.
     standardize : "auto", bool, default="auto"
         Standardise the features inside the model, as :class:`~kmp_dask.KMPClassifier` does:
-        ``"auto"`` when the features are on very different scales, True always, False never.
+        ``"auto"`` when ``gamma="scale"`` and the features are on very different scales, True
+        always, False never.
         ``standardized_``, ``feature_mean_``, ``feature_scale_`` say what the fit did; the
         model (``expansion_``) takes raw rows.
     candidates : "all", "auto" or int, default=59

@@ -419,16 +419,21 @@ _PARAMETERS = """
         off the data's scale; features on very different scales are better standardised first
         (docs/defaults.md has the measurements).
     standardize : "auto", bool, default="auto"
-        Standardise the features inside the model: the fit sees ``(x − mean) / std`` (a store's
-        own mean / std, no pass; numpy: ``X.mean(0)``, ``X.std(0)``; weighted with
-        ``sample_weight``; a constant feature keeps scale 1), and the fitted model applies the
-        same map to the raw rows it is given (``expansion_``'s ``input_offset`` /
-        ``input_scale``), so predict, saved models and prefix models take raw rows. ``"auto"``:
-        exactly when the features are on very different scales (a non-constant feature's std
-        below 0.1 × the features' RMS std, the rule of the
-        :class:`~kmp_dask.exceptions.FeatureScaleWarning`); True: always; False: never (the raw
-        rows, with the warning). ``standardized_`` says what the fit did; support vectors
-        (``basis_vectors_``) are then in the standardised space (docs/defaults.md).
+        Standardise the features inside the model. "auto": exactly when ``gamma="scale"`` and the
+        features are on very different scales (then no FeatureScaleWarning); True (CLI: yes):
+        always; False (CLI: no): never, the raw rows as before.
+
+        The fit sees ``(x − mean) / std`` (a store's own mean / std, no pass; numpy:
+        ``X.mean(0)``, ``X.std(0)``; weighted with ``sample_weight``; a constant feature keeps
+        scale 1), read partition by partition (no copy), and ``gamma="scale"`` is computed on those
+        rows. The fitted model applies the same map to the raw rows it is given
+        (``expansion_.input_offset`` / ``input_scale``), so predict, saved models, prefix models
+        and compression take raw rows. "auto" fires where the
+        :class:`~kmp_dask.exceptions.FeatureScaleWarning` would (a non-constant feature's std
+        below 0.1 × the features' RMS std); a numeric or None ``gamma`` refers to the raw rows and
+        is left alone by "auto" (with True it is a width on standardised rows). ``standardized_``,
+        ``feature_mean_``, ``feature_scale_`` say what the fit did; the support vectors
+        (``basis_vectors_``) are then standardised rows (docs/defaults.md).
     degree : int, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0

@@ -109,6 +109,18 @@ def _feature_stds(X) -> np.ndarray | None:
     return np.asarray(X, dtype=np.float64).std(axis=0)
 
 
+#: Estimators with a ``standardize`` parameter (the warning then names it as the fix).
+STANDARDIZING = ("KMPClassifier", "KMPRegressor", "CVMClassifier", "MMDA")
+
+
+def _standardise_hint(owner: str, name: str) -> str:
+    yourself = f"sklearn.preprocessing.StandardScaler, or (x − mean) / std from the store's attributes) and keep {name}='scale'"
+    if owner in STANDARDIZING:
+        return ("Standardise the features: standardize='auto' (the default; CLI --standardize auto) or True does it "
+                f"inside the model; or standardise them yourself (e.g. {yourself}")
+    return f"Standardise the features first (e.g. {yourself}"
+
+
 def warn_if_mixed_scales(X, owner: str, name: str = "gamma") -> None:
     """:class:`~kmp_dask.exceptions.FeatureScaleWarning` when ``X`` (a store: its ``std``
     attribute, no pass; or numpy) has non-constant features below :data:`SMALL_FEATURE` of the
@@ -127,9 +139,8 @@ def warn_if_mixed_scales(X, owner: str, name: str = "gamma") -> None:
     warnings.warn(
         f"{owner}: {name}='scale' gives one kernel width for features on very different scales: {len(small)} of "
         f"{len(live)} features have a standard deviation below {SMALL_FEATURE:g} × the features' RMS std "
-        f"({rms:.3g}): {shown}. The kernel hardly sees them. Standardise the features first (e.g. "
-        "sklearn.preprocessing.StandardScaler, or (x − mean) / std from the store's attributes) and keep "
-        f"{name}='scale'; measured in docs/defaults.md, this gained up to 20 accuracy points.",
+        f"({rms:.3g}): {shown}. The kernel hardly sees them. {_standardise_hint(owner, name)}; measured in "
+        "docs/defaults.md, this gained up to 20 accuracy points.",
         FeatureScaleWarning, stacklevel=4)
 
 
@@ -188,13 +199,19 @@ def _small_features(std: np.ndarray) -> np.ndarray:
     return live[std[live] < SMALL_FEATURE * rms]
 
 
-def standardization(standardize, store, sample_weight=None) -> tuple | None:
+def _uses_scale(gamma) -> bool:
+    return any(is_scale(g) for g in (gamma if isinstance(gamma, (list, tuple)) else [gamma]))
+
+
+def standardization(standardize, store, sample_weight=None, gamma="scale") -> tuple | None:
     """``(mean, scale, moments)`` to standardise the training ``store`` with, or None to leave it
     raw; ``moments`` are the rows' (weighted) per-feature mean and std.
 
-    ``"auto"``: exactly when the features are on different scales by the rule of the
-    :class:`~kmp_dask.exceptions.FeatureScaleWarning` (:data:`SMALL_FEATURE`: the store's ``std``
-    attribute, or the rows' std); True: always; False: never. ``scale`` is the std, 1 for a
+    ``"auto"``: exactly where the :class:`~kmp_dask.exceptions.FeatureScaleWarning` would be
+    given — the width is resolved from the data (``gamma`` is or holds ``"scale"``) and the
+    features are on different scales (:data:`SMALL_FEATURE`: the store's ``std`` attribute, or
+    the rows' std); a width given as a number or None refers to the raw rows and is left alone.
+    True: always; False: never. ``scale`` is the std, 1 for a
     constant feature (as scikit-learn's StandardScaler). Both are rounded to
     :data:`SCALE_DIGITS` significant digits, so the same rows give the same transform (and
     model) whatever the chunking and the input type.
@@ -203,6 +220,8 @@ def standardization(standardize, store, sample_weight=None) -> tuple | None:
     if standardize is False:
         return None
     if standardize == "auto":
+        if not _uses_scale(gamma):
+            return None
         std = _feature_stds(store)
         if std is None or not len(_small_features(std)):
             return None
@@ -224,7 +243,8 @@ def standardized_store(estimator, store, sample_weight=None):
 
     for name in ("feature_mean_", "feature_scale_"):
         estimator.__dict__.pop(name, None)
-    found = standardization(getattr(estimator, "standardize", False), store, sample_weight)
+    found = standardization(getattr(estimator, "standardize", False), store, sample_weight,
+                            getattr(estimator, "gamma", "scale"))
     estimator.standardized_ = found is not None
     if found is None:
         return store

@@ -167,3 +167,21 @@ def test_affine_store_reads_transformed_rows():
     # the reader is what a partition spec carries to a worker (and re-reads from after a lost worker)
     reader = pickle.loads(pickle.dumps(view.reader()))
     np.testing.assert_array_equal(reader.read_range(64, 128)[0], want[64:128])
+
+
+@pytest.mark.filterwarnings("ignore::kmp_dask.exceptions.PrefixKeptWarning")
+def test_compressor_on_a_standardising_model_takes_raw_rows():
+    """ReducedSetCompressor on a KMP model that standardises: compressed in the model's space, the
+    result predicts raw rows as the same compression of the model fitted on standardised rows."""
+    from kmp_dask import ReducedSetCompressor
+
+    est = KMPClassifier(n_basis=30, random_state=0).fit(X_MIXED, Y_MIXED)
+    assert est.standardized_
+    ref = _same(est, standardize=False).fit(_by_hand(est, X_MIXED), Y_MIXED)
+    a = ReducedSetCompressor(n_vectors=8).fit(est, X_MIXED, Y_MIXED)
+    b = ReducedSetCompressor(n_vectors=8).fit(ref, _by_hand(est, X_MIXED), Y_MIXED)
+    assert a.n_vectors_ == b.n_vectors_ and a.used_prefix_ == b.used_prefix_
+    np.testing.assert_allclose(a.decision_function(X_MIXED), b.decision_function(_by_hand(est, X_MIXED)), atol=1e-8)
+    np.testing.assert_allclose(a.expansion_at(4).decision_function(X_MIXED),
+                               b.expansion_at(4).decision_function(_by_hand(est, X_MIXED)), atol=1e-8)
+    assert np.mean(a.predict(X_MIXED) == Y_MIXED) > 0.8
