@@ -210,7 +210,10 @@ def check_before_cluster(cls, params: dict) -> None:
     parameter check, and for every algorithm the kernel (its name, ``gamma``, ``degree``,
     ``coef0``), so a bad value costs no cluster start."""
     from ..estimators._kmp import _BaseKMP, _check_params
+    from ..estimators._scale import check_standardize
 
+    if "standardize" in params:
+        check_standardize(params["standardize"])
     if "kernel" in param_names(cls):
         check_kernel(params)  # first: its errors name the flag (--gamma, --kernel)
     if isinstance(cls, type) and issubclass(cls, _BaseKMP):

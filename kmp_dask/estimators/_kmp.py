@@ -23,7 +23,7 @@ from ..parallel import make_engine, map_blocks_rows, map_rows_predict, resolve_c
 from ..store import as_store
 from ._inputs import check_class_labels, check_weights, fit_input, is_dask_array, is_store_like, predict_input, sample_rows, weights_digest
 from ._progress import progress_callback
-from ._scale import check_gamma_value, check_standardize, input_transform, resolve_gamma, standardized_store
+from ._scale import check_gamma_value, input_transform, resolve_gamma, standardized_store
 from ._suspect import records_fit_warnings
 from ._staged import StagedMixin
 
@@ -69,8 +69,7 @@ def _check_params(est):
     if isinstance(est.gamma, (list, tuple)) and not est.gamma:
         raise ValueError("gamma must be 'scale', a positive number, None (1 / n_features) or a non-empty list of "
                          "them (a dictionary of RBF widths, e.g. gamma=[0.1, 1.0, 10.0]); got []")
-    check_gamma_value(est.gamma)
-    check_standardize(est.standardize)
+    check_gamma_value(est.gamma)  # (standardize: checked in the fit by standardized_store, before any cluster starts)
     if est.fit_mode not in FIT_MODES:
         bad("fit_mode", f"one of {FIT_MODES}")
     if est.basis_columns not in BASIS_COLUMNS:
