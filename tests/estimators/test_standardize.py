@@ -169,7 +169,7 @@ def test_affine_store_reads_transformed_rows():
     np.testing.assert_array_equal(reader.read_range(64, 128)[0], want[64:128])
 
 
-@pytest.mark.filterwarnings("ignore::kmp_dask.exceptions.PrefixKeptWarning")
+@pytest.mark.filterwarnings("ignore::kmp_dask.reduced.PrefixKeptWarning")
 def test_compressor_on_a_standardising_model_takes_raw_rows():
     """ReducedSetCompressor on a KMP model that standardises: compressed in the model's space, the
     result predicts raw rows as the same compression of the model fitted on standardised rows."""
@@ -185,3 +185,38 @@ def test_compressor_on_a_standardising_model_takes_raw_rows():
     np.testing.assert_allclose(a.expansion_at(4).decision_function(X_MIXED),
                                b.expansion_at(4).decision_function(_by_hand(est, X_MIXED)), atol=1e-8)
     assert np.mean(a.predict(X_MIXED) == Y_MIXED) > 0.8
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # a choice at the grid's edge is said, not a failure here
+@pytest.mark.filterwarnings("ignore::kmp_dask.exceptions.KernelWidthWarning")  # the last fit: a raw grid
+def test_cv_standardises_folds_and_refit_as_by_hand():
+    """KMPClassifierCV(standardize=True) on raw rows = the CV without it on the rows standardised
+    by hand (same folds, widths, scores), and its best estimator takes raw rows."""
+    from kmp_dask import KMPClassifierCV
+
+    kw = dict(n_basis=10, cv=3, random_state=0, gammas=[0.1, 0.5])
+    a = KMPClassifierCV(standardize=True, **kw).fit(X_MIXED, Y_MIXED)
+    assert a.standardized_ and a.best_estimator_.standardized_
+    b = KMPClassifierCV(standardize=False, **kw).fit(_by_hand(a.best_estimator_, X_MIXED), Y_MIXED)
+    np.testing.assert_allclose(a.scores_, b.scores_, atol=1e-10)
+    assert a.best_params_ == b.best_params_
+    np.testing.assert_allclose(a.decision_function(X_MIXED),
+                               b.decision_function(_by_hand(a.best_estimator_, X_MIXED)), atol=1e-10)
+    auto = KMPClassifierCV(n_basis=10, cv=3, random_state=0).fit(X_MIXED, Y_MIXED)  # default grid, mixed scales
+    assert auto.standardized_ and auto.gammas_[1] == pytest.approx(1.0 / X_MIXED.shape[1], rel=1e-9)
+    assert not KMPClassifierCV(**kw).fit(X_MIXED, Y_MIXED).standardized_  # "auto" leaves a user's grid raw
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_cv_on_a_store_reads_standardised_rows(tmp_path):
+    from kmp_dask import KMPClassifierCV
+
+    kw = dict(n_basis=8, cv=3, random_state=0, gammas=[0.2, 1.0], client="sync")
+    create_store(tmp_path / "raw.zarr", X_MIXED, Y_MIXED, chunk_rows=100)
+    a = KMPClassifierCV(standardize=True, **kw).fit(str(tmp_path / "raw.zarr"))
+    assert a.standardized_ and a.best_estimator_.standardized_
+    create_store(tmp_path / "std.zarr", _by_hand(a.best_estimator_, X_MIXED), Y_MIXED, chunk_rows=100)
+    b = KMPClassifierCV(standardize=False, **kw).fit(str(tmp_path / "std.zarr"))
+    np.testing.assert_allclose(a.scores_, b.scores_, atol=1e-9)
+    np.testing.assert_allclose(a.decision_function(X_MIXED),
+                               b.decision_function(_by_hand(a.best_estimator_, X_MIXED)), atol=1e-8)
