@@ -159,9 +159,6 @@ def resolve_gamma(gamma, store, *, kernel="rbf", sample_weight=None, owner="the 
 
 # -- standardisation inside the model (issue 25) ----------------------------------------------------
 
-STANDARDIZE_VALUES = ("auto", True, False)
-
-
 def check_standardize(value) -> None:
     """``standardize`` must be ``"auto"``, True or False; raise naming the value and the fix."""
     if not (isinstance(value, bool) or (isinstance(value, str) and value == "auto")):
@@ -170,7 +167,7 @@ def check_standardize(value) -> None:
             f"or False (never: the raw rows, as before); got {value!r}")
 
 
-def _feature_moments(store, sample_weight=None) -> tuple[np.ndarray, np.ndarray] | None:
+def _feature_moments(store, sample_weight=None) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature mean and std of the training rows: a store's ``mean`` / ``std`` attributes (no
     pass); with ``sample_weight`` the weighted moments (one pass over a store, numpy otherwise)."""
     attrs = store.attrs
@@ -225,10 +222,7 @@ def standardization(standardize, store, sample_weight=None, gamma="scale") -> tu
         std = _feature_stds(store)
         if std is None or not len(_small_features(std)):
             return None
-    moments = _feature_moments(store, sample_weight)
-    if moments is None:
-        return None
-    mean, std = moments
+    mean, std = _feature_moments(store, sample_weight)
     constant = ~(std > 10 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1.0))
     scale = np.where(constant, 1.0, std)
     rounded = np.vectorize(_rounded, otypes=[np.float64])
