@@ -43,6 +43,8 @@ def _args(p):
     p.add_argument("--repeats", type=int, default=1, help="fits per configuration (median time)")
     p.add_argument("--skip", default=SKIP, help="comma-separated model_variant:dataset fits to skip (> ~5 min)")
     p.add_argument("--quick", action="store_true", help="pima only, for a smoke test")
+    p.add_argument("--cv", type=int, default=0,
+                   help="also KMPClassifierCV(n_basis=--n-basis, cv=K) auto / off (0: skip)")
     p.add_argument("--store", action="store_true",
                    help="also KMP auto on a zarr store of the training rows (the CLI's path; in process)")
 
@@ -89,8 +91,26 @@ def run_dataset(name, args):
             out[model][v] = r
             H.log(f"{name}: {model} {v:5s} standardized={r['standardized']!s:5s} acc {r['accuracy']:.4f}  "
                   f"{r['fit_seconds']:.1f}s  size {r['size']}  {r['warnings']}")
+    if args.cv:
+        out["kmp_cv"] = cv_fits(Xtr, ytr, Xte, yte, args)
     if args.store:
         out["kmp_store"] = store_fit(Xtr, ytr, Xte, yte, args, out["kmp"].get("auto"))
+    return out
+
+
+def cv_fits(Xtr, ytr, Xte, yte, args):
+    """``KMPClassifierCV`` with its defaults (γ grid, one-standard-error rule) but ``n_basis`` and
+    ``cv``, standardize "auto" and False: test accuracy, chosen size, wall seconds of ``fit``."""
+    from kmp_dask import KMPClassifierCV
+
+    out = {}
+    for v, s in (("auto", "auto"), ("off", False)):
+        est = KMPClassifierCV(n_basis=args.n_basis, cv=args.cv, standardize=s, random_state=0, client="sync")
+        r = timed(lambda est=est: est, Xtr, ytr, Xte, yte, 1, lambda e: int(e.n_basis_))
+        r["standardized"], r["best_params"] = bool(est.standardized_), est.best_params_
+        out[v] = r
+        H.log(f"cv {v:5s} standardized={r['standardized']!s:5s} acc {r['accuracy']:.4f} {r['fit_seconds']:.1f}s "
+              f"size {r['size']}")
     return out
 
 
