@@ -59,6 +59,11 @@ class KernelExpansion:
         The dictionary; with several, ``kernel_index`` says which one each vector uses.
     kernel_index : array (n,) of int, optional
         Index into ``kernels`` per vector (default: all 0).
+    input_offset, input_scale : array (d,), optional
+        A per-feature affine map applied to every input row before the kernel:
+        ``f(x) = Σ_j k((x − input_offset) / input_scale, z_j) c_j + b`` — the support vectors live
+        in the transformed (e.g. standardised) space and the model is evaluated on raw rows. Both or
+        neither (None: no transform; old saved models have none).
     """
 
     support_vectors: np.ndarray
@@ -66,6 +71,8 @@ class KernelExpansion:
     intercept: np.ndarray
     kernels: tuple = field(default=())
     kernel_index: np.ndarray | None = None
+    input_offset: np.ndarray | None = None
+    input_scale: np.ndarray | None = None
 
     def __post_init__(self):
         self.kernels = _as_kernels(self.kernels)
@@ -88,6 +95,7 @@ class KernelExpansion:
                 f"kernel_index must hold one index in [0, {len(self.kernels)}) per support vector; got {idx!r}"
             )
         self.support_vectors, self.coef, self.intercept, self.kernel_index = sv, coef, intercept, idx
+        self.input_offset, self.input_scale = _check_transform(self.input_offset, self.input_scale, sv.shape[1])
 
     # -- shape ---------------------------------------------------------------------------------
     @property
@@ -125,13 +133,14 @@ class KernelExpansion:
         return self.evaluate_block(X)
 
     def evaluate_block(self, X_block: np.ndarray) -> np.ndarray:
-        """Values (rows, m) for one numpy block (the function dask maps over chunks)."""
+        """Values (rows, m) for one numpy block of raw rows (the function dask maps over chunks)."""
+        X_block = self.transform_input(X_block)
         basis = self.support_vectors.astype(X_block.dtype, copy=False) if X_block.dtype.kind == "f" else self.support_vectors
         return predict_block(X_block, basis, self.coef, self.intercept, list(self.kernels), self.kernel_index)
 
     def kernel_matrix(self, X) -> np.ndarray:
         """``K[i, j] = k_{q_j}(x_i, z_j)`` (N, n) for numpy ``X`` (small data, tests, compression)."""
-        X = np.asarray(X)
+        X = self.transform_input(np.asarray(X))
         K = np.empty((X.shape[0], self.n_vectors))
         for q, kern in enumerate(self.kernels):
             sel = np.flatnonzero(self.kernel_index == q)
@@ -139,17 +148,42 @@ class KernelExpansion:
                 K[:, sel] = kern(X, self.support_vectors[sel].astype(X.dtype, copy=False))
         return K
 
+    # -- the input transform -------------------------------------------------------------------
+    @property
+    def has_input_transform(self) -> bool:
+        return getattr(self, "input_scale", None) is not None
+
+    def transform_input(self, X: np.ndarray) -> np.ndarray:
+        """Raw rows → the space of the support vectors (unchanged without a transform)."""
+        if not self.has_input_transform:
+            return X
+        from .store._transform import affine_rows
+
+        return affine_rows(X, self.input_offset, self.input_scale)
+
+    def with_input_transform(self, offset, scale) -> "KernelExpansion":
+        """The same expansion taking raw rows ``x`` mapped by ``(x − offset) / scale`` (None: none)."""
+        return KernelExpansion(self.support_vectors, self.coef, self.intercept, self.kernels, self.kernel_index,
+                               offset, scale)
+
+    def without_input_transform(self) -> "KernelExpansion":
+        """The expansion on rows already in its support vectors' space."""
+        return self.with_input_transform(None, None)
+
     # -- algebra -------------------------------------------------------------------------------
+    def _transform(self):
+        return (getattr(self, "input_offset", None), getattr(self, "input_scale", None))
+
     def subset(self, index) -> "KernelExpansion":
-        """The expansion restricted to the vectors ``index`` (same intercept)."""
+        """The expansion restricted to the vectors ``index`` (same intercept and input transform)."""
         index = np.asarray(index, dtype=np.int64).reshape(-1)
         return KernelExpansion(self.support_vectors[index], self.coef[index], self.intercept,
-                               self.kernels, self.kernel_index[index])
+                               self.kernels, self.kernel_index[index], *self._transform())
 
     def with_coef(self, coef, intercept=None) -> "KernelExpansion":
-        """Same vectors, new coefficients (and intercept)."""
+        """Same vectors (and input transform), new coefficients (and intercept)."""
         return KernelExpansion(self.support_vectors, coef, self.intercept if intercept is None else intercept,
-                               self.kernels, self.kernel_index)
+                               self.kernels, self.kernel_index, *self._transform())
 
     def rkhs_inner(self, other: "KernelExpansion") -> np.ndarray:
         """``⟨f_a, g_b⟩`` in the RKHS for every pair of outputs (m, m'), intercepts excluded.
@@ -159,6 +193,9 @@ class KernelExpansion:
         """
         if len(set(self.kernels) | set(other.kernels)) != 1:
             raise ValueError("rkhs_inner needs both expansions to use one and the same kernel")
+        if not _same_transform(self._transform(), other._transform()):
+            raise ValueError("rkhs_inner needs both expansions to have the same input transform (input_offset, "
+                             "input_scale): their support vectors live in different spaces")
         k = self.kernels[0]
         out = np.zeros((self.n_outputs, other.n_outputs))
         A, B = self.support_vectors.astype(np.float64), other.support_vectors.astype(np.float64)
@@ -178,23 +215,50 @@ class KernelExpansion:
             and np.array_equal(self.support_vectors, other.support_vectors)
             and np.allclose(self.coef, other.coef, rtol=rtol, atol=atol)
             and np.allclose(self.intercept, other.intercept, rtol=rtol, atol=atol)
+            and _same_transform(self._transform(), other._transform())
         )
 
     # -- serialisation -------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        """Arrays and JSON scalars only (no pickle): the open model format's building block."""
-        return {
+        """Arrays and JSON scalars only (no pickle): the open model format's building block.
+        The input transform is included only when there is one."""
+        out = {
             "support_vectors": self.support_vectors,
             "coef": self.coef,
             "intercept": self.intercept,
             "kernel_index": self.kernel_index,
             "kernels": [k.to_dict() for k in self.kernels],
         }
+        if self.has_input_transform:
+            out["input_offset"], out["input_scale"] = self.input_offset, self.input_scale
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> "KernelExpansion":
+        """Inverse of :meth:`to_dict` (a dict without the input transform — older models — has none)."""
         return cls(np.asarray(d["support_vectors"]), np.asarray(d["coef"]), np.asarray(d["intercept"]),
-                   tuple(Kernel.from_dict(k) for k in d["kernels"]), np.asarray(d["kernel_index"]))
+                   tuple(Kernel.from_dict(k) for k in d["kernels"]), np.asarray(d["kernel_index"]),
+                   d.get("input_offset"), d.get("input_scale"))
+
+
+def _check_transform(offset, scale, n_features: int):
+    """``(offset, scale)`` as float64 vectors of length ``n_features`` (scale > 0), or ``(None, None)``."""
+    if offset is None and scale is None:
+        return None, None
+    if offset is None or scale is None:
+        raise ValueError("input_offset and input_scale go together: pass both (one number per feature) or neither")
+    offset = np.asarray(offset, dtype=np.float64).reshape(-1)
+    scale = np.asarray(scale, dtype=np.float64).reshape(-1)
+    if offset.shape != (n_features,) or scale.shape != (n_features,) or not np.all(scale > 0):
+        raise ValueError(f"input_offset and input_scale must hold {n_features} numbers each (one per feature; "
+                         f"scale > 0); got shapes {offset.shape} and {scale.shape}")
+    return offset, scale
+
+
+def _same_transform(a, b) -> bool:
+    if (a[1] is None) != (b[1] is None):
+        return False
+    return a[1] is None or (np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]))
 
 
 def _is_dask_array(X) -> bool:

@@ -195,8 +195,14 @@ def build_params(cls, config: dict, flags: dict, *, config_name: str | None) -> 
                 f"unknown {source} {shown!r}{where}: {cls.__name__} has no parameter {unknown[0]!r}; "
                 f"its parameters are {', '.join(sorted(known))}")
     params = {**config, **flags}
+    if isinstance(params.get("standardize"), str) and params["standardize"].lower() in YES_NO:
+        params["standardize"] = YES_NO[params["standardize"].lower()]  # --standardize yes / no
     check_before_cluster(cls, params)
     return params
+
+
+#: ``--standardize yes|no`` (and ``standardize = "yes"`` in a config or pipeline) as the estimators' True / False.
+YES_NO = {"yes": True, "no": False}
 
 
 def check_before_cluster(cls, params: dict) -> None:
@@ -204,7 +210,10 @@ def check_before_cluster(cls, params: dict) -> None:
     parameter check, and for every algorithm the kernel (its name, ``gamma``, ``degree``,
     ``coef0``), so a bad value costs no cluster start."""
     from ..estimators._kmp import _BaseKMP, _check_params
+    from ..estimators._scale import check_standardize
 
+    if "standardize" in params:
+        check_standardize(params["standardize"])
     if "kernel" in param_names(cls):
         check_kernel(params)  # first: its errors name the flag (--gamma, --kernel)
     if isinstance(cls, type) and issubclass(cls, _BaseKMP):

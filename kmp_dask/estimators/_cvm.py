@@ -17,7 +17,7 @@ from ..greedy._cvm_problems import fit_binary_problems
 from ..greedy._sampling import resolve_candidates
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like, predict_input, sample_rows
 from ._progress import inner_progress, progress_callback
-from ._scale import check_gamma_value, resolve_gamma
+from ._scale import check_gamma_value, check_standardize, input_transform, resolve_gamma, standardized_store
 from ._suspect import records_fit_warnings
 
 __all__ = ["CVMClassifier", "MMDA"]
@@ -25,7 +25,7 @@ __all__ = ["CVMClassifier", "MMDA"]
 
 class _CVMBase(BaseEstimator):
     def __init__(self, *, C=1.0, eps=1e-4, kernel="rbf", gamma="scale", kernel_params=None, candidates=59,
-                 max_core=5000, random_state=None, client=None, chunk_rows=None, verbose=0):
+                 max_core=5000, random_state=None, client=None, chunk_rows=None, verbose=0, standardize="auto"):
         self.C = C
         self.eps = eps
         self.kernel = kernel
@@ -37,6 +37,7 @@ class _CVMBase(BaseEstimator):
         self.client = client
         self.chunk_rows = chunk_rows
         self.verbose = verbose
+        self.standardize = standardize
 
     def _check_params(self):
         if not (isinstance(self.C, numbers.Real) and not isinstance(self.C, bool) and self.C > 0):
@@ -50,6 +51,7 @@ class _CVMBase(BaseEstimator):
             raise ValueError(f"gamma must be 'scale', None (1 / n_features) or a positive number (one kernel); got "
                              f"{self.gamma!r}")
         check_gamma_value(self.gamma)
+        check_standardize(self.standardize)
 
     def _fit_problems(self, X, y, n_components=0, checkpoint=None, checkpoint_every=10, resume=False):
         """Validate, find the classes, run the binary problems (resuming ``checkpoint``); returns
@@ -63,6 +65,7 @@ class _CVMBase(BaseEstimator):
         with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=True) as store:
             ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
                                    params=self.get_params(deep=False), store=store, store_is_input=is_store_like(X))
+            store = standardized_store(self, store)  # the fit's rows: (x − mean) / std, or raw
             kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel, owner=type(self).__name__),
                                 kernel_params=self.kernel_params, n_features=store.n_features)
             sample = sample_rows(store)
@@ -182,6 +185,12 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         A kernel with constant k(x, x) (the ball view needs it). ``gamma="scale"`` (default):
         ``1 / (n_features · Var(X))`` from the training rows, as for
         :class:`~kmp_dask.KMPClassifier`; None: ``1 / n_features``; or a number.
+    standardize : "auto", bool, default="auto"
+        Standardise the features inside the model, as :class:`~kmp_dask.KMPClassifier` does:
+        ``"auto"`` when ``gamma="scale"`` and the features are on very different scales, True
+        always, False never.
+        ``standardized_``, ``feature_mean_``, ``feature_scale_`` say what the fit did; the
+        model (``expansion_``) takes raw rows.
     candidates : "all", "auto" or int, default=59
         Rows measured per iteration: "all" (or None) every row — no probabilistic speed-up;
         "auto" 59 (= ⌈log 0.05 / log 0.95⌉, the same words as every estimator's); an int that many.
@@ -239,7 +248,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         for j, r in enumerate(results):
             coef[[pos[g] for g in r.core_index.tolist()], j] = r.a
         intercept = np.array([r.intercept for r in results])
-        self.expansion_ = KernelExpansion(np.asarray(union), coef, intercept, self.kernel_)
+        self.expansion_ = KernelExpansion(np.asarray(union), coef, intercept, self.kernel_, None,
+                                          *input_transform(self))
         one = len(results) == 1
         self.core_indices_ = results[0].core_index if one else [r.core_index for r in results]
         self.dual_coef_ = results[0].a if one else [r.a for r in results]
@@ -284,7 +294,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     ----------
     n_components : int, default=3
         Features per binary problem (the paper found 3–5 per class best).
-    C, eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows, verbose
+    C, eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows, verbose, standardize
         As for :class:`CVMClassifier`.
 
     Attributes
@@ -301,10 +311,11 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     """
 
     def __init__(self, n_components=3, *, C=1.0, eps=1e-4, kernel="rbf", gamma="scale", kernel_params=None,
-                 candidates=59, max_core=5000, random_state=None, client=None, chunk_rows=None, verbose=0):
+                 candidates=59, max_core=5000, random_state=None, client=None, chunk_rows=None, verbose=0,
+                 standardize="auto"):
         super().__init__(C=C, eps=eps, kernel=kernel, gamma=gamma, kernel_params=kernel_params,
                          candidates=candidates, max_core=max_core, random_state=random_state, client=client,
-                         chunk_rows=chunk_rows, verbose=verbose)
+                         chunk_rows=chunk_rows, verbose=verbose, standardize=standardize)
         self.n_components = n_components
 
     @records_fit_warnings
@@ -356,7 +367,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
         for j, c in enumerate(columns):
             for i, v in c.items():
                 coef[i, j] = v
-        self.expansion_ = KernelExpansion(np.asarray(union), coef, 0.0, self.kernel_)
+        self.expansion_ = KernelExpansion(np.asarray(union), coef, 0.0, self.kernel_, None, *input_transform(self))
         self.components_per_problem_ = [len(f) for f in problems]
         self.core_sizes_ = [len(res.core_index) for f in problems for res, _ in f]
         self.n_features_out_ = self._n_features_out = len(columns)

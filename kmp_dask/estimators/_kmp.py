@@ -23,7 +23,7 @@ from ..parallel import make_engine, map_blocks_rows, map_rows_predict, resolve_c
 from ..store import as_store
 from ._inputs import check_class_labels, check_weights, fit_input, is_dask_array, is_store_like, predict_input, sample_rows, weights_digest
 from ._progress import progress_callback
-from ._scale import check_gamma_value, resolve_gamma
+from ._scale import check_gamma_value, input_transform, resolve_gamma, standardized_store
 from ._suspect import records_fit_warnings
 from ._staged import StagedMixin
 
@@ -69,7 +69,7 @@ def _check_params(est):
     if isinstance(est.gamma, (list, tuple)) and not est.gamma:
         raise ValueError("gamma must be 'scale', a positive number, None (1 / n_features) or a non-empty list of "
                          "them (a dictionary of RBF widths, e.g. gamma=[0.1, 1.0, 10.0]); got []")
-    check_gamma_value(est.gamma)
+    check_gamma_value(est.gamma)  # (standardize: checked in the fit by standardized_store, before any cluster starts)
     if est.fit_mode not in FIT_MODES:
         bad("fit_mode", f"one of {FIT_MODES}")
     if est.basis_columns not in BASIS_COLUMNS:
@@ -152,6 +152,7 @@ class _BaseKMP(StagedMixin, BaseEstimator):
         bound_threshold=None,
         bound_delta=0.05,
         basis_columns="auto",
+        standardize="auto",
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -179,6 +180,7 @@ class _BaseKMP(StagedMixin, BaseEstimator):
         self.bound_threshold = bound_threshold
         self.bound_delta = bound_delta
         self.basis_columns = basis_columns
+        self.standardize = standardize
 
     _is_classifier = False
 
@@ -218,7 +220,8 @@ class _BaseKMP(StagedMixin, BaseEstimator):
                 params["sample_weight"] = weights_digest(weights)
             ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
                                    params=params, store=store, store_is_input=is_store_like(X))
-            self.kernels_ = self._resolve_kernels(store, weights)
+            store = standardized_store(self, store, weights)  # the fit's rows: (x − mean) / std, or raw
+            self.kernels_ = self._resolve_kernels(store, None if self.standardized_ else weights)
             self.kernel_ = self.kernels_[0]
             self.loss_ = get_loss(self.loss, kind="classification" if self._is_classifier else "regression",
                                   params=self.loss_params)
@@ -252,7 +255,8 @@ class _BaseKMP(StagedMixin, BaseEstimator):
         self.stop_reason_ = result.stop_reason.value
         self.history_ = result.history
         self.n_iter_ = len(result.history)
-        self.expansion_ = result.expansion
+        result.input_transform = input_transform(self)  # prefix models take raw rows too
+        self.expansion_ = result.expansion.with_input_transform(*result.input_transform)
         self._path = result if result.has_prefix_models else None
         if self.stopping == "bound":
             self._cut_at_bound_minimum(result)
@@ -413,6 +417,22 @@ _PARAMETERS = """
         :class:`~kmp_dask.exceptions.KernelWidthWarning` after the fit says when the width is far
         off the data's scale; features on very different scales are better standardised first
         (docs/defaults.md has the measurements).
+    standardize : "auto", bool, default="auto"
+        Standardise the features inside the model. "auto": exactly when ``gamma="scale"`` and the
+        features are on very different scales (then no FeatureScaleWarning); True (CLI: yes):
+        always; False (CLI: no): never, the raw rows as before.
+
+        The fit sees ``(x − mean) / std`` (a store's own mean / std, no pass; numpy:
+        ``X.mean(0)``, ``X.std(0)``; weighted with ``sample_weight``; a constant feature keeps
+        scale 1), read partition by partition (no copy), and ``gamma="scale"`` is computed on those
+        rows. The fitted model applies the same map to the raw rows it is given
+        (``expansion_.input_offset`` / ``input_scale``), so predict, saved models, prefix models
+        and compression take raw rows. "auto" fires where the
+        :class:`~kmp_dask.exceptions.FeatureScaleWarning` would (a non-constant feature's std
+        below 0.1 × the features' RMS std); a numeric or None ``gamma`` refers to the raw rows and
+        is left alone by "auto" (with True it is a width on standardised rows). ``standardized_``,
+        ``feature_mean_``, ``feature_scale_`` say what the fit did; the support vectors
+        (``basis_vectors_``) are then standardised rows (docs/defaults.md).
     degree : int, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1.0

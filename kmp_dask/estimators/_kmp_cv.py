@@ -36,7 +36,7 @@ from ..exceptions import DegenerateFitWarning, KernelWidthWarning
 from ..parallel import resolve_client
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like
 from ._kmp import KMPClassifier, KMPRegressor, _check_params
-from ._scale import scale_gamma
+from ._scale import scale_gamma, standardization
 
 __all__ = ["KMPClassifierCV", "KMPRegressorCV", "hash_folds", "one_standard_error"]
 
@@ -130,7 +130,7 @@ class _BaseKMPCV(BaseEstimator):
 
     def __init__(self, *, gammas=None, n_basis=200, cv=5, rule="1se", kernel="rbf", fit_mode="backfit",
                  candidates="auto", eps=0.05, q=0.95, ridge=1e-10, fit_intercept=True, random_state=None,
-                 client=None, chunk_rows=None, verbose=0):
+                 client=None, chunk_rows=None, verbose=0, standardize="auto"):
         self.gammas = gammas
         self.n_basis = n_basis
         self.cv = cv
@@ -146,14 +146,24 @@ class _BaseKMPCV(BaseEstimator):
         self.client = client
         self.chunk_rows = chunk_rows
         self.verbose = verbose
+        self.standardize = standardize
 
-    def _inner(self, gamma, n_basis, seed, client):
-        """The estimator fitted per (γ, fold) and at the end; gamma always explicit."""
+    def _inner(self, gamma, n_basis, seed, client, standardize=False):
+        """The estimator fitted per (γ, fold) and at the end; gamma always explicit. The folds' fits
+        see rows already standardised (when ``standardized_``); the refit standardises itself."""
         return self._inner_class(
             kernel=self.kernel, gamma=float(gamma), n_basis=n_basis, fit_mode=self.fit_mode,
             candidates=self.candidates, eps=self.eps, q=self.q, ridge=self.ridge,
             fit_intercept=self.fit_intercept, random_state=seed, client=client, chunk_rows=self.chunk_rows,
-            loss="squared")
+            loss="squared", standardize=standardize)
+
+    def _standardization(self, store):
+        """``(mean, scale)`` of all training rows when the CV standardises, else None; sets
+        ``standardized_``. "auto": with the default grid (multiples of the scale width) and
+        features on very different scales; a user's ``gammas`` refer to the raw rows."""
+        found = standardization(self.standardize, store, None, "scale" if self.gammas is None else self.gammas)
+        self.standardized_ = found is not None
+        return None if found is None else found[:2]
 
     def fit(self, X, y=None):
         """Cross-validate (γ, n_basis), then fit ``best_estimator_`` on all rows.
@@ -186,7 +196,8 @@ class _BaseKMPCV(BaseEstimator):
             else:
                 scores, times = self._cv_store(X, y, split_seed, fit_seed, client, inner_client)
             self._choose(scores, times)
-            best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client)
+            best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client,
+                               standardize=self.standardized_)
             best.fit(X, y)
         best.set_params(client=self.client)
         best.cv_search_ = _cv_record(self)  # saved with the model: the report's score-vs-size figure
@@ -227,8 +238,11 @@ class _BaseKMPCV(BaseEstimator):
             splitter = check_cv(self.cv, y, classifier=self._is_classifier)
         with fit_input(self, X, y, chunk_rows=None, is_classifier=self._is_classifier) as store:
             codes = store.read_range(0, store.n_rows)[1]  # checked and encoded (labels of any dtype → codes)
+            shift = self._standardization(store)
         splits = list(splitter.split(X, codes))
         X, y = (a if hasattr(a, "iloc") else np.asarray(a) for a in (X, y))  # pandas kept: feature names
+        if shift is not None:  # the folds' rows standardised as the refit will (the same mean / scale)
+            X = (np.asarray(_numeric(X), dtype=np.float64) - shift[0]) / shift[1]
         self.gammas_ = self._gammas(_numeric(X))
         scores, times = [], []
         for gamma in self.gammas_:
@@ -247,6 +261,11 @@ class _BaseKMPCV(BaseEstimator):
 
         K = int(self.cv)
         with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=self._is_classifier) as store:
+            shift = self._standardization(store)
+            if shift is not None:  # read through the view: rows standardised as the refit will
+                from ..store import AffineStore
+
+                store = AffineStore(store, *shift)
             folds = hash_folds(np.arange(store.n_rows), K, split_seed)
             self.gammas_ = self._gammas(store)
             scorers, times = [], []
@@ -349,6 +368,12 @@ _DOC = """
     kernel, fit_mode, candidates, eps, q, ridge, fit_intercept, chunk_rows
         As for :class:`~kmp_dask.{inner}` (``fit_mode`` "backfit" or "prefit": the modes with
         exact prefix models).
+    standardize : "auto", bool, default="auto"
+        Standardise the features (mean / std of all training rows) for every fold's pursuit and
+        for the refit, whose model then takes raw rows (``best_estimator_.standardized_``).
+        "auto": with ``gammas=None`` when the features are on very different scales (the grid
+        is then multiples of the standardised rows' scale width); True: always (``gammas`` are
+        then widths on standardised rows); False: never. ``standardized_`` says what was done.
     random_state : int, RandomState instance or None, default=None
         Seeds the folds and the pursuits (every pursuit, and the refit, gets the same seed).
     client : None, "sync", "embedded", str or distributed.Client, default=None

@@ -109,6 +109,18 @@ def _feature_stds(X) -> np.ndarray | None:
     return np.asarray(X, dtype=np.float64).std(axis=0)
 
 
+#: Estimators with a ``standardize`` parameter (the warning then names it as the fix).
+STANDARDIZING = ("KMPClassifier", "KMPRegressor", "CVMClassifier", "MMDA")
+
+
+def _standardise_hint(owner: str, name: str) -> str:
+    yourself = f"sklearn.preprocessing.StandardScaler, or (x − mean) / std from the store's attributes) and keep {name}='scale'"
+    if owner in STANDARDIZING:
+        return ("Standardise the features: standardize='auto' (the default; CLI --standardize auto) or True does it "
+                f"inside the model; or standardise them yourself (e.g. {yourself}")
+    return f"Standardise the features first (e.g. {yourself}"
+
+
 def warn_if_mixed_scales(X, owner: str, name: str = "gamma") -> None:
     """:class:`~kmp_dask.exceptions.FeatureScaleWarning` when ``X`` (a store: its ``std``
     attribute, no pass; or numpy) has non-constant features below :data:`SMALL_FEATURE` of the
@@ -127,9 +139,8 @@ def warn_if_mixed_scales(X, owner: str, name: str = "gamma") -> None:
     warnings.warn(
         f"{owner}: {name}='scale' gives one kernel width for features on very different scales: {len(small)} of "
         f"{len(live)} features have a standard deviation below {SMALL_FEATURE:g} × the features' RMS std "
-        f"({rms:.3g}): {shown}. The kernel hardly sees them. Standardise the features first (e.g. "
-        "sklearn.preprocessing.StandardScaler, or (x − mean) / std from the store's attributes) and keep "
-        f"{name}='scale'; measured in docs/defaults.md, this gained up to 20 accuracy points.",
+        f"({rms:.3g}): {shown}. The kernel hardly sees them. {_standardise_hint(owner, name)}; measured in "
+        "docs/defaults.md, this gained up to 20 accuracy points.",
         FeatureScaleWarning, stacklevel=4)
 
 
@@ -144,3 +155,100 @@ def resolve_gamma(gamma, store, *, kernel="rbf", sample_weight=None, owner="the 
         scale = scale_gamma(store, kernel=kname, sample_weight=sample_weight)
         values = [scale if is_scale(g) else g for g in values]
     return type(gamma)(values) if isinstance(gamma, (list, tuple)) else values[0]
+
+
+# -- standardisation inside the model (issue 25) ----------------------------------------------------
+
+def check_standardize(value) -> None:
+    """``standardize`` must be ``"auto"``, True or False; raise naming the value and the fix."""
+    if not (isinstance(value, bool) or (isinstance(value, str) and value == "auto")):
+        raise ValueError(
+            f"standardize must be 'auto' (standardise when the features' scales differ, the default), True (always) "
+            f"or False (never: the raw rows, as before); got {value!r}")
+
+
+def _feature_moments(store, sample_weight=None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature mean and std of the training rows: a store's ``mean`` / ``std`` attributes (no
+    pass); with ``sample_weight`` the weighted moments (one pass over a store, numpy otherwise)."""
+    attrs = store.attrs
+    mean, std = attrs.get("mean"), attrs.get("std")
+    if sample_weight is None and mean is not None and std is not None and len(mean) == store.n_features:
+        return np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64)
+    from ..store import InMemoryStore
+
+    if isinstance(store, InMemoryStore):
+        X = store.read_range(0, store.n_rows)[0].astype(np.float64, copy=False)
+        if sample_weight is None:
+            return X.mean(axis=0), X.std(axis=0)
+        mean = np.average(X, axis=0, weights=sample_weight)
+        return mean, np.sqrt(np.average((X - mean) ** 2, axis=0, weights=sample_weight))
+    from ..parallel._moments import feature_moments
+
+    return feature_moments(store.to_dask("X"), sample_weight)
+
+
+def _small_features(std: np.ndarray) -> np.ndarray:
+    """The non-constant features below :data:`SMALL_FEATURE` × the features' RMS std."""
+    live = np.flatnonzero(std > 0)
+    if len(live) < 2:
+        return live[:0]
+    rms = float(np.sqrt(np.mean(std[live] ** 2)))
+    return live[std[live] < SMALL_FEATURE * rms]
+
+
+def _uses_scale(gamma) -> bool:
+    return any(is_scale(g) for g in (gamma if isinstance(gamma, (list, tuple)) else [gamma]))
+
+
+def standardization(standardize, store, sample_weight=None, gamma="scale") -> tuple | None:
+    """``(mean, scale, moments)`` to standardise the training ``store`` with, or None to leave it
+    raw; ``moments`` are the rows' (weighted) per-feature mean and std.
+
+    ``"auto"``: exactly where the :class:`~kmp_dask.exceptions.FeatureScaleWarning` would be
+    given — the width is resolved from the data (``gamma`` is or holds ``"scale"``) and the
+    features are on different scales (:data:`SMALL_FEATURE`: the store's ``std`` attribute, or
+    the rows' std); a width given as a number or None refers to the raw rows and is left alone.
+    True: always; False: never. ``scale`` is the std, 1 for a
+    constant feature (as scikit-learn's StandardScaler). Both are rounded to
+    :data:`SCALE_DIGITS` significant digits, so the same rows give the same transform (and
+    model) whatever the chunking and the input type.
+    """
+    check_standardize(standardize)
+    if standardize is False:
+        return None
+    if standardize == "auto":
+        if not _uses_scale(gamma):
+            return None
+        std = _feature_stds(store)
+        if std is None or not len(_small_features(std)):
+            return None
+    mean, std = _feature_moments(store, sample_weight)
+    constant = ~(std > 10 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1.0))
+    scale = np.where(constant, 1.0, std)
+    rounded = np.vectorize(_rounded, otypes=[np.float64])
+    return rounded(mean), rounded(scale), (mean, std)
+
+
+def standardized_store(estimator, store, sample_weight=None):
+    """The store the fit sees: ``store`` itself, or an :class:`~kmp_dask.store.AffineStore` view
+    ``(x − mean) / scale`` read partition by partition (no copy, no extra pass). Sets the fitted
+    attributes ``standardized_`` and, when standardised, ``feature_mean_`` / ``feature_scale_``."""
+    from ..store import AffineStore
+
+    for name in ("feature_mean_", "feature_scale_"):
+        estimator.__dict__.pop(name, None)
+    found = standardization(getattr(estimator, "standardize", False), store, sample_weight,
+                            getattr(estimator, "gamma", "scale"))
+    estimator.standardized_ = found is not None
+    if found is None:
+        return store
+    estimator.feature_mean_, estimator.feature_scale_, moments = found
+    # the view's mean / std attributes are the (weighted) moments transformed: "scale" needs no pass
+    return AffineStore(store, found[0], found[1], moments=moments)
+
+
+def input_transform(estimator):
+    """``(offset, scale)`` the fitted model applies to raw rows, or ``(None, None)``."""
+    if getattr(estimator, "standardized_", False):
+        return estimator.feature_mean_, estimator.feature_scale_
+    return None, None

@@ -97,7 +97,7 @@ class PursuitResult:
             intercept += coef[0]
             coef = coef[1:]
         return KernelExpansion(self.basis_vectors[:k], coef, intercept, self.expansion.kernels,
-                               self.basis_kernels[:k])
+                               self.basis_kernels[:k], *getattr(self, "input_transform", (None, None)))
 
 
 def prefix_coef(L, ytd, k: int) -> np.ndarray:

@@ -24,3 +24,19 @@ def weighted_entry_variance(X, weights) -> float:
     total, first, second = dask.compute(w.sum() * X.shape[1], (w * Xf).sum(), (w * Xf * Xf).sum())
     mean = first / total
     return float(max(second / total - mean * mean, 0.0))
+
+
+def feature_moments(X, weights=None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature mean and std (population) of the dask array ``X``, rows weighted by ``weights``
+    (a numpy vector, or None: all 1); float64 accumulation, one pass."""
+    import dask
+    import dask.array as da
+
+    Xf = X.astype(np.float64)
+    if weights is None:
+        w = da.ones((X.shape[0], 1), chunks=(X.chunks[0], 1))
+    else:
+        w = da.from_array(np.asarray(weights, dtype=np.float64), chunks=(X.chunks[0],))[:, None]
+    total, first, second = dask.compute(w.sum(), (w * Xf).sum(axis=0), (w * Xf * Xf).sum(axis=0))
+    mean = first / total
+    return mean, np.sqrt(np.maximum(second / total - mean * mean, 0.0))

@@ -233,7 +233,7 @@ def prefix_guard(est, model, rows, y) -> None:
     if est.target_.source not in ("KMPClassifier", "KMPRegressor") or rows is None or y is None:
         return
     try:
-        prefix = model.expansion_at(est.n_vectors_)
+        prefix = model.expansion_at(est.n_vectors_).without_input_transform()  # pool rows: the model's space
     except ValueError:  # no path (another loss or fit mode): nothing to compare with
         return
     err_c, err_p = model_error(est, est.expansion_, rows, y), model_error(est, prefix, rows, y)

@@ -42,7 +42,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from ..estimators._inputs import is_store_like
+from ..estimators._inputs import is_dask_array, is_store_like
 from ..expansion import KernelExpansion
 from ..greedy._checkpoint import open_checkpoint
 from ._build import (
@@ -158,7 +158,9 @@ class ReducedSetCompressor(BaseEstimator):
     Attributes
     ----------
     expansion_ : KernelExpansion — the compressed model (with its thresholds as intercept)
-    target_ : CompressionTarget — the model as an expansion and how its outputs are decided
+    target_ : CompressionTarget — the model as an expansion and how its outputs are decided (a
+        model that standardises its input, ``standardize``: its expansion in the standardised space;
+        the pool is standardised the same way and ``expansion_`` takes raw rows again)
     n_vectors_ : int — vectors (kernel evaluations per prediction) of the compressed model
     rkhs_error_ : ndarray (m,) — ``‖w_j − ŵ_j‖²`` of the chosen level
     path_ : list of dict — per level: ``n_vectors``, ``rkhs_error`` (summed over outputs),
@@ -235,7 +237,7 @@ class ReducedSetCompressor(BaseEstimator):
             Continue the checkpoint in ``checkpoint``; with none there, the fit starts from scratch.
         """
         check_params(self)
-        target = as_compression_target(model)
+        target, X_pool, X_val, shift = _model_space(as_compression_target(model), X_pool, X_val)
         exp = target.expansion
         check_target(self, exp, X_pool, y, X_val, y_val)
         store, rows, pool_coef, in_memory, n_keep = prepare_pool(self, target, X_pool, y)
@@ -260,6 +262,8 @@ class ReducedSetCompressor(BaseEstimator):
                                               m, keep, ckpt)
                 self.seconds_ = done["seconds"] if done is not None else time.perf_counter() - t0
                 self._complete_fit(model, levels, wsq, rows, y, X_val, y_val, n_keep, ckpt, done)
+                self._input_shift = shift
+                self.expansion_ = self.expansion_.with_input_transform(*shift)
             finally:
                 self.__dict__.pop("_xengine", None)  # never saved; expansion_at exchanges only levels done here
         return self
@@ -309,7 +313,8 @@ class ReducedSetCompressor(BaseEstimator):
         if not fits:
             raise ValueError(f"n_vectors must be at least {self._levels[0].n_vectors} (the path's smallest level); "
                              f"got {n_vectors!r}")
-        return expansion(self, fits[-1], self._pool_rows, self._pool_y)
+        out = expansion(self, fits[-1], self._pool_rows, self._pool_y)
+        return out.with_input_transform(*getattr(self, "_input_shift", (None, None)))
 
     # -- prediction ----------------------------------------------------------------------------
     def decision_function(self, X):
@@ -347,3 +352,25 @@ def compress(model, n_vectors=0.2, *, X_pool=None, y=None, X_val=None, y_val=Non
     """Compress ``model`` and return the fitted :class:`ReducedSetCompressor` (its
     ``expansion_`` is the compressed model; ``predict`` / ``decision_function`` use it)."""
     return ReducedSetCompressor(n_vectors, **params).fit(model, X_pool, y, X_val=X_val, y_val=y_val)
+
+
+def _model_space(target, X_pool, X_val):
+    """A model whose expansion standardises its input (``input_offset`` / ``input_scale``) is
+    compressed in its own (standardised) space: the target's expansion without the transform, the
+    pool and the validation rows mapped by it (a store pool: read through an AffineStore view).
+    Returns ``(target, X_pool, X_val, (offset, scale))``; ``(None, None)`` without a transform."""
+    exp = target.expansion
+    if not exp.has_input_transform:
+        return target, X_pool, X_val, (None, None)
+    import dataclasses
+
+    from ..store import AffineStore, as_store
+    from ..store._transform import affine_rows
+
+    shift = (exp.input_offset, exp.input_scale)
+    target = dataclasses.replace(target, expansion=exp.without_input_transform())
+    if X_pool is not None and not is_dask_array(X_pool):  # a dask pool is refused by prepare_pool
+        X_pool = AffineStore(as_store(X_pool), *shift) if is_store_like(X_pool) else affine_rows(np.asarray(X_pool), *shift)
+    if X_val is not None:
+        X_val = affine_rows(np.asarray(X_val), *shift)
+    return target, X_pool, X_val, shift

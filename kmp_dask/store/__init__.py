@@ -17,11 +17,14 @@ from ._ingest import (
 from ._parquet import store_from_parquet
 from ._sources import check_source, default_test_target, ingest, source_kind
 from ._memory import InMemoryStore, MemoryRowReader
+from ._transform import AffineReader, AffineStore
 from ._schema import SCHEMA_VERSION, RunningStats
 from ._zarr import ZarrRowReader, ZarrStore, check_target_free
 
 __all__ = [
     "SCHEMA_VERSION",
+    "AffineReader",
+    "AffineStore",
     "DataStore",
     "InMemoryStore",
     "MemoryRowReader",

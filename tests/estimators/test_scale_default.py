@@ -110,7 +110,10 @@ def test_cvm_mmda_kpca_kcca_default_to_scale():
 def test_mixed_feature_scales_warn_and_name_the_small_features():
     Z = X * np.array([1000.0, 1.0, 1.0, 1.0])
     with pytest.warns(FeatureScaleWarning, match=r"3 of 4 features.*x1 \(std.*Standardise"):
-        KMPRegressor(n_basis=4, random_state=0).fit(Z, Y_REG)
+        KMPRegressor(n_basis=4, random_state=0, standardize=False).fit(Z, Y_REG)  # "auto" standardises instead
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FeatureScaleWarning)
+        assert KMPRegressor(n_basis=4, random_state=0).fit(Z, Y_REG).standardized_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", KernelWidthWarning)
         warnings.simplefilter("error", FeatureScaleWarning)
