@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ColumnStats", "GramStats", "LineStats", "PassResult", "ScoreStats", "total"]
+__all__ = ["BlockStats", "ColumnStats", "GramStats", "LineStats", "PassResult", "ScoreStats", "total"]
 
 
 def total(results, name: str):
@@ -120,3 +120,16 @@ class GramStats(PassResult):
 
     gram: Any
     bty: Any
+
+
+@dataclass(frozen=True)
+class BlockStats(PassResult):
+    """The kept candidates' products (:func:`~kmp_dask.blockops.kmp_block_stats`, several atoms
+    per pass), float64 over the training rows: ``gram = DᵀWD`` (c, c) between the c candidate
+    columns, ``cross = DᵀWB`` (c, n) with the basis, ``corr = DᵀWR`` (c, m) with the residual and
+    ``ytd = DᵀWY`` (c, m) with the targets."""
+
+    gram: Any
+    cross: Any
+    corr: Any
+    ytd: Any
