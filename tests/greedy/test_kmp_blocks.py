@@ -160,3 +160,40 @@ def test_block_fit_survives_a_killed_worker(tmp_path):
         eng.close()
     assert res.basis_indices.tolist() == ref.basis_indices.tolist()
     assert res.coef.tobytes() == ref.coef.tobytes() and res.intercept.tobytes() == ref.intercept.tobytes()
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_checkpointed_block_fit_resumes_to_the_identical_model(tmp_path):
+    """Interrupted mid-fit (from the callback), resumed from its checkpoint (saved when a batch
+    crosses a multiple of ``every``): the model of an uninterrupted fit, bit for bit."""
+    from kmp_dask.greedy._checkpoint import open_checkpoint
+
+    X, y = _data(n=1200, seed=9)
+    store = InMemoryStore(X, y, chunk_rows=400)
+    kw = {"atoms_per_pass": 3, "candidates": 30, "n_basis": 20}
+
+    def fit(ckpt=None, callback=None):
+        with InProcessEngine(partition_specs(store)) as eng:
+            return _fit(X, y, engine=eng, random_state=np.random.default_rng(5), callback=callback, checkpoint=ckpt,
+                        **kw)
+
+    ref = fit()
+
+    def opened(resume):
+        return open_checkpoint(tmp_path / "ck", every=4, resume=resume, estimator="test", params={}, store=store)
+
+    def stop(rec):
+        if rec["iteration"] >= 10:
+            raise _Interrupted
+
+    with pytest.raises(_Interrupted):
+        fit(opened(False), stop)
+    ck = opened(True)
+    assert ck.saved["t"] == 11  # saved by the batch of atoms 9-11 (it crossed 12 = 3 × every); stopped at the next pass
+    res = fit(ck)
+    assert res.basis_indices.tolist() == ref.basis_indices.tolist()
+    assert res.coef.tobytes() == ref.coef.tobytes() and res.intercept.tobytes() == ref.intercept.tobytes()
+    assert [h["index"] for h in res.history] == [h["index"] for h in ref.history]
