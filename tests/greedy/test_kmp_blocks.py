@@ -197,3 +197,14 @@ def test_checkpointed_block_fit_resumes_to_the_identical_model(tmp_path):
     assert res.basis_indices.tolist() == ref.basis_indices.tolist()
     assert res.coef.tobytes() == ref.coef.tobytes() and res.intercept.tobytes() == ref.intercept.tobytes()
     assert [h["index"] for h in res.history] == [h["index"] for h in ref.history]
+
+
+@pytest.mark.parametrize("k, n_basis", [(4, 12), (4, 14), (3, 20)])
+def test_two_passes_per_batch(k, n_basis):
+    """stats + init, intercept commit, (score + block) per batch of k atoms, final measuring pass."""
+    X, y = _data(n=500, seed=10)
+    with InProcessEngine(partition_specs(InMemoryStore(X, y, chunk_rows=128))) as eng:
+        res = _fit(X, y, engine=eng, atoms_per_pass=k, candidates=30, n_basis=n_basis,
+                   random_state=np.random.default_rng(0))
+        assert len(res.basis_indices) == n_basis
+        assert eng.n_calls == 2 + 1 + 2 * -(-n_basis // k) + 1
