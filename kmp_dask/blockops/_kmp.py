@@ -524,7 +524,8 @@ def kmp_block_stats(part: Partition, q: BlockQuery) -> BlockStats:
     Dw = D if st.wtr is None else D * st.wtr[:, None]
     m = st.fit.m
     out = BlockStats(np.zeros((c, c)), np.zeros((c, n)), np.zeros((c, m)), np.zeros((c, m)))
-    rows = max(1, CROSS_BLOCK_ROWS)
+    rows = CROSS_BLOCK_ROWS
+    scratch = st.work.get("block_cross64", min(rows, len(Xtr)) * max(n, 1), np.float64) if n else None
     for a in range(0, len(Xtr), rows):
         b = min(a + rows, len(Xtr))
         Dab = Dw[a:b]
@@ -533,7 +534,11 @@ def kmp_block_stats(part: Partition, q: BlockQuery) -> BlockStats:
         out.ytd[...] += Dab.T @ st.fit.Y[a:b]
         if n:
             Bab = st.cache.rows(Xtr, sq_tr, st.kernels, st.work, a, b)
-            out.cross[...] += Dab.T @ Bab.astype(np.float64, copy=False)
+            if Bab.dtype != np.float64:  # float32 columns: cast a row block into reused float64 scratch
+                B64 = scratch[: (b - a) * n].reshape(b - a, n)
+                np.copyto(B64, Bab)
+                Bab = B64
+            out.cross[...] += Dab.T @ Bab
     return out
 
 

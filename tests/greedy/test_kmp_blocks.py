@@ -208,3 +208,19 @@ def test_two_passes_per_batch(k, n_basis):
                    random_state=np.random.default_rng(0))
         assert len(res.basis_indices) == n_basis
         assert eng.n_calls == 2 + 1 + 2 * -(-n_basis // k) + 1
+
+
+def test_recomputed_columns_and_float32_give_the_stored_block_fit():
+    """The block pass reads the basis through either column mode; float32 data casts row blocks
+    of the basis to float64 before the products (atoms equal, coefficients to float32 rounding)."""
+    X, y = _data(n=600, seed=11)
+    kw = {"atoms_per_pass": 3, "candidates": 40, "n_basis": 15}
+    a = _fit(X, y, random_state=np.random.default_rng(2), **kw)
+    b = _fit(X, y, random_state=np.random.default_rng(2), basis_columns="recomputed", **kw)
+    assert a.basis_indices.tolist() == b.basis_indices.tolist()
+    np.testing.assert_allclose(a.coef, b.coef, rtol=0, atol=1e-9 * np.abs(a.coef).max())
+    X32 = X.astype(np.float32)
+    c = _fit(X32, y, random_state=np.random.default_rng(2), **kw)
+    d = _fit(X32, y, random_state=np.random.default_rng(2), basis_columns="recomputed", **kw)
+    assert c.basis_indices.tolist() == d.basis_indices.tolist()
+    np.testing.assert_allclose(c.coef, d.coef, rtol=0, atol=1e-4 * np.abs(c.coef).max())
