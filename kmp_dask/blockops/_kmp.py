@@ -526,16 +526,17 @@ def kmp_block_stats(part: Partition, q: BlockQuery) -> BlockStats:
     out = BlockStats(np.zeros((c, c)), np.zeros((c, n)), np.zeros((c, m)), np.zeros((c, m)))
     rows = CROSS_BLOCK_ROWS
     scratch = st.work.get("block_cross64", min(rows, len(Xtr)) * max(n, 1), np.float64) if n else None
+    R, Y = st.fit.R, st.fit.Y  # Y is rebuilt from the label codes on each access (one-vs-rest)
     for a in range(0, len(Xtr), rows):
         b = min(a + rows, len(Xtr))
         Dab = Dw[a:b]
         out.gram[...] += Dab.T @ D[a:b]
-        out.corr[...] += Dab.T @ st.fit.R[a:b]
-        out.ytd[...] += Dab.T @ st.fit.Y[a:b]
+        out.corr[...] += Dab.T @ R[a:b]
+        out.ytd[...] += Dab.T @ Y[a:b]
         if n:
             Bab = st.cache.rows(Xtr, sq_tr, st.kernels, st.work, a, b)
             if Bab.dtype != np.float64:  # float32 columns: cast a row block into reused float64 scratch
-                B64 = scratch[: (b - a) * n].reshape(b - a, n)
+                B64 = scratch[: (b - a) * n].reshape(n, b - a).T  # column-major like the cache: a contiguous copy
                 np.copyto(B64, Bab)
                 Bab = B64
             out.cross[...] += Dab.T @ Bab
