@@ -224,3 +224,14 @@ def test_recomputed_columns_and_float32_give_the_stored_block_fit():
     d = _fit(X32, y, random_state=np.random.default_rng(2), basis_columns="recomputed", **kw)
     assert c.basis_indices.tolist() == d.basis_indices.tolist()
     np.testing.assert_allclose(c.coef, d.coef, rtol=0, atol=1e-4 * np.abs(c.coef).max())
+
+
+@pytest.mark.parametrize("kw, match", [({"atoms_per_pass": 0}, "atoms_per_pass must be a positive int"),
+                                       ({"atoms_per_pass": 2, "fit_mode": "basic"}, "atoms_per_pass=2 is implemented"),
+                                       ({"atoms_per_pass": 2, "loss": "logistic"}, "atoms_per_pass=2 is implemented")])
+def test_estimator_refuses_bad_atoms_per_pass_before_fitting(kw, match):
+    from kmp_dask import KMPClassifier
+
+    X, y = _data(n=60)
+    with pytest.raises(ValueError, match=match):
+        KMPClassifier(client="tcp://127.0.0.1:1", **kw).fit(X, (y > 0).astype(int))  # no cluster is contacted
