@@ -19,7 +19,7 @@ and fit stay unweighted; without weights no product changes (bit-identical to an
 :mod:`~kmp_dask.blockops._journal`): :func:`kmp_init`, :func:`pend_column`,
 :func:`accept_column`, :func:`set_coef`, :func:`move_fit`. *Queries* (read only):
 :func:`kmp_stats`, :func:`kmp_score`, :func:`kmp_column_stats`, :func:`kmp_linesearch`,
-:func:`kmp_refit_stats`, :func:`kmp_gram`. Messages are frozen dataclasses; the scoring, commit, line-search,
+:func:`kmp_refit_stats`, :func:`kmp_gram`, :func:`kmp_block_stats`. Messages are frozen dataclasses; the scoring, commit, line-search,
 refit and Gram passes answer with typed records (:mod:`~kmp_dask.blockops._results`:
 :class:`ScoreStats`, :class:`ColumnStats`, :class:`LineStats`, :class:`GramStats`, totalled by
 their ``combine``), the statistics pass with a dict.
@@ -39,7 +39,7 @@ from scipy.linalg.blas import dsyrk as _dsyrk
 from ..kernels import shared_blocks
 from ._journal import Effect
 from ._partition import Partition, fetch_rows, split_mask, zero_weight_rows
-from ._results import ColumnStats, GramStats, LineStats, ScoreStats
+from ._results import BlockStats, ColumnStats, GramStats, LineStats, ScoreStats
 from ._state import (CROSS_BLOCK_ROWS, ColumnCache, RecomputedColumns, Residual, Views, Workspace, cross64, kernel_block,
                      keyed_state, readonly, split_views, sqnorm)
 
@@ -47,6 +47,7 @@ __all__ = [
     "Atom", "BIAS_ATOM", "KMPSetup", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery", "Move",
     "KMPState", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column", "set_coef", "move_fit",
     "kmp_score", "kmp_column_stats", "kmp_linesearch", "kmp_refit_stats", "kmp_gram", "kmp_effects",
+    "BlockQuery", "kmp_block_stats",
 ]
 
 #: Upper bound on the number of kernel values held at once per partition (row blocking).
@@ -134,6 +135,13 @@ class LineQuery:
 class RefitQuery:
     coefs: tuple  #: (n, m) coefficient matrices whose training loss to return
     stats: int | None = None  #: index into ``coefs`` at which to return gradient and curvature
+
+
+@dataclass(frozen=True)
+class BlockQuery:
+    """The candidates kept by a scoring pass (several atoms per pass): their atoms, in order."""
+
+    atoms: tuple
 
 
 # -- state -----------------------------------------------------------------------------------
@@ -497,6 +505,41 @@ def kmp_gram(part: Partition, msg=None) -> GramStats:
         h = np.ones(b - a) if w is None else w[a:b]
         out.gram[...] += _weighted_gram(B, h)
         out.bty[...] += B.T @ (Y[a:b] if w is None else h[:, None] * Y[a:b])
+    return out
+
+
+def kmp_block_stats(part: Partition, q: BlockQuery) -> BlockStats:
+    """Several atoms per pass: the products of the kept candidates' columns ``D`` (c of them)
+    over the training rows, float64 — ``DᵀWD`` (c, c), ``DᵀWB`` (c, n), ``DᵀWR`` and ``DᵀWY``
+    (c, m). Each column is computed exactly as :func:`pend_column` computes it (one kernel call
+    per candidate over the partition's rows), so the driver's algebra sees the very columns an
+    accepted atom puts in the cache; the products run over fixed row blocks in row order."""
+    st = _kmp(part)
+    Xtr, sq_tr, n = st.views.Xtr, st.views.sq_tr, st.cache.n
+    c = len(q.atoms)
+    D = np.empty((len(Xtr), c), dtype=np.float64)
+    for j, atom in enumerate(q.atoms):
+        z = np.asarray(atom.z).reshape(1, -1)
+        D[:, j] = kernel_block(st.kernels[atom.kernel], Xtr, sq_tr, z, sqnorm(z))[:, 0]
+    Dw = D if st.wtr is None else D * st.wtr[:, None]
+    m = st.fit.m
+    out = BlockStats(np.zeros((c, c)), np.zeros((c, n)), np.zeros((c, m)), np.zeros((c, m)))
+    rows = CROSS_BLOCK_ROWS
+    scratch = st.work.get("block_cross64", min(rows, len(Xtr)) * max(n, 1), np.float64) if n else None
+    R, Y = st.fit.R, st.fit.Y  # Y is rebuilt from the label codes on each access (one-vs-rest)
+    for a in range(0, len(Xtr), rows):
+        b = min(a + rows, len(Xtr))
+        Dab = Dw[a:b]
+        out.gram[...] += Dab.T @ D[a:b]
+        out.corr[...] += Dab.T @ R[a:b]
+        out.ytd[...] += Dab.T @ Y[a:b]
+        if n:
+            Bab = st.cache.rows(Xtr, sq_tr, st.kernels, st.work, a, b)
+            if Bab.dtype != np.float64:  # float32 columns: cast a row block into reused float64 scratch
+                B64 = scratch[: (b - a) * n].reshape(n, b - a).T  # column-major like the cache: a contiguous copy
+                np.copyto(B64, Bab)
+                Bab = B64
+            out.cross[...] += Dab.T @ Bab
     return out
 
 

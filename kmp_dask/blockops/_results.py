@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ColumnStats", "GramStats", "KPCAMoments", "KPCAScoreStats", "LineStats", "PassResult", "RSScoreStats",
-           "RSStats", "RSValues", "ScoreStats", "total"]
+__all__ = ["BlockStats", "ColumnStats", "GramStats", "KPCAMoments", "KPCAScoreStats", "LineStats", "PassResult",
+           "RSScoreStats", "RSStats", "RSValues", "ScoreStats", "total"]
 
 
 def total(results, name: str):
@@ -218,3 +218,15 @@ class RSValues(PassResult):
     values: Any = None
 
     _GATHERED = ("values",)
+
+@dataclass(frozen=True)
+class BlockStats(PassResult):
+    """The kept candidates' products (:func:`~kmp_dask.blockops.kmp_block_stats`, several atoms
+    per pass), float64 over the training rows: ``gram = DᵀWD`` (c, c) between the c candidate
+    columns, ``cross = DᵀWB`` (c, n) with the basis, ``corr = DᵀWR`` (c, m) with the residual and
+    ``ytd = DᵀWY`` (c, m) with the targets."""
+
+    gram: Any
+    cross: Any
+    corr: Any
+    ytd: Any

@@ -74,6 +74,13 @@ def _check_params(est):
         bad("fit_mode", f"one of {FIT_MODES}")
     if est.basis_columns not in BASIS_COLUMNS:
         bad("basis_columns", f"one of {BASIS_COLUMNS}")
+    k = est.atoms_per_pass
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        bad("atoms_per_pass", "a positive int (1: one atom per scoring pass)")
+    squared_loss = est.loss in ("squared", None) or getattr(est.loss, "name", None) == "squared"
+    if k > 1 and (est.fit_mode != "backfit" or not squared_loss):
+        raise ValueError(f"atoms_per_pass={k} is implemented for fit_mode='backfit' with loss='squared' only; got "
+                         f"fit_mode={est.fit_mode!r}, loss={est.loss!r}. Use atoms_per_pass=1 for the other modes.")
     c = est.candidates
     if not (c in ("all", "auto") or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
         bad("candidates", "'all', 'auto' or a positive int (the active-set size s)")
@@ -153,6 +160,7 @@ class _BaseKMP(StagedMixin, BaseEstimator):
         bound_delta=0.05,
         basis_columns="auto",
         standardize="auto",
+        atoms_per_pass=1,
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -181,6 +189,7 @@ class _BaseKMP(StagedMixin, BaseEstimator):
         self.bound_delta = bound_delta
         self.basis_columns = basis_columns
         self.standardize = standardize
+        self.atoms_per_pass = atoms_per_pass
 
     _is_classifier = False
 
@@ -238,7 +247,7 @@ class _BaseKMP(StagedMixin, BaseEstimator):
                         fit_intercept=self.fit_intercept, validation_fraction=float(self.validation_fraction),
                         n_iter_no_change=self.n_iter_no_change, split_seed=seed, callback=cb,
                         loss=self.loss_, refit_every=self.refit_every, error_threshold=self._bound_threshold(),
-                        checkpoint=ckpt, basis_columns=self.basis_columns,
+                        checkpoint=ckpt, basis_columns=self.basis_columns, atoms_per_pass=int(self.atoms_per_pass),
                     )
                     if bar is not None:
                         bar.close()
@@ -543,6 +552,12 @@ _PARAMETERS = """
         backfitting on every iteration). ``"auto"``: stored when they fit the workers' memory
         budget beside the data, else recomputed; the choice is ``basis_columns_``. The model
         agrees to rounding either way (docs/engine.md "Large N" has measured costs).
+    atoms_per_pass : int, default=1
+        ``fit_mode="backfit"`` with the squared loss: atoms admitted per scoring pass. With k > 1
+        one pass scores k·s candidates (s per atom, as with one), a second returns the Gram
+        products of the 2k best, and up to k of them join one at a time exactly as sequential
+        backfitting restricted to those 2k would — two passes per k atoms instead of 2k.
+        Validation scores (early stopping) are then measured once per k atoms.
 """
 
 _ATTRIBUTES = """

@@ -45,6 +45,7 @@ from ..exceptions import DegenerateFitWarning, PrematureStopWarning
 from ..linalg import IncrementalCholesky
 from ._candidates import CandidateSet, gather_fetched
 from ._checkpoint import NO_CHECKPOINT
+from ._kmp_blocks import run_blocks
 from ._kmp_config import FIT_MODES, PursuitConfig
 from ._record import Recorder
 from ._result import PursuitResult, StopReason, make_result, prefix_coef
@@ -188,8 +189,9 @@ class Pursuit:
         self.bias_column = c.fit_intercept and strategy.intercept_column
         self.lam = float(c.ridge) * self.w_train
         eligible = validation_eligibility(c.validation_fraction, c.split_seed)
+        self.atoms_per_pass = int(c.atoms_per_pass)  # k > 1: k·s candidates a pass (Popovici's s per atom)
         self.sampler = (AllCandidates(c.n_rows, eligible) if isinstance(c.candidates, str)
-                        else RandomCandidates(c.n_rows, int(c.candidates), eligible, self.n_train))
+                        else RandomCandidates(c.n_rows, int(c.candidates) * self.atoms_per_pass, eligible, self.n_train))
         val = None
         if self.n_val > 0 and c.validation_fraction > 0:
             val = ValQuery("accuracy" if c.targets["kind"] == "ovr" else "loss", self.offset, c.targets.get("classes"))
@@ -209,6 +211,7 @@ class Pursuit:
         # effects queued for the next pass
         self._accept, self._residual, self._moves = False, None, 0
         self._pend = None  # an atom whose column the next pass computes (strategies without a commit pass)
+        self._batch: list = []  # atoms admitted by a block (atoms_per_pass > 1): the next pass adds their columns
         self._scored = None  # (corr, sqn) totals of the last scoring pass
 
     # -- checkpoints: everything but the engine, the callback and the checkpoint itself -----------
@@ -222,6 +225,8 @@ class Pursuit:
         state.setdefault("basis_columns", "stored")  # checkpoints written before the large-N mode
         state.setdefault("_pend", None)  # checkpoints written before basic pursuit lost its commit pass
         state.setdefault("_scored", None)
+        state.setdefault("atoms_per_pass", 1)
+        state.setdefault("_batch", [])
         self.__dict__.update(state, engine=None, callback=None, checkpoint=NO_CHECKPOINT)
 
     def attach(self, engine: Engine, callback, checkpoint):
@@ -246,6 +251,8 @@ class Pursuit:
         """One pass: the queued effects, then ``effects``, then ``query`` on every partition."""
         queued = [] if self._pend is None else [kmp_effects.pend(self._pend)]
         queued += [kmp_effects.accept()] if self._accept else []
+        for atom in self._batch:  # several atoms per pass: each admitted column, in order
+            queued += [kmp_effects.pend(atom), kmp_effects.accept()]
         r = self._residual if self._residual is not None or not step else "set"
         if isinstance(r, tuple) and self._moves >= RESYNC_EVERY:
             r = "set"  # bound the drift of the rank-one updates
@@ -255,7 +262,7 @@ class Pursuit:
         elif r is not None:
             queued.append(kmp_effects.move(r[1], r[2], self.coef))
             self._moves += 1
-        self._accept, self._residual, self._pend = False, None, None
+        self._accept, self._residual, self._pend, self._batch = False, None, None, []
         return self.engine.run(query, msg, tuple(queued) + tuple(effects))
 
     def step(self, cands, fetch):
@@ -277,6 +284,8 @@ class Pursuit:
     # -- the algorithm ----------------------------------------------------------------------------
     def run(self, rng, resume_at=None) -> PursuitResult:
         """The pursuit; ``resume_at=(t, cands)`` continues a checkpoint saved after iteration t − 1."""
+        if self.atoms_per_pass > 1:
+            return run_blocks(self, rng, resume_at)
         t_first, cands = resume_at if resume_at is not None else (0, self._begin(rng))
         stop, score = StopReason.N_BASIS, None
         for t in range(t_first, self.n_basis):
@@ -455,7 +464,7 @@ class Pursuit:
 
     def _finish(self):
         """Final refit (other losses) and a last pass so the record describes the final model."""
-        accept_queued = self._accept or self._pend is not None
+        accept_queued = self._accept or self._pend is not None or bool(self._batch)
         if isinstance(self._residual, tuple):
             self._residual = None  # superseded by the refit / the full recomputation below
         refitted = self.strategy.finish(self)
@@ -516,7 +525,7 @@ def kernel_matching_pursuit(
     fit_intercept: bool = True, validation_fraction: float = 0.0, n_iter_no_change: int | None = None,
     split_seed: int = 0, callback=None, max_tries: int = 5, loss=None, refit_every: int | str | None = "auto",
     line_search_steps: int = 3, final_refit_steps: int = 25, error_threshold: float | None = None,
-    checkpoint=None, basis_columns: str = "stored",
+    checkpoint=None, basis_columns: str = "stored", atoms_per_pass: int = 1,
 ) -> PursuitResult:
     """Greedy selection of ``n_basis`` kernel functions centred on training rows.
 
@@ -568,6 +577,11 @@ def kernel_matching_pursuit(
         them (the large-N mode: :class:`~kmp_dask.blockops.RecomputedColumns`). ``"auto"``:
         stored when the columns fit the engine's free memory budget, else recomputed
         (:func:`resolve_basis_columns`). A resumed fit keeps the mode it started with.
+    atoms_per_pass : int
+        Atoms admitted per scoring pass (squared-loss ``backfit`` only; default 1). With k > 1 a
+        pass scores k·s candidates, a second pass returns the Gram products of the 2k best, and
+        the driver admits up to k of them one at a time exactly as sequential backfitting
+        restricted to those would (:mod:`~kmp_dask.greedy._kmp_blocks`): two passes per k atoms.
     checkpoint : :class:`~kmp_dask.greedy._checkpoint.Checkpoint` or None
         Saves the driver's state every ``checkpoint.every`` iterations and the result at the end;
         one holding a saved state (``resume``) continues it: its journal is replayed on
@@ -588,7 +602,7 @@ def kernel_matching_pursuit(
         tol=tol, fit_intercept=fit_intercept, validation_fraction=validation_fraction,
         n_iter_no_change=n_iter_no_change, split_seed=split_seed, max_tries=max_tries, loss=loss,
         refit_every=refit_every, line_search_steps=line_search_steps, final_refit_steps=final_refit_steps,
-        error_threshold=error_threshold, basis_columns=basis_columns)  # validates fit_mode and loss
+        error_threshold=error_threshold, basis_columns=basis_columns, atoms_per_pass=atoms_per_pass)  # validates fit_mode and loss
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result  # the checkpointed fit had finished

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 __all__ = ["FIT_MODES", "PursuitConfig"]
 
 FIT_MODES = ("basic", "backfit", "prefit", "refit", "basic_reselect")
@@ -24,7 +26,7 @@ class PursuitConfig:
     Built with the keywords' values; ``__post_init__`` normalises (``kernels``: one kernel or a
     sequence → a tuple; a squared :class:`~kmp_dask.losses.Loss` → None, the exact least-squares
     path) and refuses what no pursuit runs: an unknown ``fit_mode``, ``prefit``/``refit`` with a
-    loss other than squared.
+    loss other than squared, ``atoms_per_pass`` > 1 outside squared-loss ``backfit``.
     """
 
     kernels: Any
@@ -48,6 +50,7 @@ class PursuitConfig:
     final_refit_steps: int = 25
     error_threshold: float | None = None
     basis_columns: str = "stored"
+    atoms_per_pass: int = 1
 
     def __post_init__(self):
         if self.fit_mode not in FIT_MODES:
@@ -58,5 +61,12 @@ class PursuitConfig:
         if self.loss is not None and self.fit_mode in ("prefit", "refit", "basic_reselect"):
             raise ValueError(f"fit_mode={self.fit_mode!r} is defined for the squared loss only; use 'basic' or "
                              "'backfit' (other losses with 'backfit' refit on the refit_every schedule)")
+        k = self.atoms_per_pass
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"atoms_per_pass must be an int >= 1 (1: one atom per scoring pass); got {k!r}")
+        if k > 1 and (self.fit_mode != "backfit" or self.loss is not None):
+            raise ValueError(f"atoms_per_pass={k} is implemented for fit_mode='backfit' with the squared loss only; "
+                             f"got fit_mode={self.fit_mode!r}, loss={getattr(self.loss, 'name', self.loss)!r}. "
+                             "Use atoms_per_pass=1 for the other modes and losses.")
         kernels = self.kernels
         object.__setattr__(self, "kernels", tuple(kernels) if isinstance(kernels, (list, tuple)) else (kernels,))

@@ -1,0 +1,143 @@
+"""Several atoms per pass (``atoms_per_pass = k > 1``; squared-loss ``backfit`` only).
+
+One batch of the pursuit (:meth:`~kmp_dask.greedy._kmp.Pursuit.run` hands the loop to
+:func:`run_blocks`) is two passes over the data instead of 2k:
+
+1. the scoring pass (as with one atom: ``⟨d,R⟩²/(‖d‖²+λ)`` for the k·s random candidates, or for
+   every row with ``candidates="all"``), which also applies the previous batch's columns and
+   recomputes the residual ``R = Y − Bα`` in full;
+2. the block pass (:func:`~kmp_dask.blockops.kmp_block_stats`) for the c = ``KEEP_FACTOR``·k best
+   candidates by that score: their Gram ``DᵀD`` (c, c), ``DᵀB`` (c, n), ``DᵀY`` (c, m).
+
+The driver then admits up to k atoms *one at a time*, exactly as sequential backfitting
+pursuit restricted to those c candidates: with the coefficients ``α`` of the current basis,
+each remaining candidate's correlation with the exact residual is ``dᵀY − dᵀB α`` (its
+products with atoms admitted in this batch come from the c × c Gram), its score
+``(dᵀR)²/(‖d‖²+λ)``; the best joins through the Cholesky append (``[dᵀB, dᵀD_admitted]``,
+``‖d‖²``) and ``α`` is re-solved — no data pass. The next scoring pass pends and accepts the
+admitted columns (in order) and recomputes the residual from ``α``.
+
+Stop rules act at the same points as with one atom, and also inside a batch: ``n_basis``, and
+``tol`` on the exact training residual ``‖Y − Bα‖²`` (computed from the factor). Validation
+scores (early stopping) are measured once per batch, so early stopping cuts back to a basis
+size at a batch boundary. History: one record per atom; ``n_candidates`` of the 2nd, … atom of a
+batch counts the kept candidates still eligible, and ``residual_norm`` is the exact algebraic
+one except for the batch's last atom, which the next pass measures (as with one atom).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+
+from ..blockops import BlockQuery, BlockStats, kmp_block_stats
+from ..exceptions import PrematureStopWarning
+from ._result import StopReason
+
+__all__ = ["KEEP_FACTOR", "admit_block", "run_blocks"]
+
+KEEP_FACTOR = 2
+"""Candidates kept per batch: ``KEEP_FACTOR · k`` best by the scoring pass's score."""
+
+_DEPENDENT = ("kernel matching pursuit: the column of candidate row {idx} is numerically dependent on the "
+              "current basis (duplicate or near-duplicate rows); it is skipped.")
+
+
+def run_blocks(p, rng, resume_at=None):
+    """The pursuit loop of :class:`~kmp_dask.greedy._kmp.Pursuit` with ``p.atoms_per_pass`` atoms a batch."""
+    t, cands = resume_at if resume_at is not None else (0, p._begin(rng))
+    stop, score = StopReason.N_BASIS, None
+    while t < p.n_basis:
+        t0 = time.perf_counter()
+        idx_next = None if p.sampler.exhaustive else p.sampler.draw(rng, p.excluded)
+        res = p.step(cands, idx_next)
+        stop = p._stop_rule(res)
+        if stop is not None:
+            break
+        score = p._scores(res, cands)
+        if score is None:
+            stop = StopReason.EXHAUSTED
+            break
+        if score.max() <= 1e-13 * max(p.rss0, 1e-300):
+            stop = StopReason.CONVERGED
+            break
+        t_end = admit_block(p, score, cands, t)
+        if t_end == t:
+            stop = StopReason.LINEAR_DEPENDENCE
+            break
+        if idx_next is not None:
+            cands = p._candidates(res, idx_next)
+        p.recorder.history[-1]["seconds"] = time.perf_counter() - t0
+        _maybe_save(p, t, t_end, cands, rng)
+        t = t_end
+    else:
+        stop = StopReason.N_BASIS
+    p._finish()
+    if stop in (StopReason.CONVERGED, StopReason.LINEAR_DEPENDENCE) and not p._n_row_atoms():
+        stop = p._no_basis(stop, cands, score)
+    return p._result(stop)
+
+
+def _maybe_save(p, t, t_end, cands, rng):
+    """A checkpoint when the batch crossed a multiple of ``every`` (or reached ``n_basis``)."""
+    every = getattr(p.checkpoint, "every", None)
+    if every and (t_end // every > t // every or t_end == p.n_basis):
+        p.checkpoint.save_state(p, t_end - 1, cands, rng)
+
+
+def keep(score, k):
+    """Positions of the ``KEEP_FACTOR · k`` best finite scores, best first (stable: ties by position)."""
+    order = np.argsort(-score, kind="stable")[: KEEP_FACTOR * k]
+    return order[np.isfinite(score[order])]
+
+
+def admit_block(p, score, cands, t):
+    """Admit up to ``p.atoms_per_pass`` atoms from the kept candidates (one block pass); the
+    iteration count after the last one admitted (``t`` when none could join)."""
+    kept = keep(score, p.atoms_per_pass)
+    atoms = [cands.atom(int(j)) for j in kept]
+    st = BlockStats.combine(p.send(kmp_block_stats, BlockQuery(tuple(atoms))))
+    yy = float(np.add.reduce([s["y_sqsum"] for s in p._y]).sum())
+    alive = np.ones(len(kept), dtype=bool)
+    chosen: list[int] = []
+    t0 = t
+    while t < min(p.n_basis, t0 + p.atoms_per_pass) and alive.any():
+        r = st.ytd - _cross_now(st, chosen) @ p.coef  # dᵀ(Y − Bα) for every kept candidate (c, m)
+        s = np.where(alive, np.einsum("ij,ij->i", r, r) / (np.diag(st.gram) + p.lam), -np.inf)
+        if s.max() <= 1e-13 * max(p.rss0, 1e-300):
+            break
+        i = int(np.argmax(s))
+        alive[i] = False
+        if not p.chol.append(_cross_now(st, chosen)[i], float(st.gram[i, i])):
+            p.excluded.add(atoms[i].index)
+            warnings.warn(_DEPENDENT.format(idx=atoms[i].index), PrematureStopWarning, stacklevel=3)
+            continue
+        chosen.append(i)
+        p._append(atoms[i])
+        p.ytd.append(st.ytd[i])
+        p.coef = p.chol.solve(np.asarray(p.ytd))
+        first = len(chosen) == 1  # the batch's first atom: the pass's scores; later ones: the kept candidates'
+        p.recorder.new_iteration(t, atoms[i], score if first else s, int(kept[i]) if first else i)
+        p.recorder.history[-1]["residual_norm"] = float(np.sqrt(max(_rss(p, yy), 0.0)))
+        t += 1
+        if p.tol is not None and p.rss0 > 0 and np.sqrt(max(_rss(p, yy), 0.0) / p.rss0) <= p.tol:
+            break
+    if chosen:
+        p._batch = [atoms[i] for i in chosen]
+        p.resync()
+    return t
+
+
+def _cross_now(st, chosen):
+    """Every kept candidate's products with the current basis: ``[DᵀB, DᵀD_chosen]`` (c, n + len(chosen))."""
+    return np.hstack([st.cross, st.gram[:, chosen]]) if chosen else st.cross
+
+
+def _rss(p, yy):
+    """``‖Y − Bα‖²`` (summed over outputs) from ``YᵀY``, ``BᵀY`` and the factor ``BᵀB + λI = LLᵀ``."""
+    a, L = p.coef, p.chol.L
+    La = L.T @ a
+    return yy - 2.0 * float(np.einsum("ij,ij->", a, np.asarray(p.ytd))) + float(np.einsum("ij,ij->", La, La)) \
+        - p.lam * float(np.einsum("ij,ij->", a, a))
