@@ -30,7 +30,8 @@ Intercept: squared loss, ``basic`` → targets centred; ``backfit``/``prefit`` �
 refitted with every atom (exact least squares with an intercept, not counted in ``n_basis``);
 other losses → the constant function is a dictionary atom scored by ``(Σg)²/N``.
 Multi-output targets share one basis: scores are summed over outputs (coupled selection).
-Rows already in the basis are never selected again.
+Rows already in the basis are never selected again, except in ``basic_reselect`` (Vincent & Bengio's
+basic pursuit: a chosen atom may be chosen again and its coefficients are summed).
 """
 
 from __future__ import annotations
@@ -543,8 +544,9 @@ def kernel_matching_pursuit(
         ``{"kind": "regression"}`` or ``{"kind": "ovr", "classes": [...]}``.
     n_basis : int
         Maximum number of basis functions (the bias atom counts as one).
-    fit_mode : {"basic", "backfit", "prefit"}
-        ``prefit`` is for the squared loss only (:mod:`kmp_dask.greedy._strategies`).
+    fit_mode : {"basic", "basic_reselect", "backfit", "prefit", "refit"}
+        ``prefit``, ``refit`` and ``basic_reselect`` are for the squared loss only
+        (:mod:`kmp_dask.greedy._strategies`).
     candidates : "all" or int
         Exact pursuit over all training rows, or ``s`` random candidates per iteration.
     random_state : None, int or numpy Generator
