@@ -28,11 +28,11 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg.lapack import dpotrs, dtrtrs
 
 from ..blockops._cvm import CVMQuery, cvm_furthest
 from ..blockops._engine import Engine
 from ._candidates import merge_ranked
+from ._cvm_qp import ActiveSetQP, GrowingRows, GrowingSquare, simplex_qp
 from ._result import StopReason
 from ._sampling import ExcludingCandidates
 
@@ -56,98 +56,6 @@ def _one_blas_thread():
 
         _BLAS = ThreadpoolController()
     return _BLAS.limit(limits=1, user_api="blas")
-
-
-def simplex_qp(Q: np.ndarray, alpha: np.ndarray, tol: float, max_iter: int = 10_000):
-    """``argmin αᵀQα`` over the simplex (α ≥ 0, Σα = 1), Q symmetric positive definite, by a
-    primal active-set method warm-started from the feasible ``alpha`` (:class:`ActiveSetQP`, for
-    one call). Returns ``(alpha, n_steps)``."""
-    return ActiveSetQP().solve(Q, alpha, tol, max_iter)
-
-
-class ActiveSetQP:
-    """The MEB dual on the core set, ``argmin αᵀQα`` over the simplex, across the calls of one
-    core-set loop.
-
-    On the active set A the equality-constrained minimum is closed form, ``α_A ∝ Q_AA⁻¹ 1``. If it
-    is feasible, the KKT check adds the point outside A with the smallest gradient when that is
-    below the active level by more than ``tol`` (else α is optimal); if not, α moves toward it
-    until a weight reaches 0, which leaves A. The Cholesky factor of ``Q_AA`` is kept between
-    calls: ``Q`` only grows (a new core row at the end, entering with weight 0) and the active set
-    mostly only grows, so a joining point extends the factor by one row (O(|A|²)) instead of a
-    fresh O(|A|³) solve; a point leaving A (rare in the L2-SVM) refactors."""
-
-    def __init__(self):
-        self.active = np.zeros(0, dtype=np.int64)
-        self.L = np.zeros((0, 0))
-
-    def _factor(self, Q, active):
-        if len(active) == len(self.active) + 1 and np.array_equal(active[:-1], self.active):
-            i = active[-1]
-            c = Q[self.active, i]
-            v = dtrtrs(self.L, c, lower=1)[0] if len(c) else c
-            d2 = Q[i, i] - float(v @ v)
-            if d2 > 1e-14 * Q[i, i]:
-                L = np.zeros((len(active), len(active)), order="F")
-                L[:-1, :-1] = self.L
-                L[-1, :-1] = v
-                L[-1, -1] = np.sqrt(d2)
-                self.active, self.L = active, L
-                return
-        if not np.array_equal(active, self.active):
-            QA = Q[np.ix_(active, active)]
-            try:
-                L = np.linalg.cholesky(QA)
-            except np.linalg.LinAlgError:  # Q is positive definite by construction (δ/C): rounding only
-                L = np.linalg.cholesky(QA + 1e-12 * np.trace(QA) / len(QA) * np.eye(len(QA)))
-            self.active, self.L = active.copy(), np.asfortranarray(L)
-
-    def solve(self, Q, alpha, tol, max_iter: int = 10_000):
-        with _one_blas_thread():
-            return self._solve(Q, alpha, tol, max_iter)
-
-    def _solve(self, Q, alpha, tol, max_iter):
-        n = len(Q)
-        a = np.zeros(n)
-        a[: len(alpha)] = np.maximum(alpha, 0.0)
-        if not a.sum() > 0:
-            a[int(np.argmin(np.diag(Q)))] = 1.0
-        a /= a.sum()
-        active = np.flatnonzero(a > 0)
-        if len(self.active) and set(self.active.tolist()) == set(active.tolist()):
-            active = self.active.copy()  # keep the factor's order
-        for it in range(max_iter):
-            self._factor(Q, active)
-            ones = np.ones(len(active))
-            z = dpotrs(self.L, ones, lower=1)[0]  # Q_AA⁻¹ 1 from the factor (LAPACK directly: small solves)
-            target = z / z.sum()
-            if np.all(target >= 0):
-                a[:] = 0.0
-                a[active] = target
-                level = float(target @ (Q[np.ix_(active, active)] @ target)) if len(active) < 64 else \
-                    float(1.0 / z.sum())  # αᵀQα at the equality optimum is 1 / (1ᵀQ⁻¹1)
-                outside = np.ones(n, dtype=bool)
-                outside[active] = False
-                if not outside.any():
-                    return a, it
-                cand = np.flatnonzero(outside)
-                g = Q[cand] @ a
-                j = int(np.argmin(g))
-                if g[j] >= level - tol / 2:
-                    return a, it
-                active = np.append(active, cand[j])
-                continue
-            cur = a[active]
-            d = target - cur
-            neg = d < 0
-            t = float(np.min(cur[neg] / -d[neg]))
-            new = cur + t * d
-            new[new < 1e-15] = 0.0
-            a[:] = 0.0
-            a[active] = new
-            a /= a.sum()
-            active = active[a[active] > 0]
-        return a, max_iter
 
 
 @dataclass
@@ -201,14 +109,16 @@ def _new_entries(kernel, S, y, P, C):
     return y[:-1] * y[-1] * (k + 1.0), kzz + 1.0 + 1.0 / C
 
 
-def _grow(Q, kernel, S, y, P, C):
-    """``K̃`` of the core set after its last row joined: one new row and column (O(|S|·d))."""
+def _grow(G: GrowingSquare, kernel, S, y, P, C):
+    """``K̃`` of the core set after its last row joined: one new row and column written into the
+    buffer ``G`` in place (O(|S|·d); no copy of the matrix)."""
     n = len(S)
-    out = np.empty((n, n))
-    out[:-1, :-1] = Q
-    out[:-1, -1], out[-1, -1] = _new_entries(kernel, S, y, P, C)
-    out[-1, :-1] = out[:-1, -1]
-    return out
+    G.reserve(n)
+    col, diag = _new_entries(kernel, S, y, P, C)
+    G.buf[: n - 1, n - 1] = col
+    G.buf[n - 1, : n - 1] = col
+    G.buf[n - 1, n - 1] = diag
+    G.n = n
 
 
 def _rebuilt_ktilde(kernel, core_rows, core_y, core_P, C, m):
@@ -302,45 +212,64 @@ class _CoreSetLoop:
         res = self.engine.run(cvm_furthest, q0)
         self.n_passes, self.evals = 1, 0
         idx, rows, ys, Ps = _best(res)
-        self.core_index, self.core_rows, self.core_y, self.core_P = [idx], [rows], [ys], [Ps]
+        self._buffers(np.asarray(rows).shape[-1], np.asarray(rows).dtype, n_features_deflated)
+        self._append_core(idx, rows, ys, Ps)
         self.alpha = np.ones(1)
         self.n_iter = self.n_full = 0
-        self.Q = _ktilde(self.kernel, np.asarray(self.core_rows), np.asarray(self.core_y),
-                         np.asarray(self.core_P).reshape(1, -1), self.C)
+        self.Q = GrowingSquare()
+        S, y, P = self.core_arrays()
+        self.Q.buf[:1, :1] = _ktilde(self.kernel, S, y, P, self.C)
+        self.Q.n = 1
         self.qp = ActiveSetQP()
         self.pending = np.zeros(0, dtype=np.int64)  # rows a full pass found outside the ball, not yet measured inside
         self.seconds0 = 0.0
 
     def resume(self, r):
         """The loop after the iteration the state ``r`` (:meth:`state`) was saved at."""
-        self.core_index, self.core_rows, self.core_y, self.core_P = (
-            list(r[k]) for k in ("core_index", "core_rows", "core_y", "core_P"))
+        rows, P = np.asarray(r["core_rows"]), np.asarray(r["core_P"]).reshape(len(r["core_index"]), -1)
+        self._buffers(rows.shape[1], rows.dtype, P.shape[1])
+        for idx, row, ys, Ps in zip(r["core_index"], rows, r["core_y"], P):
+            self._append_core(idx, row, ys, Ps)
         self.alpha, self.qp, self.pending = r["alpha"], r["qp"], r["pending"]
-        self.Q = _rebuilt_ktilde(self.kernel, self.core_rows, self.core_y, self.core_P, self.C, r["Q_rows"])
+        Q = _rebuilt_ktilde(self.kernel, rows, np.asarray(r["core_y"]), P, self.C, r["Q_rows"])
+        self.Q = GrowingSquare(len(Q))
+        self.Q.buf[: len(Q), : len(Q)] = Q
+        self.Q.n = len(Q)
         self.n_iter, self.n_full, self.n_passes, self.evals, self.seconds0 = (
             r["n_iter"], r["n_full"], r["n_passes"], r["evals"], r["seconds"])
         self.rng.bit_generator.state = r["rng"]
 
     def state(self):
         """The loop's whole state, for a checkpoint (K̃ as its number of rows: rebuilt on resume)."""
-        return {"core_index": self.core_index, "core_rows": self.core_rows, "core_y": self.core_y,
-                "core_P": self.core_P, "alpha": self.alpha, "Q_rows": len(self.Q), "qp": self.qp,
+        S, y, P = self.core_arrays()
+        return {"core_index": list(self.core_index), "core_rows": S.copy(), "core_y": y.copy(),
+                "core_P": P.copy(), "alpha": self.alpha, "Q_rows": self.Q.n, "qp": self.qp,
                 "pending": self.pending, "n_iter": self.n_iter, "n_full": self.n_full,
                 "n_passes": self.n_passes, "evals": self.evals, "rng": self.rng.bit_generator.state,
                 "seconds": self.seconds0 + time.perf_counter() - self.t0}
 
+    def _buffers(self, d, dtype, q):
+        self.core_index = []
+        self._rows, self._y, self._P = GrowingRows(d, dtype), GrowingRows(1, np.float64), GrowingRows(q, np.float64)
+
+    def _append_core(self, idx, row, ys, Ps):
+        self.core_index.append(int(idx))
+        self._rows.append(row)
+        self._y.append(ys)
+        self._P.append(np.asarray(Ps, dtype=np.float64).reshape(-1))
+
     def core_arrays(self):
-        """The core set's rows, targets and projections as arrays ``(S, y, P)``."""
-        return (np.asarray(self.core_rows), np.asarray(self.core_y),
-                np.asarray(self.core_P).reshape(len(self.core_rows), -1))
+        """The core set's rows, targets and projections as arrays ``(S, y, P)`` (views of the
+        growing buffers: valid until the next row joins)."""
+        return self._rows.view, self._y.view[:, 0], self._P.view
 
     def solve_meb(self, S, y, P):
         """The MEB dual on the core set (warm-started): α, ``obj = αᵀK̃α`` and ``R2 = κ̃ − obj``."""
-        if len(self.Q) < len(S):  # the new core row's entries only (the Gram grows by one row and column)
-            self.Q = _grow(self.Q, self.kernel, S, y, P, self.C)
+        if self.Q.n < len(S):  # the new core row's entries only (the Gram grows by one row and column)
+            _grow(self.Q, self.kernel, S, y, P, self.C)
             self.evals += len(S)
-        self.alpha, _ = self.qp.solve(self.Q, self.alpha, QP_TOL * self.kt)
-        self.obj = float(self.alpha @ self.Q @ self.alpha)
+        self.alpha, _ = self.qp.solve(self.Q.view, self.alpha, QP_TOL * self.kt)
+        self.obj = float(self.qp.level)  # αᵀK̃α at the QP's optimum, 1 / 1ᵀK̃_A⁻¹1 (no O(|S|²) product)
         self.R2 = self.kt - self.obj
 
     def furthest_point(self, S, y, P):
@@ -350,7 +279,7 @@ class _CoreSetLoop:
         (1+ε)R: the loop has converged."""
         a = self.alpha * y
         limit = (1 + self.eps) ** 2 * self.R2
-        exclude = np.asarray(sorted(self.core_index), dtype=np.int64)
+        exclude = np.sort(np.asarray(self.core_index, dtype=np.int64))
         base = dict(S=S, a=a, PS=P, aKa=self.obj, kappa=self.kt, exclude=exclude,
                     ids=np.asarray(self.core_index, dtype=np.int64))
         far = None
@@ -398,16 +327,13 @@ class _CoreSetLoop:
         """The row ``far`` joins the core set (weight 0, no longer pending); one more iteration."""
         idx, rows, ys, Ps, _ = far
         self.pending = self.pending[self.pending != idx]
-        self.core_index.append(idx)
-        self.core_rows.append(rows)
-        self.core_y.append(ys)
-        self.core_P.append(Ps)
+        self._append_core(idx, rows, ys, Ps)
         self.alpha = np.append(self.alpha, 0.0)
         self.n_iter += 1
 
     def result(self, reason):
-        return CVMResult(np.asarray(self.core_index, dtype=np.int64), np.asarray(self.core_rows),
-                         np.asarray(self.core_y), np.asarray(self.core_P).reshape(len(self.core_index), -1),
+        S, y, P = self.core_arrays()
+        return CVMResult(np.asarray(self.core_index, dtype=np.int64), S.copy(), y.copy(), P.copy(),
                          self.alpha, float(self.R2), self.obj, self.n_iter, self.n_full, self.n_passes, reason.value,
                          int(self.evals), self.seconds0 + time.perf_counter() - self.t0)
 
