@@ -144,18 +144,24 @@ an iteration finds a row outside the ball without another full pass until the pe
 used up or have fallen inside (measured on letter: full passes per binary problem 29–51 → see
 docs/cvm.md). Convergence is still declared only by a full pass that finds no row outside."""
 
+POINTS_PER_PASS = 1
+"""Rows a distance pass may add to the core set: the furthest and, when more than one, the next
+furthest of the rows it measured that lie outside the (1+ε)R ball (benchmarks/cvm_speed.py)."""
+
 
 def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: float, n_rows: int,
                         candidates: int | None = 59, random_state=None, max_core: int = 5000,
                         n_features_deflated: int = 0, callback=None, refill: int = REFILL, checkpoint=None,
-                        resume: dict | None = None) -> CVMResult:
+                        resume: dict | None = None, points_per_pass: int = POINTS_PER_PASS) -> CVMResult:
     """One binary L2-SVM by the core-set loop over the engine's partitions.
 
     ``engine`` (:class:`~kmp_dask.blockops.Engine`) holds the partitions. The partitions must hold the rows (:func:`~kmp_dask.blockops._cvm.cvm_effects.init`), the
     binary targets (``targets``) and ``n_features_deflated`` MMDA projections. ``kappa`` is the
     kernel's constant diagonal κ; ``candidates=None`` measures every row in every iteration (no
     probabilistic speed-up). ``refill``: rows outside the ball a full pass hands to the following
-    sampled passes (:data:`REFILL`; 0: none).
+    sampled passes (:data:`REFILL`; 0: none). ``points_per_pass``: rows outside the ball one
+    iteration may add (:data:`POINTS_PER_PASS`; 1: Bădoiu–Clarkson's one furthest point — the QP
+    then admits them as one block).
 
     ``checkpoint``: anything with ``maybe_save(t, state)``, called at the end of iteration ``t``
     (after the new core row joined, before ``callback``) with a function returning the loop's
@@ -170,7 +176,7 @@ def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: 
     t0 = time.perf_counter()
     rng = random_state if random_state is not None else np.random.default_rng(0)
     loop = _CoreSetLoop(engine, kernel=kernel, kt=kappa + 1.0 + 1.0 / C, C=C, eps=eps, n_rows=n_rows,
-                        candidates=candidates, refill=refill, rng=rng, t0=t0)
+                        candidates=candidates, refill=refill, rng=rng, t0=t0, batch=points_per_pass)
     reason = StopReason.CONVERGED
     if resume is None:
         loop.start(n_features_deflated)
@@ -185,7 +191,7 @@ def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: 
         far = loop.furthest_point(S, y, P)           # None: every row lies within (1+ε)R
         if far is None:
             break
-        loop.add_to_core_set(far)
+        loop.add_to_core_set(far[: max_core - len(loop.core_index)])
         if checkpoint is not None:
             checkpoint.maybe_save(loop.n_iter - 1, loop.state)
         if callback is not None:
@@ -199,8 +205,9 @@ class _CoreSetLoop:
     set, find the furthest point (sampled pass, then a full pass before stopping), add it to the
     core set, and the whole state for a checkpoint."""
 
-    def __init__(self, engine: Engine, *, kernel, kt, C, eps, n_rows, candidates, refill, rng, t0):
+    def __init__(self, engine: Engine, *, kernel, kt, C, eps, n_rows, candidates, refill, rng, t0, batch=1):
         self.engine, self.kernel, self.kt, self.C, self.eps = engine, kernel, kt, C, eps
+        self.batch = max(int(batch), 1)
         self.n_rows, self.refill, self.rng, self.t0 = n_rows, refill, rng, t0
         self.sampler = None if candidates is None else ExcludingCandidates(n_rows, int(candidates))
 
@@ -220,7 +227,7 @@ class _CoreSetLoop:
         S, y, P = self.core_arrays()
         self.Q.buf[:1, :1] = _ktilde(self.kernel, S, y, P, self.C)
         self.Q.n = 1
-        self.qp = ActiveSetQP()
+        self.qp = ActiveSetQP(block=self.batch)
         self.pending = np.zeros(0, dtype=np.int64)  # rows a full pass found outside the ball, not yet measured inside
         self.seconds0 = 0.0
 
@@ -265,18 +272,20 @@ class _CoreSetLoop:
 
     def solve_meb(self, S, y, P):
         """The MEB dual on the core set (warm-started): α, ``obj = αᵀK̃α`` and ``R2 = κ̃ − obj``."""
-        if self.Q.n < len(S):  # the new core row's entries only (the Gram grows by one row and column)
-            _grow(self.Q, self.kernel, S, y, P, self.C)
-            self.evals += len(S)
+        while self.Q.n < len(S):  # the new core rows' entries only (the Gram grows by a row and column each)
+            n = self.Q.n + 1
+            _grow(self.Q, self.kernel, S[:n], y[:n], P[:n], self.C)
+            self.evals += n
         self.alpha, _ = self.qp.solve(self.Q.view, self.alpha, QP_TOL * self.kt)
         self.obj = float(self.qp.level)  # αᵀK̃α at the QP's optimum, 1 / 1ᵀK̃_A⁻¹1 (no O(|S|²) product)
         self.R2 = self.kt - self.obj
 
     def furthest_point(self, S, y, P):
-        """The row to join the core set, ``(index, row, y, P, dist)``: the furthest of the sampled
-        candidates and pending rows, or when that lies within (1+ε)R, the furthest of all rows (a
-        full pass, which refills the pending rows). None when the full pass finds every row within
-        (1+ε)R: the loop has converged."""
+        """The rows to join the core set, a list of ``(index, row, y, P, dist)``: the furthest of the
+        sampled candidates and pending rows, or when that lies within (1+ε)R, the furthest of all
+        rows (a full pass, which refills the pending rows) — with up to ``points_per_pass − 1`` more
+        of the furthest rows outside (1+ε)R that pass found. None when the full pass finds every row
+        within (1+ε)R: the loop has converged."""
         a = self.alpha * y
         limit = (1 + self.eps) ** 2 * self.R2
         exclude = np.sort(np.asarray(self.core_index, dtype=np.int64))
@@ -285,7 +294,7 @@ class _CoreSetLoop:
         far = None
         if self.sampler is not None:
             far = self._sampled_pass(base, exclude, limit)
-        if far is None or far[4] <= limit:
+        if far is None or far[0][4] <= limit:
             far = self._full_pass(base, limit)  # full pass before stopping
         return far
 
@@ -301,34 +310,39 @@ class _CoreSetLoop:
         cand = self.sampler.draw(self.rng, exclude)
         if len(self.pending):
             cand = np.union1d(cand, self.pending)
-        res = self._pass(CVMQuery(cand=cand, top=len(cand) if len(self.pending) else 1, **base))
+        res = self._pass(CVMQuery(cand=cand, top=len(cand) if len(self.pending) else self.batch, **base))
         self.evals += sum(r.get("kernel_evals", 0) for r in res)
         found = _ranked(res)
         if len(self.pending):  # pending rows now inside the ball are dropped
             out_idx = found["index"][found["dist"] > limit]
             self.pending = self.pending[np.isin(self.pending, out_idx)]
-        return _pick(found, 0) if len(found["index"]) else None
+        if not len(found["index"]):
+            return None
+        more = np.flatnonzero(found["dist"][1 : self.batch] > limit) + 1
+        return [_pick(found, i) for i in (0, *more.tolist())]
 
     def _full_pass(self, base, limit):
         """The furthest of all rows, keeping up to ``refill`` more rows outside the ball as pending;
         None when no row lies outside (1+ε)R."""
-        res = self._pass(CVMQuery(cand=None, top=1 + max(int(self.refill), 0) if self.sampler is not None
-                                  else 1, **base))
+        res = self._pass(CVMQuery(cand=None, top=self.batch + max(int(self.refill), 0) if self.sampler is not None
+                                  else self.batch, **base))
         self.n_full += 1
         self.evals += sum(r.get("kernel_evals", 0) for r in res)
         found = _ranked(res)
         far = _pick(found, 0) if len(found["index"]) else None
         if far is None or far[4] <= limit:
             return None
-        self.pending = found["index"][1:][found["dist"][1:] > limit][: max(int(self.refill), 0)]
-        return far
+        out = found["dist"] > limit
+        join = np.flatnonzero(out)[: self.batch]
+        self.pending = found["index"][join[-1] + 1 :][out[join[-1] + 1 :]][: max(int(self.refill), 0)]
+        return [_pick(found, int(i)) for i in join]
 
-    def add_to_core_set(self, far):
-        """The row ``far`` joins the core set (weight 0, no longer pending); one more iteration."""
-        idx, rows, ys, Ps, _ = far
-        self.pending = self.pending[self.pending != idx]
-        self._append_core(idx, rows, ys, Ps)
-        self.alpha = np.append(self.alpha, 0.0)
+    def add_to_core_set(self, fars):
+        """The rows ``fars`` join the core set (weight 0, no longer pending); one more iteration."""
+        for idx, rows, ys, Ps, _ in fars:
+            self.pending = self.pending[self.pending != idx]
+            self._append_core(idx, rows, ys, Ps)
+        self.alpha = np.append(self.alpha, np.zeros(len(fars)))
         self.n_iter += 1
 
     def result(self, reason):

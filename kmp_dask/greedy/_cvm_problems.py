@@ -23,7 +23,7 @@ import numpy as np
 from ..blockops._cvm import cvm_effects
 from ..blockops._engine import Engine
 from ._checkpoint import checkpoint_info
-from ._cvm import core_vector_machine, mmda_feature
+from ._cvm import POINTS_PER_PASS, core_vector_machine, mmda_feature
 
 __all__ = ["fit_binary_problems", "run_problem", "ProblemConfig", "ProblemCheckpoint", "CheckpointSuperseded"]
 
@@ -63,7 +63,8 @@ class ProblemConfig:
 
     ``kernel`` and its constant diagonal ``kappa``, the penalty ``C``, the core-set tolerance ``eps``,
     ``n_rows`` in the store, ``candidates`` sampled per iteration (None: every row), ``max_core``
-    and, for MMDA, ``n_components`` features per problem (0: the CVM itself) — the arguments of
+    and, for MMDA, ``n_components`` features per problem (0: the CVM itself), ``points_per_pass``
+    rows an iteration may add (:data:`~kmp_dask.greedy._cvm.POINTS_PER_PASS`) — the arguments of
     :func:`~kmp_dask.greedy._cvm.core_vector_machine` that do not change between problems.
     """
 
@@ -75,6 +76,7 @@ class ProblemConfig:
     candidates: int | None
     max_core: int
     n_components: int = 0
+    points_per_pass: int = POINTS_PER_PASS
 
 
 def run_problem(engine: Engine, positive, config: ProblemConfig, *, seed, checkpoint=None, saved=None, callback=None):
@@ -100,7 +102,8 @@ def run_problem(engine: Engine, positive, config: ProblemConfig, *, seed, checkp
         checkpoint.features, checkpoint.rng = out, rng
     c = config
     kw = dict(kernel=c.kernel, kappa=c.kappa, C=c.C, eps=c.eps, n_rows=c.n_rows, candidates=c.candidates,
-              random_state=rng, max_core=c.max_core, checkpoint=checkpoint, callback=callback)
+              random_state=rng, max_core=c.max_core, checkpoint=checkpoint, callback=callback,
+              points_per_pass=c.points_per_pass)
     if not c.n_components:
         if checkpoint is not None:
             checkpoint.q = 0

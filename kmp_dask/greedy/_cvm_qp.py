@@ -14,7 +14,7 @@ from scipy.linalg.lapack import dtrtrs
 
 __all__ = ["ActiveSetQP", "GrowingSquare", "GrowingRows", "simplex_qp"]
 
-_BLOCK = 256
+_BLOCK = 128
 """Row block of the blocked triangular solves: the off-diagonal part is one matrix–vector product
 per block on a strided view of the factor's buffer (no copy), the diagonal block a LAPACK solve."""
 
@@ -118,9 +118,15 @@ class ActiveSetQP:
     by a rank-one update of the trailing block (O(|A|²), no refactorisation). ``w = L⁻¹1`` is kept
     up to date with the factor (O(|A|) per joining point) and ``z = Q_AA⁻¹1 = L⁻ᵀw`` is one
     backward solve per factor change, cached across calls: a call that adds the new core point
-    costs one forward and one backward solve of the support's size."""
+    costs one forward and one backward solve of the support's size.
 
-    def __init__(self):
+    ``block``: how many violating points the KKT check may add at once (the most violating
+    first); they join the factor as one block (one forward solve with ``block`` right-hand sides
+    reads the factor once). 1: one at a time. A core-set loop that admits several points per pass
+    uses the same number, so one call costs about what a one-point call costs."""
+
+    def __init__(self, block: int = 1):
+        self.block = max(int(block), 1)
         self.active = np.zeros(0, dtype=np.int64)
         self.F = GrowingSquare(64)
         self.w = np.zeros(0)
@@ -148,6 +154,28 @@ class ActiveSetQP:
         self.active = np.append(self.active, i)
         return True
 
+    def _append_block(self, Q, idx) -> bool:
+        """Several points join the factor at once (a block row: one forward solve with
+        ``len(idx)`` right-hand sides, a small Cholesky factor of their Schur complement)."""
+        m, k = len(self.active), len(idx)
+        C = Q[np.ix_(self.active, idx)]
+        V = _forward(self.L, C) if m else np.zeros((0, k))
+        Sc = Q[np.ix_(idx, idx)] - V.T @ V
+        try:
+            Lk = np.linalg.cholesky(Sc)
+        except np.linalg.LinAlgError:
+            return False
+        if not np.all(np.diag(Lk) ** 2 > 1e-14 * np.diag(Q)[idx]):
+            return False
+        self.F.reserve(m + k)
+        self.F.buf[m : m + k, :m] = V.T
+        self.F.buf[m : m + k, m : m + k] = Lk
+        self.F.n = m + k
+        tail = dtrtrs(Lk, 1.0 - V.T @ self.w, lower=1)[0]
+        self.w = np.concatenate([self.w, tail])
+        self.active = np.concatenate([self.active, np.asarray(idx, dtype=np.int64)])
+        return True
+
     def _remove(self, p: int) -> None:
         """Drop position ``p`` of the active set from the factor (rank-one update of the block after it)."""
         m, B = len(self.active), self.F.buf
@@ -156,7 +184,7 @@ class ActiveSetQP:
         B[p : m - 1, p : m - 1] = B[p + 1 : m, p + 1 : m]
         B[m - 1, :m] = 0.0
         B[:m, m - 1] = 0.0
-        T = B[p : m - 1, p : m - 1]
+        T = np.asfortranarray(B[p : m - 1, p : m - 1])  # column operations below: contiguous columns
         for j in range(len(x)):
             ljj = T[j, j]
             r = np.hypot(ljj, x[j])
@@ -165,6 +193,7 @@ class ActiveSetQP:
             if j + 1 < len(x):
                 T[j + 1 :, j] = (T[j + 1 :, j] + s * x[j + 1 :]) / c
                 x[j + 1 :] = c * x[j + 1 :] - s * T[j + 1 :, j]
+        B[p : m - 1, p : m - 1] = T
         self.F.n = m - 1
         self.active = np.delete(self.active, p)
         self.w = _forward(self.L, np.ones(m - 1))
@@ -187,6 +216,8 @@ class ActiveSetQP:
         self.z = None
         m = len(self.active)
         if len(active) == m + 1 and np.array_equal(active[:-1], self.active) and self._append(Q, active[-1]):
+            return
+        if len(active) > m + 1 and np.array_equal(active[:m], self.active) and self._append_block(Q, active[m:]):
             return
         if 0 < len(active) < m:
             keep = np.isin(self.active, active)
@@ -236,7 +267,11 @@ class ActiveSetQP:
                 j = int(np.argmin(g))
                 if g[j] >= level - tol / 2:
                     return a, it
-                active = np.append(active, cand[j])
+                if self.block == 1:
+                    active = np.append(active, cand[j])
+                else:  # the ``block`` most violating points join together
+                    order = np.argsort(g, kind="stable")[: self.block]
+                    active = np.append(active, cand[order[g[order] < level - tol / 2]])
                 continue
             cur = a[active]
             d = target - cur
@@ -247,5 +282,7 @@ class ActiveSetQP:
             a[:] = 0.0
             a[active] = new
             a /= a.sum()
-            active = active[a[active] > 0]
+            # the weights the step took to 0 leave A; a point that joined at weight 0 and grows
+            # toward its target stays (with a block of joiners the step can be 0)
+            active = active[(a[active] > 0) | (d > 0)]
         return a, max_iter
