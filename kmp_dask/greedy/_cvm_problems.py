@@ -130,10 +130,11 @@ def _solve(engine: Engine, positive, seed, checkpoint, saved, callback, config):
 
 def fit_binary_problems(tasks, store, positives, *, seeds, kernel, kappa: float, C: float, eps: float, n_rows: int,
                         candidates, max_core: int, n_components: int = 0, timeout: float = 3600.0, checkpoint=None,
-                        on_problem=None, on_iteration=None):
+                        on_problem=None, on_iteration=None, points_per_pass: int = POINTS_PER_PASS):
     """Run one binary problem per entry of ``positives``; returns their results in order.
 
-    ``kernel`` … ``n_components``: the problems' :class:`ProblemConfig`, built here once.
+    ``kernel`` … ``n_components`` and ``points_per_pass``: the problems' :class:`ProblemConfig`,
+    built here once.
 
     ``tasks``: a :class:`~kmp_dask.parallel.Tasks`. Without a cluster: one in-process engine,
     problems in turn. One problem and a cluster: an actor engine (passes on the workers). Several
@@ -151,7 +152,7 @@ def fit_binary_problems(tasks, store, positives, *, seeds, kernel, kappa: float,
     order of completion; after its checkpoint). ``on_iteration(k, record)``: after each core-set
     iteration of problem ``k`` when the problems run in turn on the driver (not as tasks).
     """
-    config = ProblemConfig(kernel, kappa, C, eps, n_rows, candidates, max_core, n_components)
+    config = ProblemConfig(kernel, kappa, C, eps, n_rows, candidates, max_core, n_components, points_per_pass)
     t0 = time.perf_counter()
     token = uuid.uuid4().hex  # this run of the fit: tasks of an earlier run stop at their next save
     elapsed0 = 0.0
