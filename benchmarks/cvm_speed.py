@@ -217,7 +217,7 @@ def main(argv=None):
         if args.classes:
             res["many_classes_speedup_vs_baseline"] = base["many_classes"]["fit_s"] / res["many_classes"]["fit_s"]
         H.log(f"baseline {base}")
-    out = H.output_path(NAME, args) if hasattr(H, "output_path") else None
+    out = H.output_path(NAME, args.out)
     H.write_json(out, res)
     H.log(f"wrote {out}")
 
