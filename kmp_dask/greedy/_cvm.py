@@ -28,11 +28,11 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg.lapack import dpotrs, dtrtrs
 
 from ..blockops._cvm import CVMQuery, cvm_furthest
 from ..blockops._engine import Engine
 from ._candidates import merge_ranked
+from ._cvm_qp import ActiveSetQP, GrowingRows, GrowingSquare, simplex_qp
 from ._result import StopReason
 from ._sampling import ExcludingCandidates
 
@@ -56,98 +56,6 @@ def _one_blas_thread():
 
         _BLAS = ThreadpoolController()
     return _BLAS.limit(limits=1, user_api="blas")
-
-
-def simplex_qp(Q: np.ndarray, alpha: np.ndarray, tol: float, max_iter: int = 10_000):
-    """``argmin αᵀQα`` over the simplex (α ≥ 0, Σα = 1), Q symmetric positive definite, by a
-    primal active-set method warm-started from the feasible ``alpha`` (:class:`ActiveSetQP`, for
-    one call). Returns ``(alpha, n_steps)``."""
-    return ActiveSetQP().solve(Q, alpha, tol, max_iter)
-
-
-class ActiveSetQP:
-    """The MEB dual on the core set, ``argmin αᵀQα`` over the simplex, across the calls of one
-    core-set loop.
-
-    On the active set A the equality-constrained minimum is closed form, ``α_A ∝ Q_AA⁻¹ 1``. If it
-    is feasible, the KKT check adds the point outside A with the smallest gradient when that is
-    below the active level by more than ``tol`` (else α is optimal); if not, α moves toward it
-    until a weight reaches 0, which leaves A. The Cholesky factor of ``Q_AA`` is kept between
-    calls: ``Q`` only grows (a new core row at the end, entering with weight 0) and the active set
-    mostly only grows, so a joining point extends the factor by one row (O(|A|²)) instead of a
-    fresh O(|A|³) solve; a point leaving A (rare in the L2-SVM) refactors."""
-
-    def __init__(self):
-        self.active = np.zeros(0, dtype=np.int64)
-        self.L = np.zeros((0, 0))
-
-    def _factor(self, Q, active):
-        if len(active) == len(self.active) + 1 and np.array_equal(active[:-1], self.active):
-            i = active[-1]
-            c = Q[self.active, i]
-            v = dtrtrs(self.L, c, lower=1)[0] if len(c) else c
-            d2 = Q[i, i] - float(v @ v)
-            if d2 > 1e-14 * Q[i, i]:
-                L = np.zeros((len(active), len(active)), order="F")
-                L[:-1, :-1] = self.L
-                L[-1, :-1] = v
-                L[-1, -1] = np.sqrt(d2)
-                self.active, self.L = active, L
-                return
-        if not np.array_equal(active, self.active):
-            QA = Q[np.ix_(active, active)]
-            try:
-                L = np.linalg.cholesky(QA)
-            except np.linalg.LinAlgError:  # Q is positive definite by construction (δ/C): rounding only
-                L = np.linalg.cholesky(QA + 1e-12 * np.trace(QA) / len(QA) * np.eye(len(QA)))
-            self.active, self.L = active.copy(), np.asfortranarray(L)
-
-    def solve(self, Q, alpha, tol, max_iter: int = 10_000):
-        with _one_blas_thread():
-            return self._solve(Q, alpha, tol, max_iter)
-
-    def _solve(self, Q, alpha, tol, max_iter):
-        n = len(Q)
-        a = np.zeros(n)
-        a[: len(alpha)] = np.maximum(alpha, 0.0)
-        if not a.sum() > 0:
-            a[int(np.argmin(np.diag(Q)))] = 1.0
-        a /= a.sum()
-        active = np.flatnonzero(a > 0)
-        if len(self.active) and set(self.active.tolist()) == set(active.tolist()):
-            active = self.active.copy()  # keep the factor's order
-        for it in range(max_iter):
-            self._factor(Q, active)
-            ones = np.ones(len(active))
-            z = dpotrs(self.L, ones, lower=1)[0]  # Q_AA⁻¹ 1 from the factor (LAPACK directly: small solves)
-            target = z / z.sum()
-            if np.all(target >= 0):
-                a[:] = 0.0
-                a[active] = target
-                level = float(target @ (Q[np.ix_(active, active)] @ target)) if len(active) < 64 else \
-                    float(1.0 / z.sum())  # αᵀQα at the equality optimum is 1 / (1ᵀQ⁻¹1)
-                outside = np.ones(n, dtype=bool)
-                outside[active] = False
-                if not outside.any():
-                    return a, it
-                cand = np.flatnonzero(outside)
-                g = Q[cand] @ a
-                j = int(np.argmin(g))
-                if g[j] >= level - tol / 2:
-                    return a, it
-                active = np.append(active, cand[j])
-                continue
-            cur = a[active]
-            d = target - cur
-            neg = d < 0
-            t = float(np.min(cur[neg] / -d[neg]))
-            new = cur + t * d
-            new[new < 1e-15] = 0.0
-            a[:] = 0.0
-            a[active] = new
-            a /= a.sum()
-            active = active[a[active] > 0]
-        return a, max_iter
 
 
 @dataclass
@@ -201,14 +109,16 @@ def _new_entries(kernel, S, y, P, C):
     return y[:-1] * y[-1] * (k + 1.0), kzz + 1.0 + 1.0 / C
 
 
-def _grow(Q, kernel, S, y, P, C):
-    """``K̃`` of the core set after its last row joined: one new row and column (O(|S|·d))."""
+def _grow(G: GrowingSquare, kernel, S, y, P, C):
+    """``K̃`` of the core set after its last row joined: one new row and column written into the
+    buffer ``G`` in place (O(|S|·d); no copy of the matrix)."""
     n = len(S)
-    out = np.empty((n, n))
-    out[:-1, :-1] = Q
-    out[:-1, -1], out[-1, -1] = _new_entries(kernel, S, y, P, C)
-    out[-1, :-1] = out[:-1, -1]
-    return out
+    G.reserve(n)
+    col, diag = _new_entries(kernel, S, y, P, C)
+    G.buf[: n - 1, n - 1] = col
+    G.buf[n - 1, : n - 1] = col
+    G.buf[n - 1, n - 1] = diag
+    G.n = n
 
 
 def _rebuilt_ktilde(kernel, core_rows, core_y, core_P, C, m):
@@ -234,18 +144,24 @@ an iteration finds a row outside the ball without another full pass until the pe
 used up or have fallen inside (measured on letter: full passes per binary problem 29–51 → see
 docs/cvm.md). Convergence is still declared only by a full pass that finds no row outside."""
 
+POINTS_PER_PASS = 1
+"""Rows a distance pass may add to the core set: the furthest and, when more than one, the next
+furthest of the rows it measured that lie outside the (1+ε)R ball (benchmarks/cvm_speed.py)."""
+
 
 def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: float, n_rows: int,
                         candidates: int | None = 59, random_state=None, max_core: int = 5000,
                         n_features_deflated: int = 0, callback=None, refill: int = REFILL, checkpoint=None,
-                        resume: dict | None = None) -> CVMResult:
+                        resume: dict | None = None, points_per_pass: int = POINTS_PER_PASS) -> CVMResult:
     """One binary L2-SVM by the core-set loop over the engine's partitions.
 
     ``engine`` (:class:`~kmp_dask.blockops.Engine`) holds the partitions. The partitions must hold the rows (:func:`~kmp_dask.blockops._cvm.cvm_effects.init`), the
     binary targets (``targets``) and ``n_features_deflated`` MMDA projections. ``kappa`` is the
     kernel's constant diagonal κ; ``candidates=None`` measures every row in every iteration (no
     probabilistic speed-up). ``refill``: rows outside the ball a full pass hands to the following
-    sampled passes (:data:`REFILL`; 0: none).
+    sampled passes (:data:`REFILL`; 0: none). ``points_per_pass``: rows outside the ball one
+    iteration may add (:data:`POINTS_PER_PASS`; 1: Bădoiu–Clarkson's one furthest point — the QP
+    then admits them as one block).
 
     ``checkpoint``: anything with ``maybe_save(t, state)``, called at the end of iteration ``t``
     (after the new core row joined, before ``callback``) with a function returning the loop's
@@ -260,7 +176,7 @@ def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: 
     t0 = time.perf_counter()
     rng = random_state if random_state is not None else np.random.default_rng(0)
     loop = _CoreSetLoop(engine, kernel=kernel, kt=kappa + 1.0 + 1.0 / C, C=C, eps=eps, n_rows=n_rows,
-                        candidates=candidates, refill=refill, rng=rng, t0=t0)
+                        candidates=candidates, refill=refill, rng=rng, t0=t0, batch=points_per_pass)
     reason = StopReason.CONVERGED
     if resume is None:
         loop.start(n_features_deflated)
@@ -275,7 +191,7 @@ def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: 
         far = loop.furthest_point(S, y, P)           # None: every row lies within (1+ε)R
         if far is None:
             break
-        loop.add_to_core_set(far)
+        loop.add_to_core_set(far[: max_core - len(loop.core_index)])
         if checkpoint is not None:
             checkpoint.maybe_save(loop.n_iter - 1, loop.state)
         if callback is not None:
@@ -289,8 +205,9 @@ class _CoreSetLoop:
     set, find the furthest point (sampled pass, then a full pass before stopping), add it to the
     core set, and the whole state for a checkpoint."""
 
-    def __init__(self, engine: Engine, *, kernel, kt, C, eps, n_rows, candidates, refill, rng, t0):
+    def __init__(self, engine: Engine, *, kernel, kt, C, eps, n_rows, candidates, refill, rng, t0, batch=1):
         self.engine, self.kernel, self.kt, self.C, self.eps = engine, kernel, kt, C, eps
+        self.batch = max(int(batch), 1)
         self.n_rows, self.refill, self.rng, self.t0 = n_rows, refill, rng, t0
         self.sampler = None if candidates is None else ExcludingCandidates(n_rows, int(candidates))
 
@@ -302,61 +219,82 @@ class _CoreSetLoop:
         res = self.engine.run(cvm_furthest, q0)
         self.n_passes, self.evals = 1, 0
         idx, rows, ys, Ps = _best(res)
-        self.core_index, self.core_rows, self.core_y, self.core_P = [idx], [rows], [ys], [Ps]
+        self._buffers(np.asarray(rows).shape[-1], np.asarray(rows).dtype, n_features_deflated)
+        self._append_core(idx, rows, ys, Ps)
         self.alpha = np.ones(1)
         self.n_iter = self.n_full = 0
-        self.Q = _ktilde(self.kernel, np.asarray(self.core_rows), np.asarray(self.core_y),
-                         np.asarray(self.core_P).reshape(1, -1), self.C)
-        self.qp = ActiveSetQP()
+        self.Q = GrowingSquare()
+        S, y, P = self.core_arrays()
+        self.Q.buf[:1, :1] = _ktilde(self.kernel, S, y, P, self.C)
+        self.Q.n = 1
+        self.qp = ActiveSetQP(block=self.batch)
         self.pending = np.zeros(0, dtype=np.int64)  # rows a full pass found outside the ball, not yet measured inside
         self.seconds0 = 0.0
 
     def resume(self, r):
         """The loop after the iteration the state ``r`` (:meth:`state`) was saved at."""
-        self.core_index, self.core_rows, self.core_y, self.core_P = (
-            list(r[k]) for k in ("core_index", "core_rows", "core_y", "core_P"))
+        rows, P = np.asarray(r["core_rows"]), np.asarray(r["core_P"]).reshape(len(r["core_index"]), -1)
+        self._buffers(rows.shape[1], rows.dtype, P.shape[1])
+        for idx, row, ys, Ps in zip(r["core_index"], rows, r["core_y"], P):
+            self._append_core(idx, row, ys, Ps)
         self.alpha, self.qp, self.pending = r["alpha"], r["qp"], r["pending"]
-        self.Q = _rebuilt_ktilde(self.kernel, self.core_rows, self.core_y, self.core_P, self.C, r["Q_rows"])
+        Q = _rebuilt_ktilde(self.kernel, rows, np.asarray(r["core_y"]), P, self.C, r["Q_rows"])
+        self.Q = GrowingSquare(len(Q))
+        self.Q.buf[: len(Q), : len(Q)] = Q
+        self.Q.n = len(Q)
         self.n_iter, self.n_full, self.n_passes, self.evals, self.seconds0 = (
             r["n_iter"], r["n_full"], r["n_passes"], r["evals"], r["seconds"])
         self.rng.bit_generator.state = r["rng"]
 
     def state(self):
         """The loop's whole state, for a checkpoint (K̃ as its number of rows: rebuilt on resume)."""
-        return {"core_index": self.core_index, "core_rows": self.core_rows, "core_y": self.core_y,
-                "core_P": self.core_P, "alpha": self.alpha, "Q_rows": len(self.Q), "qp": self.qp,
+        S, y, P = self.core_arrays()
+        return {"core_index": list(self.core_index), "core_rows": S.copy(), "core_y": y.copy(),
+                "core_P": P.copy(), "alpha": self.alpha, "Q_rows": self.Q.n, "qp": self.qp,
                 "pending": self.pending, "n_iter": self.n_iter, "n_full": self.n_full,
                 "n_passes": self.n_passes, "evals": self.evals, "rng": self.rng.bit_generator.state,
                 "seconds": self.seconds0 + time.perf_counter() - self.t0}
 
+    def _buffers(self, d, dtype, q):
+        self.core_index = []
+        self._rows, self._y, self._P = GrowingRows(d, dtype), GrowingRows(1, np.float64), GrowingRows(q, np.float64)
+
+    def _append_core(self, idx, row, ys, Ps):
+        self.core_index.append(int(idx))
+        self._rows.append(row)
+        self._y.append(ys)
+        self._P.append(np.asarray(Ps, dtype=np.float64).reshape(-1))
+
     def core_arrays(self):
-        """The core set's rows, targets and projections as arrays ``(S, y, P)``."""
-        return (np.asarray(self.core_rows), np.asarray(self.core_y),
-                np.asarray(self.core_P).reshape(len(self.core_rows), -1))
+        """The core set's rows, targets and projections as arrays ``(S, y, P)`` (views of the
+        growing buffers: valid until the next row joins)."""
+        return self._rows.view, self._y.view[:, 0], self._P.view
 
     def solve_meb(self, S, y, P):
         """The MEB dual on the core set (warm-started): α, ``obj = αᵀK̃α`` and ``R2 = κ̃ − obj``."""
-        if len(self.Q) < len(S):  # the new core row's entries only (the Gram grows by one row and column)
-            self.Q = _grow(self.Q, self.kernel, S, y, P, self.C)
-            self.evals += len(S)
-        self.alpha, _ = self.qp.solve(self.Q, self.alpha, QP_TOL * self.kt)
-        self.obj = float(self.alpha @ self.Q @ self.alpha)
+        while self.Q.n < len(S):  # the new core rows' entries only (the Gram grows by a row and column each)
+            n = self.Q.n + 1
+            _grow(self.Q, self.kernel, S[:n], y[:n], P[:n], self.C)
+            self.evals += n
+        self.alpha, _ = self.qp.solve(self.Q.view, self.alpha, QP_TOL * self.kt)
+        self.obj = float(self.qp.level)  # αᵀK̃α at the QP's optimum, 1 / 1ᵀK̃_A⁻¹1 (no O(|S|²) product)
         self.R2 = self.kt - self.obj
 
     def furthest_point(self, S, y, P):
-        """The row to join the core set, ``(index, row, y, P, dist)``: the furthest of the sampled
-        candidates and pending rows, or when that lies within (1+ε)R, the furthest of all rows (a
-        full pass, which refills the pending rows). None when the full pass finds every row within
-        (1+ε)R: the loop has converged."""
+        """The rows to join the core set, a list of ``(index, row, y, P, dist)``: the furthest of the
+        sampled candidates and pending rows, or when that lies within (1+ε)R, the furthest of all
+        rows (a full pass, which refills the pending rows) — with up to ``points_per_pass − 1`` more
+        of the furthest rows outside (1+ε)R that pass found. None when the full pass finds every row
+        within (1+ε)R: the loop has converged."""
         a = self.alpha * y
         limit = (1 + self.eps) ** 2 * self.R2
-        exclude = np.asarray(sorted(self.core_index), dtype=np.int64)
+        exclude = np.sort(np.asarray(self.core_index, dtype=np.int64))
         base = dict(S=S, a=a, PS=P, aKa=self.obj, kappa=self.kt, exclude=exclude,
                     ids=np.asarray(self.core_index, dtype=np.int64))
         far = None
         if self.sampler is not None:
             far = self._sampled_pass(base, exclude, limit)
-        if far is None or far[4] <= limit:
+        if far is None or far[0][4] <= limit:
             far = self._full_pass(base, limit)  # full pass before stopping
         return far
 
@@ -372,42 +310,44 @@ class _CoreSetLoop:
         cand = self.sampler.draw(self.rng, exclude)
         if len(self.pending):
             cand = np.union1d(cand, self.pending)
-        res = self._pass(CVMQuery(cand=cand, top=len(cand) if len(self.pending) else 1, **base))
+        res = self._pass(CVMQuery(cand=cand, top=len(cand) if len(self.pending) else self.batch, **base))
         self.evals += sum(r.get("kernel_evals", 0) for r in res)
         found = _ranked(res)
         if len(self.pending):  # pending rows now inside the ball are dropped
             out_idx = found["index"][found["dist"] > limit]
             self.pending = self.pending[np.isin(self.pending, out_idx)]
-        return _pick(found, 0) if len(found["index"]) else None
+        if not len(found["index"]):
+            return None
+        more = np.flatnonzero(found["dist"][1 : self.batch] > limit) + 1
+        return [_pick(found, i) for i in (0, *more.tolist())]
 
     def _full_pass(self, base, limit):
         """The furthest of all rows, keeping up to ``refill`` more rows outside the ball as pending;
         None when no row lies outside (1+ε)R."""
-        res = self._pass(CVMQuery(cand=None, top=1 + max(int(self.refill), 0) if self.sampler is not None
-                                  else 1, **base))
+        res = self._pass(CVMQuery(cand=None, top=self.batch + max(int(self.refill), 0) if self.sampler is not None
+                                  else self.batch, **base))
         self.n_full += 1
         self.evals += sum(r.get("kernel_evals", 0) for r in res)
         found = _ranked(res)
         far = _pick(found, 0) if len(found["index"]) else None
         if far is None or far[4] <= limit:
             return None
-        self.pending = found["index"][1:][found["dist"][1:] > limit][: max(int(self.refill), 0)]
-        return far
+        out = found["dist"] > limit
+        join = np.flatnonzero(out)[: self.batch]
+        self.pending = found["index"][join[-1] + 1 :][out[join[-1] + 1 :]][: max(int(self.refill), 0)]
+        return [_pick(found, int(i)) for i in join]
 
-    def add_to_core_set(self, far):
-        """The row ``far`` joins the core set (weight 0, no longer pending); one more iteration."""
-        idx, rows, ys, Ps, _ = far
-        self.pending = self.pending[self.pending != idx]
-        self.core_index.append(idx)
-        self.core_rows.append(rows)
-        self.core_y.append(ys)
-        self.core_P.append(Ps)
-        self.alpha = np.append(self.alpha, 0.0)
+    def add_to_core_set(self, fars):
+        """The rows ``fars`` join the core set (weight 0, no longer pending); one more iteration."""
+        for idx, rows, ys, Ps, _ in fars:
+            self.pending = self.pending[self.pending != idx]
+            self._append_core(idx, rows, ys, Ps)
+        self.alpha = np.append(self.alpha, np.zeros(len(fars)))
         self.n_iter += 1
 
     def result(self, reason):
-        return CVMResult(np.asarray(self.core_index, dtype=np.int64), np.asarray(self.core_rows),
-                         np.asarray(self.core_y), np.asarray(self.core_P).reshape(len(self.core_index), -1),
+        S, y, P = self.core_arrays()
+        return CVMResult(np.asarray(self.core_index, dtype=np.int64), S.copy(), y.copy(), P.copy(),
                          self.alpha, float(self.R2), self.obj, self.n_iter, self.n_full, self.n_passes, reason.value,
                          int(self.evals), self.seconds0 + time.perf_counter() - self.t0)
 

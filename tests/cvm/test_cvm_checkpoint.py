@@ -382,10 +382,9 @@ def test_the_rebuilt_ktilde_is_the_loops_own_bit_for_bit():
     X, y = _data(classes=2, seed=4)
     grown, real = [], g._grow
 
-    def keep(Q, kernel, S, yy, P, C_):
-        out = real(Q, kernel, S, yy, P, C_)
-        grown.append((out, S.copy(), yy.copy(), P.copy(), kernel))
-        return out
+    def keep(G, kernel, S, yy, P, C_):
+        real(G, kernel, S, yy, P, C_)  # grows the loop's K̃ buffer in place
+        grown.append((G.view.copy(), S.copy(), yy.copy(), P.copy(), kernel))
 
     g._grow = keep
     try:

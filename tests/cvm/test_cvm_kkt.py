@@ -10,14 +10,29 @@ simplex QP (α >= 0, Σα = 1, ``(Qα)_i = λ`` where α_i > 0 and ``>= λ`` els
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy.optimize import minimize
 from sklearn.datasets import make_classification
 
 from kmp_dask import CVMClassifier
 from kmp_dask.greedy._cvm import simplex_qp
+from kmp_dask.greedy._cvm_qp import ActiveSetQP
 from kmp_dask.kernels import get_kernel
 
 GAMMA, C, EPS = 0.3, 10.0, 1e-3
+
+
+def _with_points_per_pass(k):
+    """``ProblemConfig.__init__`` with ``points_per_pass=k`` (the estimators do not expose it)."""
+    import kmp_dask.greedy._cvm_problems as gp
+
+    real = gp.ProblemConfig.__init__
+
+    def init(self, *a, **kw):
+        real(self, *a, **kw)
+        object.__setattr__(self, "points_per_pass", k)
+
+    return init
 
 
 def _meb_matrix(X, y, kernel, C):
@@ -68,11 +83,35 @@ def test_simplex_qp_meets_the_kkt_conditions_and_an_independent_solver():
     np.testing.assert_allclose(alpha, ref, atol=1e-5)       # the same minimiser (Q is positive definite)
 
 
-def test_cvm_ball_is_within_the_paper_guarantee_of_an_independent_exact_meb():
+@pytest.mark.parametrize("block", [1, 8])
+def test_active_set_qp_in_blocks_and_with_removals_meets_the_kkt_conditions(block):
+    """From the uniform point most weights leave the support (rank-one downdates of the factor);
+    points then rejoin one at a time or ``block`` at a time (a block row of the factor)."""
+    X, y = make_classification(120, n_features=4, n_informative=3, n_redundant=0, random_state=3)
+    Q, _ = _meb_matrix(X, y, get_kernel("rbf", gamma=GAMMA), C)
+    qp = ActiveSetQP(block=block)
+    alpha, _ = qp.solve(Q[:60, :60], np.full(60, 1.0 / 60), 1e-12)
+    assert qp.n_downdates > 0 and qp.n_refactors == 0
+    _assert_kkt(Q[:60, :60], alpha, 1e-9)
+    alpha, _ = qp.solve(Q, alpha, 1e-12)  # 60 more points join, weight 0: a warm start
+    _assert_kkt(Q, alpha, 1e-9)
+    np.testing.assert_allclose(alpha, _slsqp_meb(Q), atol=1e-5)
+    L = qp.L
+    np.testing.assert_allclose(L @ L.T, Q[np.ix_(qp.active, qp.active)], rtol=0, atol=1e-10 * Q[0, 0])
+    np.testing.assert_allclose(qp.w, np.linalg.solve(L, np.ones(len(L))), rtol=1e-9)
+
+
+@pytest.mark.parametrize("points_per_pass", [1, 8])
+def test_cvm_ball_is_within_the_paper_guarantee_of_an_independent_exact_meb(points_per_pass, monkeypatch):
+    import kmp_dask.greedy._cvm_problems as gp
+
+    monkeypatch.setattr(gp.ProblemConfig, "__init__", _with_points_per_pass(points_per_pass))
     X, y = make_classification(250, n_features=5, n_informative=4, n_redundant=0, random_state=0)
     k = get_kernel("rbf", gamma=GAMMA)
     est = CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y)
     res = est.results_[0]
+    if points_per_pass > 1:
+        assert res.n_iter < len(res.core_index) - 1  # some iterations admitted several rows
     Q, yy = _meb_matrix(X, y, k, C)
     kt = 1.0 + 1.0 + 1.0 / C
     ref = _slsqp_meb(Q)

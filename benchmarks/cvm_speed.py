@@ -1,0 +1,226 @@
+"""CVMClassifier against scikit-learn's SVC on issue 28's data, with a profile of the CVM fit.
+
+Data: ``make_classification(n_features=54, n_informative=20)`` (covertype-like, 2 classes),
+standardised on the training rows, float32; SVC(C=1, gamma=1/54) and ``CVMClassifier()`` with its
+defaults (``gamma="scale"`` is 1/54 on standardised rows), fitted in the same run on the same rows:
+fit seconds (median over ``--repeats``), their ratio, test accuracy, support / core vectors.
+
+The CVM fit is profiled with timers around its parts (wrapped for the profiled fit only; the
+timed fits run unwrapped): the core-set QP (``ActiveSetQP.solve``), the core set's K̃ entries
+(``_grow``: kernel values between the new core row and the others), distance passes split into
+the per-partition work (``cvm_furthest``) and the engine's overhead around it, sampled vs full
+passes, and the rest of the driver loop.
+
+``--baseline REF``: the same CVM fit (and the many-class one) with kmp_dask as it is at git
+revision REF, in a subprocess on a copy exported with ``git archive`` — before/after ratios in
+one run. ``--classes K --class-rows N``: a K-class problem of N rows (issue 28: 50 classes at
+N = 1,000 took 80 s).
+
+    python benchmarks/cvm_speed.py                      # 2·10⁴ training rows
+    python benchmarks/cvm_speed.py --rows 50000         # the issue's size
+    python benchmarks/cvm_speed.py --baseline 7be3f54   # before/after in one run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H
+
+NAME = "cvm_speed"
+
+
+def _data(rows, test_rows, seed=0):
+    import numpy as np
+    from sklearn.datasets import make_classification
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = make_classification(n_samples=rows + test_rows, n_features=54, n_informative=20, random_state=seed)
+    sc = StandardScaler().fit(X[:rows])
+    X = sc.transform(X).astype(np.float32)
+    return X[:rows], y[:rows], X[rows:], y[rows:]
+
+
+def _many_classes(rows, classes, seed=0):
+    import numpy as np
+    from sklearn.datasets import make_classification
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = make_classification(n_samples=rows, n_features=54, n_informative=20, n_classes=classes,
+                               n_clusters_per_class=1, random_state=seed)
+    return StandardScaler().fit_transform(X).astype(np.float32), y
+
+
+def fit_cvm(X, y, Xte=None, yte=None, **params):
+    """One ``CVMClassifier(**params)`` fit: seconds, accuracy, core vectors, passes."""
+    from kmp_dask import CVMClassifier
+
+    est = CVMClassifier(random_state=0, **params)
+    t = time.perf_counter()
+    est.fit(X, y)
+    sec = time.perf_counter() - t
+    out = {"fit_s": sec, "n_core": int(est.expansion_.n_vectors),
+           "n_full_passes": [int(r.n_full_passes) for r in est.results_][:5],
+           "n_passes": int(sum(r.n_passes for r in est.results_))}
+    if Xte is not None:
+        out["accuracy"] = float((est.predict(Xte) == yte).mean())
+    return out, est
+
+
+class _Timers:
+    """Accumulated seconds and calls per wrapped function (the profile)."""
+
+    def __init__(self):
+        self.sec, self.calls = {}, {}
+
+    def wrap(self, owner, attr, key):
+        real = getattr(owner, attr)
+        timers = self
+
+        def timed(*a, **k):
+            t = time.perf_counter()
+            try:
+                return real(*a, **k)
+            finally:
+                timers.sec[key] = timers.sec.get(key, 0.0) + time.perf_counter() - t
+                timers.calls[key] = timers.calls.get(key, 0) + 1
+
+        setattr(owner, attr, timed)
+        return lambda: setattr(owner, attr, real)
+
+
+def profiled_fit(X, y):
+    """The CVM fit with timers around its parts; seconds per part and what is left to the driver."""
+    import kmp_dask.greedy._cvm as g
+    from kmp_dask.greedy import _cvm_qp
+
+    T = _Timers()
+    undo = [T.wrap(g.ActiveSetQP, "solve", "qp"), T.wrap(g, "_grow", "core_gram"),
+            T.wrap(g._CoreSetLoop, "_sampled_pass", "sampled_passes"),
+            T.wrap(g._CoreSetLoop, "_full_pass", "full_passes"), T.wrap(g, "cvm_furthest", "partition_work"),
+            T.wrap(g._CoreSetLoop, "_pass", "passes")]
+    qps = []
+    real_init = _cvm_qp.ActiveSetQP.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        qps.append(self)
+
+    _cvm_qp.ActiveSetQP.__init__ = init
+    try:
+        out, est = fit_cvm(X, y)
+    finally:
+        _cvm_qp.ActiveSetQP.__init__ = real_init
+        for u in undo:
+            u()
+    total = out["fit_s"]
+    parts = {k: round(v, 3) for k, v in T.sec.items()}
+    parts["pass_overhead"] = round(T.sec.get("passes", 0) - T.sec.get("partition_work", 0), 3)
+    parts["driver_rest"] = round(total - T.sec.get("qp", 0) - T.sec.get("core_gram", 0)
+                                 - T.sec.get("sampled_passes", 0) - T.sec.get("full_passes", 0), 3)
+    return {"fit_s": total, "seconds": parts, "calls": T.calls,
+            "qp_downdates": sum(getattr(q, "n_downdates", 0) for q in qps),
+            "qp_refactors": sum(getattr(q, "n_refactors", 0) for q in qps),
+            "n_core": out["n_core"], "iterations": int(sum(r.n_iter for r in est.results_))}
+
+
+def fit_svc(X, y, Xte, yte):
+    from sklearn.svm import SVC
+
+    t = time.perf_counter()
+    svc = SVC(C=1.0, gamma=1.0 / 54).fit(X, y)
+    sec = time.perf_counter() - t
+    return {"fit_s": sec, "accuracy": float(svc.score(Xte, yte)), "n_sv": int(svc.support_vectors_.shape[0])}
+
+
+def _baseline(ref, args):
+    """This script's ``--child`` run on kmp_dask at git revision ``ref`` (a subprocess)."""
+    root = H.ROOT
+    tmp = Path(tempfile.mkdtemp(prefix="cvm_speed_base_"))
+    archive = subprocess.run(["git", "-C", str(root), "archive", ref, "kmp_dask"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
+    env = dict(os.environ, PYTHONPATH=str(tmp))
+    cmd = [sys.executable, __file__, "--child", "--rows", str(args.rows), "--test-rows", str(args.test_rows),
+           "--classes", str(args.classes), "--class-rows", str(args.class_rows), "--threads", str(args.threads)]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=str(tmp))
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def child(args):
+    """The timed CVM fits only (no SVC, no profile) with whichever kmp_dask is on the path."""
+    import kmp_dask
+
+    X, y, Xte, yte = _data(args.rows, args.test_rows)
+    out = {"kmp_dask": kmp_dask.__file__}
+    out["cvm"], _ = fit_cvm(X, y, Xte, yte)
+    if args.classes:
+        Xm, ym = _many_classes(args.class_rows, args.classes)
+        out["many_classes"], _ = fit_cvm(Xm, ym)
+    print(json.dumps(out))
+
+
+def _add_arguments(p):
+    p.add_argument("--rows", type=int, default=20000, help="training rows (issue 28: 50000)")
+    p.add_argument("--test-rows", type=int, default=5000)
+    p.add_argument("--repeats", type=int, default=1, help="timed fits of each method (median)")
+    p.add_argument("--baseline", default=None, help="git revision to time the same CVM fits at (subprocess)")
+    p.add_argument("--classes", type=int, default=50, help="classes of the many-class problem (0: skip)")
+    p.add_argument("--class-rows", type=int, default=1000)
+    p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+
+
+def main(argv=None):
+    p = H.add_common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), NAME, plots=False)
+    _add_arguments(p)
+    args = p.parse_args(argv)
+    H.set_threads(args.threads)
+    if args.child:
+        return child(args)
+    import numpy as np
+
+    import kmp_dask
+
+    X, y, Xte, yte = _data(args.rows, args.test_rows)
+    res = {"rows": args.rows, "test_rows": args.test_rows, "kmp_dask": kmp_dask.__file__,
+           "environment": H.environment()}
+    H.log(f"{args.rows} rows: SVC and CVMClassifier() × {args.repeats}")
+    svc = [fit_svc(X, y, Xte, yte) for _ in range(args.repeats)]
+    cvm = [fit_cvm(X, y, Xte, yte)[0] for _ in range(args.repeats)]
+    res["svc"], res["cvm"] = svc[-1], cvm[-1]
+    res["svc"]["fit_s_median"] = float(np.median([r["fit_s"] for r in svc]))
+    res["cvm"]["fit_s_median"] = float(np.median([r["fit_s"] for r in cvm]))
+    res["cvm_over_svc_time"] = res["cvm"]["fit_s_median"] / res["svc"]["fit_s_median"]
+    res["accuracy_gap_points"] = 100 * (res["svc"]["accuracy"] - res["cvm"]["accuracy"])
+    H.log(f"SVC {res['svc']}  CVM {res['cvm']}  ratio {res['cvm_over_svc_time']:.2f}")
+    if not args.no_profile:
+        res["profile"] = profiled_fit(X, y)
+        H.log(f"profile {res['profile']}")
+    if args.classes:
+        Xm, ym = _many_classes(args.class_rows, args.classes)
+        res["many_classes"], _ = fit_cvm(Xm, ym)
+        res["many_classes"].update(classes=args.classes, rows=args.class_rows)
+        H.log(f"{args.classes} classes at {args.class_rows} rows: {res['many_classes']}")
+    if args.baseline:
+        H.log(f"baseline at {args.baseline} (subprocess)")
+        base = _baseline(args.baseline, args)
+        res["baseline"] = dict(base, ref=args.baseline)
+        res["speedup_vs_baseline"] = base["cvm"]["fit_s"] / res["cvm"]["fit_s_median"]
+        if args.classes:
+            res["many_classes_speedup_vs_baseline"] = base["many_classes"]["fit_s"] / res["many_classes"]["fit_s"]
+        H.log(f"baseline {base}")
+    out = H.output_path(NAME, args.out)
+    H.write_json(out, res)
+    H.log(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
