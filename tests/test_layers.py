@@ -72,13 +72,6 @@ EXCEPTIONS = {
     ("kmp_dask.expansion", "parallel"): "inside a function: decision_function on dask input maps over chunks",
     ("kmp_dask.expansion", "store"): "inside functions: decision_function on a store reads it chunk by chunk",
     ("kmp_dask.store._sources", "datasets"): "inside functions: a named data set as a store source",
-    # the estimators read a store's label set with a partition query of their own (StatsQuery); moving
-    # it into greedy/ changes the estimators' code, not only an import line (issue 27)
-    ("kmp_dask.estimators._kmp", "blockops"): "StatsQuery(unique_labels=True) for a store's classes",
-    ("kmp_dask.estimators._cvm", "blockops"): "inside a function: StatsQuery(unique_labels=True) for a store's classes",
-    # the CV estimators hand the chunk-level prefix scorer and the row-hash folds (numpy only) to
-    # parallel.row_block_sums, which runs them on the row blocks
-    ("kmp_dask.estimators._kmp_cv", "blockops"): "PrefixScorer / hash_folds / hash_fold_stats run on row blocks",
 }
 
 

@@ -11,9 +11,10 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..expansion import KernelExpansion
 from ..kernels import get_kernel
-from ..parallel import Tasks, resolve_client
+from ..parallel._session import engine_session, task_session
 from ..greedy._checkpoint import open_checkpoint
 from ..greedy._cvm_problems import fit_binary_problems
+from ..greedy._labels import store_labels
 from ..greedy._sampling import resolve_candidates
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like, predict_input, sample_rows
 from ._progress import inner_progress, progress_callback
@@ -92,9 +93,9 @@ class _CVMBase(BaseEstimator):
                         cb(_problem_record(k, label[k], result, n_done))
 
                 try:
-                    with resolve_client(self.client, in_memory=in_memory) as client:
+                    with task_session(self.client, in_memory=in_memory) as tasks:
                         results = fit_binary_problems(
-                            Tasks(client), store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
+                            tasks, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
                             eps=float(self.eps), n_rows=store.n_rows, candidates=resolve_candidates(self.candidates),
                             max_core=int(self.max_core), n_components=n_components, checkpoint=ckpt,
                             on_problem=on_problem, on_iteration=_on_iteration(bar, self.verbose, label,
@@ -138,31 +139,14 @@ def _constant_diagonal(kernel, sample) -> float:
 
 
 def _classes(est, store):
-    from ..blockops import StatsQuery, kmp_stats
-    from ..parallel import make_engine
-
     if est._input_classes is not None:
         return np.arange(len(est._input_classes)), est._input_classes
     names = store.attrs.get("classes")
-    with make_engine(None, store) if store.url is None else _null_engine(store) as engine:
-        parts = engine.run(kmp_stats, StatsQuery(unique_labels=True))
-    codes = np.unique(np.concatenate([p["labels"] for p in parts]))
+    with engine_session("sync", store, in_memory=True) as engine:  # the labels are read in this process
+        codes = store_labels(engine)
     if names is not None:
         return codes, np.asarray(names)[codes.astype(int)]
     return codes, codes
-
-
-class _null_engine:  # noqa: N801 — labels of a store without a cluster: read in this process
-    def __init__(self, store):
-        from ..parallel import InProcessEngine, partition_specs
-
-        self._eng = InProcessEngine(partition_specs(store))
-
-    def __enter__(self):
-        return self._eng
-
-    def __exit__(self, *exc):
-        self._eng.close()
 
 
 class CVMClassifier(ClassifierMixin, _CVMBase):

@@ -12,14 +12,15 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from ..blockops import StatsQuery, kmp_stats
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning
 from ..expansion import KernelExpansion
 from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for
 from ..greedy._checkpoint import open_checkpoint
+from ..greedy._labels import partition_labels
 from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
-from ..parallel import make_engine, map_blocks_rows, map_rows_predict, resolve_client
+from ..parallel import map_blocks_rows, map_rows_predict
+from ..parallel._session import engine_session
 from ..store import as_store
 from ._inputs import check_class_labels, check_weights, fit_input, is_dask_array, is_store_like, predict_input, sample_rows, weights_digest
 from ._progress import progress_callback
@@ -234,25 +235,21 @@ class _BaseKMP(StagedMixin, BaseEstimator):
             self.kernel_ = self.kernels_[0]
             self.loss_ = get_loss(self.loss, kind="classification" if self._is_classifier else "regression",
                                   params=self.loss_params)
-            with resolve_client(self.client, in_memory=in_memory) as client:
-                engine = make_engine(client, store, sample_weight=weights)
-                try:
-                    targets = self._targets(engine, store)
-                    cb, bar = progress_callback(self.verbose, self.n_basis)
-                    result = kernel_matching_pursuit(
-                        engine, kernel=self.kernels_, n_rows=store.n_rows, n_features=store.n_features,
-                        dtype=store.dtype, targets=targets, n_basis=int(self.n_basis),
-                        fit_mode=self.fit_mode, candidates=self._n_candidates(),
-                        random_state=np.random.default_rng(seed), ridge=float(self.ridge), tol=self.tol,
-                        fit_intercept=self.fit_intercept, validation_fraction=float(self.validation_fraction),
-                        n_iter_no_change=self.n_iter_no_change, split_seed=seed, callback=cb,
-                        loss=self.loss_, refit_every=self.refit_every, error_threshold=self._bound_threshold(),
-                        checkpoint=ckpt, basis_columns=self.basis_columns, atoms_per_pass=int(self.atoms_per_pass),
-                    )
-                    if bar is not None:
-                        bar.close()
-                finally:
-                    engine.close()
+            with engine_session(self.client, store, in_memory=in_memory, sample_weight=weights) as engine:
+                targets = self._targets(engine, store)
+                cb, bar = progress_callback(self.verbose, self.n_basis)
+                result = kernel_matching_pursuit(
+                    engine, kernel=self.kernels_, n_rows=store.n_rows, n_features=store.n_features,
+                    dtype=store.dtype, targets=targets, n_basis=int(self.n_basis),
+                    fit_mode=self.fit_mode, candidates=self._n_candidates(),
+                    random_state=np.random.default_rng(seed), ridge=float(self.ridge), tol=self.tol,
+                    fit_intercept=self.fit_intercept, validation_fraction=float(self.validation_fraction),
+                    n_iter_no_change=self.n_iter_no_change, split_seed=seed, callback=cb,
+                    loss=self.loss_, refit_every=self.refit_every, error_threshold=self._bound_threshold(),
+                    checkpoint=ckpt, basis_columns=self.basis_columns, atoms_per_pass=int(self.atoms_per_pass),
+                )
+                if bar is not None:
+                    bar.close()
             sample = sample_rows(store)  # a few rows for the width check below (fixed seed, ≤ 4 chunks)
         self.basis_indices_ = result.basis_indices
         self.basis_columns_ = getattr(result, "basis_columns", "stored")
@@ -819,8 +816,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
             self.classes_ = np.asarray(names)
             codes = np.arange(len(names))
         else:
-            parts = engine.run(kmp_stats, StatsQuery(unique_labels=True))
-            codes = unique_labels(*[p["labels"] for p in parts])
+            codes = unique_labels(*partition_labels(engine))  # sklearn's checks: one label type
             self.classes_ = codes
         if len(codes) < 2:
             raise ValueError(

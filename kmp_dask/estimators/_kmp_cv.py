@@ -31,8 +31,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from ..blockops._prefix_scores import PrefixScorer, hash_fold_stats, hash_folds
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning
+from ..greedy._cv_path import hash_folds, prefix_scorer, row_folds
 from ..parallel import resolve_client
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like
 from ._kmp import KMPClassifier, KMPRegressor, _check_params
@@ -66,28 +66,9 @@ def one_standard_error(scores, *, rule: str = "1se") -> tuple[int, int]:
     return g, s
 
 
-def _prefix_scorer(est) -> PrefixScorer:
+def _prefix_scorer(est):
     """The scorer of every prefix (sizes 0 … n) of the fitted pursuit ``est`` (``expansion_at``)."""
-    exp = est.expansion_
-    n, m = exp.n_vectors, exp.n_outputs
-    A, b = np.zeros((n, (n + 1) * m)), np.zeros((n + 1) * m)
-    for k in range(n + 1):
-        e = est.expansion_at(k)
-        A[:k, k * m:(k + 1) * m] = e.coef
-        b[k * m:(k + 1) * m] = e.intercept
-    return PrefixScorer(exp, A, b, getattr(est, "classes_", None))
-
-
-def _split_stats(flat, scorers):
-    """The flat sums of :func:`~kmp_dask.blockops._prefix_scores.hash_fold_stats` cut back into one array per (γ, fold)."""
-    out, a = [], 0
-    for per_fold in scorers:
-        row = []
-        for sc in per_fold:
-            row.append(flat[a:a + sc.n_stats])
-            a += sc.n_stats
-        out.append(row)
-    return out
+    return prefix_scorer(est.expansion_, est.expansion_at, getattr(est, "classes_", None))
 
 
 def _check_cv_params(est):
@@ -257,7 +238,7 @@ class _BaseKMPCV(BaseEstimator):
 
     def _cv_store(self, X, y, split_seed, fit_seed, client, inner_client):
         """Store / dask input: folds by row hash, fold rows weighted 0, all prefixes scored in one pass."""
-        from ..parallel._rowsums import row_block_sums
+        from ..parallel._cv_scores import held_out_prefix_stats
 
         K = int(self.cv)
         with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=self._is_classifier) as store:
@@ -266,7 +247,7 @@ class _BaseKMPCV(BaseEstimator):
                 from ..store import AffineStore
 
                 store = AffineStore(store, *shift)
-            folds = hash_folds(np.arange(store.n_rows), K, split_seed)
+            folds = row_folds(store.n_rows, K, split_seed)
             self.gammas_ = self._gammas(store)
             scorers, times = [], []
             for gamma in self.gammas_:
@@ -278,11 +259,7 @@ class _BaseKMPCV(BaseEstimator):
                     trow.append(seconds)
                 scorers.append(row)
                 times.append(trow)
-            names = store.attrs.get("classes")
-            names = None if names is None else np.asarray(names)
-            flat = row_block_sums(hash_fold_stats, store.to_dask(), store.to_dask("y"),
-                                  (scorers, K, split_seed, names), client=client)
-        stats = _split_stats(flat, scorers)
+            stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
         scores = [[sc.scores(s) for sc, s in zip(row, srow)] for row, srow in zip(scorers, stats)]
         return scores, np.asarray(times)
 

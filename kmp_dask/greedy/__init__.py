@@ -19,6 +19,7 @@ from ._hmp import hyperplane_pursuit
 from ._hmp_setup import chunked_compression, compress_on_pool
 from ._kmp import BASIS_COLUMNS, FIT_MODES, Pursuit, kernel_matching_pursuit, resolve_basis_columns
 from ._kmp_config import PursuitConfig
+from ._labels import partition_labels, store_labels
 from ._result import PursuitResult, StopReason
 from ._sampling import AllCandidates, ExcludingCandidates, RandomCandidates, n_candidates_for, validation_eligibility
 from ._sparse_kpca import sparse_kernel_pca
@@ -28,4 +29,5 @@ __all__ = [
     "AllCandidates", "RandomCandidates", "n_candidates_for", "validation_eligibility", "CandidateSet",
     "core_vector_machine", "fit_binary_problems", "run_problem", "hyperplane_pursuit", "compress_on_pool",
     "chunked_compression", "sparse_kernel_pca", "ExcludingCandidates", "merge_ranked",
+    "partition_labels", "store_labels",
 ]

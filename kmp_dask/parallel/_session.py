@@ -6,7 +6,11 @@ it gets that engine: ``with engine_session(client, store, in_memory=...) as engi
 :func:`~kmp_dask.parallel.resolve_client`), builds the engine over the store's partitions
 (:func:`~kmp_dask.parallel.make_engine`: in process without a client, one actor per worker
 otherwise), hands it to the block and closes the engine, then the client it started, whatever
-happens in the block. The estimator never names a partition query or a client itself.
+happens in the block. The estimator never names a partition query or a client itself (a
+store's label set: :func:`kmp_dask.greedy._labels.store_labels` on the session's engine).
+
+A family that runs independent problems as tasks (CVM / MMDA: ``fit_binary_problems``) gets its
+:class:`~kmp_dask.parallel.Tasks` the same way: ``with task_session(client, in_memory=...) as tasks``.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import contextlib
 
 from ._client import resolve_client
 from ._setup import make_engine
+from ._tasks import Tasks
 
-__all__ = ["engine_session"]
+__all__ = ["engine_session", "task_session"]
 
 
 @contextlib.contextmanager
@@ -29,3 +34,11 @@ def engine_session(client, store, *, in_memory: bool, sample_weight=None, **opti
             yield engine
         finally:
             engine.close()
+
+
+@contextlib.contextmanager
+def task_session(client, *, in_memory: bool):
+    """Yield :class:`Tasks` over the resolved ``client`` (as :func:`engine_session`; the family builds
+    its engines itself), closing the client it started however the block ends."""
+    with resolve_client(client, in_memory=in_memory) as resolved:
+        yield Tasks(resolved)

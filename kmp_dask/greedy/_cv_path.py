@@ -1,0 +1,37 @@
+"""Cross-validation along a pursuit's path, the driver side: prefix scorers and row-hash folds.
+
+``KMPClassifierCV`` / ``KMPRegressorCV`` fit one pursuit per (γ, fold) and score every prefix
+of it (sizes 0 … n) on the fold's held-out rows. This module builds what those scores need from
+a fitted pursuit (:func:`prefix_scorer`) and the folds of a store's rows (:func:`row_folds`); the
+scoring pass over a store's row blocks is :func:`kmp_dask.parallel._cv_scores.held_out_prefix_stats`.
+Both use the NumPy-only scorer and hash of ``blockops/_prefix_scores.py``, which the workers run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..blockops._prefix_scores import PrefixScorer, hash_folds
+
+__all__ = ["hash_folds", "prefix_scorer", "row_folds"]  # hash_folds: the hash itself, re-exported
+
+
+def prefix_scorer(expansion, expansion_at, classes=None) -> PrefixScorer:
+    """The scorer of every prefix (sizes 0 … n) of a fitted pursuit.
+
+    ``expansion``: its full model; ``expansion_at(k)``: its ``k``-atom model (``k`` = 0 … n);
+    ``classes``: its classes (classification), or None (regression).
+    """
+    n, m = expansion.n_vectors, expansion.n_outputs
+    A, b = np.zeros((n, (n + 1) * m)), np.zeros((n + 1) * m)
+    for k in range(n + 1):
+        e = expansion_at(k)
+        A[:k, k * m:(k + 1) * m] = e.coef
+        b[k * m:(k + 1) * m] = e.intercept
+    return PrefixScorer(expansion, A, b, classes)
+
+
+def row_folds(n_rows: int, n_folds: int, seed: int) -> np.ndarray:
+    """The fold (0 … n_folds − 1) of each row 0 … n_rows − 1: a hash of the row index and ``seed``
+    (:func:`~kmp_dask.blockops._prefix_scores.hash_folds`), whatever the chunking."""
+    return hash_folds(np.arange(n_rows), n_folds, seed)
