@@ -102,6 +102,18 @@ def _check_params(est):
     positive_int = isinstance(re, numbers.Integral) and not isinstance(re, bool) and re >= 1
     if not (re is None or (isinstance(re, str) and re == "auto") or positive_int):
         bad("refit_every", "'auto', None or a positive int")
+    _check_stopping(est, bad)
+    if est.loss not in ("squared", None) and est.fit_mode in ("prefit", "refit", "basic_reselect") and not (
+        hasattr(est.loss, "name") and est.loss.name == "squared"
+    ):
+        raise ValueError(
+            f"fit_mode={est.fit_mode!r} is defined for the squared loss only; got loss={est.loss!r}. "
+            "Use fit_mode='backfit' (Newton refits on the refit_every schedule) or 'basic'."
+        )
+
+
+def _check_stopping(est, bad):
+    """The bound stopping rule's parameters (part of :func:`_check_params`)."""
     if est.stopping not in (None, "bound"):
         bad("stopping", "None (n_basis, tol, early stopping) or 'bound' (the minimum of Hussain & Shawe-Taylor's "
                         "KMP bound)")
@@ -119,50 +131,16 @@ def _check_params(est):
         bad("bound_threshold", "None or a float > 0 (γ of the KMP bound)")
     if not (isinstance(est.bound_delta, numbers.Real) and 0 < est.bound_delta < 1):
         bad("bound_delta", "a float in (0, 1) (the bound's confidence parameter δ)")
-    if est.loss not in ("squared", None) and est.fit_mode in ("prefit", "refit", "basic_reselect") and not (
-        hasattr(est.loss, "name") and est.loss.name == "squared"
-    ):
-        raise ValueError(
-            f"fit_mode={est.fit_mode!r} is defined for the squared loss only; got loss={est.loss!r}. "
-            "Use fit_mode='backfit' (Newton refits on the refit_every schedule) or 'basic'."
-        )
 
 
 class _BaseKMP(StagedMixin, BaseEstimator):
     """Shared parameters, fit and prediction of the KMP estimators."""
 
-    def __init__(
-        self,
-        *,
-        kernel="rbf",
-        gamma="scale",
-        degree=3,
-        coef0=1.0,
-        kernel_params=None,
-        n_basis=100,
-        fit_mode="backfit",
-        candidates="auto",
-        eps=0.05,
-        q=0.95,
-        tol=None,
-        ridge=1e-10,
-        fit_intercept=True,
-        validation_fraction=0.0,
-        n_iter_no_change=None,
-        random_state=None,
-        client=None,
-        chunk_rows=None,
-        verbose=0,
-        loss="squared",
-        loss_params=None,
-        refit_every="auto",
-        stopping=None,
-        bound_threshold=None,
-        bound_delta=0.05,
-        basis_columns="auto",
-        standardize="auto",
-        atoms_per_pass=1,
-    ):
+    def __init__(self, *, kernel="rbf", gamma="scale", degree=3, coef0=1.0, kernel_params=None, n_basis=100,
+                 fit_mode="backfit", candidates="auto", eps=0.05, q=0.95, tol=None, ridge=1e-10, fit_intercept=True,
+                 validation_fraction=0.0, n_iter_no_change=None, random_state=None, client=None, chunk_rows=None,
+                 verbose=0, loss="squared", loss_params=None, refit_every="auto", stopping=None,
+                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto", atoms_per_pass=1):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
