@@ -133,7 +133,7 @@ with warnings.catch_warnings(record=True) as w:
 secs = time.perf_counter() - t
 print(json.dumps({{"accuracy": float(clf.score(Xte, yte)), "wall_seconds": secs,
                   "kernel": repr(getattr(clf, "kernel_", None)),
-                  "n_core_vectors": int(len(getattr(clf, "support_vectors_", []))),
+                  "n_core_vectors": int(len(clf.expansion_.support_vectors)),
                   "warnings": sorted({{str(x.message)[:200] for x in w}})}}))
 """
 
