@@ -20,10 +20,11 @@ import numpy as np
 __all__ = ["Partition", "PartitionSpec", "split_mask", "fetch_rows", "zero_weight_rows", "partition_bounds",
            "PARTITION_BYTES", "MIN_PARTITIONS", "MIN_PARTITION_ROWS"]
 
-PARTITION_BYTES = 16 << 20
-"""Target bytes of X per partition: small enough to stream through a worker's memory budget
-and to spread a small store over every worker, large enough that a pass's per-partition
-overhead (~0.1 ms) stays negligible."""
+PARTITION_BYTES = 4 << 20
+"""Target bytes of X per partition, the same on every cluster: small enough that three streamed
+partitions and a pass's temporaries fit the budget of a 300 MB worker (docs/engine.md, "Out of
+core") and to spread a small store over every worker, large enough that a pass's per-partition
+overhead stays small (``benchmarks/small_workers.py`` measures 16, 4 and 2 MiB)."""
 
 MIN_PARTITIONS = 8
 """Stores of at least ``MIN_PARTITIONS × MIN_PARTITION_ROWS`` rows get at least this many
@@ -32,7 +33,7 @@ partitions, so up to 8 workers have work whatever the storage chunking."""
 MIN_PARTITION_ROWS = 2048
 
 
-def partition_bounds(row_chunks, row_bytes: int, *, target_bytes: int = PARTITION_BYTES,
+def partition_bounds(row_chunks, row_bytes: int, *, target_bytes: int | None = None,
                      min_partitions: int = MIN_PARTITIONS, min_rows: int = MIN_PARTITION_ROWS) -> list:
     """Row ranges ``[(start, stop), ...]`` of the partitions: the unit of every reduction.
 
@@ -41,7 +42,9 @@ def partition_bounds(row_chunks, row_bytes: int, *, target_bytes: int = PARTITIO
     same order, bit for bit, on any cluster. Each storage chunk is split into near-equal row
     blocks of at most ``max(min_rows, min(target_bytes / row_bytes, N / min_partitions))`` rows
     (a partition never straddles two chunks, so loading it decompresses one chunk at most).
+    ``target_bytes`` defaults to :data:`PARTITION_BYTES` (read when called).
     """
+    target_bytes = PARTITION_BYTES if target_bytes is None else target_bytes
     chunks = [int(c) for c in row_chunks]
     n = sum(chunks)
     rows = min(max(1, target_bytes // max(1, int(row_bytes))), -(-n // max(1, min_partitions)))

@@ -37,7 +37,7 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from ..blockops import Journal, apply_effects
 from ..store._base import StoreCorruptError
-from ._paging import MEMORY_FRACTION, TRANSIENT_BYTES, MemoryBudgetError, Pager, partition_nbytes, streamed_nbytes, worker_budget
+from ._paging import MEMORY_FRACTION, MemoryBudgetError, Pager, partition_nbytes, streamed_nbytes, transient_bytes, worker_budget
 
 __all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder", "SchedulerLostError"]
 
@@ -138,7 +138,8 @@ class PartitionHolder:
         self.specs = {spec.index: spec for spec in specs}
         self.fraction = memory_fraction
         self.limit, self.baseline, usable, self.scratch = worker_budget(memory_fraction)
-        self.budget = None if usable is None else usable - TRANSIENT_BYTES
+        self.transient = transient_bytes(max((s.nbytes for s in specs), default=0))
+        self.budget = None if usable is None else usable - self.transient
         self.explicit_budget = budget_bytes is not None
         if self.explicit_budget:  # an explicit budget for rows + state (tests, tuning)
             self.budget = int(budget_bytes)
@@ -198,7 +199,7 @@ class PartitionHolder:
             raise MemoryBudgetError(
                 f"worker memory_limit={(self.limit or 0) / 2**20:.0f} MiB is too small: kmp_dask plans "
                 f"{self.fraction:.0%} of it, minus {(self.baseline or 0) / 2**20:.0f} MiB already used by the worker "
-                f"process and {TRANSIENT_BYTES >> 20} MiB for a pass's temporaries, leaving "
+                f"process and {self.transient / 2**20:.0f} MiB for a pass's temporaries, leaving "
                 f"{max(self.budget, 0) / 2**20:.0f} MiB; streaming needs {need / 2**20:.0f} MiB (two partitions "
                 "of rows and state in flight). Raise the workers' memory_limit, or use fewer basis functions."
             )
@@ -609,12 +610,14 @@ def check_budgets(client, groups, fraction: float) -> None:
         limit, rss = probes.get(addr, (None, None))
         if not limit:
             continue
-        budget = int(fraction * limit) - int(rss) - TRANSIENT_BYTES
-        need = IN_FLIGHT * max(s.nbytes for s in group)
+        largest = max(s.nbytes for s in group)
+        transient = transient_bytes(largest)
+        budget = int(fraction * limit) - int(rss) - transient
+        need = IN_FLIGHT * largest
         if need > budget:
             raise MemoryBudgetError(
                 f"worker {addr} has memory_limit={limit / 2**20:.0f} MiB; kmp_dask plans {fraction:.0%} of it, "
-                f"minus {rss / 2**20:.0f} MiB the worker process already uses and {TRANSIENT_BYTES >> 20} MiB for "
+                f"minus {rss / 2**20:.0f} MiB the worker process already uses and {transient / 2**20:.0f} MiB for "
                 f"a pass's temporaries: {max(budget, 0) / 2**20:.0f} MiB, less than the {need / 2**20:.0f} MiB "
                 "three streamed partitions of rows need. Start the workers with a larger --memory-limit "
                 "(e.g. 1GiB)."

@@ -40,7 +40,7 @@ from ..blockops import Partition, Workspace
 from ..blockops._state import Paged
 from ..blockops._safe_pickle import RestrictedUnpickler
 
-__all__ = ["Pager", "worker_budget", "MemoryBudgetError", "MEMORY_FRACTION", "TRANSIENT_BYTES"]
+__all__ = ["Pager", "worker_budget", "MemoryBudgetError", "MEMORY_FRACTION", "TRANSIENT_BYTES", "transient_bytes"]
 
 MEMORY_FRACTION = 0.5
 """Share of a worker's ``memory_limit`` kmp_dask plans to use (process RSS included). dask
@@ -50,8 +50,23 @@ peak RSS of 70% of the limit (allocator slack, result buffers) and one "unmanage
 warning; 0.5 leaves that margin."""
 
 TRANSIENT_BYTES = 48 << 20
-"""Reserved for a pass's transient arrays (kernel block buffer of ``BLOCK_ELEMENTS``, float64
-casts, Bᵀd scratch) on top of the streamed partitions in flight."""
+"""At most this is reserved for a pass's transient arrays (kernel block buffer of at most
+``BLOCK_ELEMENTS``, float64 casts, Bᵀd scratch) on top of the streamed partitions in flight;
+:func:`transient_bytes` scales it down for small partitions."""
+
+TRANSIENT_FACTOR = 4
+"""A pass's temporaries per byte of the largest partition: a float64 cast of float32 rows (2×)
+and a kernel block of ``rows × candidates`` float64 (2.2× for 54 float32 features and 59
+candidates), capped by :data:`TRANSIENT_BYTES`."""
+
+TRANSIENT_MIN_BYTES = 8 << 20
+
+
+def transient_bytes(largest_partition_bytes: int) -> int:
+    """Bytes reserved for a pass's temporaries on a worker whose largest partition holds
+    ``largest_partition_bytes`` of rows: ``TRANSIENT_FACTOR ×`` that, between 8 MiB and
+    :data:`TRANSIENT_BYTES` (the kernel block never exceeds ``BLOCK_ELEMENTS`` values)."""
+    return int(min(TRANSIENT_BYTES, max(TRANSIENT_MIN_BYTES, TRANSIENT_FACTOR * int(largest_partition_bytes))))
 
 _MIN_ARRAY_BYTES = 1 << 16  # smaller arrays stay inside the pickle
 

@@ -167,9 +167,9 @@ def test_store_larger_than_the_memory_limits(tmp_path):
     """Real memory limits: a 6 GB store (float32, 2.8·10⁷ × 54) on 2 workers × 600 MB — 5× the
     workers' total memory_limit — fits 30 atoms with no worker ever paused or restarted (polled
     every 0.5 s), and gives the model of the same fit with everything resident (2 workers with
-    room for it all). Limits much below ~600 MB cannot work: an idle worker with numpy, scipy and
-    zarr imported already holds ~140 MiB of the 50% kmp_dask plans, and the budget check says so
-    before any work (asserted first, at 300 MB)."""
+    room for it all). A limit whose planned half is below what an idle worker with numpy, scipy
+    and zarr imported already holds (~100 MiB) cannot work, and the budget check says so before
+    any work (asserted first, at 200 MB; smaller workers: tests/parallel/test_small_workers.py)."""
     from distributed import Client, LocalCluster
 
     rows = 28_000_000
@@ -178,7 +178,7 @@ def test_store_larger_than_the_memory_limits(tmp_path):
     kw = dict(n_basis=30, candidates=59, gamma=0.05, random_state=0, basis_columns="stored")
     opts = dict(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None,
                 silence_logs=logging.ERROR)
-    with LocalCluster(memory_limit="300MB", **opts) as cluster, Client(cluster) as client:
+    with LocalCluster(memory_limit="200MB", **opts) as cluster, Client(cluster) as client:
         with pytest.raises(MemoryBudgetError, match="memory_limit"):
             KMPClassifier(client=client, **kw).fit(big)
     with LocalCluster(memory_limit="600MB", **opts) as cluster, Client(cluster) as client:
