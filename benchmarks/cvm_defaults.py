@@ -16,7 +16,17 @@ the rows with ``y f + α/C = ρ``, every other row has ``y f ≥ ρ``, so the ro
 the ones an exact solution must keep). ``--rows-scan`` adds the default model on more subsample
 sizes; ``--mmda`` adds ``MMDA(n_components=3)`` at the default and at ``C=10``.
 
-Run: ``python benchmarks/cvm_defaults.py`` (results: benchmarks/results/cvm_defaults.json).
+Run (the recorded results; docs/cvm.md "How many vectors on noisy data")::
+
+    python benchmarks/cvm_defaults.py --rows-scan 500,1000,3000 --mmda        # cvm_defaults.json
+    python benchmarks/cvm_defaults.py --no-synthetic --rows-scan '' --keel pima,vehicle,segment \
+        --out benchmarks/results/cvm_defaults_keel.json
+    python benchmarks/cvm_defaults.py --no-synthetic --rows-scan '' --keel contraceptive,wine,heart \
+        --out benchmarks/results/cvm_defaults_heldout.json
+    python benchmarks/cvm_defaults.py --svc-only --keel pima,vehicle,segment --rows-scan 500,1000,3000,11000 \
+        --out benchmarks/results/cvm_defaults_svc.json    # (and contraceptive,wine,heart: ..._svc_heldout.json)
+
+``--quick``: 300 rows, one fit, for a smoke test.
 """
 
 from __future__ import annotations
