@@ -20,7 +20,8 @@ from ..parallel import map_rows_predict
 from ..parallel._session import engine_session
 from ._inputs import is_dask_array, is_store_like, predict_input, unsupervised_input
 from ._progress import progress_callback
-from ._scale import check_gamma_value, check_standardize, input_transform, resolve_gamma, standardization, standardized_store
+from ._scale import (check_gamma_value, check_standardize, input_transform, resolve_gamma, standardization,
+                     standardized_store)
 from ._suspect import records_fit_warnings
 
 __all__ = ["SparseKernelPCA", "SparseKCCA"]
