@@ -20,7 +20,8 @@ from ..parallel import map_rows_predict
 from ..parallel._session import engine_session
 from ._inputs import is_dask_array, is_store_like, predict_input, unsupervised_input
 from ._progress import progress_callback
-from ._scale import check_gamma_value, resolve_gamma
+from ._scale import (check_gamma_value, check_standardize, input_transform, resolve_gamma, standardization,
+                     standardized_store)
 from ._suspect import records_fit_warnings
 
 __all__ = ["SparseKernelPCA", "SparseKCCA"]
@@ -96,6 +97,14 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         :class:`~kmp_dask.exceptions.DegenerateFitWarning` when fewer than ``n_components``.
     random_state, client, verbose, chunk_rows
         As for :class:`~kmp_dask.KMPRegressor`.
+    standardize : "auto", bool, default="auto"
+        Standardise the features inside the model, as :class:`~kmp_dask.KMPRegressor` does: "auto"
+        where ``gamma="scale"`` and the features' scales differ (the rule of the
+        :class:`~kmp_dask.exceptions.FeatureScaleWarning`, which it replaces; docs/defaults.md);
+        True: always; False: never (the raw rows). The fit reads ``(x − feature_mean_) /
+        feature_scale_`` (the store's own mean / std, no extra pass); ``transform`` and saved
+        models take raw rows (``expansion_.input_offset`` / ``input_scale``), and
+        ``basis_vectors_`` are then standardised rows. ``standardized_`` says what was done.
 
     Attributes
     ----------
@@ -114,7 +123,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     def __init__(self, n_components=50, *, kernel="rbf", gamma="scale", degree=3, coef0=1.0, kernel_params=None,
                  candidates=None, rank_tol=1e-10, max_components=200, bound_delta=0.05, random_state=None,
-                 client=None, verbose=0, chunk_rows=None):
+                 client=None, verbose=0, chunk_rows=None, standardize="auto"):
         self.n_components = n_components
         self.max_components = max_components
         self.bound_delta = bound_delta
@@ -129,6 +138,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self.client = client
         self.verbose = verbose
         self.chunk_rows = chunk_rows
+        self.standardize = standardize
 
     def _check_params(self):
         bound = isinstance(self.n_components, str) and self.n_components == "bound"
@@ -143,6 +153,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         if not (isinstance(delta, numbers.Real) and 0 < delta < 1):
             raise ValueError(f"bound_delta must be a float in (0, 1) (the bound's confidence δ); got {delta!r}")
         resolve_candidates(self.candidates)
+        check_standardize(getattr(self, "standardize", "auto"))
         if not (isinstance(self.rank_tol, numbers.Real) and 0 <= self.rank_tol < 1):
             raise ValueError(f"rank_tol must be a float in [0, 1); got {self.rank_tol!r}")
         for name in ("gamma", "gamma_x", "gamma_y"):
@@ -174,7 +185,8 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self._check_params()
         seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
         in_memory = not (is_store_like(X) or is_dask_array(X))
-        with unsupervised_input(self, X, chunk_rows=self.chunk_rows) as store:
+        with unsupervised_input(self, X, chunk_rows=self.chunk_rows) as raw:
+            store = standardized_store(self, raw)  # the fit's rows: (x − mean) / std, or raw
             kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel, owner=type(self).__name__),
                                 degree=self.degree, coef0=self.coef0,
                                 kernel_params=self.kernel_params, n_features=store.n_features)
@@ -183,7 +195,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                 s = None
             by_bound = self.n_components == "bound"
             n = min(int(self.max_components if by_bound else self.n_components), store.n_rows)
-            ckpt = _open_checkpoint(self, store, checkpoint, checkpoint_every, resume, is_store_like(X))
+            ckpt = _open_checkpoint(self, raw, checkpoint, checkpoint_every, resume, is_store_like(X))
             res = _select(self, store, in_memory, kernel=kernel, n_components=n, candidates=s, seed=seed,
                           desc="sparse kpca", unit="point", checkpoint=ckpt)
         self.fit_seconds_ = time.perf_counter() - t0  # wall-clock seconds of this call (the report's fit time)
@@ -200,7 +212,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         eig, _, coef, offset = principal_directions(res)
         self.eigenvalues_ = eig
         self.explained_variance_ = eig / res.n_rows
-        self.expansion_ = KernelExpansion(res.vectors, coef, offset, kernel)
+        self.expansion_ = KernelExpansion(res.vectors, coef, offset, kernel, None, *input_transform(self))
         self._n_features_out = self.n_components_
         if not by_bound and self.n_components_ < int(self.n_components):
             warnings.warn(
@@ -239,6 +251,32 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         return self.expansion_.evaluate_block(Xv)
 
 
+def _standardized_view(est, A, gamma, view):
+    """SparseKCCA's view ``A`` as its fit reads it: ``(A − mean) / scale`` or ``A`` itself (the
+    ``standardize`` rule of :func:`~kmp_dask.estimators._scale.standardization`, on this view and its
+    width); sets ``standardized_{view}_`` and, when standardised, ``feature_mean_{view}_`` /
+    ``feature_scale_{view}_``."""
+    from ..store import InMemoryStore
+    from ..store._transform import affine_rows
+
+    for name in (f"feature_mean_{view}_", f"feature_scale_{view}_"):
+        est.__dict__.pop(name, None)
+    found = standardization(est.standardize, InMemoryStore(A), None, gamma)
+    setattr(est, f"standardized_{view}_", found is not None)
+    if found is None:
+        return A
+    setattr(est, f"feature_mean_{view}_", found[0])
+    setattr(est, f"feature_scale_{view}_", found[1])
+    return affine_rows(A, found[0], found[1])
+
+
+def _view_transform(est, view):
+    """``(offset, scale)`` the fitted view ``view`` applies to raw rows, or ``(None, None)``."""
+    if getattr(est, f"standardized_{view}_", False):
+        return getattr(est, f"feature_mean_{view}_"), getattr(est, f"feature_scale_{view}_")
+    return None, None
+
+
 class SparseKCCA(BaseEstimator):
     """Sparse kernel CCA by matching pursuit (Hussain & Shawe-Taylor §4).
 
@@ -264,6 +302,14 @@ class SparseKCCA(BaseEstimator):
         .94/.93/.89, level with Nyström + CCA (.94/.93/.87) and dense KCCA (.94/.95/.90).
     candidates, rank_tol, random_state, client, verbose
         As for :class:`SparseKernelPCA`.
+    standardize : "auto", bool, default="auto"
+        Standardise each view inside the model, as :class:`SparseKernelPCA` does, decided view by
+        view: "auto" where that view's width is "scale" (``gamma_x`` / ``gamma_y``) and its
+        features' scales differ (replacing the :class:`~kmp_dask.exceptions.FeatureScaleWarning`);
+        True: both views; False: neither. ``transform`` and saved models take raw rows; the
+        ``basis_vectors_*`` of a standardised view are standardised rows. ``standardized_x_`` /
+        ``standardized_y_`` say what was done, ``feature_mean_x_``, ``feature_scale_x_`` (and
+        ``_y_``) hold the transform.
 
     Attributes
     ----------
@@ -275,7 +321,8 @@ class SparseKCCA(BaseEstimator):
     """
 
     def __init__(self, n_components=20, *, kernel_x="rbf", gamma_x="scale", kernel_y="rbf", gamma_y="scale", degree=3,
-                 coef0=1.0, reg=0.1, candidates=None, rank_tol=1e-10, random_state=None, client=None, verbose=0):
+                 coef0=1.0, reg=0.1, candidates=None, rank_tol=1e-10, random_state=None, client=None, verbose=0,
+                 standardize="auto"):
         self.n_components = n_components
         self.kernel_x = kernel_x
         self.gamma_x = gamma_x
@@ -289,6 +336,7 @@ class SparseKCCA(BaseEstimator):
         self.random_state = random_state
         self.client = client
         self.verbose = verbose
+        self.standardize = standardize
 
     @records_fit_warnings
     def fit(self, X, Y, *, checkpoint=None, checkpoint_every=10, resume=False):
@@ -330,6 +378,7 @@ class SparseKCCA(BaseEstimator):
                              "pass the same samples in the same order")
         self.n_features_in_ = X.shape[1]
         dx, dy = X.shape[1], Y.shape[1]
+        X, Y = _standardized_view(self, X, self.gamma_x, "x"), _standardized_view(self, Y, self.gamma_y, "y")
         XY = np.hstack([X, Y.astype(X.dtype, copy=False)])
         kx = get_kernel(self.kernel_x, gamma=resolve_gamma(self.gamma_x, X, kernel=self.kernel_x, owner="SparseKCCA", name="gamma_x"), degree=self.degree,
                         coef0=self.coef0, n_features=dx)
@@ -358,8 +407,8 @@ class SparseKCCA(BaseEstimator):
         self.n_components_ = len(res.index)
         self.correlations_ = corr
         self.fit_seconds_ = time.perf_counter() - t0  # wall-clock seconds of this call (the report's fit time)
-        self.expansion_x_ = KernelExpansion(self.basis_vectors_x_, cx, ox, kx)
-        self.expansion_y_ = KernelExpansion(self.basis_vectors_y_, cy, oy, ky)
+        self.expansion_x_ = KernelExpansion(self.basis_vectors_x_, cx, ox, kx, None, *_view_transform(self, "x"))
+        self.expansion_y_ = KernelExpansion(self.basis_vectors_y_, cy, oy, ky, None, *_view_transform(self, "y"))
         if self.n_components_ < int(self.n_components):
             warnings.warn(
                 f"SparseKCCA chose {self.n_components_} rows, fewer than n_components={self.n_components}: "
@@ -393,7 +442,8 @@ class SparseKCCA(BaseEstimator):
                              f"got {component!r}")
         X = np.asarray(X)
         idx = self.components_index_
-        if len(X) <= int(idx.max()) or not np.array_equal(X[idx], self.basis_vectors_x_):
+        if len(X) <= int(idx.max()) or not np.array_equal(self.expansion_x_.transform_input(X[idx]),
+                                                          self.basis_vectors_x_):
             raise ValueError(f"X must be the training view passed to fit (its rows {idx[:5].tolist()}... are the "
                              f"chosen ones); got {len(X)} rows that do not hold them: pass the data fitted on")
         Fx, Fy = self.transform(X, Y)

@@ -110,7 +110,7 @@ def _feature_stds(X) -> np.ndarray | None:
 
 
 #: Estimators with a ``standardize`` parameter (the warning then names it as the fix).
-STANDARDIZING = ("KMPClassifier", "KMPRegressor", "CVMClassifier", "MMDA")
+STANDARDIZING = ("KMPClassifier", "KMPRegressor", "CVMClassifier", "MMDA", "SparseKernelPCA", "SparseKCCA")
 
 
 def _standardise_hint(owner: str, name: str) -> str:
