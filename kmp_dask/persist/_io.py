@@ -15,6 +15,8 @@ dask and unpickles nothing.
 
 from __future__ import annotations
 
+import inspect
+
 import json
 import os
 import shutil
@@ -159,7 +161,23 @@ def load(path):
     obj = cls.__new__(cls)
     for k, v in state.items():
         object.__setattr__(obj, k, decode(v, load_array))
+    _default_new_params(obj)
     return obj
+
+
+def _default_new_params(obj) -> None:
+    """Constructor parameters added after a model was saved (e.g. ``standardize``) take their
+    declared defaults, so that ``get_params`` / ``clone`` work on models saved by older versions;
+    the fitted state (what predictions use) is the file's."""
+    if not hasattr(obj, "get_params"):
+        return
+    try:
+        signature = inspect.signature(type(obj).__init__)
+    except (TypeError, ValueError):
+        return
+    for name, p in signature.parameters.items():
+        if name != "self" and p.default is not inspect.Parameter.empty and not hasattr(obj, name):
+            object.__setattr__(obj, name, p.default)
 
 
 class ModelFileError(ValueError):

@@ -156,3 +156,23 @@ def test_compressor_saved_and_pickled_before_any_prediction(tmp_path):
     for other in (back, twin):
         np.testing.assert_array_equal(other.decision_function(X), comp.decision_function(X))
         np.testing.assert_array_equal(other.expansion_at(4).coef, comp.expansion_at(4).coef)
+
+
+@pytest.mark.parametrize("name", ["kmp-classifier", "cvm", "sparse-kpca"])
+def test_a_model_saved_before_a_parameter_existed_loads_with_its_default(tmp_path, fitted, name):
+    """A file from before ``standardize`` / ``atoms_per_pass`` existed: the parameters take their
+    declared defaults (get_params and clone work), the outputs are the file's."""
+    model = fitted[name]
+    save(model, tmp_path / "m")
+    doc = json.loads((tmp_path / "m" / "model.json").read_text())
+    dropped = [k for k in ("standardize", "atoms_per_pass") if k in doc["state"]]
+    assert dropped
+    for k in dropped:
+        del doc["state"][k]
+    (tmp_path / "m" / "model.json").write_text(json.dumps(doc))
+    back = load(tmp_path / "m")
+    defaults = type(model)().get_params()
+    assert {k: back.get_params()[k] for k in dropped} == {k: defaults[k] for k in dropped}
+    clone(back)
+    for meth, out in _outputs(model).items():
+        np.testing.assert_array_equal(_outputs(back)[meth], out)
