@@ -155,6 +155,17 @@ def _run(X, y, k, eps, chunk_rows=100, candidates=59, **kw):
                                    random_state=np.random.default_rng(0), **kw)
 
 
+def test_history_is_the_callbacks_records_one_per_iteration():
+    X, y = _data(n=200, seed=2)
+    k = get_kernel("rbf", gamma=GAMMA)
+    seen = []
+    res = _run(X, y, k, 1e-2, callback=seen.append)
+    assert res.n_iter > 3 and res.history == seen  # the records the loop's PathRecorder kept are the ones handed out
+    assert [r["iteration"] for r in seen] == list(range(res.n_iter))
+    assert [r["n_core"] for r in seen] == list(range(2, res.n_iter + 2))  # one row joins per iteration
+    assert all(r["R2"] <= res.R2 * (1 + 1e-9) for r in seen)  # the ball only grows as rows join
+
+
 def test_pending_rows_after_a_full_pass_keep_the_guarantee_with_fewer_full_passes():
     X, y = _data(n=300, seed=4)
     k = get_kernel("rbf", gamma=GAMMA)
