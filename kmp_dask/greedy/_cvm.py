@@ -32,6 +32,7 @@ import numpy as np
 
 from ..blockops._cvm import CVMQuery, cvm_furthest
 from ..blockops._engine import Engine
+from ..blockops._results import CVM_CANDIDATE_FIELDS, CVMFurthest
 from ._candidates import merge_ranked
 from ._cvm_qp import ActiveSetQP, GrowingRows, GrowingSquare, simplex_qp
 from ._record import PathRecorder
@@ -229,9 +230,9 @@ class _CoreSetLoop:
         first = np.array([int(self.rng.integers(0, self.n_rows))])
         q0 = CVMQuery(np.zeros((0, 1)), np.zeros(0), np.zeros((0, n_features_deflated)), 0.0, self.kt,
                       cand=first, ids=np.zeros(0, dtype=np.int64))
-        res = self.engine.run(cvm_furthest, q0)
+        tot = CVMFurthest.combine(self.engine.run(cvm_furthest, q0))
         self.n_passes, self.evals = 1, 0
-        idx, rows, ys, Ps = _best(res)
+        idx, rows, ys, Ps = _best(tot)
         self._buffers(np.asarray(rows).shape[-1], np.asarray(rows).dtype, n_features_deflated)
         self._append_core(idx, rows, ys, Ps)
         self.alpha = np.ones(1)
@@ -313,11 +314,12 @@ class _CoreSetLoop:
             far = self._full_pass(base, limit)  # full pass before stopping
         return far
 
-    def _pass(self, query):
-        """One distance pass over the partitions (counted): the partitions' results."""
-        res = self.engine.run(cvm_furthest, query)
+    def _pass(self, query) -> CVMFurthest:
+        """One distance pass over the partitions (counted, its kernel values too): the pass's total."""
+        tot = CVMFurthest.combine(self.engine.run(cvm_furthest, query))
         self.n_passes += 1
-        return res
+        self.evals += tot.kernel_evals
+        return tot
 
     def _sampled_pass(self, base, exclude, limit):
         """The furthest of ``candidates`` random rows and the pending rows (dropping the pending rows
@@ -325,9 +327,7 @@ class _CoreSetLoop:
         cand = self.sampler.draw(self.rng, exclude)
         if len(self.pending):
             cand = np.union1d(cand, self.pending)
-        res = self._pass(CVMQuery(cand=cand, top=len(cand) if len(self.pending) else self.batch, **base))
-        self.evals += sum(r.get("kernel_evals", 0) for r in res)
-        found = _ranked(res)
+        found = _ranked(self._pass(CVMQuery(cand=cand, top=len(cand) if len(self.pending) else self.batch, **base)))
         if len(self.pending):  # pending rows now inside the ball are dropped
             out_idx = found["index"][found["dist"] > limit]
             self.pending = self.pending[np.isin(self.pending, out_idx)]
@@ -339,11 +339,9 @@ class _CoreSetLoop:
     def _full_pass(self, base, limit):
         """The furthest of all rows, keeping up to ``refill`` more rows outside the ball as pending;
         None when no row lies outside (1+ε)R."""
-        res = self._pass(CVMQuery(cand=None, top=self.batch + max(int(self.refill), 0) if self.sampler is not None
-                                  else self.batch, **base))
+        found = _ranked(self._pass(CVMQuery(cand=None, top=self.batch + max(int(self.refill), 0)
+                                            if self.sampler is not None else self.batch, **base)))
         self.n_full += 1
-        self.evals += sum(r.get("kernel_evals", 0) for r in res)
-        found = _ranked(res)
         far = _pick(found, 0) if len(found["index"]) else None
         if far is None or far[4] <= limit:
             return None
@@ -368,9 +366,10 @@ class _CoreSetLoop:
                          list(self.recorder.history))
 
 
-def _ranked(results) -> dict:
-    """The rows the partitions returned, merged and ordered furthest first (ties: lowest global row)."""
-    found = merge_ranked(results, ("index", "dist", "rows", "y", "P"), by="dist")
+def _ranked(total: CVMFurthest) -> dict:
+    """The rows the partitions returned (a pass's total), merged and ordered furthest first (ties:
+    lowest global row)."""
+    found = merge_ranked(total.candidates(), CVM_CANDIDATE_FIELDS, by="dist")
     return {"index": np.zeros(0, dtype=np.int64), "dist": np.zeros(0)} if found is None else found
 
 
@@ -379,9 +378,9 @@ def _pick(found, i):
             float(found["dist"][i]))
 
 
-def _best(results, with_dist=False):
-    """The furthest row over the partitions (ties: lowest global row)."""
-    found = _ranked(results)
+def _best(total: CVMFurthest, with_dist=False):
+    """The furthest row over the partitions (a pass's total; ties: lowest global row)."""
+    found = _ranked(total)
     if not len(found["index"]):
         return None
     out = _pick(found, 0)
