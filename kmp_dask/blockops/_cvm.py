@@ -15,7 +15,7 @@ State under ``part.state["cvm"]`` (:class:`CVMState`): rows, squared norms, ±1 
 current binary problem, and the projections ``P`` on the features found so far (a
 :class:`~kmp_dask.blockops.ColumnCache`). *Effects* (slots ``cvm`` ⊃ ``cvm.targets``,
 ``cvm.features``): :func:`cvm_init`, :func:`cvm_targets`, :func:`cvm_add_feature`.
-*Query*: :func:`cvm_furthest`.
+*Query*: :func:`cvm_furthest` (answers :class:`~kmp_dask.blockops._results.CVMFurthest`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 
 from ._journal import Effect
 from ._partition import Partition
+from ._results import CVMFurthest
 from ._state import ColumnCache, Workspace, kernel_block, readonly, sqnorm
 
 __all__ = ["CVMSetup", "CVMQuery", "KernelColumns", "KERNEL_CACHE_BYTES", "CVMFeature", "CVMState", "cvm_init", "cvm_targets", "cvm_add_feature",
@@ -307,10 +308,11 @@ def _furthest_first(dist: np.ndarray, top) -> np.ndarray:
     return best
 
 
-def cvm_furthest(part: Partition, q: CVMQuery) -> dict:
-    """Squared distances to the centre of the rows asked for; the ``top`` furthest: global
-    ``index``, ``dist``, ``rows``, ``y`` and projections ``P``; plus ``n`` rows measured and
-    ``kernel_evals`` (kernel values computed here: those read from the column cache are not)."""
+def cvm_furthest(part: Partition, q: CVMQuery) -> CVMFurthest:
+    """Squared distances to the centre of the rows asked for (:class:`~kmp_dask.blockops._results.CVMFurthest`):
+    the ``top`` furthest — global ``index``, ``dist``, ``rows``, ``y`` and projections ``P`` — plus
+    ``n`` rows measured and ``kernel_evals`` (kernel values computed here: those read from the
+    column cache are not)."""
     st = _st(part)
     n_part = len(st.X)
     local, full = _rows_to_measure(part, q, n_part)
@@ -326,5 +328,5 @@ def cvm_furthest(part: Partition, q: CVMQuery) -> dict:
     dist = q.aKa - 2.0 * st.y[local] * (f + a.sum()) + q.kappa
     best = _furthest_first(dist, q.top)
     rows_idx = local[best]
-    return {"n": len(local), "index": rows_idx + part.start, "dist": dist[best], "rows": np.array(st.X[rows_idx]),
-            "y": np.array(st.y[rows_idx]), "P": np.array(P[rows_idx]), "kernel_evals": int(evals)}
+    return CVMFurthest(n=len(local), kernel_evals=int(evals), index=rows_idx + part.start, dist=dist[best],
+                       rows=np.array(st.X[rows_idx]), y=np.array(st.y[rows_idx]), P=np.array(P[rows_idx]))

@@ -9,9 +9,9 @@ stays None in the total.
 
 KMP's scoring, commit, line-search, refit and Gram passes answer with these, and so do sparse
 KPCA / KCCA's passes (:class:`KPCAScoreStats`, :class:`KPCAMoments`) and the reduced-set
-pursuit's (:class:`RSStats`, :class:`RSScoreStats`, :class:`RSValues`); KMP's statistics pass
-(whose labels the estimators read), CVM's queries and the reduced-set exchanges still answer with
-string-keyed dicts.
+pursuit's (:class:`RSStats`, :class:`RSScoreStats`, :class:`RSValues`) and CVM / MMDA's distance
+pass (:class:`CVMFurthest`); KMP's statistics pass (whose labels the estimators read) and the
+reduced-set exchanges still answer with string-keyed dicts.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BlockStats", "ColumnStats", "GramStats", "KPCAMoments", "KPCAScoreStats", "LineStats", "PassResult",
+__all__ = ["BlockStats", "CVMFurthest", "ColumnStats", "GramStats", "KPCAMoments", "KPCAScoreStats", "LineStats", "PassResult",
            "RSScoreStats", "RSStats", "RSValues", "ScoreStats", "total"]
 
 
@@ -230,3 +230,33 @@ class BlockStats(PassResult):
     cross: Any
     corr: Any
     ytd: Any
+
+
+# -- core vector machines / MMDA (blockops/_cvm.py) ------------------------------------------
+#: the candidate fields of :class:`CVMFurthest`, in the order :func:`~kmp_dask.greedy._candidates.merge_ranked` keeps
+CVM_CANDIDATE_FIELDS = ("index", "dist", "rows", "y", "P")
+
+
+@dataclass(frozen=True)
+class CVMFurthest(PassResult):
+    """The distance pass (:func:`~kmp_dask.blockops._cvm.cvm_furthest`): ``n`` rows measured and
+    ``kernel_evals`` kernel values computed (those read from the kernel-column cache are not) —
+    totalled with Python's ``sum``, as the driver did — and the partition's ``top`` furthest rows
+    (gathered per partition in the total): global ``index``, squared distance ``dist`` to the
+    ball's centre, ``rows``, targets ``y`` and MMDA projections ``P``."""
+
+    n: Any
+    kernel_evals: Any
+    index: Any
+    dist: Any
+    rows: Any
+    y: Any
+    P: Any
+
+    _PYTHON_SUMS = ("n", "kernel_evals")
+    _GATHERED = CVM_CANDIDATE_FIELDS
+
+    def candidates(self) -> list[dict]:
+        """The partitions' furthest rows as one dict per partition, in partition order (a total's)."""
+        return [dict(zip(CVM_CANDIDATE_FIELDS, vals))
+                for vals in zip(*(getattr(self, k) for k in CVM_CANDIDATE_FIELDS))]

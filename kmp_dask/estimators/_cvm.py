@@ -199,7 +199,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     expansion_ (KernelExpansion over the union of core vectors; one output, or one per class),
     n_full_passes_, stop_reason_, fit_seconds_ (wall-clock seconds of the fit; a resumed fit
     adds the time its checkpoint recorded up to the last problem boundary), results_ (one
-    ``CVMResult`` per problem, with its own ``seconds``).
+    ``CVMResult`` per problem, with its own ``seconds`` and ``history``: one record per core-set
+    iteration, the records ``verbose`` and ``--log-json`` are given).
     """
 
     @records_fit_warnings

@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..blockops._cvm import CVMQuery, cvm_furthest
 from ..blockops._engine import Engine
+from ..blockops._results import CVM_CANDIDATE_FIELDS, CVMFurthest
 from ._candidates import merge_ranked
 from ._cvm_qp import ActiveSetQP, GrowingRows, GrowingSquare, simplex_qp
+from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import ExcludingCandidates
 
@@ -66,7 +69,10 @@ class CVMResult:
     ``objective`` ``αᵀK̃α``; ``n_iter``; ``n_full_passes``; ``n_passes``; ``stop_reason``
     (a :class:`~kmp_dask.greedy._result.StopReason` value: "converged" or "max_core"); ``kernel_evaluations`` (computed by the distance passes — values
     read from the partitions' kernel-column cache are not counted — and the core Gram);
-    ``seconds``."""
+    ``seconds``; ``history``: one record per iteration (``iteration``, ``n_core``, ``R2`` the
+    radius the new core rows were found outside of), kept by the loop's
+    :class:`~kmp_dask.greedy._record.PathRecorder` (a resumed run's is the uninterrupted run's;
+    ``()`` on results saved before it was kept)."""
 
     core_index: np.ndarray
     core_rows: np.ndarray
@@ -81,6 +87,7 @@ class CVMResult:
     stop_reason: str
     kernel_evaluations: int
     seconds: float
+    history: Any = ()
 
     @property
     def a(self) -> np.ndarray:
@@ -163,10 +170,13 @@ def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: 
     iteration may add (:data:`POINTS_PER_PASS`; 1: Bădoiu–Clarkson's one furthest point — the QP
     then admits them as one block).
 
+    ``callback(record)``: after each iteration, with its record (``iteration``, ``n_core``, ``R2``),
+    through the loop's :class:`~kmp_dask.greedy._record.PathRecorder` (``CVMResult.history``).
+
     ``checkpoint``: anything with ``maybe_save(t, state)``, called at the end of iteration ``t``
-    (after the new core row joined, before ``callback``) with a function returning the loop's
-    whole state (:meth:`_CoreSetLoop.state`: core set, α, the QP's active set and factor, pending
-    rows, counters, the RNG's state; K̃ is not saved but rebuilt from the core rows entry for entry,
+    (after the new core row joined and its record was kept, before ``callback``) with a function
+    returning the loop's whole state (:meth:`_CoreSetLoop.state`: core set, α, the QP's active set
+    and factor, pending rows, counters, the records, the RNG's state; K̃ is not saved but rebuilt from the core rows entry for entry,
     :func:`_rebuilt_ktilde`). ``resume``: such a state; the loop continues after its iteration, with
     ``random_state`` set from it. The caller restores the partitions to that moment (targets and
     deflating features: the kernel-column cache is rebuilt by the next pass, one column at a time
@@ -176,7 +186,8 @@ def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: 
     t0 = time.perf_counter()
     rng = random_state if random_state is not None else np.random.default_rng(0)
     loop = _CoreSetLoop(engine, kernel=kernel, kt=kappa + 1.0 + 1.0 / C, C=C, eps=eps, n_rows=n_rows,
-                        candidates=candidates, refill=refill, rng=rng, t0=t0, batch=points_per_pass)
+                        candidates=candidates, refill=refill, rng=rng, t0=t0, batch=points_per_pass,
+                        recorder=PathRecorder(callback))
     reason = StopReason.CONVERGED
     if resume is None:
         loop.start(n_features_deflated)
@@ -192,10 +203,11 @@ def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: 
         if far is None:
             break
         loop.add_to_core_set(far[: max_core - len(loop.core_index)])
+        rec = {"iteration": loop.n_iter - 1, "n_core": len(loop.core_index), "R2": loop.R2}
+        loop.recorder.keep(rec)                      # kept before the checkpoint, handed out after
         if checkpoint is not None:
             checkpoint.maybe_save(loop.n_iter - 1, loop.state)
-        if callback is not None:
-            callback({"iteration": loop.n_iter - 1, "n_core": len(loop.core_index), "R2": loop.R2})
+        loop.recorder.emit(rec)
     return loop.result(reason)
 
 
@@ -205,8 +217,10 @@ class _CoreSetLoop:
     set, find the furthest point (sampled pass, then a full pass before stopping), add it to the
     core set, and the whole state for a checkpoint."""
 
-    def __init__(self, engine: Engine, *, kernel, kt, C, eps, n_rows, candidates, refill, rng, t0, batch=1):
+    def __init__(self, engine: Engine, *, kernel, kt, C, eps, n_rows, candidates, refill, rng, t0, batch=1,
+                 recorder: PathRecorder | None = None):
         self.engine, self.kernel, self.kt, self.C, self.eps = engine, kernel, kt, C, eps
+        self.recorder = recorder if recorder is not None else PathRecorder()
         self.batch = max(int(batch), 1)
         self.n_rows, self.refill, self.rng, self.t0 = n_rows, refill, rng, t0
         self.sampler = None if candidates is None else ExcludingCandidates(n_rows, int(candidates))
@@ -216,9 +230,9 @@ class _CoreSetLoop:
         first = np.array([int(self.rng.integers(0, self.n_rows))])
         q0 = CVMQuery(np.zeros((0, 1)), np.zeros(0), np.zeros((0, n_features_deflated)), 0.0, self.kt,
                       cand=first, ids=np.zeros(0, dtype=np.int64))
-        res = self.engine.run(cvm_furthest, q0)
+        tot = CVMFurthest.combine(self.engine.run(cvm_furthest, q0))
         self.n_passes, self.evals = 1, 0
-        idx, rows, ys, Ps = _best(res)
+        idx, rows, ys, Ps = _best(tot)
         self._buffers(np.asarray(rows).shape[-1], np.asarray(rows).dtype, n_features_deflated)
         self._append_core(idx, rows, ys, Ps)
         self.alpha = np.ones(1)
@@ -245,6 +259,7 @@ class _CoreSetLoop:
         self.n_iter, self.n_full, self.n_passes, self.evals, self.seconds0 = (
             r["n_iter"], r["n_full"], r["n_passes"], r["evals"], r["seconds"])
         self.rng.bit_generator.state = r["rng"]
+        self.recorder.history[:] = [dict(rec) for rec in r.get("history", ())]
 
     def state(self):
         """The loop's whole state, for a checkpoint (K̃ as its number of rows: rebuilt on resume)."""
@@ -253,6 +268,7 @@ class _CoreSetLoop:
                 "core_P": P.copy(), "alpha": self.alpha, "Q_rows": self.Q.n, "qp": self.qp,
                 "pending": self.pending, "n_iter": self.n_iter, "n_full": self.n_full,
                 "n_passes": self.n_passes, "evals": self.evals, "rng": self.rng.bit_generator.state,
+                "history": [dict(rec) for rec in self.recorder.history],
                 "seconds": self.seconds0 + time.perf_counter() - self.t0}
 
     def _buffers(self, d, dtype, q):
@@ -298,11 +314,12 @@ class _CoreSetLoop:
             far = self._full_pass(base, limit)  # full pass before stopping
         return far
 
-    def _pass(self, query):
-        """One distance pass over the partitions (counted): the partitions' results."""
-        res = self.engine.run(cvm_furthest, query)
+    def _pass(self, query) -> CVMFurthest:
+        """One distance pass over the partitions (counted, its kernel values too): the pass's total."""
+        tot = CVMFurthest.combine(self.engine.run(cvm_furthest, query))
         self.n_passes += 1
-        return res
+        self.evals += tot.kernel_evals
+        return tot
 
     def _sampled_pass(self, base, exclude, limit):
         """The furthest of ``candidates`` random rows and the pending rows (dropping the pending rows
@@ -310,9 +327,7 @@ class _CoreSetLoop:
         cand = self.sampler.draw(self.rng, exclude)
         if len(self.pending):
             cand = np.union1d(cand, self.pending)
-        res = self._pass(CVMQuery(cand=cand, top=len(cand) if len(self.pending) else self.batch, **base))
-        self.evals += sum(r.get("kernel_evals", 0) for r in res)
-        found = _ranked(res)
+        found = _ranked(self._pass(CVMQuery(cand=cand, top=len(cand) if len(self.pending) else self.batch, **base)))
         if len(self.pending):  # pending rows now inside the ball are dropped
             out_idx = found["index"][found["dist"] > limit]
             self.pending = self.pending[np.isin(self.pending, out_idx)]
@@ -324,11 +339,9 @@ class _CoreSetLoop:
     def _full_pass(self, base, limit):
         """The furthest of all rows, keeping up to ``refill`` more rows outside the ball as pending;
         None when no row lies outside (1+ε)R."""
-        res = self._pass(CVMQuery(cand=None, top=self.batch + max(int(self.refill), 0) if self.sampler is not None
-                                  else self.batch, **base))
+        found = _ranked(self._pass(CVMQuery(cand=None, top=self.batch + max(int(self.refill), 0)
+                                            if self.sampler is not None else self.batch, **base)))
         self.n_full += 1
-        self.evals += sum(r.get("kernel_evals", 0) for r in res)
-        found = _ranked(res)
         far = _pick(found, 0) if len(found["index"]) else None
         if far is None or far[4] <= limit:
             return None
@@ -349,12 +362,14 @@ class _CoreSetLoop:
         S, y, P = self.core_arrays()
         return CVMResult(np.asarray(self.core_index, dtype=np.int64), S.copy(), y.copy(), P.copy(),
                          self.alpha, float(self.R2), self.obj, self.n_iter, self.n_full, self.n_passes, reason.value,
-                         int(self.evals), self.seconds0 + time.perf_counter() - self.t0)
+                         int(self.evals), self.seconds0 + time.perf_counter() - self.t0,
+                         list(self.recorder.history))
 
 
-def _ranked(results) -> dict:
-    """The rows the partitions returned, merged and ordered furthest first (ties: lowest global row)."""
-    found = merge_ranked(results, ("index", "dist", "rows", "y", "P"), by="dist")
+def _ranked(total: CVMFurthest) -> dict:
+    """The rows the partitions returned (a pass's total), merged and ordered furthest first (ties:
+    lowest global row)."""
+    found = merge_ranked(total.candidates(), CVM_CANDIDATE_FIELDS, by="dist")
     return {"index": np.zeros(0, dtype=np.int64), "dist": np.zeros(0)} if found is None else found
 
 
@@ -363,9 +378,9 @@ def _pick(found, i):
             float(found["dist"][i]))
 
 
-def _best(results, with_dist=False):
-    """The furthest row over the partitions (ties: lowest global row)."""
-    found = _ranked(results)
+def _best(total: CVMFurthest, with_dist=False):
+    """The furthest row over the partitions (a pass's total; ties: lowest global row)."""
+    found = _ranked(total)
     if not len(found["index"]):
         return None
     out = _pick(found, 0)

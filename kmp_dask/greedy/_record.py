@@ -79,7 +79,8 @@ class Recorder:
 
 class PathRecorder:
     """Per-iteration records and per-pass paths of the loops whose records the loop itself builds
-    (sparse KPCA / KCCA, hyperplane matching pursuit on an engine or in process).
+    (sparse KPCA / KCCA, hyperplane matching pursuit on an engine or in process, the CVM / MMDA
+    core-set loop).
 
     ``history``: one dict per iteration, in order; :meth:`record` appends it and hands it to the
     ``callback`` (the estimator's progress bar and the ``--log-json`` listeners,

@@ -155,6 +155,31 @@ def _run(X, y, k, eps, chunk_rows=100, candidates=59, **kw):
                                    random_state=np.random.default_rng(0), **kw)
 
 
+def test_history_is_the_callbacks_records_one_per_iteration():
+    X, y = _data(n=200, seed=2)
+    k = get_kernel("rbf", gamma=GAMMA)
+    seen = []
+    res = _run(X, y, k, 1e-2, callback=seen.append)
+    assert res.n_iter > 3 and res.history == seen  # the records the loop's PathRecorder kept are the ones handed out
+    assert [r["iteration"] for r in seen] == list(range(res.n_iter))
+    assert [r["n_core"] for r in seen] == list(range(2, res.n_iter + 2))  # one row joins per iteration
+    assert all(r["R2"] <= res.R2 * (1 + 1e-9) for r in seen)  # the ball only grows as rows join
+
+
+def test_listeners_get_each_problems_history_with_its_problem():
+    """What ``--log-json`` writes per core-set iteration is the problem's ``CVMResult.history``."""
+    from kmp_dask.estimators._progress import iteration_listener
+
+    X, y = load_iris(return_X_y=True)
+    got = []
+    with iteration_listener(lambda desc, rec: got.append((desc, rec))):
+        est = CVMClassifier(C=C, gamma=0.5, random_state=0).fit(X, y)
+    inner = [rec for desc, rec in got if desc.endswith("core set")]
+    want = [{**rec, "problem": k, "class": int(est.classes_[k])} for k, res in enumerate(est.results_)
+            for rec in res.history]
+    assert len(want) == sum(est.n_iter_) > 0 and inner == want
+
+
 def test_pending_rows_after_a_full_pass_keep_the_guarantee_with_fewer_full_passes():
     X, y = _data(n=300, seed=4)
     k = get_kernel("rbf", gamma=GAMMA)

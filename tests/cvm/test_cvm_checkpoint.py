@@ -78,6 +78,7 @@ def _same_cvm(a, b, X):
         assert ra.core_index.tolist() == rb.core_index.tolist()
         assert ra.alpha.tobytes() == rb.alpha.tobytes() and ra.objective == rb.objective
         assert ra.n_passes == rb.n_passes
+        assert ra.history == rb.history and len(ra.history) == ra.n_iter  # a resumed run's records: the whole run's
     assert np.array_equal(a.classes_, b.classes_)
     assert a.decision_function(X).tobytes() == b.decision_function(X).tobytes()
 
