@@ -370,3 +370,62 @@ def test_scanner_resolves_package_relative_imports_and_lines():
                        path="greedy/__init__.py", known=KNOWN)
     assert [(i.module, i.where(), i.in_function) for i in found] == [
         ("kmp_dask.greedy._kmp", "greedy/__init__.py:3", False), ("kmp_dask.parallel", "greedy/__init__.py:4", False)]
+
+
+# -- the estimators' sessions (issue 27) ---------------------------------------------------------------
+#: what ``parallel/`` sets up a fit with; estimators/ and reduced/ get these only from ``parallel._session``
+SESSION_ONLY = ("resolve_client", "connect", "embedded_cluster", "make_engine", "InProcessEngine", "ActorEngine",
+                "Tasks")
+#: modules outside parallel/ that still resolve a client themselves, and why (each still needed)
+SESSION_EXCEPTIONS = {
+    "kmp_dask.evaluation": "makes a client current for a chunk-wise dask.array predict (no engine, no estimator)",
+    "kmp_dask.cli._demo": "the demo's own cluster (an address, or an embedded cluster it reports on)",
+    "kmp_dask.cli._where": "the command line's cluster (--scheduler with TLS and timeouts, or --workers), "
+                           "handed to the estimators as a Client",
+}
+
+
+def session_bypasses(source: str, path: str = "<string>") -> list[str]:
+    """Every name, attribute or import of :data:`SESSION_ONLY` in ``source`` (``path:line name``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = ([a.name for a in node.names] if isinstance(node, ast.ImportFrom)
+                 else [node.id] if isinstance(node, ast.Name)
+                 else [node.attr] if isinstance(node, ast.Attribute) else [])
+        found += [f"{path}:{node.lineno} {n}" for n in names if n in SESSION_ONLY]
+    return found
+
+
+def _session_scan(prefixes) -> dict[str, list[str]]:
+    out = {}
+    for p in sorted(PKG_DIR.rglob("*.py")):
+        mod = _module_name(p, PKG_DIR)
+        if _under(mod, prefixes):
+            out[mod] = session_bypasses(p.read_text(encoding="utf-8"), str(p.relative_to(PKG_DIR.parent)))
+    return out
+
+
+def test_estimator_layers_get_clients_engines_and_tasks_through_the_session_helpers():
+    scanned = _session_scan([f"{ROOT}.estimators", f"{ROOT}.reduced"])
+    assert len(scanned) > 10  # not vacuous
+    bad = [hit for hits in scanned.values() for hit in hits]
+    assert not bad, _report("estimators/ and reduced/ must resolve clients and build engines / Tasks through "
+                            "kmp_dask.parallel._session (engine_session, engine_on, task_session, client_session)", bad)
+
+
+def test_outside_parallel_only_the_declared_modules_resolve_clients_themselves():
+    scanned = _session_scan([ROOT])
+    bypass = {m for m, hits in scanned.items() if hits and not _under(m, [f"{ROOT}.parallel"])}
+    assert bypass == set(SESSION_EXCEPTIONS), _report(
+        "modules outside parallel/ that set up clients / engines themselves (use parallel._session, or declare "
+        "them in SESSION_EXCEPTIONS)", sorted(bypass ^ set(SESSION_EXCEPTIONS)))
+
+
+@pytest.mark.parametrize("source, name", [
+    ("from ..parallel import make_engine", "make_engine"),
+    ("def f(c):\n    with parallel.resolve_client(c, in_memory=True):\n        pass", "resolve_client"),
+    ("from ..parallel import Tasks as T", "Tasks"),
+])
+def test_session_scan_finds_a_bypass(source, name):
+    assert [h.split()[-1] for h in session_bypasses(source)] == [name]
+    assert not session_bypasses("from ..parallel._session import engine_session\nwith engine_session(c, s): pass")

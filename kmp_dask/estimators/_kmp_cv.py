@@ -33,7 +33,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning
 from ..greedy._cv_path import hash_folds, prefix_scorer, row_folds
-from ..parallel import resolve_client
+from ..parallel._session import client_session
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like
 from ._kmp import KMPClassifier, KMPRegressor, _check_params
 from ._scale import scale_gamma, standardization
@@ -170,7 +170,7 @@ class _BaseKMPCV(BaseEstimator):
         if not in_memory and not isinstance(self.cv, numbers.Integral):
             raise ValueError(f"cv must be an int for store or dask input (folds by a hash of the row index); got "
                              f"cv={self.cv!r}. Pass the number of folds, or numpy arrays to use a splitter.")
-        with resolve_client(self.client, in_memory=in_memory) as client:
+        with client_session(self.client, in_memory=in_memory) as client:
             inner_client = "sync" if client is None else client
             if in_memory:
                 scores, times = self._cv_arrays(X, y, split_seed, fit_seed, inner_client)

@@ -30,7 +30,7 @@ from ..estimators._progress import progress_callback
 from ..greedy._hmp import dense_hyperplane_pursuit
 from ..greedy._hmp_setup import chunked_compression, compress_on_pool
 from ..greedy._sampling import resolve_candidates
-from ..parallel import Tasks, make_engine, resolve_client
+from ..parallel._session import client_session, engine_on, engine_session, task_session
 from ..store import InMemoryStore
 from ._cyclic import cyclic_chunking
 from ._level import _Level, levels_from_fixed, levels_from_pursuits
@@ -64,15 +64,17 @@ def hmp_levels(est, exp, store, rows, pool_coef, in_memory, n_keep, groups, keep
     on_engine = bool(est.exchange) and rows is None and keep is not None
     with contextlib.ExitStack() as local:
         owner = keep if on_engine else local
-        client = owner.enter_context(resolve_client(est.client, in_memory=in_memory))
         if est.chunk_vectors is not None:
-            vecs, tree_coef = _tree_vectors(est, client, exp, path_len, saver, ckpt)
+            tasks = owner.enter_context(task_session(est.client, in_memory=in_memory))
+            vecs, tree_coef = _tree_vectors(est, tasks, exp, path_len, saver, ckpt)
             if not est.refine:
                 wsq = exp.rkhs_sqnorm()
                 est.stop_reason_ = "chunk_tree" if est.chunking == "tree" else "chunk_cyclic"
                 return levels_from_fixed(exp, vecs, tree_coef, wsq), wsq
             store, rows, pool_coef = InMemoryStore(np.ascontiguousarray(vecs)), np.ascontiguousarray(vecs), None
             client = None  # the refinement pool is small: in this process
+        else:
+            client = owner.enter_context(client_session(est.client, in_memory=in_memory))
         n_path = min(path_len, store.n_rows)
         use_dense = _use_dense(est, client, rows, n_path, est.chunk_vectors is not None)
         if in_pursuit is not None:
@@ -129,7 +131,7 @@ def _use_dense(est, client, rows, n_path, refining) -> bool:
     return est.dense == "auto" and ok and len(rows) * max(n_path, 1) <= DENSE_HMP_LIMIT
 
 
-def _tree_vectors(est, client, exp, path_len, saver, ckpt):
+def _tree_vectors(est, tasks, exp, path_len, saver, ckpt):
     """The chunking method's vectors and coefficients (the tree on the workers, or the paper's
     cyclic form in this process): from the checkpoint when it had finished, else computed (and
     saved)."""
@@ -139,7 +141,7 @@ def _tree_vectors(est, client, exp, path_len, saver, ckpt):
         res = cyclic_chunking(exp, piece_vectors=int(est.chunk_vectors), keep=path_len, criterion=est.criterion)
         vecs, tree_coef = res.vectors, res.coef
     else:
-        vecs, tree_coef = chunked_compression(Tasks(client), exp, piece_vectors=int(est.chunk_vectors),
+        vecs, tree_coef = chunked_compression(tasks, exp, piece_vectors=int(est.chunk_vectors),
                                               keep=path_len, criterion=est.criterion)
     if saver is not None:
         saver.extra["tree"] = (vecs, tree_coef)
@@ -150,8 +152,7 @@ def _tree_vectors(est, client, exp, path_len, saver, ckpt):
 def engine_pursuit(est, run, client, store, pool_coef, path_len, owner, on_engine):
     """The pursuit on the engine over ``store``; ``owner`` closes the engine (fit's stack when
     exchanges will run on it, which it then keeps in ``est._xengine``)."""
-    engine = make_engine(client, store)
-    owner.callback(engine.close)
+    engine = owner.enter_context(engine_on(client, store))
     try:
         wsq, results = compress_on_pool(
             engine, run.exp, pool_coef, n_rows=store.n_rows, outputs_groups=run.groups,
@@ -171,9 +172,7 @@ def _resume_path(est, saved, store, in_memory, groups, m, keep):
     """A checkpoint saved when the pursuit had ended: its path; with exchanges on a store pool
     the engine is rebuilt (journal replayed) so that they run on the pursuit's partitions."""
     if est.exchange and saved.get("journal") is not None and keep is not None:
-        client = keep.enter_context(resolve_client(est.client, in_memory=in_memory))
-        engine = make_engine(client, store)
-        keep.callback(engine.close)
+        engine = keep.enter_context(engine_session(est.client, store, in_memory=in_memory))
         engine.run(None, None, saved["journal"])  # fresh partitions → their state when the pursuit ended
         est._xengine = (engine, store.n_rows)
     return _record(est, list(saved["results"]), groups, m), saved["wsq"]

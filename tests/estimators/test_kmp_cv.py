@@ -196,7 +196,7 @@ def test_bad_arguments_are_named_before_any_cluster(params, match, monkeypatch):
     def no_cluster(*a, **k):
         raise AssertionError("a cluster was asked for before the arguments were checked")
 
-    monkeypatch.setattr(_kmp_cv, "resolve_client", no_cluster)
+    monkeypatch.setattr(_kmp_cv, "client_session", no_cluster)
     X, y = _moons(60)
     with pytest.raises(ValueError, match=match):
         KMPClassifierCV(client="embedded", **params).fit(X, y)
