@@ -291,17 +291,8 @@ class Pursuit:
         stop, score = StopReason.N_BASIS, None
         for t in range(t_first, self.n_basis):
             t0 = time.perf_counter()
-            idx_next = None if self.sampler.exhaustive else self.sampler.draw(rng, self.excluded)
-            res = self.step(cands, idx_next)                          # score all candidates
-            stop = self._stop_rule(res)
+            res, idx_next, score, stop = self.scoring_pass(cands, rng)  # score all candidates
             if stop is not None:
-                break
-            score = self._scores(res, cands)
-            if score is None:
-                stop = StopReason.EXHAUSTED
-                break
-            if score.max() <= 1e-13 * max(self.rss0, 1e-300):
-                stop = StopReason.CONVERGED
                 break
             picked = self._pick(score, cands)                         # best admissible candidate
             if picked is None:
@@ -321,6 +312,21 @@ class Pursuit:
         if stop in (StopReason.CONVERGED, StopReason.LINEAR_DEPENDENCE) and not self._n_row_atoms():
             stop = self._no_basis(stop, cands, score)
         return self._result(stop)
+
+    def scoring_pass(self, cands, rng):
+        """One pass that scores ``cands`` (and fetches the next draw), then the stop checks:
+        ``(res, idx_next, score, stop)``, ``stop`` None to go on (shared with the block loop)."""
+        idx_next = None if self.sampler.exhaustive else self.sampler.draw(rng, self.excluded)
+        res = self.step(cands, idx_next)
+        stop = self._stop_rule(res)
+        if stop is not None:
+            return res, idx_next, None, stop
+        score = self._scores(res, cands)
+        if score is None:
+            return res, idx_next, None, StopReason.EXHAUSTED
+        if score.max() <= 1e-13 * max(self.rss0, 1e-300):
+            return res, idx_next, score, StopReason.CONVERGED
+        return res, idx_next, score, None
 
     def _begin(self, rng) -> CandidateSet:
         """Set up the partitions and draw the first candidates (and the intercept column)."""

@@ -51,17 +51,8 @@ def run_blocks(p, rng, resume_at=None):
     stop, score = StopReason.N_BASIS, None
     while t < p.n_basis:
         t0 = time.perf_counter()
-        idx_next = None if p.sampler.exhaustive else p.sampler.draw(rng, p.excluded)
-        res = p.step(cands, idx_next)
-        stop = p._stop_rule(res)
+        res, idx_next, score, stop = p.scoring_pass(cands, rng)
         if stop is not None:
-            break
-        score = p._scores(res, cands)
-        if score is None:
-            stop = StopReason.EXHAUSTED
-            break
-        if score.max() <= 1e-13 * max(p.rss0, 1e-300):
-            stop = StopReason.CONVERGED
             break
         t_end = admit_block(p, score, cands, t)
         if t_end == t:
