@@ -155,6 +155,22 @@ def finish(result, out, t0, plot=None):
     log(f"wrote {out} in {result['total_seconds']:.0f}s")
 
 
+def run_per_dataset(name, doc, add_arguments, run_dataset, argv=None, quick=("pima",)):
+    """The main of a script that runs ``run_dataset(set_name, args)`` on each of ``--datasets``
+    (``quick`` with ``--quick``), writing the JSON after every set (a run cut short keeps what it
+    did), then ``total_seconds``."""
+    args = parse_main_args(name, doc, add_arguments, argv)
+    t0 = time.perf_counter()
+    names = list(quick) if args.quick else [s for s in args.datasets.split(",") if s]
+    out = output_path(name, args.out, quick=args.quick)
+    result = {"environment": environment(), "settings": vars(args), "datasets": {}}
+    for set_name in names:
+        result["datasets"][set_name] = run_dataset(set_name, args)
+        write_json(out, result)
+    finish(result, out, t0)
+    return result
+
+
 def environment(extra=None):
     """Versions, machine, thread settings, the command and the git state of ``kmp_dask/``."""
     import dask

@@ -79,15 +79,7 @@ def run_dataset(name, args):
 
 
 def main(argv=None):
-    args = H.parse_main_args(NAME, __doc__, _args, argv)
-    t0 = time.perf_counter()
-    names = ["pima"] if args.quick else [s for s in args.datasets.split(",") if s]
-    out = H.output_path(NAME, args.out, quick=args.quick)
-    result = {"environment": H.environment(), "settings": vars(args), "datasets": {}}
-    for name in names:
-        result["datasets"][name] = run_dataset(name, args)
-        H.write_json(out, result)
-    H.finish(result, out, t0)
+    return H.run_per_dataset(NAME, __doc__, _args, run_dataset, argv)
 
 
 if __name__ == "__main__":
