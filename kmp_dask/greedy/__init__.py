@@ -2,7 +2,8 @@
 
 Where each family's loop lives (start reading there):
 
-* KMP: :meth:`kmp_dask.greedy._kmp.Pursuit.run` (fitting modes: ``_strategies.py``).
+* KMP: :meth:`kmp_dask.greedy._kmp.Pursuit.run` (fitting modes: ``_strategies.py``; several atoms
+  per pass: ``_kmp_blocks.py``).
 * CVM / MMDA: :func:`kmp_dask.greedy._cvm.core_vector_machine` (the core-set loop); MMDA runs
   it once per feature on the deflated kernel (``greedy/_cvm_problems.py::run_problem``,
   :func:`kmp_dask.greedy._cvm.mmda_feature`).
