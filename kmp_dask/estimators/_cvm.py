@@ -170,10 +170,11 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         Every training point ends within (1+eps)·R of the ball's centre (checked by a full pass).
         Measured (docs/cvm.md): the paper's 1e-3 left banana at 0.822 test accuracy against
         SVC's 0.900; 1e-4 reached 0.8995 (452 core vectors, 4.5 s for 2,000 rows).
-    kernel : "rbf" or "laplacian"; gamma, kernel_params
-        A kernel with constant k(x, x) (the ball view needs it). ``gamma="scale"`` (default):
-        ``1 / (n_features · Var(X))`` from the training rows, as for
-        :class:`~kmp_dask.KMPClassifier`; None: ``1 / n_features``; or a number.
+    kernel : "rbf" or "laplacian"; kernel_params
+        A kernel with constant k(x, x) (the ball view needs it).
+    gamma : "scale", float or None, default="scale"
+        One kernel width (no list): ``"scale"`` is ``1 / (n_features · Var(X))`` from the training
+        rows, as for :class:`~kmp_dask.KMPClassifier`; None: ``1 / n_features``; or a positive number.
     standardize : "auto", bool, default="auto"
         Standardise the features inside the model, as :class:`~kmp_dask.KMPClassifier` does:
         ``"auto"`` when ``gamma="scale"`` and the features are on very different scales, True
