@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
+from _engines import pursue
+
 from kmp_dask.greedy import kernel_matching_pursuit
 from kmp_dask.kernels import get_kernel
-from kmp_dask.parallel import InProcessEngine, make_engine, partition_specs
+from kmp_dask.parallel import InProcessEngine, partition_specs
 from kmp_dask.store import InMemoryStore
 
 GAMMA = 0.5
@@ -26,13 +28,7 @@ def _data(n=300, d=3, m=1, seed=0):
 
 def _fit(X, Y, *, chunk_rows=97, **kw):
     kw = {"n_basis": 40, "fit_mode": "basic_reselect", "candidates": "all", "fit_intercept": False, **kw}
-    engine = make_engine(None, InMemoryStore(X, Y, chunk_rows=chunk_rows))
-    try:
-        return kernel_matching_pursuit(
-            engine, kernel=get_kernel("rbf", gamma=GAMMA), n_rows=len(X), n_features=X.shape[1],
-            dtype=X.dtype, targets={"kind": "regression"}, **kw)
-    finally:
-        engine.close()
+    return pursue(X, Y, chunk_rows=chunk_rows, gamma=GAMMA, **kw)
 
 
 def _dense_mp(K, Y, n_iter):

@@ -14,7 +14,7 @@ from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import make_engine
 from kmp_dask.store import InMemoryStore
 
-from _engines import NoisyScores
+from _engines import NoisyScores, pursue
 
 GAMMA = 0.5
 
@@ -30,13 +30,7 @@ def _data(n=400, d=3, m=1, seed=0):
 def _fit(X, y, *, chunk_rows=97, client=None, **kw):
     kw = {"n_basis": 20, "fit_mode": "backfit", "candidates": "all", "ridge": 0.0,
           "fit_intercept": False, **kw}
-    engine = make_engine(client, InMemoryStore(X, y, chunk_rows=chunk_rows))
-    try:
-        return kernel_matching_pursuit(
-            engine, kernel=get_kernel("rbf", gamma=GAMMA), n_rows=len(X), n_features=X.shape[1],
-            dtype=X.dtype, targets={"kind": "regression"}, **kw)
-    finally:
-        engine.close()
+    return pursue(X, y, chunk_rows=chunk_rows, gamma=GAMMA, client=client, **kw)
 
 
 def test_s_formula():

@@ -8,11 +8,9 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
+from _engines import pursue
+
 from kmp_dask import KMPClassifier, KMPRegressor
-from kmp_dask.greedy import kernel_matching_pursuit
-from kmp_dask.kernels import get_kernel
-from kmp_dask.parallel import make_engine
-from kmp_dask.store import InMemoryStore
 
 GAMMA = 0.5
 
@@ -27,13 +25,7 @@ def _data(n=500, d=4, seed=0):
 def _fit(X, y, *, w=None, **kw):
     kw = {"n_basis": 30, "fit_mode": "refit", "candidates": 40, "ridge": 1e-6, "fit_intercept": True,
           "random_state": np.random.default_rng(4), **kw}
-    engine = make_engine(None, InMemoryStore(X, y, chunk_rows=123), sample_weight=w)
-    try:
-        return kernel_matching_pursuit(
-            engine, kernel=get_kernel("rbf", gamma=GAMMA), n_rows=len(X), n_features=X.shape[1],
-            dtype=X.dtype, targets={"kind": "regression"}, **kw)
-    finally:
-        engine.close()
+    return pursue(X, y, chunk_rows=123, gamma=GAMMA, sample_weight=w, **kw)
 
 
 def _ls(X, y, Z, ridge, w=None):
