@@ -54,6 +54,11 @@ def _args(p):
     p.add_argument("--max-fit-seconds", type=float, default=3 * 3600.0,
                    help="stop the fit after this long and record the iterations done")
     p.add_argument("--workdir", default=None, help="where the stores, scratch and logs go")
+    p.add_argument("--checkpoint", action="store_true",
+                   help="train with --checkpoint WORKDIR/checkpoint (every 5 atoms) and --resume when one exists: a "
+                        "fit stopped by --max-fit-seconds continues in a later run")
+    p.add_argument("--reuse-stores", action="store_true",
+                   help="keep WORKDIR's train.zarr / test.zarr when they exist (a later run of the same size)")
     p.add_argument("--quick", action="store_true", help="small sizes, output in $TMPDIR (smoke test)")
 
 
@@ -181,15 +186,22 @@ def run(args, work, result, out):
     where = ["--scheduler-file", str(sched_file)]
     try:
         train, test, model = work / "train.zarr", work / "test.zarr", work / "model"
-        gen_s = _generate(train, args.rows, 0, sched_file, rss, "driver_generate_train")
-        gen_s += _generate(test, args.test_rows, args.rows, sched_file, rss, "driver_generate_test")
+        if args.reuse_stores and train.exists() and test.exists():
+            gen_s = 0.0
+        else:
+            gen_s = _generate(train, args.rows, 0, sched_file, rss, "driver_generate_train")
+            gen_s += _generate(test, args.test_rows, args.rows, sched_file, rss, "driver_generate_test")
         result["generate"] = {"seconds": gen_s, "driver_peak_rss_mib": rss.mib("driver_generate")}
         result["store_bytes_on_disk"] = sum(f.stat().st_size for f in train.rglob("*") if f.is_file())
         H.write_json(out, result)
         H.log(f"generate {gen_s:.0f} s, store {result['store_bytes_on_disk'] / 1e9:.2f} GB")
         log_path = work / "fit.jsonl"
-        log_path.unlink(missing_ok=True)
-        fit_s, _, rc = _cli(["train", str(train), "--model", str(model), "--overwrite", "--n-basis",
+        ckpt = ["--checkpoint", str(work / "checkpoint"), "--checkpoint-every", "5"] if args.checkpoint else []
+        if ckpt and (work / "checkpoint").exists():
+            ckpt.append("--resume")  # the log keeps the earlier run's lines: seconds per iteration of both
+        else:
+            log_path.unlink(missing_ok=True)
+        fit_s, _, rc = _cli(["train", str(train), "--model", str(model), "--overwrite", *ckpt, "--n-basis",
                              str(args.n_basis), "--fit-mode", "basic", "--candidates", "59", "--gamma", "0.05",
                              "--random-state", "0", "--quiet", "--log-json", str(log_path), *where],
                             rss, "driver_train", timeout=args.max_fit_seconds)
