@@ -286,6 +286,10 @@ class IncrementalCholesky:
         Returns ``(V, Lk)`` (the new rows are ``[Vᵀ Lk]``), or None on breakdown — the Schur
         complement not positive definite or a squared diagonal of ``Lk`` not above ``rtol`` times
         that of ``diag_block + ridge I`` — leaving the factor unchanged."""
+        cross = self._check_rows(cross, "cross")
+        if cross.ndim != 2:
+            raise ValueError(f"cross must have shape ({self._size}, k), one column per new point. "
+                             f"Got shape {cross.shape} instead.")
         n, k = self._size, cross.shape[1]
         if self.ridge:
             diag_block = diag_block + self.ridge * np.eye(k)

@@ -99,11 +99,13 @@ def test_refactor_of_a_singular_matrix_adds_a_small_multiple_of_the_identity():
     assert chol.capacity == 64
 
 
-def test_remove_names_the_position_it_refuses():
+def test_remove_and_append_block_name_what_they_refuse():
     chol = IncrementalCholesky()
     chol.refactor(np.eye(3))
     with pytest.raises(IndexError, match=r"p must be a position in 0\.\.2 .*Got 3"):
         chol.remove(3)
+    with pytest.raises(ValueError, match=r"cross must have shape \(3, k\).*Got shape \(3,\)"):
+        chol.append_block(np.zeros(3), np.eye(1), rtol=RTOL)
 
 
 @pytest.mark.parametrize("block", [1, 5, 128])
