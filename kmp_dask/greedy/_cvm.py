@@ -25,7 +25,7 @@ their rows' projections ``P``), ``u_{q+1} = w/‖w‖``. No dask here.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import ExcludingCandidates
 
-__all__ = ["CVMResult", "core_vector_machine", "REFILL", "simplex_qp", "mmda_feature", "QP_TOL"]
+__all__ = ["QP_TOL", "REFILL", "CVMResult", "core_vector_machine", "mmda_feature", "simplex_qp"]
 
 QP_TOL = 1e-9
 """The MEB dual on the core set is solved until no point's gradient is below the active level by
@@ -228,8 +228,8 @@ class _CoreSetLoop:
     def start(self, n_features_deflated):
         """A fresh loop: the core set is one random row (fetched by a pass over its candidate)."""
         first = np.array([int(self.rng.integers(0, self.n_rows))])
-        q0 = CVMQuery(np.zeros((0, 1)), np.zeros(0), np.zeros((0, n_features_deflated)), 0.0, self.kt,
-                      cand=first, ids=np.zeros(0, dtype=np.int64))
+        q0 = CVMQuery(S=np.zeros((0, 1)), a=np.zeros(0), PS=np.zeros((0, n_features_deflated)), aKa=0.0,
+                      kappa=self.kt, cand=first, ids=np.zeros(0, dtype=np.int64))
         tot = CVMFurthest.combine(self.engine.run(cvm_furthest, q0))
         self.n_passes, self.evals = 1, 0
         idx, rows, ys, Ps = _best(tot)
@@ -302,17 +302,21 @@ class _CoreSetLoop:
         rows (a full pass, which refills the pending rows) — with up to ``points_per_pass − 1`` more
         of the furthest rows outside (1+ε)R that pass found. None when the full pass finds every row
         within (1+ε)R: the loop has converged."""
-        a = self.alpha * y
         limit = (1 + self.eps) ** 2 * self.R2
-        exclude = np.sort(np.asarray(self.core_index, dtype=np.int64))
-        base = dict(S=S, a=a, PS=P, aKa=self.obj, kappa=self.kt, exclude=exclude,
-                    ids=np.asarray(self.core_index, dtype=np.int64))
+        query = self._query(S, y, P)
         far = None
         if self.sampler is not None:
-            far = self._sampled_pass(base, exclude, limit)
+            far = self._sampled_pass(query, limit)
         if far is None or far[0][4] <= limit:
-            far = self._full_pass(base, limit)  # full pass before stopping
+            far = self._full_pass(query, limit)  # full pass before stopping
         return far
+
+    def _query(self, S, y, P) -> CVMQuery:
+        """The distance query of the current core set and α (every row not in the core set, the
+        furthest one back); each pass narrows it with ``dataclasses.replace(query, cand=…, top=…)``."""
+        return CVMQuery(S=S, a=self.alpha * y, PS=P, aKa=self.obj, kappa=self.kt,
+                        exclude=np.sort(np.asarray(self.core_index, dtype=np.int64)),
+                        ids=np.asarray(self.core_index, dtype=np.int64))
 
     def _pass(self, query) -> CVMFurthest:
         """One distance pass over the partitions (counted, its kernel values too): the pass's total."""
@@ -321,13 +325,13 @@ class _CoreSetLoop:
         self.evals += tot.kernel_evals
         return tot
 
-    def _sampled_pass(self, base, exclude, limit):
+    def _sampled_pass(self, query: CVMQuery, limit):
         """The furthest of ``candidates`` random rows and the pending rows (dropping the pending rows
         now inside the ball), or None when the pass found no row."""
-        cand = self.sampler.draw(self.rng, exclude)
+        cand = self.sampler.draw(self.rng, query.exclude)
         if len(self.pending):
             cand = np.union1d(cand, self.pending)
-        found = _ranked(self._pass(CVMQuery(cand=cand, top=len(cand) if len(self.pending) else self.batch, **base)))
+        found = _ranked(self._pass(replace(query, cand=cand, top=len(cand) if len(self.pending) else self.batch)))
         if len(self.pending):  # pending rows now inside the ball are dropped
             out_idx = found["index"][found["dist"] > limit]
             self.pending = self.pending[np.isin(self.pending, out_idx)]
@@ -336,11 +340,11 @@ class _CoreSetLoop:
         more = np.flatnonzero(found["dist"][1 : self.batch] > limit) + 1
         return [_pick(found, i) for i in (0, *more.tolist())]
 
-    def _full_pass(self, base, limit):
+    def _full_pass(self, query: CVMQuery, limit):
         """The furthest of all rows, keeping up to ``refill`` more rows outside the ball as pending;
         None when no row lies outside (1+ε)R."""
-        found = _ranked(self._pass(CVMQuery(cand=None, top=self.batch + max(int(self.refill), 0)
-                                            if self.sampler is not None else self.batch, **base)))
+        top = self.batch + max(int(self.refill), 0) if self.sampler is not None else self.batch
+        found = _ranked(self._pass(replace(query, cand=None, top=top)))
         self.n_full += 1
         far = _pick(found, 0) if len(found["index"]) else None
         if far is None or far[4] <= limit:

@@ -10,13 +10,14 @@ in memory traffic — measured to be 90 % of a 3,359-core-vector fit (benchmarks
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg.lapack import dtrtrs
 
-__all__ = ["ActiveSetQP", "GrowingSquare", "GrowingRows", "simplex_qp"]
+from ..linalg import IncrementalCholesky, forward_substitution
 
-_BLOCK = 128
-"""Row block of the blocked triangular solves: the off-diagonal part is one matrix–vector product
-per block on a strided view of the factor's buffer (no copy), the diagonal block a LAPACK solve."""
+__all__ = ["ActiveSetQP", "GrowingRows", "GrowingSquare", "simplex_qp"]
+
+_RTOL = 1e-14
+"""A joining point whose new squared diagonal of the factor is not above ``_RTOL · Q_ii`` is
+numerically dependent on the active set: the factor is then recomputed from ``Q_AA``."""
 
 
 class GrowingSquare:
@@ -66,37 +67,6 @@ class GrowingRows:
         self.n += 1
 
 
-def _forward(L, b):
-    """``L⁻¹ b`` for a lower-triangular ``L`` (any strides), blocked by rows."""
-    x = np.array(b, dtype=np.float64)
-    m = len(L)
-    for i0 in range(0, m, _BLOCK):
-        i1 = min(i0 + _BLOCK, m)
-        if i0:
-            x[i0:i1] -= L[i0:i1, :i0] @ x[:i0]
-        x[i0:i1] = dtrtrs(L[i0:i1, i0:i1], x[i0:i1], lower=1)[0]
-    return x
-
-
-def _backward(L, b):
-    """``L⁻ᵀ b`` for a lower-triangular ``L`` (any strides), blocked by rows from the bottom."""
-    x = np.array(b, dtype=np.float64)
-    m = len(L)
-    for i1 in range(m, 0, -_BLOCK):
-        i0 = max(0, i1 - _BLOCK)
-        if i1 < m:
-            x[i0:i1] -= L[i1:m, i0:i1].T @ x[i1:m]
-        x[i0:i1] = dtrtrs(L[i0:i1, i0:i1], x[i0:i1], lower=1, trans=1)[0]
-    return x
-
-
-def _cholesky(QA):
-    try:
-        return np.linalg.cholesky(QA)
-    except np.linalg.LinAlgError:  # Q is positive definite by construction (δ/C): rounding only
-        return np.linalg.cholesky(QA + 1e-12 * np.trace(QA) / len(QA) * np.eye(len(QA)))
-
-
 def simplex_qp(Q: np.ndarray, alpha: np.ndarray, tol: float, max_iter: int = 10_000):
     """``argmin αᵀQα`` over the simplex (α ≥ 0, Σα = 1), Q symmetric positive definite, by a
     primal active-set method warm-started from the feasible ``alpha`` (:class:`ActiveSetQP`, for
@@ -113,7 +83,8 @@ class ActiveSetQP:
     below the active level ``1 / 1ᵀQ_AA⁻¹1`` by more than ``tol`` (else α is optimal); if not, α
     moves toward it until a weight reaches 0, which leaves A.
 
-    The lower Cholesky factor ``L`` of ``Q_AA`` lives in a :class:`GrowingSquare` and changes in
+    The lower Cholesky factor ``L`` of ``Q_AA`` is a :class:`~kmp_dask.linalg.IncrementalCholesky`
+    (the one growing factor of every family, here with its row-blocked solves) and changes in
     place: a joining point adds one row (one forward solve, O(|A|²)); a point leaving A is removed
     by a rank-one update of the trailing block (O(|A|²), no refactorisation). ``w = L⁻¹1`` is kept
     up to date with the factor (O(|A|) per joining point) and ``z = Q_AA⁻¹1 = L⁻ᵀw`` is one
@@ -128,7 +99,7 @@ class ActiveSetQP:
     def __init__(self, block: int = 1):
         self.block = max(int(block), 1)
         self.active = np.zeros(0, dtype=np.int64)
-        self.F = GrowingSquare(64)
+        self.F = IncrementalCholesky(64)
         self.w = np.zeros(0)
         self.z = None
         self.level = np.nan
@@ -136,20 +107,14 @@ class ActiveSetQP:
 
     @property
     def L(self) -> np.ndarray:
-        return self.F.view
+        """The factor of ``Q_AA`` (read-only view), in the order of :attr:`active`."""
+        return self.F.L
 
     def _append(self, Q, i) -> bool:
-        m = len(self.active)
-        c = Q[self.active, i]
-        v = _forward(self.L, c) if m else c
-        d2 = Q[i, i] - float(v @ v)
-        if not d2 > 1e-14 * Q[i, i]:
+        row = self.F.append_row(Q[self.active, i], Q[i, i], rtol=_RTOL)
+        if row is None:
             return False
-        self.F.reserve(m + 1)
-        d = np.sqrt(d2)
-        self.F.buf[m, :m] = v
-        self.F.buf[m, m] = d
-        self.F.n = m + 1
+        v, d = row
         self.w = np.append(self.w, (1.0 - float(v @ self.w)) / d)
         self.active = np.append(self.active, i)
         return True
@@ -157,55 +122,26 @@ class ActiveSetQP:
     def _append_block(self, Q, idx) -> bool:
         """Several points join the factor at once (a block row: one forward solve with
         ``len(idx)`` right-hand sides, a small Cholesky factor of their Schur complement)."""
-        m, k = len(self.active), len(idx)
-        C = Q[np.ix_(self.active, idx)]
-        V = _forward(self.L, C) if m else np.zeros((0, k))
-        Sc = Q[np.ix_(idx, idx)] - V.T @ V
-        try:
-            Lk = np.linalg.cholesky(Sc)
-        except np.linalg.LinAlgError:
+        rows = self.F.append_block(Q[np.ix_(self.active, idx)], Q[np.ix_(idx, idx)], rtol=_RTOL)
+        if rows is None:
             return False
-        if not np.all(np.diag(Lk) ** 2 > 1e-14 * np.diag(Q)[idx]):
-            return False
-        self.F.reserve(m + k)
-        self.F.buf[m : m + k, :m] = V.T
-        self.F.buf[m : m + k, m : m + k] = Lk
-        self.F.n = m + k
-        tail = dtrtrs(Lk, 1.0 - V.T @ self.w, lower=1)[0]
+        V, Lk = rows
+        tail = forward_substitution(Lk, 1.0 - V.T @ self.w, block=len(Lk))
         self.w = np.concatenate([self.w, tail])
         self.active = np.concatenate([self.active, np.asarray(idx, dtype=np.int64)])
         return True
 
     def _remove(self, p: int) -> None:
         """Drop position ``p`` of the active set from the factor (rank-one update of the block after it)."""
-        m, B = len(self.active), self.F.buf
-        x = B[p + 1 : m, p].copy()
-        B[p : m - 1, :p] = B[p + 1 : m, :p]
-        B[p : m - 1, p : m - 1] = B[p + 1 : m, p + 1 : m]
-        B[m - 1, :m] = 0.0
-        B[:m, m - 1] = 0.0
-        T = np.asfortranarray(B[p : m - 1, p : m - 1])  # column operations below: contiguous columns
-        for j in range(len(x)):
-            ljj = T[j, j]
-            r = np.hypot(ljj, x[j])
-            c, s = r / ljj, x[j] / ljj
-            T[j, j] = r
-            if j + 1 < len(x):
-                T[j + 1 :, j] = (T[j + 1 :, j] + s * x[j + 1 :]) / c
-                x[j + 1 :] = c * x[j + 1 :] - s * T[j + 1 :, j]
-        B[p : m - 1, p : m - 1] = T
-        self.F.n = m - 1
+        self.F.remove(p)
         self.active = np.delete(self.active, p)
-        self.w = _forward(self.L, np.ones(m - 1))
+        self.w = self.F.forward(np.ones(len(self.active)))
         self.n_downdates += 1
 
     def _refactor(self, Q, active) -> None:
-        L = _cholesky(Q[np.ix_(active, active)])
-        self.F = GrowingSquare(max(64, len(active)))
-        self.F.buf[: len(active), : len(active)] = L
-        self.F.n = len(active)
+        self.F.refactor(Q[np.ix_(active, active)])
         self.active = np.array(active, dtype=np.int64)
-        self.w = _forward(self.L, np.ones(len(active)))
+        self.w = self.F.forward(np.ones(len(active)))
         self.n_refactors += 1
 
     def _factor(self, Q, active):
@@ -251,7 +187,7 @@ class ActiveSetQP:
         for it in range(max_iter):
             self._factor(Q, active)
             if self.z is None:
-                self.z = _backward(self.L, self.w)  # Q_AA⁻¹ 1
+                self.z = self.F.backward(self.w)  # Q_AA⁻¹ 1
             z = self.z
             target = z / z.sum()
             if np.all(target >= 0):

@@ -1,8 +1,13 @@
-"""Incremental Cholesky factor of a growing Gram matrix (driver side).
+"""Incremental Cholesky factor of a growing Gram matrix (driver side): one storage for every
+family that keeps a growing factor.
 
-NumPy/SciPy only, always float64. Columns (atoms) are added one at a time
-from their inner products with the atoms already selected; the factor is
-stored in a preallocated buffer that doubles when full.
+NumPy/SciPy only, always float64. The factor is stored in a preallocated buffer that doubles when
+full. Columns (atoms, core points) are added one at a time or as a block, removed at any position,
+or the whole factor is recomputed from its matrix. Two kinds of triangular solves read it:
+one LAPACK call on the factor (:meth:`IncrementalCholesky.solve_lower`, :meth:`~IncrementalCholesky.solve`;
+KMP, HMP, sparse KPCA) and row-blocked solves that read the buffer in place without copying the
+factor (:func:`forward_substitution`, :func:`back_substitution`; the CVM core-set QP). They round
+differently, so each family keeps the one it was built with and its fits stay bit for bit the same.
 """
 
 from __future__ import annotations
@@ -12,9 +17,68 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
+from scipy.linalg.lapack import dtrtrs
 
 _EPS = float(np.finfo(np.float64).eps)
 _BREAKDOWN_FACTOR = 10.0
+
+BLOCK = 128
+"""Row block of :func:`forward_substitution` and :func:`back_substitution`: the off-diagonal part
+is one matrix–vector product per block on a strided view of the factor's buffer (no copy), the
+diagonal block a LAPACK solve."""
+
+_REFACTOR_CAPACITY = 64
+"""Smallest buffer :meth:`IncrementalCholesky.refactor` allocates."""
+
+
+def forward_substitution(L: np.ndarray, b: np.ndarray, block: int = BLOCK) -> np.ndarray:
+    """``L⁻¹ b`` for a lower-triangular ``L`` (any strides), blocked by ``block`` rows.
+
+    ``b``: shape (m,) or (m, k). Returns a new float64 array of ``b``'s shape. With
+    ``block >= len(L)`` this is one LAPACK ``dtrtrs`` call."""
+    x = np.array(b, dtype=np.float64)
+    m = len(L)
+    for i0 in range(0, m, block):
+        i1 = min(i0 + block, m)
+        if i0:
+            x[i0:i1] -= L[i0:i1, :i0] @ x[:i0]
+        x[i0:i1] = dtrtrs(L[i0:i1, i0:i1], x[i0:i1], lower=1)[0]
+    return x
+
+
+def back_substitution(L: np.ndarray, b: np.ndarray, block: int = BLOCK) -> np.ndarray:
+    """``L⁻ᵀ b`` for a lower-triangular ``L`` (any strides), blocked by ``block`` rows from the bottom."""
+    x = np.array(b, dtype=np.float64)
+    m = len(L)
+    for i1 in range(m, 0, -block):
+        i0 = max(0, i1 - block)
+        if i1 < m:
+            x[i0:i1] -= L[i1:m, i0:i1].T @ x[i1:m]
+        x[i0:i1] = dtrtrs(L[i0:i1, i0:i1], x[i0:i1], lower=1, trans=1)[0]
+    return x
+
+
+def _cholesky_with_jitter(A: np.ndarray) -> np.ndarray:
+    """``numpy.linalg.cholesky(A)``; when rounding makes a positive-definite ``A`` fail, once more
+    with ``1e-12 · trace(A)/n`` added to the diagonal."""
+    try:
+        return np.linalg.cholesky(A)
+    except np.linalg.LinAlgError:
+        return np.linalg.cholesky(A + 1e-12 * np.trace(A) / len(A) * np.eye(len(A)))
+
+
+def _update_trailing(T: np.ndarray, x: np.ndarray) -> None:
+    """``T ← chol(T Tᵀ + x xᵀ)`` in place (``T`` lower triangular, Fortran order): the trailing
+    block of a factor after the row and column before it were removed, ``x`` that column's part
+    below the removed diagonal."""
+    for j in range(len(x)):
+        ljj = T[j, j]
+        r = np.hypot(ljj, x[j])
+        c, s = r / ljj, x[j] / ljj
+        T[j, j] = r
+        if j + 1 < len(x):
+            T[j + 1 :, j] = (T[j + 1 :, j] + s * x[j + 1 :]) / c
+            x[j + 1 :] = c * x[j + 1 :] - s * T[j + 1 :, j]
 
 
 class IncrementalCholesky:
@@ -23,6 +87,15 @@ class IncrementalCholesky:
     ``G = B^T B`` is the Gram matrix of the selected atoms ``B = [b_1, ..., b_n]``
     (in KMP, kernel columns). Appending ``b_new`` needs only ``cross = B^T b_new``
     and ``diag = ||b_new||^2``.
+
+    Two sets of operations share the buffer:
+
+    * KMP, HMP and sparse KPCA: :meth:`append` (breakdown rule below), :meth:`solve_lower`,
+      :meth:`solve`, :meth:`pivot_residual_norms` — one LAPACK call per solve.
+    * The CVM core-set QP (``greedy/_cvm_qp.ActiveSetQP``), whose factor also shrinks:
+      :meth:`forward` / :meth:`backward` (row-blocked, in place), :meth:`append_row` and
+      :meth:`append_block` (relative breakdown rule ``rtol``), :meth:`remove` (any position, a
+      rank-one update of the block after it, O(n²)) and :meth:`refactor` (from the matrix).
 
     Parameters
     ----------
@@ -91,12 +164,14 @@ class IncrementalCholesky:
         view.flags.writeable = False
         return view
 
-    def _grow(self) -> None:
-        """Double the buffer, keeping the factor (upper part stays zero)."""
-        new = np.zeros((2 * self.capacity, 2 * self.capacity))
-        n = self._size
-        new[:n, :n] = self._buffer[:n, :n]
-        self._buffer = new
+    def reserve(self, n: int) -> None:
+        """Room for ``n`` rows: the buffer grows to ``max(n, 2 * capacity)`` when smaller,
+        keeping the factor (the part outside it stays zero)."""
+        if n > self.capacity:
+            new = np.zeros((max(n, 2 * self.capacity),) * 2)
+            k = self._size
+            new[:k, :k] = self._buffer[:k, :k]
+            self._buffer = new
 
     def _check_rows(self, b: np.ndarray, name: str) -> np.ndarray:
         b = np.asarray(b, dtype=np.float64)
@@ -165,13 +240,101 @@ class IncrementalCholesky:
         d2 = scale - float(v @ v)
         if not math.isfinite(d2) or d2 <= _BREAKDOWN_FACTOR * _EPS * max(1.0, scale):
             return False
-        if self._size == self.capacity:
-            self._grow()
         n = self._size
+        self.reserve(n + 1)
         self._buffer[n, :n] = v
         self._buffer[n, n] = math.sqrt(d2)
         self._size = n + 1
         return True
+
+    def forward(self, b: np.ndarray) -> np.ndarray:
+        """``L⁻¹ b`` by :func:`forward_substitution` (row-blocked, reads the buffer in place).
+
+        ``b``: shape (size,) or (size, m). Rounds differently from :meth:`solve_lower`."""
+        b = self._check_rows(b, "b")
+        return forward_substitution(self._buffer[: self._size, : self._size], b)
+
+    def backward(self, b: np.ndarray) -> np.ndarray:
+        """``L⁻ᵀ b`` by :func:`back_substitution` (row-blocked, reads the buffer in place)."""
+        b = self._check_rows(b, "b")
+        return back_substitution(self._buffer[: self._size, : self._size], b)
+
+    def append_row(self, cross: np.ndarray, diag: float, *, rtol: float):
+        """Add one column by :meth:`forward` unless its new squared diagonal
+        ``d² = diag + ridge − ‖v‖²`` (``v = L⁻¹ cross``) is not above ``rtol · (diag + ridge)``.
+
+        Returns ``(v, d)``, the new row of ``L`` (``d`` its diagonal), or None on breakdown (the
+        factor is then left unchanged)."""
+        v = self.forward(np.ravel(cross))
+        scale = diag + self.ridge if self.ridge else diag
+        d2 = scale - float(v @ v)
+        if not d2 > rtol * scale:
+            return None
+        n = self._size
+        self.reserve(n + 1)
+        d = np.sqrt(d2)
+        self._buffer[n, :n] = v
+        self._buffer[n, n] = d
+        self._size = n + 1
+        return v, d
+
+    def append_block(self, cross: np.ndarray, diag_block: np.ndarray, *, rtol: float):
+        """Add ``k`` columns at once: ``V = L⁻¹ cross`` (one :meth:`forward` with ``k`` right-hand
+        sides, ``cross`` of shape (size, k)) and ``Lk = chol(diag_block + ridge I − VᵀV)``, the
+        factor of their Schur complement (``diag_block`` (k, k): their own Gram).
+
+        Returns ``(V, Lk)`` (the new rows are ``[Vᵀ Lk]``), or None on breakdown — the Schur
+        complement not positive definite or a squared diagonal of ``Lk`` not above ``rtol`` times
+        that of ``diag_block + ridge I`` — leaving the factor unchanged."""
+        cross = self._check_rows(cross, "cross")
+        if cross.ndim != 2:
+            raise ValueError(f"cross must have shape ({self._size}, k), one column per new point. "
+                             f"Got shape {cross.shape} instead.")
+        n, k = self._size, cross.shape[1]
+        if self.ridge:
+            diag_block = diag_block + self.ridge * np.eye(k)
+        V = self.forward(cross)
+        try:
+            Lk = np.linalg.cholesky(diag_block - V.T @ V)
+        except np.linalg.LinAlgError:
+            return None
+        if not np.all(np.diag(Lk) ** 2 > rtol * np.diag(diag_block)):
+            return None
+        self.reserve(n + k)
+        self._buffer[n : n + k, :n] = V.T
+        self._buffer[n : n + k, n : n + k] = Lk
+        self._size = n + k
+        return V, Lk
+
+    def remove(self, p: int) -> None:
+        """Drop row and column ``p`` of the factored matrix: the rows after ``p`` move up and
+        the block after ``p`` takes in the removed column by a rank-one update (Givens-style,
+        O(size²), no refactorisation)."""
+        m, B = self._size, self._buffer
+        if not 0 <= p < m:
+            raise IndexError(f"p must be a position in 0..{m - 1} of the factored atoms. Got {p!r} instead.")
+        x = B[p + 1 : m, p].copy()
+        B[p : m - 1, :p] = B[p + 1 : m, :p]
+        B[p : m - 1, p : m - 1] = B[p + 1 : m, p + 1 : m]
+        B[m - 1, :m] = 0.0
+        B[:m, m - 1] = 0.0
+        T = np.asfortranarray(B[p : m - 1, p : m - 1])  # column operations: contiguous columns
+        _update_trailing(T, x)
+        B[p : m - 1, p : m - 1] = T
+        self._size = m - 1
+
+    def refactor(self, A: np.ndarray) -> None:
+        """Forget the factor and factor ``A + ridge I`` from scratch (``numpy.linalg.cholesky``;
+        when rounding makes it fail, once more with ``1e-12 · trace/n`` on the diagonal), in a new
+        buffer of at least 64 rows."""
+        A = np.asarray(A, dtype=np.float64)
+        if self.ridge:
+            A = A + self.ridge * np.eye(len(A))
+        L = _cholesky_with_jitter(A)
+        n = len(L)
+        self._buffer = np.zeros((max(_REFACTOR_CAPACITY, n),) * 2)
+        self._buffer[:n, :n] = L
+        self._size = n
 
     def pivot_residual_norms(self, cross_matrix: np.ndarray, diags: np.ndarray) -> np.ndarray:
         """Squared norms of candidate atoms after projecting out the selected ones.

@@ -40,17 +40,16 @@ def test_full_and_sampled_pass_totals_match_dense_distances():
     X, y, k = _setup()
     core, alpha = np.array([3, 40]), np.array([0.6, 0.4])
     dist, aKa, kt, a = _dense_dist(X, y, k, core, alpha)
-    base = {"S": X[core], "a": a, "PS": np.zeros((2, 0)), "aKa": aKa, "kappa": kt, "exclude": np.sort(core),
-            "ids": core}
+    query = CVMQuery(S=X[core], a=a, PS=np.zeros((2, 0)), aKa=aKa, kappa=kt, exclude=np.sort(core), ids=core)
     with InProcessEngine(partition_specs(InMemoryStore(X, y, chunk_rows=10))) as eng:
         eng.run(None, None, [cvm_effects.init(k), cvm_effects.targets(1)])
-        parts = eng.run(cvm_furthest, CVMQuery(cand=None, top=4, **base))
+        parts = eng.run(cvm_furthest, dataclasses.replace(query, cand=None, top=4))
         assert len(parts) == 6 and all(isinstance(p, CVMFurthest) for p in parts)
         with pytest.raises(dataclasses.FrozenInstanceError):
             parts[0].n = 0
         full = CVMFurthest.combine(parts)
         cand = np.array([0, 3, 11, 12, 39, 56])
-        sampled = CVMFurthest.combine(eng.run(cvm_furthest, CVMQuery(cand=cand, top=3, **base)))
+        sampled = CVMFurthest.combine(eng.run(cvm_furthest, dataclasses.replace(query, cand=cand, top=3)))
     assert full.n == len(X) - 2 and isinstance(full.n, int)
     assert full.kernel_evals == 2 * len(X)  # the core rows' columns, computed once on every row and cached
     assert len(full.candidates()) == 6 and all(len(c["index"]) <= 4 for c in full.candidates())
