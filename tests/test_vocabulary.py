@@ -102,6 +102,12 @@ def test_no_synonyms_for_glossary_ideas():
     assert not used, f"synonyms of glossary names (use the glossary's name): {used}"
 
 
+def test_driver_synonyms_are_declared():
+    """The functional entry points may use a synonym only with a declared reason (DRIVER_RENAMES)."""
+    used = sorted({(n, where) for n, where, _ in NA.function_rows() if n in NA.SYNONYMS and n not in NA.DRIVER_RENAMES})
+    assert not used, f"driver parameters named with a synonym of a glossary name (rename or declare): {used}"
+
+
 # --- (b) candidates -------------------------------------------------------------------------------
 
 def _data(kind="clf", n=48, seed=0):
