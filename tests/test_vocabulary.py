@@ -308,3 +308,9 @@ def test_cli_compress_candidates_spellings(tmp_path):
         m = load(tmp_path / f"{text}.kmp")
         out[text] = (m.n_vectors_, m.decision_function(X))
     assert all(np.array_equal(a, b) for a, b in zip(out["auto"], out["59"]))
+
+
+def test_docs_names_glossary_is_the_audits():
+    """docs/names.md's glossary is the one these tests use (regenerate: benchmarks/names_audit.py --write)."""
+    text = (Path(NA.ROOT) / "docs" / "names.md").read_text()
+    assert NA.glossary_markdown() in text

@@ -84,7 +84,7 @@ def _check_params(est):
                          f"fit_mode={est.fit_mode!r}, loss={est.loss!r}. Use atoms_per_pass=1 for the other modes.")
     c = est.candidates
     if not (c is None or c in ("all", "auto") or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
-        bad("candidates", "'all' (None means the same), 'auto' or a positive int (the active-set size s)")
+        bad("candidates", "'all', 'auto' or a positive int (the active-set size s; None means 'all')")
     if not (isinstance(est.ridge, numbers.Real) and est.ridge >= 0):
         bad("ridge", "a float >= 0")
     if est.tol is not None and not (isinstance(est.tol, numbers.Real) and 0 <= est.tol < 1):
