@@ -63,6 +63,9 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
     from ..estimators import KMPClassifier
     from ..parallel import embedded_cluster, resolve_client
     from ..reduced import ReducedSetCompressor
+    from ._params import candidates_value
+
+    cand = candidates_value(candidates)  # before anything is written
     if scheduler:
         check_where(Where(scheduler=scheduler))  # before anything is written to --workdir
     ds = load(dataset)
@@ -72,7 +75,6 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
     work = Path(workdir)
     tr, te = _demo_stores(ds, dataset, work, (Xtr, Xte, ytr, yte), seed, overwrite)
 
-    cand = candidates if candidates in ("auto", "all") else int(candidates)
     clf = KMPClassifier(n_basis=n_basis, candidates=cand, gamma="scale" if gamma is None else gamma,
                         random_state=seed, verbose=every)
     cm = resolve_client(scheduler, in_memory=False) if scheduler else embedded_cluster(workers)

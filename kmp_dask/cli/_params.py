@@ -166,6 +166,19 @@ def parse_value(text: str):
     return low
 
 
+def candidates_value(text, hint: str = "--candidates"):
+    """``--candidates`` as every estimator takes it (docs/names.md): "all", "auto" or an int,
+    refused with a click error naming the option before any cluster starts."""
+    from ..greedy._sampling import resolve_candidates
+
+    value = parse_value(str(text))
+    try:
+        resolve_candidates(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+    return value
+
+
 def read_config(path) -> dict:
     """The TOML file at ``path`` as a flat dict (one clear error when it is not readable)."""
     p = Path(path)

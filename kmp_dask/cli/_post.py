@@ -86,8 +86,10 @@ def _class_names(store, y):
 @click.option("--n-vectors", required=True, help="Vectors to keep: an int, or a fraction of the model's (0.2).")
 @click.option("--model", "model_path", required=True, type=click.Path(), help="Where to save the compressed model.")
 @click.option("--data", default=None, help="A labelled store: the candidate pool and the rows used to re-fit thresholds.")
-@click.option("--method", type=click.Choice(["hmp", "l0", "l1"]), default="hmp", show_default=True)
-@click.option("--candidates", default=None, help="Probabilistic search: candidates per iteration (int); default all.")
+@click.option("--method", type=click.Choice(["hmp", "l0", "l1"]), default="hmp", show_default=True,
+              help="hmp: hyperplane matching pursuit (on the workers); l0, l1: the dense baselines.")
+@click.option("--candidates", default="all", show_default=True,
+              help="Pool points scored per iteration: 'all', 'auto' (59 random ones) or an int (that many random ones).")
 @click.option("--criterion", type=click.Choice(["eq13", "decrease"]), default="eq13", show_default=True,
               help="hmp selection score: the paper's eq. 13, or the exact decrease of the RKHS error.")
 @click.option("--refit", type=click.Choice(["rkhs", "pool"]), default="rkhs", show_default=True,
@@ -106,9 +108,10 @@ def compress(source, n_vectors, model_path, data, method, candidates, criterion,
     """Compress MODEL (a kmp_dask KMP, CVM or MMDA model, or a scikit-learn SVC/SVR/KernelRidge file) by
     reduced-set selection."""
     from .. import ReducedSetCompressor, save
-    from ._params import parse_value
+    from ._params import candidates_value, parse_value
 
     _check_output_free(model_path, overwrite, "--model", "model")
+    candidates = candidates_value(candidates)
     model = _load_any(source, trust_pickle)
     from ..reduced._models import as_compression_target
 
@@ -118,7 +121,7 @@ def compress(source, n_vectors, model_path, data, method, candidates, criterion,
     if isinstance(n, bool) or not isinstance(n, (int, float)):
         raise click.BadParameter(f"expected an int or a fraction in (0, 1); got {n_vectors!r}", param_hint="--n-vectors")
     comp = ReducedSetCompressor(n_vectors=n, method=method, random_state=random_state, verbose=_verbose(quiet),
-                                candidates=None if candidates is None else int(candidates), criterion=criterion,
+                                candidates=candidates, criterion=criterion,
                                 refit=refit, exchange=exchange)
     in_memory = refit == "pool" or (exchange > 0 and st is not None and _fits_in_memory(st))
     pool = st.url if st is not None else None

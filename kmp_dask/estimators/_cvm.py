@@ -185,6 +185,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         Rows measured per iteration: "all" (or None) every row — no probabilistic speed-up;
         "auto" 59 (= ⌈log 0.05 / log 0.95⌉, the same words as every estimator's); an int that many.
     max_core : int, default=5000
+        Most core vectors per binary problem: its fit stops there (``stop_reason_`` "max_core").
     random_state, client, chunk_rows
         As for :class:`~kmp_dask.KMPClassifier`. With a cluster, a binary problem runs its passes
         on the workers; the binary problems of a multi-class fit run as parallel tasks.

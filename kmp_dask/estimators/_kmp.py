@@ -83,8 +83,8 @@ def _check_params(est):
         raise ValueError(f"atoms_per_pass={k} is implemented for fit_mode='backfit' with loss='squared' only; got "
                          f"fit_mode={est.fit_mode!r}, loss={est.loss!r}. Use atoms_per_pass=1 for the other modes.")
     c = est.candidates
-    if not (c in ("all", "auto") or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
-        bad("candidates", "'all', 'auto' or a positive int (the active-set size s)")
+    if not (c is None or c in ("all", "auto") or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
+        bad("candidates", "'all', 'auto' or a positive int (the active-set size s; None means 'all')")
     if not (isinstance(est.ridge, numbers.Real) and est.ridge >= 0):
         bad("ridge", "a float >= 0")
     if est.tol is not None and not (isinstance(est.tol, numbers.Real) and 0 <= est.tol < 1):
@@ -193,7 +193,7 @@ class _BaseKMP(StagedMixin, BaseEstimator):
     def _n_candidates(self):
         if self.candidates == "auto":
             return n_candidates_for(self.eps, self.q)
-        return self.candidates
+        return "all" if self.candidates is None else self.candidates  # None: "all", as every estimator's
 
     def _fit(self, X, y, checkpoint=None, checkpoint_every=10, resume=False, sample_weight=None):
         _check_params(self)
@@ -456,8 +456,8 @@ _PARAMETERS = """
         With another loss than "squared", ``"basic"`` takes one Newton line-search step per new
         basis function and ``"backfit"`` adds damped Newton refits of all coefficients on the
         ``refit_every`` schedule.
-    candidates : "auto", "all" or int, default="auto"
-        Candidates scored per iteration: ``"all"`` scores every training row (exact KMP); an
+    candidates : "all", "auto" or int, default="auto"
+        Candidates scored per iteration: ``"all"`` (or None) scores every training row (exact KMP); an
         int ``s`` draws ``s`` random rows per iteration (stochastic KMP, Popovici et al.);
         ``"auto"`` uses ``s = ⌈log eps / log q⌉`` (59 for the defaults). Each iteration is one
         pass over the data either way.

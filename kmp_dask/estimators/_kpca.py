@@ -84,10 +84,13 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         The bound's confidence parameter δ.
     kernel : str, default="rbf"
         Kernel name (``"rbf"``, ``"laplacian"``, ``"polynomial"``, ``"sigmoid"``, ``"linear"``).
-    gamma, degree, coef0, kernel_params
-        Kernel parameters (gamma="scale", the default: ``1 / (n_features · Var(X))`` from the
-        training rows, as for :class:`~kmp_dask.KMPRegressor`; None: 1 / n_features).
-    candidates : "all", "auto" or int, default=None
+    gamma : "scale", float or None, default="scale"
+        Kernel width (rbf, laplacian) or scale (polynomial, sigmoid): "scale", the default, is
+        ``1 / (n_features · Var(X))`` from the training rows, as for :class:`~kmp_dask.KMPRegressor`;
+        None: 1 / n_features.
+    degree, coef0, kernel_params
+        As for :class:`~kmp_dask.KMPRegressor`.
+    candidates : "all", "auto" or int, default="all"
         "all" (or None): every point is a candidate at every step (exact; the driver holds the rows —
         small data); "auto": 59 random points per step (the best of them is among the top 5 % with
         probability 0.95); an int: that many.
@@ -122,7 +125,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     """
 
     def __init__(self, n_components=50, *, kernel="rbf", gamma="scale", degree=3, coef0=1.0, kernel_params=None,
-                 candidates=None, rank_tol=1e-10, max_components=200, bound_delta=0.05, random_state=None,
+                 candidates="all", rank_tol=1e-10, max_components=200, bound_delta=0.05, random_state=None,
                  client=None, verbose=0, chunk_rows=None, standardize="auto"):
         self.n_components = n_components
         self.max_components = max_components
@@ -291,9 +294,11 @@ class SparseKCCA(BaseEstimator):
     ----------
     n_components : int, default=20
         Rows chosen (the dimension of each view's subspace); the canonical pairs returned.
-    kernel_x, gamma_x, kernel_y, gamma_y, degree, coef0
-        Each view's kernel (gamma "scale", the default: 1 / (that view's n_features · Var(view));
-        None: 1 / that view's n_features).
+    kernel_x, gamma_x, kernel_y, gamma_y
+        Each view's kernel and width (gamma "scale", the default: 1 / (that view's n_features ·
+        Var(view)); None: 1 / that view's n_features).
+    degree, coef0
+        As for :class:`~kmp_dask.KMPClassifier` (both views' polynomial and sigmoid kernels).
     reg : float, default=0.1
         CCA regulariser (finite, >= 0), relative to each view's mean variance inside its subspace. Measured
         (benchmarks/sparse_kpca.py, optdigits halves, k = 200): reg = 1e-3 gave held-out
@@ -321,7 +326,7 @@ class SparseKCCA(BaseEstimator):
     """
 
     def __init__(self, n_components=20, *, kernel_x="rbf", gamma_x="scale", kernel_y="rbf", gamma_y="scale", degree=3,
-                 coef0=1.0, reg=0.1, candidates=None, rank_tol=1e-10, random_state=None, client=None, verbose=0,
+                 coef0=1.0, reg=0.1, candidates="all", rank_tol=1e-10, random_state=None, client=None, verbose=0,
                  standardize="auto"):
         self.n_components = n_components
         self.kernel_x = kernel_x

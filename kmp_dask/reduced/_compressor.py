@@ -84,9 +84,10 @@ class ReducedSetCompressor(BaseEstimator):
         Hyperplane matching pursuit (on the engine), or the dense ℓ0 / ℓ1 baselines.
     backfit : bool, default=True
         Re-optimise all coefficients after each selection (eq. 7) — ``"hmp"`` only.
-    candidates : "all", "auto" or int, default=None
-        Probabilistic search: score this many random pool points per iteration ("auto" = 59 gives,
-        with probability 0.95, a point among the best 5%). "all" (or None): all of them.
+    candidates : "all", "auto" or int, default="all"
+        Pool points scored per iteration: "all" (or None) every one; an int that many random
+        points (the probabilistic search); "auto" 59 (with probability 0.95 a point among the
+        best 5%).
     coupled : bool or "auto", default="auto"
         Multi-output models: one shared set of vectors for all outputs (eq. 13), or one set per
         output. "auto": coupled.
@@ -147,9 +148,9 @@ class ReducedSetCompressor(BaseEstimator):
         on the workers and merges up a tree; ``"cyclic"`` is the paper's §3.6 — one piece at a
         time is compressed against the full ``w`` with the others fixed, cycling through the
         pieces (in this process; docs/reduced.md compares them).
-    random_state : int, RandomState or None
+    random_state : int, RandomState instance or None, default=None
         Seeds the probabilistic search.
-    client : None, "embedded", "sync", address or distributed.Client
+    client : None, "sync", "embedded", str or distributed.Client, default=None
         Where the pool's partitions live (as for the KMP estimators). None with numpy input: in
         this process.
     verbose : int, default=0
@@ -181,7 +182,7 @@ class ReducedSetCompressor(BaseEstimator):
 
     _xengine = None  #: (engine, n_rows) kept open during fit for exchanges on a store pool
 
-    def __init__(self, n_vectors=0.2, *, method="hmp", backfit=True, candidates=None, coupled="auto",
+    def __init__(self, n_vectors=0.2, *, method="hmp", backfit=True, candidates="all", coupled="auto",
                  select="n_vectors", rkhs_tol=1e-3, optimize_threshold=True, chunk_vectors=None, refine=True,
                  refit="rkhs", criterion="eq13", exchange=0, exchange_guard=True, dense="auto", l0_gammas=None,
                  l1_alphas=None, l0_step="ridge", chunking="tree", random_state=None, client=None, verbose=0):

@@ -24,7 +24,7 @@ __all__ = ["ReducedSetClassifier", "ReducedSetRegressor"]
 class _ReducedSetModel(BaseEstimator):
     _default_estimator = None
 
-    def __init__(self, estimator=None, *, n_vectors=0.2, method="hmp", backfit=True, candidates=None,
+    def __init__(self, estimator=None, *, n_vectors=0.2, method="hmp", backfit=True, candidates="all",
                  coupled="auto", optimize_threshold=True, refit="rkhs", criterion="eq13", exchange=0,
                  exchange_guard=True, random_state=None, client=None):
         self.estimator = estimator
@@ -58,9 +58,16 @@ class _ReducedSetModel(BaseEstimator):
 class ReducedSetClassifier(ClassifierMixin, _ReducedSetModel):
     """Fit a kernel classifier (default ``SVC(kernel="rbf")``) and keep a reduced-set version.
 
-    Parameters are those of :class:`~kmp_dask.reduced.ReducedSetCompressor` plus ``estimator``
-    (any classifier :func:`~kmp_dask.reduced.as_compression_target` accepts). Attributes:
-    ``estimator_`` (the full model), ``compressor_``, ``expansion_``, ``n_vectors_``, ``classes_``.
+    Attributes: ``estimator_`` (the full model), ``compressor_``, ``expansion_``, ``n_vectors_``,
+    ``classes_``.
+
+    Parameters
+    ----------
+    estimator : estimator object or None, default=None
+        The model to fit and compress: any classifier
+        :func:`~kmp_dask.reduced.as_compression_target` accepts (None: ``SVC(kernel="rbf")``).
+    n_vectors, method, backfit, candidates, coupled, optimize_threshold, refit, criterion, exchange, exchange_guard, random_state, client
+        As for :class:`~kmp_dask.reduced.ReducedSetCompressor`.
     """
 
     _default_estimator = staticmethod(lambda: SVC(kernel="rbf"))
@@ -97,7 +104,13 @@ class ReducedSetClassifier(ClassifierMixin, _ReducedSetModel):
 class ReducedSetRegressor(RegressorMixin, _ReducedSetModel):
     """Fit a kernel regressor (default ``KernelRidge(kernel="rbf")``) and keep a reduced-set version.
 
-    Parameters as :class:`ReducedSetClassifier`; ``optimize_threshold`` has no effect.
+    Parameters
+    ----------
+    estimator : estimator object or None, default=None
+        The model to fit and compress: any regressor
+        :func:`~kmp_dask.reduced.as_compression_target` accepts (None: ``KernelRidge(kernel="rbf")``).
+    n_vectors, method, backfit, candidates, coupled, optimize_threshold, refit, criterion, exchange, exchange_guard, random_state, client
+        As for :class:`~kmp_dask.reduced.ReducedSetCompressor` (``optimize_threshold`` has no effect).
     """
 
     _default_estimator = staticmethod(lambda: KernelRidge(kernel="rbf"))
