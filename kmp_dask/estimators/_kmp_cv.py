@@ -47,7 +47,7 @@ TABLE_BYTES = 512 << 20
 """Largest kernel table (N × N float64 over the N training rows; 512 MiB: N ≤ 8,192) that the
 cross-validation on in-memory data computes once per γ and shares between the folds' pursuits.
 Above it (or with a cluster, or float32 rows) every pursuit computes its kernel blocks itself.
-The table costs N²/2 kernel values per γ; a pursuit then reads its kernel columns from it
+A table costs N² kernel values per γ; the pursuits then read their kernel blocks from it
 (docs/cross_validation.md, "How the CV is computed")."""
 
 DEFAULT_GAMMA_FACTORS = (0.25, 1.0, 4.0)

@@ -15,7 +15,6 @@ from kmp_dask.estimators import _kmp_cv
 from kmp_dask.kernels import Kernel
 from kmp_dask.kernels._table import kernel_table, row_tables
 
-
 _PREFIX_SCORER = _kmp_cv._prefix_scorer
 
 
