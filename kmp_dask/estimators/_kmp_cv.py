@@ -144,7 +144,8 @@ class _BaseKMPCV(BaseEstimator):
         see rows already standardised (when ``standardized_``); the refit standardises itself.
         ``kernel``: a resolved Kernel instead of ``self.kernel`` (the folds' shared table)."""
         return self._inner_class(
-            kernel=self.kernel if kernel is None else kernel, gamma=float(gamma), n_basis=n_basis, fit_mode=self.fit_mode,
+            kernel=self.kernel if kernel is None else kernel, gamma=float(gamma), n_basis=n_basis,
+            fit_mode=self.fit_mode,
             candidates=self.candidates, eps=self.eps, q=self.q, ridge=self.ridge,
             fit_intercept=self.fit_intercept, random_state=seed, client=client, chunk_rows=self.chunk_rows,
             loss="squared", standardize=standardize)
