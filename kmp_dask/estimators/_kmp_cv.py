@@ -22,6 +22,7 @@ function, no part of the least squares) and are scored in one pass over the data
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import time
 import warnings
@@ -33,12 +34,21 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning
 from ..greedy._cv_path import hash_folds, prefix_scorer, row_folds
+from ..kernels import Kernel, get_kernel
+from ..kernels._table import kernel_table, row_tables
 from ..parallel._session import client_session
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like
 from ._kmp import KMPClassifier, KMPRegressor, _check_params
 from ._scale import scale_gamma, standardization
 
 __all__ = ["KMPClassifierCV", "KMPRegressorCV", "hash_folds", "one_standard_error"]
+
+TABLE_BYTES = 512 << 20
+"""Largest kernel table (N × N float64 over the N training rows; 512 MiB: N ≤ 8,192) that the
+cross-validation on in-memory data computes once per γ and shares between the folds' pursuits.
+Above it (or with a cluster, or float32 rows) every pursuit computes its kernel blocks itself.
+A table costs N² kernel values per γ; the pursuits then read their kernel blocks from it
+(docs/cross_validation.md, "How the CV is computed")."""
 
 DEFAULT_GAMMA_FACTORS = (0.25, 1.0, 4.0)
 """Default grid: these multiples of ``scale_gamma(X)`` = 1 / (n_features · Var(X))."""
@@ -129,11 +139,13 @@ class _BaseKMPCV(BaseEstimator):
         self.verbose = verbose
         self.standardize = standardize
 
-    def _inner(self, gamma, n_basis, seed, client, standardize=False):
+    def _inner(self, gamma, n_basis, seed, client, standardize=False, kernel=None):
         """The estimator fitted per (γ, fold) and at the end; gamma always explicit. The folds' fits
-        see rows already standardised (when ``standardized_``); the refit standardises itself."""
+        see rows already standardised (when ``standardized_``); the refit standardises itself.
+        ``kernel``: a resolved Kernel instead of ``self.kernel`` (the folds' shared table)."""
         return self._inner_class(
-            kernel=self.kernel, gamma=float(gamma), n_basis=n_basis, fit_mode=self.fit_mode,
+            kernel=self.kernel if kernel is None else kernel, gamma=float(gamma), n_basis=n_basis,
+            fit_mode=self.fit_mode,
             candidates=self.candidates, eps=self.eps, q=self.q, ridge=self.ridge,
             fit_intercept=self.fit_intercept, random_state=seed, client=client, chunk_rows=self.chunk_rows,
             loss="squared", standardize=standardize)
@@ -195,9 +207,9 @@ class _BaseKMPCV(BaseEstimator):
         # 12 significant digits: a store's chunk-wise mean / std may move the scale by an ulp with the chunking
         return np.asarray([float(f"{scale_gamma(X) * c:.12g}") for c in DEFAULT_GAMMA_FACTORS])
 
-    def _fold_fit(self, gamma, seed, client, X, y, sample_weight=None):
+    def _fold_fit(self, gamma, seed, client, X, y, sample_weight=None, kernel=None):
         t0 = time.perf_counter()
-        est = self._inner(gamma, self.n_basis, seed, client)
+        est = self._inner(gamma, self.n_basis, seed, client, kernel=kernel)
         with warnings.catch_warnings():  # a grid's extreme widths are expected to misfit: only the refit warns
             warnings.simplefilter("ignore", KernelWidthWarning)
             warnings.simplefilter("ignore", DegenerateFitWarning)
@@ -225,16 +237,33 @@ class _BaseKMPCV(BaseEstimator):
         if shift is not None:  # the folds' rows standardised as the refit will (the same mean / scale)
             X = (np.asarray(_numeric(X), dtype=np.float64) - shift[0]) / shift[1]
         self.gammas_ = self._gammas(_numeric(X))
+        shared = _table_rows(X, client)  # None: every pursuit computes its kernel blocks
         scores, times = [], []
         for gamma in self.gammas_:
-            row, trow = [], []
-            for train, test in splits:
-                sc, seconds = self._fold_fit(gamma, fit_seed, client, _safe_indexing(X, train), _safe_indexing(y, train))
-                row.append(sc.scores(sc.stats(_numeric(_safe_indexing(X, test)), np.asarray(_safe_indexing(y, test)))))
-                trow.append(seconds)
+            with self._fold_kernel(gamma, X, shared) as (kernel, t_table):
+                row, trow = [], []
+                for train, test in splits:
+                    Xtr, Xte = (_safe_indexing(X, train), _safe_indexing(X, test)) if kernel is None else \
+                        (shared[train], shared[test])
+                    sc, seconds = self._fold_fit(gamma, fit_seed, client, Xtr, _safe_indexing(y, train), kernel=kernel)
+                    row.append(sc.scores(sc.stats(_numeric(Xte), np.asarray(_safe_indexing(y, test)))))
+                    trow.append(seconds + t_table / len(splits))
             scores.append(row)
             times.append(trow)
         return scores, np.asarray(times)
+
+    @contextlib.contextmanager
+    def _fold_kernel(self, gamma, X, shared):
+        """``(kernel, seconds)`` for the folds' pursuits of ``gamma``: with ``shared`` (the rows'
+        indices), the ``"row_table"`` kernel over this γ's table of all rows, computed once, and the
+        time that took; else ``(None, 0.0)`` (the folds use ``self.kernel``)."""
+        if shared is None:
+            yield None, 0.0
+            return
+        t0 = time.perf_counter()
+        table = kernel_table(get_kernel(self.kernel, gamma=float(gamma)), _numeric(X))
+        with row_tables(table) as token:
+            yield Kernel("row_table", {"table": token}), time.perf_counter() - t0
 
     def _cv_store(self, X, y, split_seed, fit_seed, client, inner_client):
         """Store / dask input: folds by row hash, fold rows weighted 0, all prefixes scored in one pass."""
@@ -479,6 +508,23 @@ def _cv_record(est) -> dict:
             "sizes": np.asarray(est.sizes_, dtype=np.int64), "scores": np.asarray(est.scores_, dtype=np.float64),
             "best_gamma": float(est.best_params_["gamma"]), "best_n_basis": int(est.best_params_["n_basis"]),
             "warnings": [str(p) for p in est.cv_warnings_]}
+
+
+USE_TABLE = True
+"""Whether the in-memory cross-validation may share a kernel table between folds (tests set it
+False to run the path without it, the reference the table must reproduce)."""
+
+
+def _table_rows(X, client):
+    """The training rows' indices as a one-column float array (the ``"row_table"`` kernel's rows)
+    when the folds can share a kernel table: in process, float64 rows, ``N² × 8`` bytes within
+    :data:`TABLE_BYTES`; else None."""
+    n = len(X)
+    if not USE_TABLE or client != "sync" or n * n * 8 > TABLE_BYTES:
+        return None
+    if np.asarray(X).dtype == np.float32:  # the fit would compute in float32: the table is float64
+        return None
+    return np.arange(n, dtype=np.float64)[:, None]
 
 
 def _numeric(X):

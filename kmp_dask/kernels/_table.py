@@ -1,0 +1,116 @@
+"""A kernel read from a table of precomputed values: the rows are given by their index.
+
+Cross-validation along the path (``KMPClassifierCV`` / ``KMPRegressorCV`` on in-memory data)
+runs one pursuit per (γ, fold), and every fold's pursuit of one γ evaluates the SAME kernel
+values ``k(x_i, x_j)`` between training rows. :func:`kernel_table` computes them once, in fixed
+row blocks (independent of any chunking or fold), as an N × N matrix; :func:`row_tables`
+makes it readable by name; and the registered kernel ``"row_table"`` looks values up in it: its
+"rows" are one-column arrays holding row indices (as floats), so the engine, the pursuit and the
+prefix scoring run unchanged on ``X = index[:, None]`` and read table entries instead of
+computing kernel blocks.
+
+A table lives in this process only (a module-level dictionary keyed by a token, removed when the
+``with row_tables(...)`` block ends): the kernel works in process, never on a dask worker.
+Pure NumPy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+import numpy as np
+
+from ._registry import register_kernel
+
+__all__ = ["TABLE_BLOCK_ROWS", "kernel_table", "row_table", "row_table_diag", "row_tables"]
+
+TABLE_BLOCK_ROWS = 512
+"""Rows per block when a table is computed: fixed, so the table's values depend on the rows only
+(not on chunking or folds); 512 rows × N columns of float64 is 22 MiB at N = 5,500."""
+
+_TABLES: dict[str, np.ndarray] = {}
+_TOKENS = itertools.count()
+
+
+def kernel_table(kernel, X: np.ndarray) -> np.ndarray:
+    """The matrix ``T[i, j] = kernel(X[i], X[j])`` (float64, N × N), computed in blocks of
+    :data:`TABLE_BLOCK_ROWS` full rows (each block written in place where the kernel can)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n = len(X)
+    sq = np.einsum("ij,ij->i", X, X)
+    T = np.empty((n, n))
+    for a in range(0, n, TABLE_BLOCK_ROWS):
+        b = min(a + TABLE_BLOCK_ROWS, n)
+        block = kernel.block(X[a:b], X, X_sqnorm=sq[a:b], Y_sqnorm=sq, out=T[a:b])
+        if not np.shares_memory(block, T):  # a kernel without out= returned a new block
+            T[a:b] = block
+    return T
+
+
+@contextlib.contextmanager
+def row_tables(table: np.ndarray):
+    """Yield the token under which ``table`` is readable by the ``"row_table"`` kernel
+    (``Kernel("row_table", {"table": token})``); the table is dropped when the block ends."""
+    token = f"row-table-{next(_TOKENS)}"
+    _TABLES[token] = table
+    try:
+        yield token
+    finally:
+        _TABLES.pop(token, None)
+
+
+def _lookup(table: str) -> np.ndarray:
+    try:
+        return _TABLES[table]
+    except KeyError:
+        raise ValueError(f"The 'row_table' kernel reads a table registered in this process by "
+                         f"kmp_dask.kernels._table.row_tables; got table={table!r}, which is not (or no "
+                         "longer) registered. It is used inside KMPClassifierCV / KMPRegressorCV in "
+                         "process only; use a kernel name such as 'rbf' elsewhere.") from None
+
+
+def _indices(X) -> np.ndarray:
+    X = np.asarray(X)
+    return (X[:, 0] if X.ndim == 2 else X.ravel()).astype(np.intp)
+
+
+def row_table(X, Y, *, table):
+    """Kernel block ``K[i, j] = T[Y[j, 0], X[i, 0]]`` from the registered table ``T``.
+
+    The basis / candidate row is the table's row, the data row its column: the ``s`` table rows
+    are gathered over the span of the data rows' indices, then the data rows' columns, and the
+    block is returned as the transpose of that (s × n) array (Fortran-ordered, no copy).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, 1)
+        Row indices into the table (float or int).
+    Y : ndarray of shape (n_basis, 1)
+        Row indices of the basis / candidate rows.
+    table : str
+        Token of a table registered by :func:`row_tables`.
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples, n_basis), float64
+    """
+    T = _lookup(table)
+    xi, yi = _indices(X), _indices(Y)
+    if not len(xi):
+        return np.empty((0, len(yi)))
+    lo, hi = int(xi.min()), int(xi.max()) + 1  # a partition's rows span part of the table: read only that
+    rows = T[yi, lo:hi]
+    if hi - lo == len(xi) and xi[0] == lo and np.all(np.diff(xi) == 1):
+        return rows.T
+    return np.take(rows, xi - lo, axis=1).T
+
+
+def row_table_diag(X, *, table):
+    """Diagonal ``T[X[i, 0], X[i, 0]]``."""
+    T = _lookup(table)
+    i = _indices(X)
+    return T[i, i]
+
+
+register_kernel("row_table", row_table, row_table_diag, {"table": None})
