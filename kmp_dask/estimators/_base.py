@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted, check_random_state
+from sklearn.utils.validation import check_is_fitted
 
 from ..greedy._checkpoint import open_checkpoint
 from ..parallel import map_blocks_rows
@@ -54,7 +54,6 @@ from ._inputs import (
     predict_input,
     weights_digest,
 )
-from ._progress import progress_callback
 from ._scale import standardized_store
 
 __all__ = ["ExpansionEstimatorMixin", "FitRun", "class_codes", "draw_seed", "open_fit_checkpoint",
@@ -67,14 +66,14 @@ class FitRun:
 
     in_memory: bool  #: the data are in this process (numpy / pandas input)
     started: float  #: ``time.perf_counter()`` when the fit began (``fit_seconds_``)
-    random: np.random.RandomState  #: ``check_random_state(random_state)``: the family draws its seeds
     store: object = None  #: the rows the loop sees (the standardised view, or the raw store)
     weights: np.ndarray | None = None  #: checked ``sample_weight`` (None: unweighted)
     checkpoint: object = None  #: the opened checkpoint (None without one)
 
 
 def draw_seed(random) -> int:
-    """One seed for a loop from a ``RandomState`` (the fit's ``random_state``)."""
+    """One seed for a loop from a ``RandomState`` (``check_random_state(random_state)``, drawn by the
+    family in ``_run_loop``: CVM draws one per binary problem once it knows the classes)."""
     return int(random.randint(0, 2**31 - 1))
 
 
@@ -89,9 +88,10 @@ def open_fit_checkpoint(est, checkpoint, every, resume, store, store_is_input, w
 
 
 @contextlib.contextmanager
-def progress_session(verbose, total, **kw):
-    """``(callback, bar)`` of :func:`~._progress.progress_callback`, the bar closed however the block ends."""
-    cb, bar = progress_callback(verbose, total, **kw)
+def progress_session(progress):
+    """Yield ``progress``, the ``(callback, bar)`` of :func:`~._progress.progress_callback` (called by
+    the family's module, where tests replace it), and close the bar however the block ends."""
+    cb, bar = progress
     try:
         yield cb, bar
     finally:
@@ -130,8 +130,7 @@ class ExpansionEstimatorMixin:
         """Steps 1–5 of the module docstring; returns ``self`` (from ``_finish_fit``)."""
         started = time.perf_counter()
         self._check_fit_args(X, y)
-        run = FitRun(in_memory=not (is_store_like(X) or is_dask_array(X)), started=started,
-                     random=check_random_state(self.random_state))
+        run = FitRun(in_memory=not (is_store_like(X) or is_dask_array(X)), started=started)
         with self._fit_input(X, y) as raw:
             run.weights = check_weights(sample_weight, raw.n_rows)
             run.checkpoint = open_fit_checkpoint(self, checkpoint, checkpoint_every, resume, raw, is_store_like(X),

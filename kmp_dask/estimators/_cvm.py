@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_random_state
 
 from ..expansion import KernelExpansion
 from ..greedy._cvm_problems import fit_binary_problems
@@ -16,7 +17,7 @@ from ..kernels import get_kernel
 from ..parallel._session import engine_session, task_session
 from ._base import ExpansionEstimatorMixin, draw_seed, progress_session, squeeze_outputs
 from ._inputs import check_class_labels, is_dask_array, is_store_like, sample_rows
-from ._progress import inner_progress
+from ._progress import inner_progress, progress_callback
 from ._scale import check_gamma_value, check_standardize, input_transform, resolve_gamma
 from ._suspect import records_fit_warnings
 
@@ -55,6 +56,33 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
 
     _is_classifier = True  # labels encoded by fit_input; classes_ from them
 
+    @records_fit_warnings
+    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
+        """Solve the binary problems — one for two classes, one per class against the rest otherwise:
+        an L2-SVM each (:class:`CVMClassifier`), or ``n_components`` features each (:class:`MMDA`).
+
+        Parameters
+        ----------
+        X : array, dask array, DataFrame or store (path / URL / :class:`~kmp_dask.store.Store`)
+        y : labels (with array input)
+        checkpoint : str, path or None
+            A directory where the fit saves its state: the main file ``state.ckpt`` at every
+            problem boundary (the finished binary problems' results), and per running problem
+            ``problem-<k>.ckpt`` every ``checkpoint_every`` core-set iterations (and, for
+            :class:`MMDA`, after each feature). A checkpoint already there is never overwritten:
+            pass ``resume=True`` to continue it or remove it. A fit killed at any point and
+            resumed gives the identical model to an uninterrupted one; a complete checkpoint
+            gives the model at once (docs/cvm.md "Checkpoints"). With a cluster and several
+            classes the problems' files are written by the worker tasks: the directory must be
+            on a file system the workers share (as the store is).
+        checkpoint_every : int, default=10
+            Core vectors added between saves of a running problem.
+        resume : bool, default=False
+            Continue the checkpoint in ``checkpoint`` (with none there the fit starts from
+            scratch). Its parameters (but ``client`` and ``verbose``) and data must be this fit's.
+        """
+        return self._fit_skeleton(X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
+
     def _check_fit_args(self, X, y):
         self._check_params()
         if y is not None and not (is_store_like(X) or is_dask_array(X)):
@@ -78,11 +106,13 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
             raise ValueError(f"{type(self).__name__} needs at least 2 classes in y; got {len(codes)} class "
                              f"({list(names)}). A one-class problem has no margin to find.")
         positives = [codes[1]] if len(codes) == 2 else list(codes)
-        seeds = [draw_seed(run.random) for _ in positives]
+        rs = check_random_state(self.random_state)
+        seeds = [draw_seed(rs) for _ in positives]
         if ckpt is not None and ckpt.result is not None:  # the checkpointed fit had finished
             return ckpt.result, kernel, names, float(ckpt.saved.get("elapsed", 0.0))
         label = list(names) if len(codes) > 2 else [names[1]]
-        with progress_session(self.verbose, len(positives), desc=type(self).__name__, unit="problem") as (cb, bar), \
+        with progress_session(progress_callback(self.verbose, len(positives), desc=type(self).__name__,
+                                                unit="problem")) as (cb, bar), \
                 task_session(self.client, in_memory=run.in_memory) as tasks:
             results = fit_binary_problems(
                 tasks, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
@@ -212,32 +242,6 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     iteration, the records ``verbose`` and ``--log-json`` are given).
     """
 
-    @records_fit_warnings
-    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
-        """Fit one L2-SVM (two classes) or one per class against the rest.
-
-        Parameters
-        ----------
-        X : array, dask array, DataFrame or store (path / URL / :class:`~kmp_dask.store.Store`)
-        y : labels (with array input)
-        checkpoint : str, path or None
-            A directory where the fit saves its state: the main file ``state.ckpt`` at every
-            problem boundary (the finished binary problems' results), and per running problem
-            ``problem-<k>.ckpt`` every ``checkpoint_every`` core-set iterations (and, for
-            :class:`MMDA`, after each feature). A checkpoint already there is never overwritten:
-            pass ``resume=True`` to continue it or remove it. A fit killed at any point and
-            resumed gives the identical model to an uninterrupted one; a complete checkpoint
-            gives the model at once (docs/cvm.md "Checkpoints"). With a cluster and several
-            classes the problems' files are written by the worker tasks: the directory must be
-            on a file system the workers share (as the store is).
-        checkpoint_every : int, default=10
-            Core vectors added between saves of a running problem.
-        resume : bool, default=False
-            Continue the checkpoint in ``checkpoint`` (with none there the fit starts from
-            scratch). Its parameters (but ``client`` and ``verbose``) and data must be this fit's.
-        """
-        return self._fit_skeleton(X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
-
     def _model_from_problems(self, results):
         """One L2-SVM per problem: ``expansion_`` over the union of their core vectors, one output each."""
         union, pos = [], {}
@@ -308,33 +312,6 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
                          candidates=candidates, max_core=max_core, random_state=random_state, client=client,
                          chunk_rows=chunk_rows, verbose=verbose, standardize=standardize)
         self.n_components = n_components
-
-    @records_fit_warnings
-    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
-        """Find ``n_components`` features per binary problem (one problem for two classes, one per
-        class against the rest otherwise).
-
-        Parameters
-        ----------
-        X : array, dask array, DataFrame or store (path / URL / :class:`~kmp_dask.store.Store`)
-        y : labels (with array input)
-        checkpoint : str, path or None
-            A directory where the fit saves its state: the main file ``state.ckpt`` at every
-            problem boundary (the finished binary problems' results), and per running problem
-            ``problem-<k>.ckpt`` every ``checkpoint_every`` core-set iterations (and, for
-            :class:`MMDA`, after each feature). A checkpoint already there is never overwritten:
-            pass ``resume=True`` to continue it or remove it. A fit killed at any point and
-            resumed gives the identical model to an uninterrupted one; a complete checkpoint
-            gives the model at once (docs/cvm.md "Checkpoints"). With a cluster and several
-            classes the problems' files are written by the worker tasks: the directory must be
-            on a file system the workers share (as the store is).
-        checkpoint_every : int, default=10
-            Core vectors added between saves of a running problem.
-        resume : bool, default=False
-            Continue the checkpoint in ``checkpoint`` (with none there the fit starts from
-            scratch). Its parameters (but ``client`` and ``verbose``) and data must be this fit's.
-        """
-        return self._fit_skeleton(X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
 
     def _check_fit_args(self, X, y):
         if not (isinstance(self.n_components, numbers.Integral) and not isinstance(self.n_components, bool)

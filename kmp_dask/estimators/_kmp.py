@@ -10,7 +10,7 @@ from types import MethodType
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import unique_labels
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning
 from ..expansion import KernelExpansion
@@ -23,6 +23,7 @@ from ..parallel._session import engine_session
 from ..store import as_store
 from ._base import ExpansionEstimatorMixin, class_codes, draw_seed, progress_session, squeeze_outputs, take_labels
 from ._inputs import check_class_labels, is_dask_array, is_store_like, sample_rows
+from ._progress import progress_callback
 from ._scale import check_gamma_value, input_transform, resolve_gamma
 from ._suspect import records_fit_warnings
 from ._staged import StagedMixin
@@ -201,7 +202,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
     def _run_loop(self, run):
         """The dictionary's kernels, the loss and the targets, then the pursuit on an engine over the
         fit's rows; returns its result and a few rows for the width check (fixed seed, ≤ 4 chunks)."""
-        seed = draw_seed(run.random)
+        seed = draw_seed(check_random_state(self.random_state))
         store = run.store
         self.kernels_ = self._resolve_kernels(store, None if self.standardized_ else run.weights)
         self.kernel_ = self.kernels_[0]
@@ -209,7 +210,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
                               params=self.loss_params)
         with engine_session(self.client, store, in_memory=run.in_memory, sample_weight=run.weights) as engine:
             targets = self._targets(engine, store)
-            with progress_session(self.verbose, self.n_basis) as (cb, _):
+            with progress_session(progress_callback(self.verbose, self.n_basis)) as (cb, _):
                 result = kernel_matching_pursuit(
                     engine, kernel=self.kernels_, n_rows=store.n_rows, n_features=store.n_features,
                     dtype=store.dtype, targets=targets, n_basis=int(self.n_basis),
@@ -771,10 +772,13 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         -------
         self : KMPClassifier
         """
-        if y is not None and not is_dask_array(y):
-            check_class_labels(y)
         return self._fit_skeleton(X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
                                    sample_weight=sample_weight)
+
+    def _check_fit_args(self, X, y):
+        if y is not None and not is_dask_array(y):  # the labels first (scikit-learn's target-type errors)
+            check_class_labels(y)
+        super()._check_fit_args(X, y)
 
     def _targets(self, engine, store):
         names = store.attrs.get("classes")

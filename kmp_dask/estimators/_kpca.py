@@ -18,6 +18,7 @@ from ..kernels import get_kernel
 from ..parallel._session import engine_session
 from ._base import ExpansionEstimatorMixin, draw_seed, open_fit_checkpoint, progress_session
 from ._inputs import unsupervised_input
+from ._progress import progress_callback
 from ._scale import check_gamma_value, check_standardize, input_transform, resolve_gamma, standardization
 from ._suspect import records_fit_warnings
 
@@ -29,7 +30,7 @@ def _select(est, store, in_memory, *, n_components, seed, desc, unit, checkpoint
     complete ``checkpoint`` gives its result without starting a client or an engine."""
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result
-    with progress_session(est.verbose, n_components, desc=desc, unit=unit) as (cb, _), \
+    with progress_session(progress_callback(est.verbose, n_components, desc=desc, unit=unit)) as (cb, _), \
             engine_session(est.client, store, in_memory=in_memory) as engine:
         return sparse_kernel_pca(engine, n_rows=store.n_rows, n_features=store.n_features, dtype=store.dtype,
                                  n_components=n_components, random_state=np.random.default_rng(seed),
@@ -176,7 +177,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Expansi
         """The kernel, then the selection (``max_components`` points for the bound rule) on an engine;
         returns its result and the kernel."""
         store = run.store
-        seed = draw_seed(run.random)
+        seed = draw_seed(check_random_state(self.random_state))
         kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel,
                                                              owner=type(self).__name__),
                             degree=self.degree, coef0=self.coef0,
