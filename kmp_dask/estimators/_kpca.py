@@ -337,18 +337,9 @@ class SparseKCCA(BaseEstimator):
         Parameters
         ----------
         X : array (n, dx); Y : array (n, dy) or (n,)
-        checkpoint : str, path or None
-            A directory where the selection's state is saved every ``checkpoint_every`` chosen
-            points and when it ends; the final checkpoint is kept. A checkpoint already there is
-            never overwritten: pass ``resume=True`` to continue it (after the fit was interrupted
-            or its process killed; the model is then identical to an uninterrupted fit's; a
-            complete checkpoint gives its model at once), or remove it. The file is a pickle:
-            resume only your own checkpoints (docs/engine.md, "Checkpoints").
-        checkpoint_every : int, default=10
-            Chosen points between two saves.
-        resume : bool, default=False
-            Continue the checkpoint in ``checkpoint``; with none there, the fit starts from
-            scratch. Its parameters and data must be this fit's (checked before it is read).
+        checkpoint, checkpoint_every, resume
+            Checkpoints of the selection (``checkpoint_every``: chosen rows between two saves), as
+            for :meth:`SparseKernelPCA.fit`.
         """
         t0 = time.perf_counter()
         if isinstance(self.n_components, str):
