@@ -7,24 +7,24 @@ import time
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, check_random_state
+from sklearn.utils.validation import check_random_state
 
 from ..expansion import KernelExpansion
-from ..kernels import get_kernel
-from ..parallel._session import engine_session, task_session
-from ..greedy._checkpoint import open_checkpoint
 from ..greedy._cvm_problems import fit_binary_problems
 from ..greedy._labels import store_labels
 from ..greedy._sampling import resolve_candidates
-from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like, predict_input, sample_rows
+from ..kernels import get_kernel
+from ..parallel._session import engine_session, task_session
+from ._base import ExpansionEstimatorMixin, draw_seed, progress_session, squeeze_outputs
+from ._inputs import check_class_labels, is_dask_array, is_store_like, sample_rows
 from ._progress import inner_progress, progress_callback
-from ._scale import check_gamma_value, check_standardize, input_transform, resolve_gamma, standardized_store
+from ._scale import check_gamma_value, check_standardize, input_transform, resolve_gamma
 from ._suspect import records_fit_warnings
 
 __all__ = ["CVMClassifier", "MMDA"]
 
 
-class _CVMBase(BaseEstimator):
+class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
     def __init__(self, *, C=1.0, eps=1e-4, kernel="rbf", gamma="scale", kernel_params=None, candidates=59,
                  max_core=5000, random_state=None, client=None, chunk_rows=None, verbose=0, standardize="auto"):
         self.C = C
@@ -54,61 +54,99 @@ class _CVMBase(BaseEstimator):
         check_gamma_value(self.gamma)
         check_standardize(self.standardize)
 
-    def _fit_problems(self, X, y, n_components=0, checkpoint=None, checkpoint_every=10, resume=False):
-        """Validate, find the classes, run the binary problems (resuming ``checkpoint``); returns
-        their results, and sets ``classes_``, ``kernel_``, ``fit_seconds_``."""
-        t0 = time.perf_counter()
+    _is_classifier = True  # labels encoded by fit_input; classes_ from them
+
+    @records_fit_warnings
+    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
+        """Solve the binary problems — one for two classes, one per class against the rest otherwise:
+        an L2-SVM each (:class:`CVMClassifier`), or ``n_components`` features each (:class:`MMDA`).
+
+        Parameters
+        ----------
+        X : array, dask array, DataFrame or store (path / URL / :class:`~kmp_dask.store.Store`)
+        y : labels (with array input)
+        checkpoint : str, path or None
+            A directory where the fit saves its state: the main file ``state.ckpt`` at every
+            problem boundary (the finished binary problems' results), and per running problem
+            ``problem-<k>.ckpt`` every ``checkpoint_every`` core-set iterations (and, for
+            :class:`MMDA`, after each feature). A checkpoint already there is never overwritten:
+            pass ``resume=True`` to continue it or remove it. A fit killed at any point and
+            resumed gives the identical model to an uninterrupted one; a complete checkpoint
+            gives the model at once (docs/cvm.md "Checkpoints"). With a cluster and several
+            classes the problems' files are written by the worker tasks: the directory must be
+            on a file system the workers share (as the store is).
+        checkpoint_every : int, default=10
+            Core vectors added between saves of a running problem.
+        resume : bool, default=False
+            Continue the checkpoint in ``checkpoint`` (with none there the fit starts from
+            scratch). Its parameters (but ``client`` and ``verbose``) and data must be this fit's.
+        """
+        return self._fit_skeleton(X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
+
+    def _check_fit_args(self, X, y):
         self._check_params()
-        in_memory = not (is_store_like(X) or is_dask_array(X))
-        if in_memory and y is not None:
+        if y is not None and not (is_store_like(X) or is_dask_array(X)):
             check_class_labels(y)
-        self._input_classes = None
-        with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=True) as store:
-            ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
-                                   params=self.get_params(deep=False), store=store, store_is_input=is_store_like(X))
-            store = standardized_store(self, store)  # the fit's rows: (x − mean) / std, or raw
-            kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel, owner=type(self).__name__),
-                                kernel_params=self.kernel_params, n_features=store.n_features)
-            sample = sample_rows(store)
-            kappa = _constant_diagonal(kernel, sample)
-            codes, names = _classes(self, store)
-            if len(codes) < 2:
-                raise ValueError(f"{type(self).__name__} needs at least 2 classes in y; got {len(codes)} class "
-                                 f"({list(names)}). A one-class problem has no margin to find.")
-            positives = [codes[1]] if len(codes) == 2 else list(codes)
-            rs = check_random_state(self.random_state)
-            seeds = [int(rs.randint(0, 2**31 - 1)) for _ in positives]
-            if ckpt is not None and ckpt.result is not None:  # the checkpointed fit had finished
-                results, elapsed = ckpt.result, float(ckpt.saved.get("elapsed", 0.0))
-            else:
-                cb, bar = progress_callback(self.verbose, len(positives), desc=type(self).__name__, unit="problem")
-                label = list(names) if len(codes) > 2 else [names[1]]
-                shown = [0]
 
-                def on_problem(k, result, n_done):
-                    if bar is not None and hasattr(bar, "update") and n_done - 1 > shown[0]:
-                        bar.update(n_done - 1 - shown[0])  # the problems a resumed fit found finished
-                    shown[0] = n_done
-                    if cb is not None:
-                        cb(_problem_record(k, label[k], result, n_done))
+    def _features_per_problem(self) -> int:
+        """MMDA features per binary problem (0: the SVM itself)."""
+        return 0
 
-                try:
-                    with task_session(self.client, in_memory=in_memory) as tasks:
-                        results = fit_binary_problems(
-                            tasks, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
-                            eps=float(self.eps), n_rows=store.n_rows, candidates=resolve_candidates(self.candidates),
-                            max_core=int(self.max_core), n_components=n_components, checkpoint=ckpt,
-                            on_problem=on_problem, on_iteration=_on_iteration(bar, self.verbose, label,
-                                                                              f"{type(self).__name__} core set"))
-                finally:
-                    if bar is not None:
-                        bar.close()
-                elapsed = None
+    def _run_loop(self, run):
+        """The kernel (checked for a constant k(x, x)), the classes, then the binary problems (resuming
+        ``run.checkpoint``); returns their results, the kernel, the class names and the elapsed time of a
+        complete checkpoint (None after a run)."""
+        store, ckpt = run.store, run.checkpoint
+        kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel,
+                                                             owner=type(self).__name__),
+                            kernel_params=self.kernel_params, n_features=store.n_features)
+        kappa = _constant_diagonal(kernel, sample_rows(store))
+        codes, names = _classes(self, store)
+        if len(codes) < 2:
+            raise ValueError(f"{type(self).__name__} needs at least 2 classes in y; got {len(codes)} class "
+                             f"({list(names)}). A one-class problem has no margin to find.")
+        positives = [codes[1]] if len(codes) == 2 else list(codes)
+        rs = check_random_state(self.random_state)
+        seeds = [draw_seed(rs) for _ in positives]
+        if ckpt is not None and ckpt.result is not None:  # the checkpointed fit had finished
+            return ckpt.result, kernel, names, float(ckpt.saved.get("elapsed", 0.0))
+        label = list(names) if len(codes) > 2 else [names[1]]
+        with progress_session(progress_callback(self.verbose, len(positives), desc=type(self).__name__,
+                                                unit="problem")) as (cb, bar), \
+                task_session(self.client, in_memory=run.in_memory) as tasks:
+            results = fit_binary_problems(
+                tasks, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
+                eps=float(self.eps), n_rows=store.n_rows, candidates=resolve_candidates(self.candidates),
+                max_core=int(self.max_core), n_components=self._features_per_problem(), checkpoint=ckpt,
+                on_problem=_on_problem(bar, cb, label),
+                on_iteration=_on_iteration(bar, self.verbose, label, f"{type(self).__name__} core set"))
+        return results, kernel, names, None
+
+    def _finish_fit(self, out, run):
+        """``classes_``, ``kernel_``, ``fit_seconds_``, then the family's model (``_model_from_problems``)."""
+        results, kernel, names, elapsed = out
         self.classes_ = np.asarray(names)
         self.kernel_ = kernel
+        ckpt = run.checkpoint
         saved_elapsed = 0.0 if ckpt is None or ckpt.saved is None else float(ckpt.saved.get("elapsed", 0.0))
-        self.fit_seconds_ = elapsed if elapsed is not None else saved_elapsed + time.perf_counter() - t0
-        return results
+        self.fit_seconds_ = elapsed if elapsed is not None else saved_elapsed + time.perf_counter() - run.started
+        self._model_from_problems(results)
+        return self
+
+
+def _on_problem(bar, cb, label):
+    """The callback of a finished binary problem: the bar moved past the problems a resumed fit found
+    finished, and the problem's record to ``cb``."""
+    shown = [0]
+
+    def on_problem(k, result, n_done):
+        if bar is not None and hasattr(bar, "update") and n_done - 1 > shown[0]:
+            bar.update(n_done - 1 - shown[0])  # the problems a resumed fit found finished
+        shown[0] = n_done
+        if cb is not None:
+            cb(_problem_record(k, label[k], result, n_done))
+
+    return on_problem
 
 
 def _on_iteration(bar, verbose, label, desc):
@@ -205,31 +243,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     iteration, the records ``verbose`` and ``--log-json`` are given).
     """
 
-    @records_fit_warnings
-    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
-        """Fit one L2-SVM (two classes) or one per class against the rest.
-
-        Parameters
-        ----------
-        X : array, dask array, DataFrame or store (path / URL / :class:`~kmp_dask.store.Store`)
-        y : labels (with array input)
-        checkpoint : str, path or None
-            A directory where the fit saves its state: the main file ``state.ckpt`` at every
-            problem boundary (the finished binary problems' results), and per running problem
-            ``problem-<k>.ckpt`` every ``checkpoint_every`` core-set iterations (and, for
-            :class:`MMDA`, after each feature). A checkpoint already there is never overwritten:
-            pass ``resume=True`` to continue it or remove it. A fit killed at any point and
-            resumed gives the identical model to an uninterrupted one; a complete checkpoint
-            gives the model at once (docs/cvm.md "Checkpoints"). With a cluster and several
-            classes the problems' files are written by the worker tasks: the directory must be
-            on a file system the workers share (as the store is).
-        checkpoint_every : int, default=10
-            Core vectors added between saves of a running problem.
-        resume : bool, default=False
-            Continue the checkpoint in ``checkpoint`` (with none there the fit starts from
-            scratch). Its parameters (but ``client`` and ``verbose``) and data must be this fit's.
-        """
-        results = self._fit_problems(X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
+    def _model_from_problems(self, results):
+        """One L2-SVM per problem: ``expansion_`` over the union of their core vectors, one output each."""
         union, pos = [], {}
         for r in results:
             for g, row in zip(r.core_index.tolist(), r.core_rows):
@@ -251,26 +266,15 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         self.n_full_passes_ = np.array([r.n_full_passes for r in results])
         self.stop_reason_ = [r.stop_reason for r in results]
         self.results_ = results
-        return self
 
     def decision_function(self, X):
-        check_is_fitted(self, "expansion_")
-        kind, Xv = predict_input(self, X)
-        if kind == "dask":
-            from ..parallel import map_rows_predict
-
-            F = map_rows_predict(Xv, self.expansion_)
-        else:
-            F = self.expansion_.evaluate_block(Xv)
-        return F[:, 0] if F.shape[1] == 1 else F
+        """Decision values: (n,) for two classes, (n, n_classes) otherwise (lazy for dask / store input)."""
+        return squeeze_outputs(self._decision(X))
 
     def predict(self, X):
-        F = self.decision_function(X)
-        if not isinstance(F, np.ndarray):
-            F = F.compute()
-        if F.ndim == 1:
-            return self.classes_.take((F > 0).astype(int))
-        return self.classes_.take(np.argmax(F, axis=1))
+        """Predicted class labels (numpy, also for dask / store input)."""
+        F = self._decision(X)
+        return self._labels_from_decision(F if isinstance(F, np.ndarray) else F.compute())
 
 
 class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
@@ -310,36 +314,18 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
                          chunk_rows=chunk_rows, verbose=verbose, standardize=standardize)
         self.n_components = n_components
 
-    @records_fit_warnings
-    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
-        """Find ``n_components`` features per binary problem (one problem for two classes, one per
-        class against the rest otherwise).
-
-        Parameters
-        ----------
-        X : array, dask array, DataFrame or store (path / URL / :class:`~kmp_dask.store.Store`)
-        y : labels (with array input)
-        checkpoint : str, path or None
-            A directory where the fit saves its state: the main file ``state.ckpt`` at every
-            problem boundary (the finished binary problems' results), and per running problem
-            ``problem-<k>.ckpt`` every ``checkpoint_every`` core-set iterations (and, for
-            :class:`MMDA`, after each feature). A checkpoint already there is never overwritten:
-            pass ``resume=True`` to continue it or remove it. A fit killed at any point and
-            resumed gives the identical model to an uninterrupted one; a complete checkpoint
-            gives the model at once (docs/cvm.md "Checkpoints"). With a cluster and several
-            classes the problems' files are written by the worker tasks: the directory must be
-            on a file system the workers share (as the store is).
-        checkpoint_every : int, default=10
-            Core vectors added between saves of a running problem.
-        resume : bool, default=False
-            Continue the checkpoint in ``checkpoint`` (with none there the fit starts from
-            scratch). Its parameters (but ``client`` and ``verbose``) and data must be this fit's.
-        """
+    def _check_fit_args(self, X, y):
         if not (isinstance(self.n_components, numbers.Integral) and not isinstance(self.n_components, bool)
                 and self.n_components >= 1):
             raise ValueError(f"n_components must be an int >= 1 (features per binary problem); got {self.n_components!r}")
-        problems = self._fit_problems(X, y, n_components=int(self.n_components), checkpoint=checkpoint,
-                                      checkpoint_every=checkpoint_every, resume=resume)
+        super()._check_fit_args(X, y)
+
+    def _features_per_problem(self) -> int:
+        return int(self.n_components)
+
+    def _model_from_problems(self, problems):
+        """The features of every problem: ``expansion_`` over the union of their core vectors, one
+        output per feature (each minus its parts along the problem's earlier features)."""
         union, pos, columns = [], {}, []
         for features in problems:
             prev = []  # this problem's earlier features, as coefficient vectors over the union
@@ -366,14 +352,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
         self.kernel_evaluations_per_feature_ = len(union) / max(len(columns), 1)
         self.vectors_per_feature_ = np.count_nonzero(coef, axis=0)
         self.training_kernel_evaluations_ = int(sum(res.kernel_evaluations for f in problems for res, _ in f))
-        return self
 
     def transform(self, X):
         """Features ``u_qᵀφ(x)`` (n_samples, n_features_out_); numpy or lazy dask for dask/store input."""
-        check_is_fitted(self, "expansion_")
-        kind, Xv = predict_input(self, X)
-        if kind == "dask":
-            from ..parallel import map_rows_predict
-
-            return map_rows_predict(Xv, self.expansion_)
-        return self.expansion_.evaluate_block(Xv)
+        return self._decision(X)

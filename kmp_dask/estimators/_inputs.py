@@ -73,6 +73,17 @@ def check_regression_targets(estimator, y) -> None:
     )
 
 
+def _store_input(estimator, X, *, need_y):
+    """A store (or its path / URL) given to ``fit``: opened, its ``y`` required for a supervised fit;
+    ``n_features_in_`` and ``store_feature_names_`` set from it."""
+    store = as_store(X)
+    if need_y and not store.has_y:
+        raise ValueError(f"the store {store!r} has no 'y' array; supervised fit needs targets")
+    estimator.n_features_in_ = store.n_features
+    record_feature_names(estimator, store)
+    return store
+
+
 @contextlib.contextmanager
 def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
     """Yield a store holding X (and y) for ``fit``; sets ``n_features_in_``.
@@ -85,12 +96,7 @@ def fit_input(estimator, X, y, *, chunk_rows, is_classifier):
                 "when X is a store (or a path to one), y is read from the store; got y as well. "
                 "Pass y=None, or pass numpy/dask arrays for X and y."
             )
-        store = as_store(X)
-        if not store.has_y:
-            raise ValueError(f"the store {store!r} has no 'y' array; supervised fit needs targets")
-        estimator.n_features_in_ = store.n_features
-        record_feature_names(estimator, store)
-        yield store
+        yield _store_input(estimator, X, need_y=True)
         return
     record_feature_names(estimator, None)
     if is_dask_array(X):
@@ -188,10 +194,7 @@ def unsupervised_input(estimator, X, *, chunk_rows=None):
     """Yield a store holding X for an unsupervised ``fit`` (a store's ``y`` is ignored); sets
     ``n_features_in_``. Temporary stores made for dask input are deleted when the context exits."""
     if is_store_like(X):
-        store = as_store(X)
-        estimator.n_features_in_ = store.n_features
-        record_feature_names(estimator, store)
-        yield store
+        yield _store_input(estimator, X, need_y=False)
         return
     record_feature_names(estimator, None)
     if is_dask_array(X):

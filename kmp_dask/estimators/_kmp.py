@@ -15,16 +15,16 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning
 from ..expansion import KernelExpansion
 from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for
-from ..greedy._checkpoint import open_checkpoint
 from ..greedy._labels import partition_labels
 from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
-from ..parallel import map_blocks_rows, map_rows_predict
+from ..parallel import map_blocks_rows
 from ..parallel._session import engine_session
 from ..store import as_store
-from ._inputs import check_class_labels, check_weights, fit_input, is_dask_array, is_store_like, predict_input, sample_rows, weights_digest
+from ._base import ExpansionEstimatorMixin, class_codes, draw_seed, progress_session, squeeze_outputs, take_labels
+from ._inputs import check_class_labels, is_dask_array, is_store_like, sample_rows
 from ._progress import progress_callback
-from ._scale import check_gamma_value, input_transform, resolve_gamma, standardized_store
+from ._scale import check_gamma_value, input_transform, resolve_gamma
 from ._suspect import records_fit_warnings
 from ._staged import StagedMixin
 
@@ -133,7 +133,7 @@ def _check_stopping(est, bad):
         bad("bound_delta", "a float in (0, 1) (the bound's confidence parameter δ)")
 
 
-class _BaseKMP(StagedMixin, BaseEstimator):
+class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
     """Shared parameters, fit and prediction of the KMP estimators."""
 
     def __init__(self, *, kernel="rbf", gamma="scale", degree=3, coef0=1.0, kernel_params=None, n_basis=100,
@@ -171,6 +171,7 @@ class _BaseKMP(StagedMixin, BaseEstimator):
         self.atoms_per_pass = atoms_per_pass
 
     _is_classifier = False
+    _fitted_attr = "dual_coef_"
 
     def _resolve_kernels(self, store, sample_weight=None) -> list[Kernel]:
         """The dictionary's kernels: ``kernel`` may be one kernel or a list, ``gamma`` a list;
@@ -195,27 +196,21 @@ class _BaseKMP(StagedMixin, BaseEstimator):
             return n_candidates_for(self.eps, self.q)
         return "all" if self.candidates is None else self.candidates  # None: "all", as every estimator's
 
-    def _fit(self, X, y, checkpoint=None, checkpoint_every=10, resume=False, sample_weight=None):
+    def _check_fit_args(self, X, y):
         _check_params(self)
-        rs = check_random_state(self.random_state)
-        seed = int(rs.randint(0, 2**31 - 1))
-        in_memory = not (is_store_like(X) or is_dask_array(X))
-        self._input_classes = None
-        with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=self._is_classifier) as store:
-            weights = check_weights(sample_weight, store.n_rows)
-            params = self.get_params(deep=False)
-            if weights is not None:  # a checkpoint resumes only with the same weights
-                params["sample_weight"] = weights_digest(weights)
-            ckpt = open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
-                                   params=params, store=store, store_is_input=is_store_like(X))
-            store = standardized_store(self, store, weights)  # the fit's rows: (x − mean) / std, or raw
-            self.kernels_ = self._resolve_kernels(store, None if self.standardized_ else weights)
-            self.kernel_ = self.kernels_[0]
-            self.loss_ = get_loss(self.loss, kind="classification" if self._is_classifier else "regression",
-                                  params=self.loss_params)
-            with engine_session(self.client, store, in_memory=in_memory, sample_weight=weights) as engine:
-                targets = self._targets(engine, store)
-                cb, bar = progress_callback(self.verbose, self.n_basis)
+
+    def _run_loop(self, run):
+        """The dictionary's kernels, the loss and the targets, then the pursuit on an engine over the
+        fit's rows; returns its result and a few rows for the width check (fixed seed, ≤ 4 chunks)."""
+        seed = draw_seed(check_random_state(self.random_state))
+        store = run.store
+        self.kernels_ = self._resolve_kernels(store, None if self.standardized_ else run.weights)
+        self.kernel_ = self.kernels_[0]
+        self.loss_ = get_loss(self.loss, kind="classification" if self._is_classifier else "regression",
+                              params=self.loss_params)
+        with engine_session(self.client, store, in_memory=run.in_memory, sample_weight=run.weights) as engine:
+            targets = self._targets(engine, store)
+            with progress_session(progress_callback(self.verbose, self.n_basis)) as (cb, _):
                 result = kernel_matching_pursuit(
                     engine, kernel=self.kernels_, n_rows=store.n_rows, n_features=store.n_features,
                     dtype=store.dtype, targets=targets, n_basis=int(self.n_basis),
@@ -224,11 +219,13 @@ class _BaseKMP(StagedMixin, BaseEstimator):
                     fit_intercept=self.fit_intercept, validation_fraction=float(self.validation_fraction),
                     n_iter_no_change=self.n_iter_no_change, split_seed=seed, callback=cb,
                     loss=self.loss_, refit_every=self.refit_every, error_threshold=self._bound_threshold(),
-                    checkpoint=ckpt, basis_columns=self.basis_columns, atoms_per_pass=int(self.atoms_per_pass),
+                    checkpoint=run.checkpoint, basis_columns=self.basis_columns,
+                    atoms_per_pass=int(self.atoms_per_pass),
                 )
-                if bar is not None:
-                    bar.close()
-            sample = sample_rows(store)  # a few rows for the width check below (fixed seed, ≤ 4 chunks)
+        return result, sample_rows(store)
+
+    def _finish_fit(self, out, run):
+        result, sample = out
         self.basis_indices_ = result.basis_indices
         self.basis_columns_ = getattr(result, "basis_columns", "stored")
         self.basis_kernels_ = result.basis_kernels
@@ -275,7 +272,7 @@ class _BaseKMP(StagedMixin, BaseEstimator):
         if best == self.n_basis_ == int(self.n_basis) and len(bounds) > 1 and bounds[-1] < bounds[-2]:
             from ._kpca import warn_bound_at_cap
 
-            warn_bound_at_cap(type(self).__name__, int(self.n_basis), "n_basis", bounds, stacklevel=6)
+            warn_bound_at_cap(type(self).__name__, int(self.n_basis), "n_basis", bounds, stacklevel=7)
         if best < self.n_basis_ and self._path is not None:
             self._truncate_to(best)
             self.stop_reason_ = "bound"
@@ -294,13 +291,6 @@ class _BaseKMP(StagedMixin, BaseEstimator):
                 f"loss={self.loss!r}, fit_mode={self.fit_mode!r}. Refit with those settings, or fit with n_basis=k."
             )
         return self._path.prefix_expansion(k)
-
-    def _decision(self, X):
-        check_is_fitted(self, "dual_coef_")
-        kind, Xv = predict_input(self, X)
-        if kind == "dask":
-            return map_rows_predict(Xv, self.expansion_)
-        return self.expansion_.evaluate_block(Xv)
 
 
 WIDTH_NARROW = 5.0
@@ -345,7 +335,7 @@ def _warn_if_degenerate(est, Z):
             "their kernel columns are equal up to rounding, so the model is a constant plus fitted rounding "
             f"noise (stop_reason_={est.stop_reason_!r}). Remove the duplicate rows (np.unique(X, axis=0)), or "
             "check that X holds the features you meant; changing `gamma` or `ridge` cannot help.",
-            DegenerateFitWarning, stacklevel=3)
+            DegenerateFitWarning, stacklevel=4)
         return
     if Z is None or len(Z) < 2 or any(k.name not in _DISTANCE_KERNELS or k.get("gamma") is None for k in est.kernels_):
         return
@@ -379,7 +369,7 @@ def _warn_if_degenerate(est, Z):
         f"The kernel width does not fit the data ({given}; measured on {len(Z)} sampled rows): "
         + "; ".join(problems) + ". Standardising X (e.g. sklearn.preprocessing.StandardScaler) and using "
         "gamma='scale' also works when the features are on different scales.",
-        KernelWidthWarning, stacklevel=3)
+        KernelWidthWarning, stacklevel=4)
 
 
 _PARAMETERS = """
@@ -688,7 +678,8 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
         -------
         self : KMPRegressor
         """
-        return self._fit(X, y, checkpoint, checkpoint_every, resume, sample_weight)
+        return self._fit_skeleton(X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
+                                   sample_weight=sample_weight)
 
     def _targets(self, engine, store):
         ys = store.y_shape
@@ -781,9 +772,13 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         -------
         self : KMPClassifier
         """
-        if y is not None and not is_dask_array(y):
+        return self._fit_skeleton(X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
+                                   sample_weight=sample_weight)
+
+    def _check_fit_args(self, X, y):
+        if y is not None and not is_dask_array(y):  # the labels first (scikit-learn's target-type errors)
             check_class_labels(y)
-        return self._fit(X, y, checkpoint, checkpoint_every, resume, sample_weight)
+        super()._check_fit_args(X, y)
 
     def _targets(self, engine, store):
         names = store.attrs.get("classes")
@@ -821,21 +816,14 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
 
     def decision_function(self, X):
         """Decision values: (n,) for binary problems, (n, n_classes) otherwise."""
-        F = self._decision(X)
-        return F[:, 0] if F.shape[1] == 1 else F
+        return squeeze_outputs(self._decision(X))
 
     def predict(self, X):
         """Predicted class labels (lazy dask array for dask/store input)."""
         return self._predict_from_decision(self._decision(X))
 
     def _predict_from_decision(self, F):
-        if F.shape[1] == 1:
-            code = F[:, 0] > 0
-        else:
-            code = F.argmax(axis=1)
-        if is_dask_array(code):  # module-level function + classes array: nothing unpicklable captured
-            return map_blocks_rows(_take, code, self.classes_, dtype=self.classes_.dtype)
-        return _take(code, self.classes_)
+        return self._labels_from_decision(F)
 
     def score(self, X, y=None, sample_weight=None):
         """Accuracy of ``predict(X)`` against ``y``.
@@ -865,10 +853,6 @@ def _proba(F):
     if P.shape[1] == 1:
         return np.hstack([1.0 - P, P])
     return P / P.sum(axis=1, keepdims=True)
-
-
-def _take(code, classes):
-    return classes[np.asarray(code).astype(np.intp)]
 
 
 def _store_score(est, X, sample_weight, *, regression):
@@ -910,9 +894,8 @@ def _store_score(est, X, sample_weight, *, regression):
 
 
 def _correct_rows(F, Y, classes, names):
-    code = F[:, 0] > 0 if F.shape[1] == 1 else F.argmax(axis=1)
     truth = Y[:, 0] if names is None else names[Y[:, 0].astype(np.intp)]
-    return (_take(code, classes) == truth).astype(np.float64)[:, None]
+    return (take_labels(class_codes(F), classes) == truth).astype(np.float64)[:, None]
 
 
 def _r2_rows(F, Y, centre):

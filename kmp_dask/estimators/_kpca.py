@@ -13,15 +13,13 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 from ..exceptions import BoundAtCapWarning, DegenerateFitWarning
 from ..expansion import KernelExpansion
 from ..greedy._sampling import resolve_candidates
-from ..greedy._checkpoint import open_checkpoint
 from ..greedy._sparse_kpca import principal_directions, sparse_kernel_pca
 from ..kernels import get_kernel
-from ..parallel import map_rows_predict
 from ..parallel._session import engine_session
-from ._inputs import is_dask_array, is_store_like, predict_input, unsupervised_input
+from ._base import ExpansionEstimatorMixin, draw_seed, open_fit_checkpoint, progress_session
+from ._inputs import unsupervised_input
 from ._progress import progress_callback
-from ._scale import (check_gamma_value, check_standardize, input_transform, resolve_gamma, standardization,
-                     standardized_store)
+from ._scale import check_gamma_value, check_standardize, input_transform, resolve_gamma, standardization
 from ._suspect import records_fit_warnings
 
 __all__ = ["SparseKernelPCA", "SparseKCCA"]
@@ -32,22 +30,11 @@ def _select(est, store, in_memory, *, n_components, seed, desc, unit, checkpoint
     complete ``checkpoint`` gives its result without starting a client or an engine."""
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result
-    cb, bar = progress_callback(est.verbose, n_components, desc=desc, unit=unit)
-    try:
-        with engine_session(est.client, store, in_memory=in_memory) as engine:
-            return sparse_kernel_pca(engine, n_rows=store.n_rows, n_features=store.n_features, dtype=store.dtype,
-                                     n_components=n_components, random_state=np.random.default_rng(seed),
-                                     rank_tol=float(est.rank_tol), callback=cb, checkpoint=checkpoint, **kw)
-    finally:
-        if bar is not None:
-            bar.close()
-
-
-def _open_checkpoint(est, store, checkpoint, checkpoint_every, resume, store_is_input):
-    """The fit's checkpoint (None without one), checked against this estimator, its parameters
-    and the data before anything runs (greedy/_checkpoint.py)."""
-    return open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(est).__name__,
-                           params=est.get_params(deep=False), store=store, store_is_input=store_is_input)
+    with progress_session(progress_callback(est.verbose, n_components, desc=desc, unit=unit)) as (cb, _), \
+            engine_session(est.client, store, in_memory=in_memory) as engine:
+        return sparse_kernel_pca(engine, n_rows=store.n_rows, n_features=store.n_features, dtype=store.dtype,
+                                 n_components=n_components, random_state=np.random.default_rng(seed),
+                                 rank_tol=float(est.rank_tol), callback=cb, checkpoint=checkpoint, **kw)
 
 
 def warn_bound_at_cap(owner, cap, param, path, stacklevel=5):
@@ -59,7 +46,7 @@ def warn_bound_at_cap(owner, cap, param, path, stacklevel=5):
         f"suspect. Raise {param} (e.g. {param}={2 * cap}) and fit again.", BoundAtCapWarning, stacklevel=stacklevel)
 
 
-class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ExpansionEstimatorMixin, BaseEstimator):
     """Sparse kernel PCA: greedily chosen points, Nyström projection, principal directions.
 
     Matching pursuit on the kernel matrix (Hussain & Shawe-Taylor §3; Smola & Schölkopf's sparse
@@ -184,25 +171,34 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             Continue the checkpoint in ``checkpoint``; with none there, the fit starts from
             scratch. Its parameters and data must be this fit's (checked before it is read).
         """
-        t0 = time.perf_counter()
-        self._check_params()
-        seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
-        in_memory = not (is_store_like(X) or is_dask_array(X))
-        with unsupervised_input(self, X, chunk_rows=self.chunk_rows) as raw:
-            store = standardized_store(self, raw)  # the fit's rows: (x − mean) / std, or raw
-            kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel, owner=type(self).__name__),
-                                degree=self.degree, coef0=self.coef0,
-                                kernel_params=self.kernel_params, n_features=store.n_features)
-            s = resolve_candidates(self.candidates)
-            if s is not None and s >= store.n_rows:
-                s = None
-            by_bound = self.n_components == "bound"
-            n = min(int(self.max_components if by_bound else self.n_components), store.n_rows)
-            ckpt = _open_checkpoint(self, raw, checkpoint, checkpoint_every, resume, is_store_like(X))
-            res = _select(self, store, in_memory, kernel=kernel, n_components=n, candidates=s, seed=seed,
-                          desc="sparse kpca", unit="point", checkpoint=ckpt)
-        self.fit_seconds_ = time.perf_counter() - t0  # wall-clock seconds of this call (the report's fit time)
+        return self._fit_skeleton(X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
+
+    def _fit_input(self, X, y):
+        return unsupervised_input(self, X, chunk_rows=self.chunk_rows)
+
+    def _run_loop(self, run):
+        """The kernel, then the selection (``max_components`` points for the bound rule) on an engine;
+        returns its result and the kernel."""
+        store = run.store
+        seed = draw_seed(check_random_state(self.random_state))
+        kernel = get_kernel(self.kernel, gamma=resolve_gamma(self.gamma, store, kernel=self.kernel,
+                                                             owner=type(self).__name__),
+                            degree=self.degree, coef0=self.coef0,
+                            kernel_params=self.kernel_params, n_features=store.n_features)
+        s = resolve_candidates(self.candidates)
+        if s is not None and s >= store.n_rows:
+            s = None
+        by_bound = self.n_components == "bound"
+        n = min(int(self.max_components if by_bound else self.n_components), store.n_rows)
+        res = _select(self, store, run.in_memory, kernel=kernel, n_components=n, candidates=s, seed=seed,
+                      desc="sparse kpca", unit="point", checkpoint=run.checkpoint)
+        return res, kernel
+
+    def _finish_fit(self, out, run):
+        res, kernel = out
+        self.fit_seconds_ = time.perf_counter() - run.started  # wall-clock seconds of this call (the report's fit time)
         self.kernel_ = kernel
+        by_bound = self.n_components == "bound"
         if by_bound:
             res = self._cut_at_bound_minimum(res)
         self.components_index_ = res.index
@@ -222,7 +218,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                 f"SparseKernelPCA chose {self.n_components_} points, fewer than n_components={self.n_components}: "
                 f"stop_reason={self.stop_reason_!r} (every remaining point lies in the span of the chosen ones to "
                 f"rank_tol={self.rank_tol}; the kernel matrix has numerical rank {self.n_components_}). "
-                "Ask for fewer components, or a narrower kernel (larger gamma).", DegenerateFitWarning, stacklevel=2)
+                "Ask for fewer components, or a narrower kernel (larger gamma).", DegenerateFitWarning, stacklevel=4)
         return self
 
     def _cut_at_bound_minimum(self, res):
@@ -241,17 +237,13 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         best = int(ks[keep][int(np.argmin(self.bound_path_))])
         cap = int(self.max_components)
         if best == len(res.index) == cap and len(self.bound_path_) > 1 and self.bound_path_[-1] < self.bound_path_[-2]:
-            warn_bound_at_cap(type(self).__name__, cap, "max_components", self.bound_path_)
+            warn_bound_at_cap(type(self).__name__, cap, "max_components", self.bound_path_, stacklevel=7)
         return truncate(res, best) if best < len(res.index) else res
 
     def transform(self, X):
         """Coordinates on the principal directions inside the span (n_samples, n_components_);
         numpy in → numpy out, dask array or store in → lazy dask array."""
-        check_is_fitted(self, "expansion_")
-        kind, Xv = predict_input(self, X)
-        if kind == "dask":
-            return map_rows_predict(Xv, self.expansion_)
-        return self.expansion_.evaluate_block(Xv)
+        return self._decision(X)
 
 
 def _standardized_view(est, A, gamma, view):
@@ -350,18 +342,9 @@ class SparseKCCA(BaseEstimator):
         Parameters
         ----------
         X : array (n, dx); Y : array (n, dy) or (n,)
-        checkpoint : str, path or None
-            A directory where the selection's state is saved every ``checkpoint_every`` chosen
-            points and when it ends; the final checkpoint is kept. A checkpoint already there is
-            never overwritten: pass ``resume=True`` to continue it (after the fit was interrupted
-            or its process killed; the model is then identical to an uninterrupted fit's; a
-            complete checkpoint gives its model at once), or remove it. The file is a pickle:
-            resume only your own checkpoints (docs/engine.md, "Checkpoints").
-        checkpoint_every : int, default=10
-            Chosen points between two saves.
-        resume : bool, default=False
-            Continue the checkpoint in ``checkpoint``; with none there, the fit starts from
-            scratch. Its parameters and data must be this fit's (checked before it is read).
+        checkpoint, checkpoint_every, resume
+            Checkpoints of the selection (``checkpoint_every``: chosen rows between two saves), as
+            for :meth:`SparseKernelPCA.fit`.
         """
         t0 = time.perf_counter()
         if isinstance(self.n_components, str):
@@ -389,7 +372,7 @@ class SparseKCCA(BaseEstimator):
                         coef0=self.coef0, n_features=dx)
         ky = get_kernel(self.kernel_y, gamma=resolve_gamma(self.gamma_y, Y, kernel=self.kernel_y, owner="SparseKCCA", name="gamma_y"), degree=self.degree,
                         coef0=self.coef0, n_features=dy)
-        seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
+        seed = draw_seed(check_random_state(self.random_state))
         s = resolve_candidates(self.candidates)
         if s is not None and s >= len(XY):
             s = None
@@ -397,7 +380,7 @@ class SparseKCCA(BaseEstimator):
         from ..store import InMemoryStore
 
         store = InMemoryStore(XY)
-        ckpt = _open_checkpoint(self, store, checkpoint, checkpoint_every, resume, False)
+        ckpt = open_fit_checkpoint(self, checkpoint, checkpoint_every, resume, store, False)
         res = _select(self, store, True, kernel=(kx, ky), columns=((0, dx), (dx, dx + dy)), n_components=n,
                       candidates=s, seed=seed, desc="sparse kcca", unit="pair", checkpoint=ckpt)
         from ..greedy._sparse_kpca import canonical_directions

@@ -15,14 +15,14 @@ import numbers
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from ..parallel import map_rows_predict
-from ._inputs import predict_input
+from ._base import squeeze_outputs
 
 __all__ = ["StagedMixin"]
 
 
 class StagedMixin:
-    """``staged_decision_function``, ``staged_predict`` and ``prefix`` for the KMP estimators."""
+    """``staged_decision_function``, ``staged_predict`` and ``prefix`` for the KMP estimators (with
+    :class:`~._base.ExpansionEstimatorMixin`'s ``_predict_rows``)."""
 
     def _require_path(self, what):
         check_is_fitted(self, "expansion_")
@@ -35,11 +35,11 @@ class StagedMixin:
     def _staged_raw(self, X):
         """The decision values (n, n_outputs) of the prefix models of sizes 1 … ``n_basis_``."""
         self._require_path("staged predictions")
-        kind, Xv = predict_input(self, X)
+        Xv = self._predict_rows(X)
         sizes = range(1, self.n_basis_ + 1)
-        if kind == "dask":
+        if not isinstance(Xv, np.ndarray):  # dask / store input: one lazy array per size
             for k in sizes:
-                yield map_rows_predict(Xv, self._path.prefix_expansion(k))
+                yield self._path.prefix_expansion(k).decision_function(Xv)
             return
         K = self._path.prefix_expansion(self.n_basis_).kernel_matrix(Xv)  # one kernel matrix for every size
         for k in sizes:
@@ -56,7 +56,7 @@ class StagedMixin:
         dask / store in → one lazy dask array per size.
         """
         for F in self._staged_raw(X):
-            yield F[:, 0] if F.shape[1] == 1 else F
+            yield squeeze_outputs(F)
 
     def staged_predict(self, X):
         """Predictions after each basis function: a generator of ``n_basis_`` arrays, the

@@ -42,9 +42,9 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ..estimators._base import ExpansionEstimatorMixin, open_fit_checkpoint, squeeze_outputs
 from ..estimators._inputs import is_dask_array, is_store_like
 from ..expansion import KernelExpansion
-from ..greedy._checkpoint import open_checkpoint
 from ._build import (
     best_threshold,
     choose,
@@ -72,7 +72,7 @@ __all__ = [
 ]
 
 
-class ReducedSetCompressor(BaseEstimator):
+class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
     """Compress a fitted kernel model into a few of its (or a pool's) vectors — Weston & Bakır.
 
     Parameters
@@ -280,10 +280,9 @@ class ReducedSetCompressor(BaseEstimator):
 
     def _open_fit_checkpoint(self, target, store, X_pool, y, X_val, y_val, checkpoint, checkpoint_every, resume):
         """The fit's checkpoint (None without one); its header holds the parameters and digests."""
-        params = {**self.get_params(deep=False), "model": model_digest(target),
-                  "labels": {k: array_digest(v) for k, v in (("y", y), ("X_val", X_val), ("y_val", y_val))}}
-        return open_checkpoint(checkpoint, every=checkpoint_every, resume=resume, estimator=type(self).__name__,
-                               params=params, store=store, store_is_input=is_store_like(X_pool))
+        return open_fit_checkpoint(self, checkpoint, checkpoint_every, resume, store, is_store_like(X_pool),
+                                   model=model_digest(target),
+                                   labels={k: array_digest(v) for k, v in (("y", y), ("X_val", X_val), ("y_val", y_val))})
 
     def _run_route(self, done, exp, store, rows, pool_coef, in_memory, n_keep, groups, coupled, m, keep, ckpt):
         """The path's levels and ``‖w‖²``: from a complete checkpoint, the pursuit, or the dense baselines."""
@@ -318,22 +317,25 @@ class ReducedSetCompressor(BaseEstimator):
         return out.with_input_transform(*getattr(self, "_input_shift", (None, None)))
 
     # -- prediction ----------------------------------------------------------------------------
+    def _predict_rows(self, X):
+        """``X`` as given: the compressed model has no ``n_features_in_`` of its own to check against
+        (``KernelExpansion.decision_function`` checks the width of numpy rows)."""
+        return X
+
     def decision_function(self, X):
         """The compressed model's decision values, shaped as the original's: binary / one output
         1-D; a one-vs-one SVC with ``decision_function_shape="ovr"`` (its default) its one-vs-rest
         view (n, n_classes), else one column per pair of classes. ``expansion_`` gives the raw
         per-output values."""
-        check_is_fitted(self, "expansion_")
-        F = self.expansion_.decision_function(X)
+        F = self._decision(X)
         if self._ovr_view:  # SVC(decision_function_shape="ovr"): its one-vs-rest view of the pairs
             F = F if isinstance(F, np.ndarray) else F.compute()
             return _ovr_transform(F, self.target_.pairs, len(self.target_.classes))
-        return F[:, 0] if F.ndim == 2 and F.shape[1] == 1 else F
+        return squeeze_outputs(F)
 
     def predict(self, X):
         """Predictions decided from the compressed decision values exactly as the original model."""
-        check_is_fitted(self, "expansion_")
-        F = self.expansion_.decision_function(X)
+        F = self._decision(X)
         if not isinstance(F, np.ndarray):
             F = F.compute()
         return self.target_.predict(F)
