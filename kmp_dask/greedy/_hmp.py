@@ -48,7 +48,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from ..blockops import Atom, Engine, RSScoreQuery, RSValuesQuery, rs_effects, rs_score, rs_values
 from ..blockops._results import RSScoreStats, RSValues
@@ -124,8 +123,7 @@ class HMPResult:
         if self.backfit:
             if level == 0:
                 return self.index[:0], np.zeros((0, m))
-            L = self.L[:level, :level]
-            return self.index[:level], solve_triangular(L.T, self.ctilde[:level], lower=False)
+            return self.index[:level], IncrementalCholesky.of_factor(self.L).solve_upper(self.ctilde[:level], level)
         return _merge_steps(self.steps[:level], m)
 
 
@@ -324,7 +322,7 @@ class _HMPModel:
         if self.backfit:
             L, k = self.chol.L, self.chol.size
             Lkk = float(L[k - 1, k - 1])
-            w = solve_triangular(L[: k - 1, : k - 1].T, L[k - 1, : k - 1], lower=False) if k > 1 else None
+            w = self.chol.solve_upper(L[k - 1, : k - 1], k - 1) if k > 1 else None  # K_old⁻¹ k_old(z)
             c = r / (Lkk * Lkk)
             self.coef = np.vstack([self.coef - (np.outer(w, c) if w is not None else 0.0), c[None, :]])
             ct = r / Lkk
@@ -569,7 +567,7 @@ class _DensePursuit:
     def result(self, reason, seconds) -> HMPResult:
         n = len(self.sel)
         Ln = self.L[:n, :n].copy()
-        coef = solve_triangular(Ln.T, self.ctilde, lower=False) if n else np.zeros((0, self.m))
+        coef = IncrementalCholesky.of_factor(Ln).solve_upper(self.ctilde) if n else np.zeros((0, self.m))
         index = np.asarray(self.sel, dtype=np.int64)
         return HMPResult(
             index=index, vectors=self.Z[index].reshape(n, -1), coef=coef, wsq=self.wsq,

@@ -22,7 +22,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from ..blockops._engine import Engine
 from ..blockops._kpca import KPCAColumn, KPCAScoreQuery, kpca_effects, kpca_moments, kpca_score
@@ -390,7 +389,7 @@ def principal_directions(result: KPCAResult):
     w, V = np.linalg.eigh((C + C.T) / 2)
     order = np.argsort(w)[::-1]
     w, V = np.maximum(w[order], 0.0), V[:, order]
-    coef = solve_triangular(result.L[0].T, V, lower=False) if len(mu) else np.zeros((0, 0))
+    coef = IncrementalCholesky.of_factor(result.L[0]).solve_upper(V) if len(mu) else np.zeros((0, 0))
     return w * n, V, coef, -(mu @ V)
 
 
@@ -419,8 +418,8 @@ def canonical_directions(result: KPCAResult, reg: float = 1e-3):
     Ra, Rb = inv_sqrt(Caa), inv_sqrt(Cbb)
     U, s, Wt = np.linalg.svd(Ra @ Cab @ Rb)
     Da, Db = Ra @ U, Rb @ Wt.T
-    coef_x = solve_triangular(result.L[0].T, Da, lower=False)
-    coef_y = solve_triangular(result.L[1].T, Db, lower=False)
+    coef_x = IncrementalCholesky.of_factor(result.L[0]).solve_upper(Da)
+    coef_y = IncrementalCholesky.of_factor(result.L[1]).solve_upper(Db)
     return s, (coef_x, -(mx @ Da)), (coef_y, -(my @ Db))
 
 
