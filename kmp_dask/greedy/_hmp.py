@@ -48,18 +48,18 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from ..blockops import Atom, Engine, RSScoreQuery, RSValuesQuery, rs_effects, rs_score, rs_values
 from ..blockops._results import RSScoreStats, RSValues
 from ..linalg import IncrementalCholesky
 from ._candidates import merge_ranked
+from ._hmp_config import CRITERIA, HMPConfig
 from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import RandomCandidates
 
-__all__ = ["HMPResult", "HMPLoop", "hyperplane_pursuit", "dense_hyperplane_pursuit", "pool_errors", "geometric_levels",
-           "HMP_STOP_REASONS", "MIN_PIVOT"]
+__all__ = ["HMPResult", "HMPLoop", "HMPConfig", "CRITERIA", "hyperplane_pursuit", "run_hyperplane_pursuit",
+           "dense_hyperplane_pursuit", "pool_errors", "geometric_levels", "HMP_STOP_REASONS", "MIN_PIVOT"]
 
 RESYNC_EVERY = 32
 """Rank-one residual moves between two recomputations ``R = F − Bβ`` (drift bound)."""
@@ -73,9 +73,6 @@ MAX_STALLS = 8
 
 BASIC_MAX_STEPS = 10
 """The basic pursuit (a vector may be picked again) stops after this many steps per wanted vector."""
-
-CRITERIA = ("eq13", "decrease")
-"""Selection scores: eq. 13's ``Σ_j r_j(z)² / k(z, z)`` or the exact backfitted decrease ``Σ_j r_j(z)² / δ(z)``."""
 
 HMP_STOP_REASONS = tuple(r.value for r in (StopReason.N_VECTORS, StopReason.RKHS_TOL, StopReason.CONVERGED,
                                           StopReason.LINEAR_DEPENDENCE, StopReason.EXHAUSTED, StopReason.MAX_ITER))
@@ -126,8 +123,7 @@ class HMPResult:
         if self.backfit:
             if level == 0:
                 return self.index[:0], np.zeros((0, m))
-            L = self.L[:level, :level]
-            return self.index[:level], solve_triangular(L.T, self.ctilde[:level], lower=False)
+            return self.index[:level], IncrementalCholesky.of_factor(self.L).solve_upper(self.ctilde[:level], level)
         return _merge_steps(self.steps[:level], m)
 
 
@@ -180,30 +176,36 @@ def hyperplane_pursuit(engine: Engine, *, kernel, n_rows: int, wsq, outputs, n_v
     loop : :class:`HMPLoop` or None — a saved state to continue (the engine's partitions must
         be in the state they had then: its journal replayed)
     """
-    if criterion not in CRITERIA:
-        raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
-    if criterion == "decrease" and not backfit:
-        raise ValueError("criterion='decrease' needs backfit=True: the basic pursuit (algorithm 3.2) only adds "
-                         "r(z)/k(z,z) to one coefficient, so the decrease it gets is eq. 13's score — use "
-                         "criterion='eq13' with backfit=False")
+    config = HMPConfig(kernel, n_rows, n_vectors, backfit, candidates, rkhs_tol, top, criterion)
+    return run_hyperplane_pursuit(engine, config, wsq=wsq, outputs=outputs, random_state=random_state,
+                                  callback=callback, checkpoint=checkpoint, loop=loop)
+
+
+def run_hyperplane_pursuit(engine: Engine, config: HMPConfig, *, wsq, outputs, random_state=None, callback=None,
+                           checkpoint=None, loop=None) -> HMPResult:
+    """:func:`hyperplane_pursuit` with its configuration as one :class:`HMPConfig` (built and
+    checked once by the caller); ``wsq``, ``outputs`` and the run-time objects as there. A resumed
+    ``loop`` runs on with the configuration it was saved with."""
     t0 = time.perf_counter()
     rng = random_state if random_state is not None else np.random.default_rng(0)
     if loop is None:
-        sampler = None if candidates is None else RandomCandidates(n_rows, int(candidates))
-        model = _HMPModel(kernel, wsq, n_vectors, backfit, criterion)
-        loop = HMPLoop(model, sampler, [rs_effects.start(outputs, model.capacity, track_delta=criterion == "decrease")])
+        sampler = None if config.candidates is None else RandomCandidates(config.n_rows, config.candidates)
+        model = _HMPModel(config, wsq)
+        track = config.criterion == "decrease"
+        loop = HMPLoop(model, sampler, [rs_effects.start(outputs, model.capacity, track_delta=track)])
     model, sampler, recorder = loop.model, loop.sampler, loop.recorder.attach(callback)
+    config = model.config
     while True:
         excluded = model.excluded()
         cand = None if sampler is None else sampler.draw(rng, excluded)
         exclude = np.asarray(sorted(excluded), dtype=np.int64)
-        query = RSScoreQuery(cand, exclude, top, criterion, MIN_PIVOT)
+        query = RSScoreQuery(cand, exclude, config.top, config.criterion, MIN_PIVOT)
         res = RSScoreStats.combine(engine.run(rs_score, query, loop.effects))  # applies the last choice
         loop.effects = []
         loop.n_passes += 1
         recorder.append("pool_sse", res.rss)
         best = _merge_candidates(res)
-        reason = model.stop_rule(best, rkhs_tol)
+        reason = model.stop_rule(best, config.rkhs_tol)
         if reason is not None:
             break
         pick = model.admissible(best)                          # best candidate not dependent on the basis
@@ -217,7 +219,7 @@ def hyperplane_pursuit(engine: Engine, *, kernel, n_rows: int, wsq, outputs, n_v
         loop.effects = model.add(best, pick)                   # coefficients, RKHS error, the partitions' move
         rec = loop.end_iteration()                             # the error and count paths, the record
         if checkpoint is not None:  # the end of iteration it − 1: everything the rest depends on
-            checkpoint.maybe_save(loop, model.it - 1, rng, last=model.n_distinct >= model.n_vectors)
+            checkpoint.maybe_save(loop, model.it - 1, rng, last=model.n_distinct >= config.n_vectors)
         recorder.emit(rec)
     return model.result(reason, recorder, loop.n_passes, time.perf_counter() - t0)
 
@@ -256,12 +258,12 @@ class _HMPModel:
     Gram (backfitting), the coefficients per cache column, ``c̃ = L⁻¹ f(s)`` or the basic steps,
     and the RKHS error after each iteration."""
 
-    def __init__(self, kernel, wsq, n_vectors, backfit, criterion="eq13"):
-        self.kernel, self.n_vectors, self.backfit, self.criterion = kernel, int(n_vectors), backfit, criterion
+    def __init__(self, config: HMPConfig, wsq):
+        self.config = config
         self.wsq = np.asarray(wsq, dtype=np.float64).reshape(-1)
         self.m = len(self.wsq)
         self.total = float(self.wsq.sum())
-        self.capacity = max(1, min(self.n_vectors, 4096))
+        self.capacity = max(1, min(config.n_vectors, 4096))
         self.chol = IncrementalCholesky(self.capacity)
         self.sel_index: list[int] = []
         self.sel_rows: list[np.ndarray] = []
@@ -280,10 +282,14 @@ class _HMPModel:
     def excluded(self) -> set:
         return set(self.sel_index) | self.dependent if self.backfit else set(self.dependent)
 
+    @property
+    def backfit(self) -> bool:
+        return self.config.backfit
+
     def stop_rule(self, best, rkhs_tol):
-        if self.n_distinct >= self.n_vectors:
+        if self.n_distinct >= self.config.n_vectors:
             return StopReason.N_VECTORS
-        if not self.backfit and self.it >= BASIC_MAX_STEPS * self.n_vectors:
+        if not self.backfit and self.it >= BASIC_MAX_STEPS * self.config.n_vectors:
             return StopReason.MAX_ITER
         if self.total > 0 and self.err.sum() <= rkhs_tol * self.total:
             return StopReason.RKHS_TOL if rkhs_tol > 0 else StopReason.CONVERGED
@@ -302,7 +308,7 @@ class _HMPModel:
                 return j
             z, kzz = best["rows"][j], float(best["kdiag"][j])
             rows = self.sel_rows
-            cross = self.kernel(np.asarray(rows), z[None, :])[:, 0].astype(np.float64) if rows else np.zeros(0)
+            cross = self.config.kernel(np.asarray(rows), z[None, :])[:, 0].astype(np.float64) if rows else np.zeros(0)
             v = self.chol.solve_lower(cross)
             if kzz - float(v @ v) > MIN_PIVOT * kzz and self.chol.append(cross, kzz):
                 return j
@@ -316,7 +322,7 @@ class _HMPModel:
         if self.backfit:
             L, k = self.chol.L, self.chol.size
             Lkk = float(L[k - 1, k - 1])
-            w = solve_triangular(L[: k - 1, : k - 1].T, L[k - 1, : k - 1], lower=False) if k > 1 else None
+            w = self.chol.solve_upper(L[k - 1, : k - 1], k - 1) if k > 1 else None  # K_old⁻¹ k_old(z)
             c = r / (Lkk * Lkk)
             self.coef = np.vstack([self.coef - (np.outer(w, c) if w is not None else 0.0), c[None, :]])
             ct = r / Lkk
@@ -333,7 +339,7 @@ class _HMPModel:
         self.it += 1
         self.err = np.maximum(self.err, 0.0)
         effects = [*rs_effects.add(Atom(np.array(z), 0, idx))]
-        if self.criterion == "decrease":  # residual and δ move together; δ's moves are never dropped
+        if self.config.criterion == "decrease":  # residual and δ move together; δ's moves are never dropped
             effects.append(rs_effects.orth_move(w, c, Lkk, idx))
             if self.it % RESYNC_EVERY == 0:
                 effects.append(rs_effects.set_coef(self.coef))
@@ -366,9 +372,10 @@ class _HMPModel:
         )
 
 
-def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates: int | None = None,
+def dense_hyperplane_pursuit(rows, *, kernel=None, F, wsq, n_vectors: int | None = None, candidates: int | None = None,
                              random_state=None, rkhs_tol: float = 0.0, callback=None,
-                             criterion: str = "eq13", checkpoint=None, run=None) -> HMPResult:
+                             criterion: str = "eq13", checkpoint=None, run=None,
+                             config: HMPConfig | None = None) -> HMPResult:
     """Backfitted hyperplane matching pursuit over a pool held in this process (see the module
     docstring): ``rows`` (P, d) the pool, ``F`` (P, m) the expansion's values there (without
     intercept) for the outputs pursued (coupled when m > 1), ``wsq`` (m,) their ``‖w_j‖²``;
@@ -382,15 +389,27 @@ def dense_hyperplane_pursuit(rows, *, kernel, F, wsq, n_vectors: int, candidates
     ``checkpoint``: an object with ``maybe_save(run, t, rng, last=...)`` called at the end of
     every iteration t with the pursuit's state (a ``_DensePursuit``, pickled without the pool,
     its values and the unused capacity of ``Q``); ``run``: such a saved state to continue
-    (:meth:`_DensePursuit.reattach` gives it the pool, values and RNG back)."""
-    if criterion not in CRITERIA:
-        raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
+    (:meth:`_DensePursuit.reattach` gives it the pool, values and RNG back); a resumed run goes
+    on with the configuration it was saved with.
+
+    ``config``: an :class:`HMPConfig` built by the caller (the compressor's routes), in place of
+    ``kernel``, ``n_vectors``, ``candidates``, ``rkhs_tol`` and ``criterion`` (backfitting; its
+    ``top`` is unused: every candidate is tried in score order)."""
+    if config is None:
+        if kernel is None or n_vectors is None:
+            raise ValueError("dense_hyperplane_pursuit needs kernel= and n_vectors= (or config=, an HMPConfig); "
+                             f"got kernel={kernel!r}, n_vectors={n_vectors!r}")
+        config = HMPConfig(kernel, len(rows), n_vectors, True, candidates, rkhs_tol, criterion=criterion)
+    elif kernel is not None or n_vectors is not None:
+        raise ValueError("pass either config= (an HMPConfig) or kernel= and n_vectors=, not both; "
+                         f"got config={config!r} with kernel={kernel!r}, n_vectors={n_vectors!r}")
     t0 = time.perf_counter()
     if run is None:
-        run = _DensePursuit(rows, kernel, F, wsq, n_vectors, candidates, random_state, criterion)
+        run = _DensePursuit(rows, config, F, wsq, random_state)
     else:
         run.reattach(rows, F, random_state)
     run.recorder.attach(callback)
+    rkhs_tol = run.config.rkhs_tol
     while True:
         reason = run.stop_rule(rkhs_tol)                       # size or RKHS tolerance reached
         if reason is not None:
@@ -424,17 +443,17 @@ class _DensePursuit:
     ``Q`` (P × k) / ``L`` of the selected vectors, the residual values ``R`` on the pool, and the
     RKHS error per output."""
 
-    def __init__(self, rows, kernel, F, wsq, n_vectors, candidates, random_state, criterion):
-        self.kernel, self.criterion = kernel, criterion
+    def __init__(self, rows, config: HMPConfig, F, wsq, random_state):
+        self.config = config
         self.Z = np.ascontiguousarray(rows, dtype=np.float64)
         P = len(self.Z)
         self.F = np.asarray(F, dtype=np.float64).reshape(P, -1)
         self.wsq = np.asarray(wsq, dtype=np.float64).reshape(-1)
         self.m, self.total = self.F.shape[1], float(self.wsq.sum())
-        self.n_vectors = int(min(n_vectors, P))
+        self.n_vectors = min(config.n_vectors, P)  # the pool's size caps the path
         self.rng = random_state if random_state is not None else np.random.default_rng(0)
-        self.sampler = None if candidates is None else RandomCandidates(P, int(candidates))
-        self.kdiag = np.asarray(kernel.diag(self.Z), dtype=np.float64)
+        self.sampler = None if config.candidates is None else RandomCandidates(P, config.candidates)
+        self.kdiag = np.asarray(config.kernel.diag(self.Z), dtype=np.float64)
         self.Q = np.zeros((P, max(self.n_vectors, 1)))
         self.L = np.zeros((max(self.n_vectors, 1), max(self.n_vectors, 1)))
         self.delta = self.kdiag.copy()  # k(z, z) − ‖Q[z]‖²: the part orthogonal to the basis
@@ -471,7 +490,7 @@ class _DensePursuit:
         checked them) and the RNG, its state already set by the caller."""
         self.Z = np.ascontiguousarray(rows, dtype=np.float64)
         self.F = np.asarray(F, dtype=np.float64).reshape(len(self.Z), -1)
-        self.kdiag = np.asarray(self.kernel.diag(self.Z), dtype=np.float64)
+        self.kdiag = np.asarray(self.config.kernel.diag(self.Z), dtype=np.float64)
         self.rng = random_state if random_state is not None else np.random.default_rng(0)
 
     def stop_rule(self, rkhs_tol):
@@ -490,7 +509,7 @@ class _DensePursuit:
         num = np.einsum("ij,ij->i", self.R[cand], self.R[cand])
         kd, de = self.kdiag[cand], self.delta[cand]
         with np.errstate(divide="ignore", invalid="ignore"):
-            if self.criterion == "eq13":
+            if self.config.criterion == "eq13":
                 return np.where(kd > 0, num / kd, 0.0)
             # candidates already (numerically) in the span score 0 and are never picked
             return np.where(de > MIN_PIVOT * kd, num / de, 0.0)
@@ -518,7 +537,7 @@ class _DensePursuit:
             self._drop(z)
             return False
         Lkk = np.sqrt(d)
-        col = np.asarray(self.kernel(self.Z, self.Z[z][None, :])[:, 0], dtype=np.float64)
+        col = np.asarray(self.config.kernel(self.Z, self.Z[z][None, :])[:, 0], dtype=np.float64)
         q = (col - self.Q[:, :k] @ v) / Lkk if k else col / Lkk
         q[z] = Lkk
         self.Q[:, k] = q
@@ -548,7 +567,7 @@ class _DensePursuit:
     def result(self, reason, seconds) -> HMPResult:
         n = len(self.sel)
         Ln = self.L[:n, :n].copy()
-        coef = solve_triangular(Ln.T, self.ctilde, lower=False) if n else np.zeros((0, self.m))
+        coef = IncrementalCholesky.of_factor(Ln).solve_upper(self.ctilde) if n else np.zeros((0, self.m))
         index = np.asarray(self.sel, dtype=np.int64)
         return HMPResult(
             index=index, vectors=self.Z[index].reshape(n, -1), coef=coef, wsq=self.wsq,

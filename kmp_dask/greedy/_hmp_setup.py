@@ -21,7 +21,8 @@ import numpy as np
 from ..blockops import Engine, RSSetup, rs_effects, rs_stats
 from ..blockops._results import RSStats
 from ..expansion import KernelExpansion
-from ._hmp import hyperplane_pursuit
+from ._hmp import run_hyperplane_pursuit
+from ._hmp_config import HMPConfig
 
 __all__ = ["compress_on_pool", "chunked_compression", "pool_rkhs_norms", "compress_piece"]
 
@@ -37,9 +38,9 @@ def pool_rkhs_norms(engine: Engine, expansion, pool_coef) -> np.ndarray:
     return expansion.rkhs_sqnorm()
 
 
-def compress_on_pool(engine: Engine, expansion, pool_coef, *, n_rows, outputs_groups, n_vectors, backfit=True,
-                     candidates=None, seed=0, rkhs_tol=0.0, callback=None, criterion="eq13", checkpoint=None,
-                     saved=None):
+def compress_on_pool(engine: Engine, expansion, pool_coef, *, n_rows=None, outputs_groups, n_vectors=None,
+                     backfit=True, candidates=None, seed=0, rkhs_tol=0.0, callback=None, criterion="eq13",
+                     checkpoint=None, saved=None, config: HMPConfig | None = None):
     """Initialise the pool and run one pursuit per group of outputs (coupled: one group with all
     outputs; independent: one group per output). Returns ``(wsq, [HMPResult per group])``.
     ``criterion``: the selection score, ``"eq13"`` or ``"decrease"`` (backfitting only; the
@@ -50,7 +51,12 @@ def compress_on_pool(engine: Engine, expansion, pool_coef, *, n_rows, outputs_gr
     state with the engine's journal); ``saved``: such a saved state (``wsq``, ``group``, the
     finished groups' ``results``, the ``loop``, ``rng``, ``journal``) — its journal is replayed on
     this engine's fresh partitions (the init pass is not repeated) and the pursuit of its group
-    continues: the same results as an uninterrupted run."""
+    continues: the same results as an uninterrupted run.
+
+    ``config``: an :class:`~kmp_dask.greedy._hmp_config.HMPConfig` built by the caller (the
+    compressor's routes), in place of ``n_rows``, ``n_vectors``, ``backfit``, ``candidates``,
+    ``rkhs_tol`` and ``criterion`` (the expansion's kernel must be its ``kernel``)."""
+    config = _pool_config(expansion, config, n_rows, n_vectors, backfit, candidates, rkhs_tol, criterion)
     rng = np.random.default_rng(seed)
     if saved is not None:
         engine.run(None, None, saved["journal"])  # fresh partitions → their state at the save
@@ -62,26 +68,36 @@ def compress_on_pool(engine: Engine, expansion, pool_coef, *, n_rows, outputs_gr
     for g in range(first, len(groups)):
         group = groups[g]
         hook = None if checkpoint is None else checkpoint.bind(wsq=wsq, group=g, results=results, engine=engine)
-        results.append(hyperplane_pursuit(
-            engine, kernel=expansion.kernels[0], n_rows=n_rows, wsq=wsq[group], outputs=group,
-            n_vectors=n_vectors, backfit=backfit, candidates=candidates, random_state=rng,
-            rkhs_tol=rkhs_tol, callback=callback, criterion=criterion, checkpoint=hook,
-            loop=loop if g == first else None))
+        results.append(run_hyperplane_pursuit(engine, config, wsq=wsq[group], outputs=group, random_state=rng,
+                                              callback=callback, checkpoint=hook, loop=loop if g == first else None))
     return wsq, results
 
 
-def compress_piece(vectors, coef, kernel, keep, criterion="eq13", local_engine=None):
-    """Compress the expansion ``(vectors, coef)`` to ``keep`` of its own vectors (coupled,
+def _pool_config(expansion, config, n_rows, n_vectors, backfit, candidates, rkhs_tol, criterion) -> HMPConfig:
+    """The pursuit's :class:`HMPConfig`: the caller's, or built from :func:`compress_on_pool`'s keywords."""
+    if config is None:
+        if n_rows is None or n_vectors is None:
+            raise ValueError("compress_on_pool needs n_rows= and n_vectors= (or config=, an HMPConfig); "
+                             f"got n_rows={n_rows!r}, n_vectors={n_vectors!r}")
+        return HMPConfig(expansion.kernels[0], n_rows, n_vectors, backfit, candidates, rkhs_tol, criterion=criterion)
+    if n_rows is not None or n_vectors is not None:
+        raise ValueError("pass either config= (an HMPConfig) or n_rows= and n_vectors=, not both; "
+                         f"got config={config!r} with n_rows={n_rows!r}, n_vectors={n_vectors!r}")
+    return config
+
+
+def compress_piece(vectors, coef, kernel, n_vectors, criterion="eq13", local_engine=None):
+    """Compress the expansion ``(vectors, coef)`` to ``n_vectors`` of its own vectors (coupled,
     backfitted, selected by ``criterion``) on ``local_engine(vectors)`` (an in-process engine over
     the rows: :func:`kmp_dask.parallel.local_engine`). Returns ``(vectors, coef)`` of the reduced
     piece."""
     vectors = np.asarray(vectors)
-    if len(vectors) <= keep:
+    if len(vectors) <= n_vectors:
         return vectors, np.asarray(coef)
     exp = KernelExpansion(vectors, coef, 0.0, kernel)
+    config = HMPConfig(kernel, len(vectors), n_vectors, criterion=criterion)
     with local_engine(vectors) as engine:
-        _, (res,) = compress_on_pool(engine, exp, exp.coef, n_rows=len(vectors),
-                                     outputs_groups=[range(exp.n_outputs)], n_vectors=keep, criterion=criterion)
+        _, (res,) = compress_on_pool(engine, exp, exp.coef, outputs_groups=[range(exp.n_outputs)], config=config)
     return res.vectors, res.coef
 
 
@@ -89,12 +105,12 @@ def _merge(*pieces):
     return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
 
 
-def _leaf(piece, kernel, keep, criterion, local_engine):
-    return compress_piece(*piece, kernel, keep, criterion, local_engine)
+def _leaf(piece, kernel, n_vectors, criterion, local_engine):
+    return compress_piece(*piece, kernel, n_vectors, criterion, local_engine)
 
 
-def _merge_and_compress(kernel, keep, criterion, local_engine, *pieces):
-    return compress_piece(*_merge(*pieces), kernel, keep, criterion, local_engine)
+def _merge_and_compress(kernel, n_vectors, criterion, local_engine, *pieces):
+    return compress_piece(*_merge(*pieces), kernel, n_vectors, criterion, local_engine)
 
 
 def chunked_compression(tasks, expansion, *, piece_vectors: int, keep: int, arity: int = 2,
@@ -116,7 +132,7 @@ def chunked_compression(tasks, expansion, *, piece_vectors: int, keep: int, arit
     # ("lost dependencies", 1 run in 3 of the killed-worker test); every task stays a pure function
     args = (kernel, keep, criterion, tasks.local_engine)
     try:
-        return tasks.tree_reduce(functools.partial(_leaf, kernel=kernel, keep=keep, criterion=criterion,
+        return tasks.tree_reduce(functools.partial(_leaf, kernel=kernel, n_vectors=keep, criterion=criterion,
                                                    local_engine=tasks.local_engine),
                                  pieces, functools.partial(_merge_and_compress, *args), arity=arity, timeout=timeout)
     except TimeoutError:

@@ -22,18 +22,18 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from ..blockops._engine import Engine
 from ..blockops._kpca import KPCAColumn, KPCAScoreQuery, kpca_effects, kpca_moments, kpca_score
 from ..blockops._results import KPCAMoments, KPCAScoreStats
 from ..linalg import IncrementalCholesky
 from ._candidates import gather_fetched
+from ._kpca_config import KPCAConfig
 from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import RandomCandidates
 
-__all__ = ["KPCAResult", "KPCARun", "sparse_kernel_pca", "principal_directions", "canonical_directions", "truncate"]
+__all__ = ["KPCAResult", "KPCARun", "KPCAConfig", "sparse_kernel_pca", "principal_directions", "canonical_directions", "truncate"]
 
 MAX_STALLS = 8
 
@@ -109,6 +109,7 @@ def sparse_kernel_pca(engine: Engine, *, kernel, n_rows: int, n_features: int, d
     and the loop goes on — the same result as an uninterrupted run. One holding a result
     returns it without a pass.
     """
+    config = KPCAConfig(kernel, n_rows, n_features, dtype, n_components, columns, candidates, rank_tol)
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result  # the checkpointed selection had finished
     t0 = time.perf_counter()
@@ -117,7 +118,7 @@ def sparse_kernel_pca(engine: Engine, *, kernel, n_rows: int, n_features: int, d
         run, _, _ = checkpoint.restore(engine, rng)  # partitions replayed, RNG set
         run.attach(engine, callback, checkpoint)
     else:
-        run = KPCARun(kernel, columns, n_rows, n_features, dtype, n_components, candidates, rank_tol)
+        run = KPCARun(config)
         run.attach(engine, callback, checkpoint)
         run.begin(rng)
     result = run.loop(rng)
@@ -137,7 +138,8 @@ class KPCARun:
     """The driver's state of a sparse KPCA / KCCA selection between two passes: the chosen rows
     and their index, one Cholesky factor per view, rows found dependent, the trace and largest
     residual paths, this iteration's candidates ``(idx, Z)`` (exact mode: every row, with their
-    coordinates ``LZ``), the effect queued for the next pass, the sampler and counters.
+    coordinates ``LZ``), the effect queued for the next pass, the sampler and counters; what the
+    selection is, its :class:`~kmp_dask.greedy._kpca_config.KPCAConfig` (``config``).
 
     The trace and largest-residual paths and the per-point records live in its
     :class:`~kmp_dask.greedy._record.PathRecorder`, which also calls the callback. A checkpoint
@@ -146,14 +148,10 @@ class KPCARun:
 
     _DETACHED = ("engine", "checkpoint")
 
-    def __init__(self, kernel, columns, n_rows, n_features, dtype, n_components, candidates, rank_tol):
-        self.kernels = tuple(kernel) if isinstance(kernel, (tuple, list)) else (kernel,)
-        self.columns = tuple(columns)
-        self.n_rows, self.n_features, self.dtype = int(n_rows), int(n_features), np.dtype(dtype)
-        self.n_components, self.rank_tol = int(n_components), float(rank_tol)
-        self.exact = candidates is None
-        self.sampler = None if self.exact else RandomCandidates(self.n_rows, int(candidates))
-        self.capacity = max(1, min(self.n_components, 4096))
+    def __init__(self, config: KPCAConfig):
+        self.config = config
+        self.sampler = None if config.exact else RandomCandidates(config.n_rows, config.candidates)
+        self.capacity = max(1, min(config.n_components, 4096))
         self.chols = [IncrementalCholesky(self.capacity) for _ in self.kernels]
         self.S_rows: list[np.ndarray] = []
         self.S_index: list[int] = []
@@ -166,7 +164,17 @@ class KPCARun:
     @property
     def n_basis(self) -> int:
         """The loop's last iteration is ``n_basis − 1`` (what ``Checkpoint.maybe_save`` asks)."""
-        return self.n_components
+        return self.config.n_components
+
+    # the configuration's fields the loop reads (one source: ``config``; nothing copied)
+    kernels = property(lambda self: self.config.kernels)
+    columns = property(lambda self: self.config.columns)
+    n_rows = property(lambda self: self.config.n_rows)
+    n_features = property(lambda self: self.config.n_features)
+    dtype = property(lambda self: self.config.dtype)
+    n_components = property(lambda self: self.config.n_components)
+    rank_tol = property(lambda self: self.config.rank_tol)
+    exact = property(lambda self: self.config.exact)
 
     def __getstate__(self):
         state = {k: v for k, v in self.__dict__.items() if k not in self._DETACHED}
@@ -381,7 +389,7 @@ def principal_directions(result: KPCAResult):
     w, V = np.linalg.eigh((C + C.T) / 2)
     order = np.argsort(w)[::-1]
     w, V = np.maximum(w[order], 0.0), V[:, order]
-    coef = solve_triangular(result.L[0].T, V, lower=False) if len(mu) else np.zeros((0, 0))
+    coef = IncrementalCholesky.of_factor(result.L[0]).solve_upper(V) if len(mu) else np.zeros((0, 0))
     return w * n, V, coef, -(mu @ V)
 
 
@@ -410,8 +418,8 @@ def canonical_directions(result: KPCAResult, reg: float = 1e-3):
     Ra, Rb = inv_sqrt(Caa), inv_sqrt(Cbb)
     U, s, Wt = np.linalg.svd(Ra @ Cab @ Rb)
     Da, Db = Ra @ U, Rb @ Wt.T
-    coef_x = solve_triangular(result.L[0].T, Da, lower=False)
-    coef_y = solve_triangular(result.L[1].T, Db, lower=False)
+    coef_x = IncrementalCholesky.of_factor(result.L[0]).solve_upper(Da)
+    coef_y = IncrementalCholesky.of_factor(result.L[1]).solve_upper(Db)
     return s, (coef_x, -(mx @ Da)), (coef_y, -(my @ Db))
 
 

@@ -4,8 +4,8 @@ family that keeps a growing factor.
 NumPy/SciPy only, always float64. The factor is stored in a preallocated buffer that doubles when
 full. Columns (atoms, core points) are added one at a time or as a block, removed at any position,
 or the whole factor is recomputed from its matrix. Two kinds of triangular solves read it:
-one LAPACK call on the factor (:meth:`IncrementalCholesky.solve_lower`, :meth:`~IncrementalCholesky.solve`;
-KMP, HMP, sparse KPCA) and row-blocked solves that read the buffer in place without copying the
+one LAPACK call on the factor (:meth:`IncrementalCholesky.solve_lower`, :meth:`~IncrementalCholesky.solve`,
+:meth:`~IncrementalCholesky.solve_upper`; KMP, HMP, sparse KPCA) and row-blocked solves that read the buffer in place without copying the
 factor (:func:`forward_substitution`, :func:`back_substitution`; the CVM core-set QP). They round
 differently, so each family keeps the one it was built with and its fits stay bit for bit the same.
 """
@@ -91,7 +91,8 @@ class IncrementalCholesky:
     Two sets of operations share the buffer:
 
     * KMP, HMP and sparse KPCA: :meth:`append` (breakdown rule below), :meth:`solve_lower`,
-      :meth:`solve`, :meth:`pivot_residual_norms` — one LAPACK call per solve.
+      :meth:`solve_upper`, :meth:`solve`, :meth:`pivot_residual_norms` — one LAPACK call per
+      solve; :meth:`of_factor` reads a finished path's factor (a result's ``L``) the same way.
     * The CVM core-set QP (``greedy/_cvm_qp.ActiveSetQP``), whose factor also shrinks:
       :meth:`forward` / :meth:`backward` (row-blocked, in place), :meth:`append_row` and
       :meth:`append_block` (relative breakdown rule ``rtol``), :meth:`remove` (any position, a
@@ -198,6 +199,35 @@ class IncrementalCholesky:
             return b.copy()
         L = self._buffer[: self._size, : self._size]
         return solve_triangular(L, b, lower=True, check_finite=False)
+
+    def solve_upper(self, b: np.ndarray, size: int | None = None) -> np.ndarray:
+        """Back substitution ``L_k⁻ᵀ b`` on the factor's leading ``k = size`` rows (all by default):
+        with ``c̃ = L⁻¹ f`` this gives ``K⁻¹ f`` on the first k atoms (nested factors: a path's
+        prefix models), with ``b`` the last row of ``L`` the new atom's projection coefficients.
+
+        One LAPACK call, ``scipy.linalg.solve_triangular(L_k.T, b, lower=False)`` on the buffer's
+        leading block (the layout decides which LAPACK variant runs, so every family calls this
+        one form and rounds alike). ``b``: shape (k,) or (k, m); ``size`` in 0..size."""
+        k = self._size if size is None else int(size)
+        if not 0 <= k <= self._size:
+            raise ValueError(f"size must be in 0..{self._size} (the factored atoms); got {size!r}")
+        L = self._buffer[:k, :k]
+        return solve_triangular(L.T, b, lower=False)
+
+    @classmethod
+    def of_factor(cls, L: np.ndarray) -> IncrementalCholesky:
+        """A finished factor (lower triangular, e.g. a result's ``L``) read as an
+        :class:`IncrementalCholesky` for its solves: a read-only view, no copy (its layout — and
+        so the solves' rounding — is the array's own). Growing it copies into a new buffer;
+        :meth:`remove` and :meth:`reset` refuse (read-only): :meth:`copy` first to change it."""
+        L = np.asarray(L, dtype=np.float64)
+        if L.ndim != 2 or L.shape[0] != L.shape[1]:
+            raise ValueError(f"L must be a square (k, k) lower-triangular factor; got shape {L.shape}")
+        new = cls.__new__(cls)
+        new._buffer = L.view()
+        new._buffer.flags.writeable = False
+        new._size, new.ridge = len(L), 0.0
+        return new
 
     def solve(self, b: np.ndarray) -> np.ndarray:
         """Solve ``(G + ridge * I) x = b`` with two triangular solves.
@@ -369,7 +399,7 @@ class IncrementalCholesky:
 
     def copy(self) -> IncrementalCholesky:
         """Independent copy (same factor, capacity and ridge)."""
-        new = IncrementalCholesky(self.capacity, ridge=self.ridge)
+        new = IncrementalCholesky(max(self.capacity, 1), ridge=self.ridge)
         new._buffer = self._buffer.copy()
         new._size = self._size
         return new

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..estimators._progress import progress_callback
 from ..greedy._hmp import dense_hyperplane_pursuit
+from ..greedy._hmp_config import HMPConfig
 from ..greedy._hmp_setup import chunked_compression, compress_on_pool
 from ..greedy._sampling import resolve_candidates
 from ..parallel._session import client_session, engine_on, engine_session, task_session
@@ -46,27 +47,31 @@ DENSE_HMP_LIMIT = 32_000_000
 DENSE_POOL_LIMIT = 20_000
 
 
-def hmp_levels(est, exp, store, rows, pool_coef, in_memory, n_keep, groups, keep=None, ckpt=None):
-    """Hyperplane matching pursuit's path: in process, on the engine, or after the chunking tree."""
+def hmp_levels(est, exp, store, rows, pool_coef, in_memory, n_vectors, groups, fit_stack=None, ckpt=None):
+    """Hyperplane matching pursuit's path: in process, on the engine, or after the chunking tree.
+
+    ``n_vectors``: the compressed size asked for (the path runs to it, or with ``select="rkhs_tol"``
+    to at least one vector, capped by the pool); ``fit_stack``: fit's exit stack (None outside a fit)."""
     seed = _pursuit_seed(est)
     saved = None if ckpt is None else ckpt.restore_payload()
     saver = None if ckpt is None else PursuitSaver(ckpt, {} if saved is None or "tree" not in saved
                                                    else {"tree": saved["tree"]})
     if saved is not None and saved["stage"] == "path":  # the pursuit had ended
-        return _resume_path(est, saved, store, in_memory, groups, exp.n_outputs, keep)
+        return _resume_path(est, saved, store, in_memory, groups, exp.n_outputs, fit_stack)
     in_pursuit = saved if saved is not None and saved["stage"] == "pursuit" else None
-    cb, bar = progress_callback(est.verbose, n_keep * len(groups), desc="reduced set", unit="vector")
-    path_len = n_keep if est.select == "n_vectors" else min(store.n_rows, max(n_keep, 1))
+    cb, bar = progress_callback(est.verbose, n_vectors * len(groups), desc="reduced set", unit="vector")
+    if est.select != "n_vectors":
+        n_vectors = min(store.n_rows, max(n_vectors, 1))
     run = _PursuitRun(exp, groups, seed, cb, bar, saver, in_pursuit)
-    if _starts_dense(est, rows, store, path_len, in_pursuit):  # in process, no client needed
-        return dense_levels(est, run, rows, pool_coef, min(path_len, store.n_rows))
-    # exchange on a store pool: the client and the engine outlive this call (closed by fit's `keep`)
-    on_engine = bool(est.exchange) and rows is None and keep is not None
+    if _starts_dense(est, rows, store, n_vectors, in_pursuit):  # in process, no client needed
+        return dense_levels(est, run, rows, pool_coef, min(n_vectors, store.n_rows))
+    # exchange on a store pool: the client and the engine outlive this call (closed by fit's stack)
+    on_engine = bool(est.exchange) and rows is None and fit_stack is not None
     with contextlib.ExitStack() as local:
-        owner = keep if on_engine else local
+        owner = fit_stack if on_engine else local
         if est.chunk_vectors is not None:
             tasks = owner.enter_context(task_session(est.client, in_memory=in_memory))
-            vecs, tree_coef = _tree_vectors(est, tasks, exp, path_len, saver, ckpt)
+            vecs, tree_coef = _tree_vectors(est, tasks, exp, n_vectors, saver, ckpt)
             if not est.refine:
                 wsq = exp.rkhs_sqnorm()
                 est.stop_reason_ = "chunk_tree" if est.chunking == "tree" else "chunk_cyclic"
@@ -75,13 +80,12 @@ def hmp_levels(est, exp, store, rows, pool_coef, in_memory, n_keep, groups, keep
             client = None  # the refinement pool is small: in this process
         else:
             client = owner.enter_context(client_session(est.client, in_memory=in_memory))
-        n_path = min(path_len, store.n_rows)
-        use_dense = _use_dense(est, client, rows, n_path, est.chunk_vectors is not None)
+        use_dense = _use_dense(est, client, rows, min(n_vectors, store.n_rows), est.chunk_vectors is not None)
         if in_pursuit is not None:
             use_dense = in_pursuit["dense"]
         if use_dense:
-            return dense_levels(est, run, rows, pool_coef, n_path)
-        return engine_pursuit(est, run, client, store, pool_coef, path_len, owner, on_engine)
+            return dense_levels(est, run, rows, pool_coef, min(n_vectors, store.n_rows))
+        return engine_pursuit(est, run, client, store, pool_coef, n_vectors, owner, on_engine)
 
 
 class _PursuitRun:
@@ -112,53 +116,59 @@ def _pursuit_seed(est) -> int:
         est.random_state, np.random.RandomState) else int(est.random_state.randint(0, 2**31 - 1))
 
 
-def _starts_dense(est, rows, store, path_len, in_pursuit) -> bool:
+def _starts_dense(est, rows, store, n_vectors, in_pursuit) -> bool:
     """Whether the pursuit runs in this process from the start (no client, no chunking tree);
     a resumed pursuit runs where it began."""
     dense_first = est.chunk_vectors is None and est.client is None and _use_dense(
-        est, None, rows, min(path_len, store.n_rows), False)
+        est, None, rows, min(n_vectors, store.n_rows), False)
     if in_pursuit is not None and est.chunk_vectors is None:
         dense_first = in_pursuit["dense"]  # a resumed pursuit runs where it began (client is not checked)
     return dense_first
 
 
-def _use_dense(est, client, rows, n_path, refining) -> bool:
+def _use_dense(est, client, rows, n_vectors, refining) -> bool:
     ok = rows is not None and bool(est.backfit) and (client is None or refining)
     if est.dense is True:
         if not ok:
             raise ValueError("dense=True needs a numpy pool, backfit=True and no cluster (client=None)")
         return True
-    return est.dense == "auto" and ok and len(rows) * max(n_path, 1) <= DENSE_HMP_LIMIT
+    return est.dense == "auto" and ok and len(rows) * max(n_vectors, 1) <= DENSE_HMP_LIMIT
 
 
-def _tree_vectors(est, tasks, exp, path_len, saver, ckpt):
+def _tree_vectors(est, tasks, exp, n_vectors, saver, ckpt):
     """The chunking method's vectors and coefficients (the tree on the workers, or the paper's
     cyclic form in this process): from the checkpoint when it had finished, else computed (and
     saved)."""
     if saver is not None and "tree" in saver.extra:  # the tree had finished: not run again
         return saver.extra["tree"]
     if est.chunking == "cyclic":  # the paper's cycle through the pieces, in this process
-        res = cyclic_chunking(exp, piece_vectors=int(est.chunk_vectors), keep=path_len, criterion=est.criterion)
+        res = cyclic_chunking(exp, piece_vectors=int(est.chunk_vectors), keep=n_vectors, criterion=est.criterion)
         vecs, tree_coef = res.vectors, res.coef
     else:
         vecs, tree_coef = chunked_compression(tasks, exp, piece_vectors=int(est.chunk_vectors),
-                                              keep=path_len, criterion=est.criterion)
+                                              keep=n_vectors, criterion=est.criterion)
     if saver is not None:
         saver.extra["tree"] = (vecs, tree_coef)
         ckpt.save_payload({"stage": "tree", "tree": (vecs, tree_coef)}, stage="tree")
     return vecs, tree_coef
 
 
-def engine_pursuit(est, run, client, store, pool_coef, path_len, owner, on_engine):
+def hmp_config(est, kernel, n_rows, n_vectors, backfit=None) -> HMPConfig:
+    """The pursuit's configuration from the compressor's parameters (built once per route):
+    ``rkhs_tol`` only with ``select="rkhs_tol"``, ``candidates`` resolved ("all" → None)."""
+    return HMPConfig(kernel, n_rows, n_vectors, bool(est.backfit) if backfit is None else backfit,
+                     resolve_candidates(est.candidates), float(est.rkhs_tol) if est.select == "rkhs_tol" else 0.0,
+                     criterion=est.criterion)
+
+
+def engine_pursuit(est, run, client, store, pool_coef, n_vectors, owner, on_engine):
     """The pursuit on the engine over ``store``; ``owner`` closes the engine (fit's stack when
     exchanges will run on it, which it then keeps in ``est._xengine``)."""
+    config = hmp_config(est, run.exp.kernels[0], store.n_rows, min(n_vectors, store.n_rows))
     engine = owner.enter_context(engine_on(client, store))
     try:
-        wsq, results = compress_on_pool(
-            engine, run.exp, pool_coef, n_rows=store.n_rows, outputs_groups=run.groups,
-            n_vectors=min(path_len, store.n_rows), backfit=bool(est.backfit), candidates=resolve_candidates(est.candidates),
-            seed=run.seed, rkhs_tol=float(est.rkhs_tol) if est.select == "rkhs_tol" else 0.0, callback=run.cb,
-            criterion=est.criterion, checkpoint=run.saver, saved=run.saved)
+        wsq, results = compress_on_pool(engine, run.exp, pool_coef, outputs_groups=run.groups, seed=run.seed,
+                                        callback=run.cb, checkpoint=run.saver, saved=run.saved, config=config)
     finally:
         run.close_bar()
     if on_engine:
@@ -168,11 +178,11 @@ def engine_pursuit(est, run, client, store, pool_coef, path_len, owner, on_engin
     return _record(est, results, run.groups, run.exp.n_outputs), wsq
 
 
-def _resume_path(est, saved, store, in_memory, groups, m, keep):
+def _resume_path(est, saved, store, in_memory, groups, m, fit_stack):
     """A checkpoint saved when the pursuit had ended: its path; with exchanges on a store pool
     the engine is rebuilt (journal replayed) so that they run on the pursuit's partitions."""
-    if est.exchange and saved.get("journal") is not None and keep is not None:
-        engine = keep.enter_context(engine_session(est.client, store, in_memory=in_memory))
+    if est.exchange and saved.get("journal") is not None and fit_stack is not None:
+        engine = fit_stack.enter_context(engine_session(est.client, store, in_memory=in_memory))
         engine.run(None, None, saved["journal"])  # fresh partitions → their state when the pursuit ended
         est._xengine = (engine, store.n_rows)
     return _record(est, list(saved["results"]), groups, m), saved["wsq"]
@@ -187,10 +197,10 @@ def pool_values(est, exp, rows) -> np.ndarray:
     return est._F_pool.reshape(len(rows), -1)
 
 
-def dense_levels(est, run, rows, pool_coef, n_path):
+def dense_levels(est, run, rows, pool_coef, n_vectors):
     """The in-process pursuit's levels (the progress bar closed either way)."""
     try:
-        wsq, results = _dense_hmp(est, run, rows, pool_coef, n_path)
+        wsq, results = _dense_hmp(est, run, rows, pool_coef, n_vectors)
     finally:
         run.close_bar()
     if run.saver is not None:
@@ -198,14 +208,14 @@ def dense_levels(est, run, rows, pool_coef, n_path):
     return _record(est, results, run.groups, run.exp.n_outputs), wsq
 
 
-def _dense_hmp(est, run, rows, pool_coef, n_path):
+def _dense_hmp(est, run, rows, pool_coef, n_vectors):
     exp = run.exp
+    config = hmp_config(est, exp.kernels[0], len(rows), n_vectors, backfit=True)
     F = pool_values(est, exp, rows)
     own = pool_coef is not None and np.array_equal(np.asarray(rows, dtype=np.float64),
                                                    np.asarray(exp.support_vectors, dtype=np.float64))
     wsq = np.einsum("ij,ij->j", np.asarray(pool_coef, dtype=np.float64), F) if own else exp.rkhs_sqnorm()
     rng = np.random.default_rng(run.seed)
-    tol = float(est.rkhs_tol) if est.select == "rkhs_tol" else 0.0
     results, first, state = [], 0, None
     if run.saved is not None:  # a checkpointed pursuit: its finished groups, its RNG, the group's state
         rng.bit_generator.state = run.saved["rng"]
@@ -213,10 +223,8 @@ def _dense_hmp(est, run, rows, pool_coef, n_path):
     for i in range(first, len(run.groups)):
         g = list(run.groups[i])
         hook = None if run.saver is None else run.saver.bind(wsq=wsq, group=i, results=results)
-        results.append(dense_hyperplane_pursuit(
-            rows, kernel=exp.kernels[0], F=F[:, g], wsq=wsq[g], n_vectors=n_path, candidates=resolve_candidates(est.candidates),
-            random_state=rng, rkhs_tol=tol, callback=run.cb, criterion=est.criterion, checkpoint=hook,
-            run=state if i == first else None))
+        results.append(dense_hyperplane_pursuit(rows, F=F[:, g], wsq=wsq[g], random_state=rng, callback=run.cb,
+                                                checkpoint=hook, run=state if i == first else None, config=config))
     return wsq, results
 
 

@@ -169,3 +169,35 @@ def test_shape_mismatch_errors(atoms):
         chol.append(np.zeros(2), 1.0)
     with pytest.raises(ValueError, match=r"b must have shape \(3,\).*Got shape \(4,\)"):
         chol.solve(np.zeros(4))
+
+
+def test_solve_upper_is_the_back_substitution_on_the_leading_block(atoms):
+    """``solve_upper(b, k)`` is ``L_k⁻ᵀ b`` (dense oracle) and, bit for bit, the scipy call the
+    families made on ``L`` before (its layout decides the LAPACK variant, so it is kept)."""
+    from scipy.linalg import solve_triangular
+
+    chol = _factor(atoms, capacity=20)  # buffer larger than the factor: sliced, non-contiguous
+    L, b = np.array(chol.L), np.random.default_rng(1).standard_normal((12, 3))
+    for k in (1, 5, 12):
+        got = chol.solve_upper(b[:k], k)
+        assert_allclose(got, np.linalg.solve(L[:k, :k].T, b[:k]), rtol=1e-10, atol=1e-12)
+        assert np.array_equal(got, solve_triangular(chol.L[:k, :k].T, b[:k], lower=False))
+        sub = IncrementalCholesky.of_factor(L).solve_upper(b[:k], k)
+        assert np.array_equal(sub, solve_triangular(L[:k, :k].T, b[:k], lower=False))
+    assert np.array_equal(IncrementalCholesky.of_factor(L).solve_upper(b), solve_triangular(L.T, b, lower=False))
+    with pytest.raises(ValueError, match="size must be in 0..12"):
+        chol.solve_upper(b, 13)
+
+
+def test_of_factor_is_a_read_only_view_that_grows_into_a_copy(atoms):
+    L = np.array(_factor(atoms[:, :4]).L)
+    f = IncrementalCholesky.of_factor(L)
+    assert f.size == 4 and np.shares_memory(f.L, L)
+    with pytest.raises(ValueError):
+        f.remove(0)  # read-only: the result's factor is never changed in place
+    B = atoms[:, :5]
+    assert f.append(B[:, :4].T @ B[:, 4], B[:, 4] @ B[:, 4]) and f.size == 5
+    assert_allclose(f.L @ f.L.T, B.T @ B, rtol=1e-10)
+    assert np.array_equal(L, np.array(_factor(atoms[:, :4]).L))
+    with pytest.raises(ValueError, match="square"):
+        IncrementalCholesky.of_factor(np.zeros((2, 3)))
