@@ -48,19 +48,32 @@ class PassResult:
         results = list(results)
         first = results[0]
         out = {}
-        for f in fields(cls):  # declared order; each field's sum is independent of the others
-            if f.name in cls._GATHERED:
-                out[f.name] = tuple(getattr(r, f.name) for r in results)
-            elif getattr(first, f.name) is None:
-                out[f.name] = None
-            elif f.name in cls._PYTHON_SUMS:
-                out[f.name] = sum(getattr(r, f.name) for r in results)
-            elif f.name in cls._MAXIMA:
-                out[f.name] = np.maximum.reduce([getattr(r, f.name) for r in results])
+        for name, kind in cls._combine_plan():  # declared order; each field's sum is independent
+            if kind == "gathered":
+                out[name] = tuple([getattr(r, name) for r in results])
+            elif getattr(first, name) is None:
+                out[name] = None
+            elif kind == "python":
+                out[name] = sum(getattr(r, name) for r in results)
+            elif kind == "max":
+                out[name] = np.maximum.reduce([getattr(r, name) for r in results])
             else:
-                s = total(results, f.name)
-                out[f.name] = float(s) if f.name in cls._SCALARS else s
+                s = np.add.reduce([getattr(r, name) for r in results])  # :func:`total`
+                out[name] = float(s) if kind == "scalar" else s
         return cls(**out)
+
+    @classmethod
+    def _combine_plan(cls) -> tuple:
+        """``(field name, how it is totalled)`` in declared order, worked out once per class (the
+        scoring pass combines a few records per atom: ``dataclasses.fields`` each time was 5 % of
+        a small-data CV fit, benchmarks/kmp_loop_overhead.py)."""
+        plan = cls.__dict__.get("_plan")
+        if plan is None:
+            plan = tuple((f.name, "gathered" if f.name in cls._GATHERED else "python" if f.name in cls._PYTHON_SUMS
+                          else "max" if f.name in cls._MAXIMA else "scalar" if f.name in cls._SCALARS else "sum")
+                         for f in fields(cls))
+            cls._plan = plan
+        return plan
 
 
 @dataclass(frozen=True)

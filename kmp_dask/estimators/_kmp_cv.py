@@ -78,7 +78,9 @@ def one_standard_error(scores, *, rule: str = "1se") -> tuple[int, int]:
 
 def _prefix_scorer(est):
     """The scorer of every prefix (sizes 0 … n) of the fitted pursuit ``est`` (``expansion_at``)."""
-    return prefix_scorer(est.expansion_, est.expansion_at, getattr(est, "classes_", None))
+    path = getattr(est, "_path", None)  # the fit's own prefix parameters: no expansion built per size
+    return prefix_scorer(est.expansion_, est.expansion_at, getattr(est, "classes_", None),
+                         None if path is None else path.prefix_parameters)
 
 
 def _check_cv_params(est):

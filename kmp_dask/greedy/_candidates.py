@@ -14,6 +14,9 @@ from ..blockops import BIAS_ATOM, Atom, sqnorm
 
 __all__ = ["CandidateSet", "gather_fetched", "gather_rows", "merge_ranked"]
 
+#: candidate sets up to this size are masked by set lookups, larger ones by ``np.isin``
+_SET_LOOKUP_MAX = 512
+
 
 class CandidateSet:
     """``s`` candidate rows (global indices ``index``, rows ``Z``) × ``n_kernels`` kernels."""
@@ -38,7 +41,10 @@ class CandidateSet:
     def mask_rows(self, score: np.ndarray, excluded: set) -> None:
         """Set the scores of rows in ``excluded`` (already in the basis, or dependent) to −inf."""
         if excluded:
-            ex = np.isin(self.index, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
+            if self.s <= _SET_LOOKUP_MAX:  # a few set lookups; np.isin sorts (0.2 ms per atom, wdbc CV)
+                ex = np.fromiter([i in excluded for i in self.index.tolist()], dtype=bool, count=self.s)
+            else:
+                ex = np.isin(self.index, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
             score[: len(self)][np.tile(ex, self.n_kernels)] = -np.inf
 
 
@@ -48,12 +54,22 @@ def gather_rows(results, idx, n_features, dtype) -> np.ndarray:
 
 
 def gather_fetched(fetched, idx, n_features, dtype) -> np.ndarray:
-    """Assemble the rows of global indices ``idx`` (in that order) from the partitions' ``(own, X)`` pieces."""
+    """Assemble the rows of global indices ``idx`` (distinct, in that order) from the partitions'
+    ``(own, X)`` pieces (each ``own`` a subset of ``idx``). Positions by ``searchsorted`` (``idx``
+    is sorted when it comes from a sampler), not a per-call dict: 130 → 50 µs for 59 rows."""
+    idx = np.asarray(idx, dtype=np.int64)
     rows = np.empty((len(idx), n_features), dtype=dtype)
-    pos = {int(g): k for k, g in enumerate(idx)}
+    ordered = len(idx) < 2 or bool((idx[1:] > idx[:-1]).all())
+    key = idx if ordered else np.argsort(idx, kind="stable")
     for own, X in fetched:
-        for g, x in zip(own.tolist(), X):
-            rows[pos[g]] = x
+        if len(own) == 0:
+            continue
+        pos = np.searchsorted(idx if ordered else idx[key], own)
+        if not ordered:
+            pos = key[pos]
+        if (idx.take(pos, mode="clip") != own).any():
+            raise KeyError(f"fetched rows {np.setdiff1d(own, idx)[:5].tolist()} are not among the rows asked for")
+        rows[pos] = X
     return rows
 
 

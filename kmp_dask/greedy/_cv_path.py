@@ -16,18 +16,24 @@ from ..blockops._prefix_scores import PrefixScorer, hash_folds
 __all__ = ["hash_folds", "prefix_scorer", "row_folds"]  # hash_folds: the hash itself, re-exported
 
 
-def prefix_scorer(expansion, expansion_at, classes=None) -> PrefixScorer:
+def prefix_scorer(expansion, expansion_at, classes=None, parameters_at=None) -> PrefixScorer:
     """The scorer of every prefix (sizes 0 … n) of a fitted pursuit.
 
     ``expansion``: its full model; ``expansion_at(k)``: its ``k``-atom model (``k`` = 0 … n);
-    ``classes``: its classes (classification), or None (regression).
+    ``classes``: its classes (classification), or None (regression); ``parameters_at(k)``
+    (optional): that model's ``(coef, intercept)`` alone, read instead of ``expansion_at``
+    (:meth:`~kmp_dask.greedy._result.PursuitResult.prefix_parameters`: no expansion built per size).
     """
     n, m = expansion.n_vectors, expansion.n_outputs
     A, b = np.zeros((n, (n + 1) * m)), np.zeros((n + 1) * m)
     for k in range(n + 1):
-        e = expansion_at(k)
-        A[:k, k * m:(k + 1) * m] = e.coef
-        b[k * m:(k + 1) * m] = e.intercept
+        if parameters_at is None:
+            e = expansion_at(k)
+            coef, intercept = e.coef, e.intercept
+        else:
+            coef, intercept = parameters_at(k)
+        A[:k, k * m:(k + 1) * m] = np.reshape(coef, (k, m))
+        b[k * m:(k + 1) * m] = intercept
     return PrefixScorer(expansion, A, b, classes)
 
 

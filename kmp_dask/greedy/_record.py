@@ -72,9 +72,21 @@ class Recorder:
         finite = score[np.isfinite(score)]
         self.history.append({
             "iteration": t, "index": atom.index, "kernel": atom.kernel, "score": float(score[j]),
-            "best_score": float(finite.max()), "median_score": float(np.median(finite)),
+            "best_score": float(finite.max()), "median_score": median(finite),
             "n_candidates": int(len(finite)), "residual_norm": None, "loss": None, "val_score": None, "seconds": 0.0,
         })
+
+
+def median(a: np.ndarray) -> float:
+    """``float(np.median(a))`` of a non-empty 1-D array without NaN, the same value (the middle
+    order statistic, or the mean of the two middle ones, ``(lo + hi) / 2`` as ``np.mean`` has it),
+    without ``np.median``'s generic machinery (0.2 ms per pursuit iteration on small data)."""
+    n = len(a)
+    h = n // 2
+    if n % 2:
+        return float(np.partition(a, h)[h])
+    p = np.partition(a, (h - 1, h))
+    return (float(p[h - 1]) + float(p[h])) / 2.0
 
 
 class PathRecorder:

@@ -84,20 +84,26 @@ class PursuitResult:
         Exact: coefficients from the driver's Cholesky factor of the basis Gram, as the fit
         itself computes them when it has ``k`` atoms. Squared loss, ``backfit``/``prefit`` only.
         """
+        k = int(min(max(k, 0), len(self.basis_indices)))
+        coef, intercept = self.prefix_parameters(k)
+        return KernelExpansion(self.basis_vectors[:k], coef, intercept, self.expansion.kernels,
+                               self.basis_kernels[:k], *getattr(self, "input_transform", (None, None)))
+
+    def prefix_parameters(self, k: int):
+        """``(coef, intercept)`` of :meth:`prefix_expansion` ``(k)`` (``0 <= k <= n``), without
+        building the expansion (the CV's prefix scorers read every size)."""
         if self.gram_factor is None:
             raise ValueError(
                 "prefix models need the squared loss with fit_mode='backfit' or 'prefit' "
                 "(other modes do not refit earlier coefficients)"
             )
-        k = int(min(max(k, 0), len(self.basis_indices)))
         j = k + int(self._bias_first)
         coef = prefix_coef(self.gram_factor, self.ytd, j)
         intercept = self._offset.copy()
         if self._bias_first:
             intercept += coef[0]
             coef = coef[1:]
-        return KernelExpansion(self.basis_vectors[:k], coef, intercept, self.expansion.kernels,
-                               self.basis_kernels[:k], *getattr(self, "input_transform", (None, None)))
+        return coef, intercept
 
 
 def prefix_coef(L, ytd, k: int) -> np.ndarray:

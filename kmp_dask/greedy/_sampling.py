@@ -115,10 +115,14 @@ class RandomCandidates:
         if want <= 0:
             return np.zeros(0, dtype=np.int64)
         if want * 4 >= available:
-            # small data: exact draw from the explicit list of available rows
-            idx = np.arange(self.n_rows, dtype=np.int64)
-            idx = idx[self.eligible(idx)]
-            idx = idx[~np.isin(idx, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))]
+            # small data: exact draw from the explicit list of available rows (the eligible rows
+            # kept from the first such draw; the excluded ones dropped through a boolean mask, not
+            # np.isin's sort: 0.3 ms per atom on wdbc's CV folds, benchmarks/kmp_loop_overhead.py)
+            idx = self._eligible_rows()
+            if excluded:
+                free = np.ones(self.n_rows, dtype=bool)
+                free[np.fromiter(excluded, dtype=np.int64, count=len(excluded))] = False
+                idx = idx[free[idx]]
             return np.sort(rng.choice(idx, size=want, replace=False))
         # rows taken in order of draw; ``excluded`` is read, never copied (it holds the whole basis:
         # copying it per draw was 0.6 ms of 0.62 at 20 000 rows, benchmarks/sampler_speed.py)
@@ -134,6 +138,18 @@ class RandomCandidates:
                     if len(chosen) == want:
                         break
         return np.sort(np.fromiter(chosen, dtype=np.int64, count=len(chosen)))
+
+    def _eligible_rows(self) -> np.ndarray:
+        """The eligible global rows, sorted (computed once: ``eligible`` is a pure function of the index)."""
+        rows = getattr(self, "_eligible_cache", None)
+        if rows is None:
+            rows = np.arange(self.n_rows, dtype=np.int64)
+            rows = rows[self.eligible(rows)]
+            self._eligible_cache = rows
+        return rows
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_eligible_cache"}
 
 
 class ExcludingCandidates:
