@@ -43,6 +43,10 @@ __all__ = ["KMPClassifierCV", "KMPRegressorCV", "hash_folds", "one_standard_erro
 DEFAULT_GAMMA_FACTORS = (0.25, 1.0, 4.0)
 """Default grid: these multiples of ``scale_gamma(X)`` = 1 / (n_features · Var(X))."""
 
+AUTO_N_BASIS = (200, 800)
+"""``n_basis="auto"``: the first cap and the largest one the adaptive cap doubles to
+(docs/cross_validation.md, "Defaults"; benchmarks/kmp_cv_defaults.py)."""
+
 def one_standard_error(scores, *, rule: str = "1se") -> tuple[int, int]:
     """``(γ index, size index)`` chosen from ``scores`` of shape (n_gammas, n_folds, n_sizes).
 
@@ -100,7 +104,12 @@ def _check_cv_params(est):
     if est.rule not in ("1se", "best"):
         raise ValueError(f"rule must be '1se' (the smallest model within one standard error of the best) or 'best' "
                          f"(the best mean score); got rule={est.rule!r}.")
-    _check_params(est._inner(1.0, est.n_basis, 0, None))
+    n = est.n_basis
+    if isinstance(n, str) and n != "auto":
+        raise ValueError(f"n_basis must be 'auto' (an adaptive cap: {AUTO_N_BASIS[0]} atoms, doubled while the best "
+                         f"held-out score is near it, up to {AUTO_N_BASIS[1]}) or a positive int (a fixed cap); "
+                         f"got n_basis={n!r}. E.g. n_basis=300.")
+    _check_params(est._inner(1.0, AUTO_N_BASIS[0] if n == "auto" else n, 0, None))
 
 
 class _BaseKMPCV(BaseEstimator):
@@ -109,7 +118,7 @@ class _BaseKMPCV(BaseEstimator):
     _inner_class = KMPRegressor
     _is_classifier = False
 
-    def __init__(self, *, gammas=None, n_basis=200, cv=5, rule="1se", kernel="rbf", fit_mode="backfit",
+    def __init__(self, *, gammas=None, n_basis="auto", cv=5, rule="1se", kernel="rbf", fit_mode="backfit",
                  candidates="auto", eps=0.05, q=0.95, ridge=1e-10, fit_intercept=True, random_state=None,
                  client=None, chunk_rows=None, verbose=0, standardize="auto"):
         self.gammas = gammas
@@ -173,10 +182,12 @@ class _BaseKMPCV(BaseEstimator):
         with client_session(self.client, in_memory=in_memory) as client:
             inner_client = "sync" if client is None else client
             if in_memory:
-                scores, times = self._cv_arrays(X, y, split_seed, fit_seed, inner_client)
+                scores, times = self._adaptive(lambda: self._cv_arrays(X, y, split_seed, fit_seed, inner_client))
             else:
-                scores, times = self._cv_store(X, y, split_seed, fit_seed, client, inner_client)
+                scores, times = self._adaptive(lambda: self._cv_store(X, y, split_seed, fit_seed, client,
+                                                                      inner_client))
             self._choose(scores, times)
+            del self._cap, self._only
             best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client,
                                standardize=self.standardized_)
             best.fit(X, y)
@@ -189,7 +200,33 @@ class _BaseKMPCV(BaseEstimator):
         self.n_basis_ = int(best.n_basis_)
         return self
 
+    def _adaptive(self, run):
+        """``run()`` (the (γ × fold) pursuits to ``self._cap`` atoms, for the widths ``_gammas``
+        gives) once at the first cap; with ``n_basis="auto"``, again with the cap doubled (up to
+        ``AUTO_N_BASIS[1]``) for the widths whose best mean score is in its last tenth
+        (:func:`_to_extend`): a pursuit's cap does not change the atoms it picks, so the longer
+        pursuit's scores replace the shorter one's."""
+        auto = isinstance(self.n_basis, str)
+        self._cap, self._only = (AUTO_N_BASIS[0] if auto else int(self.n_basis)), None
+        scores, times = run()
+        gammas, times = self.gammas_, list(times)
+        while auto and self._cap < AUTO_N_BASIS[1]:
+            redo = _to_extend(scores, self._cap)
+            if not redo:
+                break
+            self._cap, self._only = min(2 * self._cap, AUTO_N_BASIS[1]), gammas[redo]
+            if self.verbose:
+                print(f"{type(self).__name__}: the best score is near the cap: n_basis {self._cap} for gammas "
+                      f"{np.round(self._only, 6).tolist()}", flush=True)
+            new, new_times = run()
+            for i, r in enumerate(redo):
+                scores[r], times[r] = new[i], new_times[i]
+        self.gammas_ = gammas
+        return scores, np.asarray(times)
+
     def _gammas(self, X) -> np.ndarray:
+        if getattr(self, "_only", None) is not None:  # the adaptive cap's re-run: these widths only
+            return np.asarray(self._only)
         if self.gammas is not None:
             return np.asarray([float(g) for g in self.gammas])
         # 12 significant digits: a store's chunk-wise mean / std may move the scale by an ulp with the chunking
@@ -197,7 +234,7 @@ class _BaseKMPCV(BaseEstimator):
 
     def _fold_fit(self, gamma, seed, client, X, y, sample_weight=None):
         t0 = time.perf_counter()
-        est = self._inner(gamma, self.n_basis, seed, client)
+        est = self._inner(gamma, self._cap, seed, client)
         with warnings.catch_warnings():  # a grid's extreme widths are expected to misfit: only the refit warns
             warnings.simplefilter("ignore", KernelWidthWarning)
             warnings.simplefilter("ignore", DegenerateFitWarning)
@@ -266,7 +303,7 @@ class _BaseKMPCV(BaseEstimator):
     def _choose(self, scores, times):
         """Sizes 1 … n_basis for every (γ, fold) — a pursuit that stopped early keeps its last model —
         then ``cv_results_``, the one-standard-error choice and ``best_*``."""
-        sizes = np.arange(1, int(self.n_basis) + 1)
+        sizes = np.arange(1, int(self._cap) + 1)
         S = np.asarray([[s[np.minimum(sizes, len(s) - 1)] for s in row] for row in scores])  # (G, K, n)
         self.scores_ = S
         self.sizes_ = sizes
@@ -449,6 +486,20 @@ class KMPClassifierCV(ClassifierMixin, _BaseKMPCV):
 
 CAP_SHARE = 0.9
 """Warn when the best mean held-out score is at a size above this share of ``n_basis``."""
+
+
+def _to_extend(scores, cap) -> list[int]:
+    """Indices of the widths whose pursuits the adaptive cap continues: when the best mean
+    held-out score of all is at a size above ``CAP_SHARE · cap``, each width whose own best mean
+    is there and whose pursuits reached the cap (a pursuit that stopped early has nothing more
+    to give). Empty: the cap does not bind."""
+    sizes = np.arange(1, cap + 1)
+    S = np.asarray([[s[np.minimum(sizes, len(s) - 1)] for s in row] for row in scores])
+    mean = S.mean(axis=1)
+    at_cap = (mean.argmax(axis=1) + 1 > CAP_SHARE * cap) & np.asarray([max(len(s) for s in row) > cap
+                                                                        for row in scores])
+    best = int(np.unravel_index(int(np.argmax(mean)), mean.shape)[1])
+    return [int(g) for g in np.flatnonzero(at_cap)] if best + 1 > CAP_SHARE * cap else []
 
 
 def _warn_if_at_edge(est, mean):
