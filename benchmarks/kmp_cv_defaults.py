@@ -20,6 +20,8 @@ Per set:
   mean, whether it is in the last 10 % of the cap.
 - ``cv3``: the same wide search with 3 folds (time vs reliability), with ``--cv3``.
 - ``adaptive``: the estimator's new defaults, timed (``--adaptive``).
+- ``today_candidates_all``: ``today`` with ``candidates="all"`` (``--candidates-all``;
+  ``--only-candidates`` runs ``today`` and this only).
 - multi-class sets: the shared basis (one pursuit, one output per class, the default) against
   one-vs-rest (``OneVsRestClassifier(KMPClassifier)``, one pursuit per class) at the chosen γ,
   with the same total number of basis functions and with that number per class.
@@ -51,6 +53,9 @@ def _arguments(p):
     p.add_argument("--cv3", action="store_true", help="also the wide search with 3 folds")
     p.add_argument("--adaptive", action="store_true", help="also time KMPClassifierCV() with its current defaults")
     p.add_argument("--skip-today", action="store_true")
+    p.add_argument("--candidates-all", action="store_true",
+                   help="also today's search with candidates='all' (every row scored each iteration)")
+    p.add_argument("--only-candidates", action="store_true", help="today's search, 'auto' and 'all' candidates only")
     p.add_argument("--multiclass-sizes", default="50,100,200")
 
 
@@ -163,6 +168,17 @@ def run_set(name, args):
                         "best_params_over_scale": today.best_params_["gamma"] / scale,
                         "n_basis": int(today.n_basis_)}
         H.log(f"{name}: today {row['today']}")
+    if args.candidates_all or args.only_candidates:
+        from kmp_dask import KMPClassifierCV
+
+        est, secs, _ = H.timed_fit(KMPClassifierCV(n_basis=200, gammas=None, candidates="all", random_state=0,
+                                                   client="sync"), Xtr0, ytr)
+        row["today_candidates_all"] = {"test_accuracy": float(est.score(Xte0, yte)), "wall_seconds": secs,
+                                       "best_params_over_scale": est.best_params_["gamma"] / scale,
+                                       "n_basis": int(est.n_basis_)}
+        H.log(f"{name}: today, candidates='all' {row['today_candidates_all']}")
+        if args.only_candidates:
+            return row
     wide, secs = cv_search(Xtr, ytr, [scale * f for f in factors], args.cap, 5)
     fit_secs = wide.cv_results_["mean_fit_time"][::args.cap] * 5
     row["wide"] = {"wall_seconds": secs, "pursuit_seconds_per_gamma_5_folds": fit_secs.tolist(),

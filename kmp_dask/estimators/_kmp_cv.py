@@ -371,8 +371,12 @@ _DOC = """
         The kernel widths tried. None: ``scale_gamma(X) × (1/4, 1, 4)``, with ``scale_gamma(X)
         = 1 / (n_features · Var(X))`` (scikit-learn's ``gamma="scale"``; a store's own mean / std,
         no pass).
-    n_basis : int, default=200
-        Largest number of basis functions tried; every size from 1 up to it is scored.
+    n_basis : "auto" or int, default="auto"
+        Largest number of basis functions tried; every size from 1 up to it is scored. "auto":
+        an adaptive cap — 200, doubled (400, then 800 at most) while the best mean held-out score
+        is in the last tenth of the cap, for the widths whose own best is there (their pursuits
+        are run again to the larger cap; a pursuit's cap does not change the atoms it picks, so
+        the scores of the smaller sizes stay the same). An int: that fixed cap.
     cv : int or CV splitter, default=5
         Number of folds (≥ 2). A splitter (``StratifiedKFold(...)``, ``KFold(...)``) for numpy
         input only.
@@ -403,10 +407,12 @@ _DOC = """
         ``param_n_basis``, ``params``, ``split{i}_test_score``, ``mean_test_score``,
         ``std_test_score``, ``rank_test_score``, ``mean_fit_time`` / ``std_fit_time`` (the
         pursuit's time, the same for every size of a γ).
-    scores_ : ndarray of shape (n_gammas, n_folds, n_basis)
-        The held-out score of every size for every γ and fold.
+    scores_ : ndarray of shape (n_gammas, n_folds, cap)
+        The held-out score of every size for every γ and fold (``cap`` = ``n_basis``, or the cap
+        the adaptive ``n_basis="auto"`` reached; a width whose pursuits stopped earlier keeps its
+        last model's score at the larger sizes).
     gammas_, sizes_ : ndarray
-        The γ grid tried and the sizes 1 … n_basis.
+        The γ grid tried and the sizes 1 … cap.
     best_params_ : dict
         ``{"gamma": ..., "n_basis": ...}`` chosen by ``rule``.
     best_score_ : float

@@ -28,7 +28,7 @@ def test_default_n_basis_is_auto():
 def test_adaptive_cap_extends_when_the_best_is_at_the_cap(monkeypatch):
     monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (10, 40))
     X, y = _checkerboard()
-    kw = dict(gammas=[0.5, 2.0], cv=3, random_state=0, client="sync")
+    kw = {"gammas": [0.5, 2.0], "cv": 3, "random_state": 0, "client": "sync"}
     short = KMPClassifierCV(n_basis=10, **kw).fit(X, y)
     mean = short.scores_.mean(axis=1)
     assert mean.max(axis=0).argmax() + 1 > 9  # the precondition: at 10 atoms the best is at the cap
