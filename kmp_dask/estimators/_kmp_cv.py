@@ -47,6 +47,10 @@ AUTO_N_BASIS = (200, 800)
 """``n_basis="auto"``: the first cap and the largest one the adaptive cap doubles to
 (docs/cross_validation.md, "Defaults"; benchmarks/kmp_cv_defaults.py)."""
 
+AUTO_WIDEN = 2
+"""With ``gammas=None`` and ``n_basis="auto"``: widths added (× 4 or ÷ 4) at most at each end of the
+grid where the best mean score is: scale × (1/64 … 64) at the widest."""
+
 def one_standard_error(scores, *, rule: str = "1se") -> tuple[int, int]:
     """``(γ index, size index)`` chosen from ``scores`` of shape (n_gammas, n_folds, n_sizes).
 
@@ -202,26 +206,37 @@ class _BaseKMPCV(BaseEstimator):
 
     def _adaptive(self, run):
         """``run()`` (the (γ × fold) pursuits to ``self._cap`` atoms, for the widths ``_gammas``
-        gives) once at the first cap; with ``n_basis="auto"``, again with the cap doubled (up to
+        gives) once at the first cap. With ``n_basis="auto"``: again with the cap doubled (up to
         ``AUTO_N_BASIS[1]``) for the widths whose best mean score is in its last tenth
-        (:func:`_to_extend`): a pursuit's cap does not change the atoms it picks, so the longer
-        pursuit's scores replace the shorter one's."""
+        (:func:`_to_extend`; a pursuit's cap does not change the atoms it picks, so the longer
+        pursuit's scores replace the shorter one's); with ``gammas=None`` too, a width 4× beyond
+        the end of the grid where the best mean score is (at most ``AUTO_WIDEN`` per end)."""
         auto = isinstance(self.n_basis, str)
         self._cap, self._only = (AUTO_N_BASIS[0] if auto else int(self.n_basis)), None
         scores, times = run()
-        gammas, times = self.gammas_, list(times)
-        while auto and self._cap < AUTO_N_BASIS[1]:
-            redo = _to_extend(scores, self._cap)
+        gammas, times, widened = list(self.gammas_), list(times), [0, 0]
+        while auto:
+            end = _edge(scores, self._cap) if self.gammas is None else None
+            if end is not None and widened[end] < AUTO_WIDEN:
+                widened[end] += 1
+                self._only = np.asarray([float(f"{gammas[-end] * 4.0 ** (2 * end - 1):.12g}")])
+                new, new_times = run()
+                at = 0 if end == 0 else len(gammas)
+                gammas.insert(at, float(self._only[0]))
+                scores.insert(at, new[0])
+                times.insert(at, new_times[0])
+                continue
+            redo = _to_extend(scores, self._cap) if self._cap < AUTO_N_BASIS[1] else []
             if not redo:
                 break
-            self._cap, self._only = min(2 * self._cap, AUTO_N_BASIS[1]), gammas[redo]
-            if self.verbose:
-                print(f"{type(self).__name__}: the best score is near the cap: n_basis {self._cap} for gammas "
-                      f"{np.round(self._only, 6).tolist()}", flush=True)
+            self._cap, self._only = min(2 * self._cap, AUTO_N_BASIS[1]), np.asarray(gammas)[redo]
             new, new_times = run()
             for i, r in enumerate(redo):
                 scores[r], times[r] = new[i], new_times[i]
-        self.gammas_ = gammas
+        if self.verbose and len(gammas) + self._cap > len(self.gammas_) + (AUTO_N_BASIS[0] if auto else 0):
+            print(f"{type(self).__name__}: widened to gammas {np.round(gammas, 8).tolist()}, cap {self._cap}",
+                  flush=True)
+        self.gammas_ = np.asarray(gammas)
         return scores, np.asarray(times)
 
     def _gammas(self, X) -> np.ndarray:
@@ -370,7 +385,9 @@ _DOC = """
     gammas : list of float or None, default=None
         The kernel widths tried. None: ``scale_gamma(X) × (1/4, 1, 4)``, with ``scale_gamma(X)
         = 1 / (n_features · Var(X))`` (scikit-learn's ``gamma="scale"``; a store's own mean / std,
-        no pass).
+        no pass). With ``n_basis="auto"`` too, the grid widens itself: while the best mean
+        held-out score is at its smallest (largest) width, a width 4× smaller (larger) is added,
+        at most ``AUTO_WIDEN`` = 2 per end. A given list is searched as given.
     n_basis : "auto" or int, default="auto"
         Largest number of basis functions tried; every size from 1 up to it is scored. "auto":
         an adaptive cap — 200, doubled (400, then 800 at most) while the best mean held-out score
@@ -494,14 +511,28 @@ CAP_SHARE = 0.9
 """Warn when the best mean held-out score is at a size above this share of ``n_basis``."""
 
 
+def _mean_scores(scores, cap):
+    """Mean over folds of ``scores`` (per γ, per fold, sizes 0 … reached) at sizes 1 … ``cap``."""
+    sizes = np.arange(1, cap + 1)
+    return np.asarray([[s[np.minimum(sizes, len(s) - 1)] for s in row] for row in scores]).mean(axis=1)
+
+
+def _edge(scores, cap):
+    """0 (the smallest) or 1 (the largest): the end of the γ grid where the best mean score is;
+    None when it is inside (or the grid has one width)."""
+    mean = _mean_scores(scores, cap)
+    g0 = int(np.unravel_index(int(np.argmax(mean)), mean.shape)[0])
+    if len(mean) < 2 or g0 not in (0, len(mean) - 1):
+        return None
+    return 0 if g0 == 0 else 1
+
+
 def _to_extend(scores, cap) -> list[int]:
     """Indices of the widths whose pursuits the adaptive cap continues: when the best mean
     held-out score of all is at a size above ``CAP_SHARE · cap``, each width whose own best mean
     is there and whose pursuits reached the cap (a pursuit that stopped early has nothing more
     to give). Empty: the cap does not bind."""
-    sizes = np.arange(1, cap + 1)
-    S = np.asarray([[s[np.minimum(sizes, len(s) - 1)] for s in row] for row in scores])
-    mean = S.mean(axis=1)
+    mean = _mean_scores(scores, cap)
     at_cap = (mean.argmax(axis=1) + 1 > CAP_SHARE * cap) & np.asarray([max(len(s) for s in row) > cap
                                                                         for row in scores])
     best = int(np.unravel_index(int(np.argmax(mean)), mean.shape)[1])

@@ -84,3 +84,34 @@ def test_fixed_n_basis_never_extends():
 def test_bad_n_basis_string_is_named(bad):
     with pytest.raises(ValueError, match=rf"n_basis must be 'auto'.*got n_basis='{bad}'"):
         KMPClassifierCV(n_basis=bad).fit(np.zeros((10, 2)), np.arange(10) % 2)
+
+
+def test_default_grid_widens_at_the_end_where_the_best_is(monkeypatch):
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (30, 30))  # no cap extension: the grid only
+    X, y = _checkerboard(300)
+    auto = KMPClassifierCV(cv=3, random_state=0, client="sync").fit(X, y)  # gammas=None, n_basis="auto"
+    base = _kmp_cv.scale_gamma(X) * np.asarray(_kmp_cv.DEFAULT_GAMMA_FACTORS)
+    assert len(auto.gammas_) > 3 and np.all(np.diff(auto.gammas_) > 0)
+    assert all(np.isclose(auto.gammas_, g).any() for g in base)  # the default grid is kept
+    assert len(auto.gammas_) <= 3 + 2 * _kmp_cv.AUTO_WIDEN
+    ratios = auto.gammas_[1:] / auto.gammas_[:-1]
+    np.testing.assert_allclose(ratios, 4.0, rtol=1e-9)
+    # the oracle: the same widths given as a fixed grid give the same scores and choice
+    fixed = KMPClassifierCV(gammas=list(auto.gammas_), n_basis=30, cv=3, random_state=0, client="sync").fit(X, y)
+    np.testing.assert_array_equal(auto.scores_, fixed.scores_)
+    assert auto.best_params_ == fixed.best_params_
+    # widened because the best was at an end of the default grid, and only until it is inside
+    base_rows = [int(np.argmin(np.abs(auto.gammas_ - g))) for g in base]
+    mean = auto.scores_.mean(axis=1)
+    assert int(np.unravel_index(int(np.argmax(mean[base_rows])), (3, 30))[0]) in (0, 2)
+    g0 = int(np.unravel_index(int(np.argmax(mean)), mean.shape)[0])
+    assert 0 < g0 < len(mean) - 1 or len(auto.gammas_) == 3 + _kmp_cv.AUTO_WIDEN
+
+
+def test_given_grid_is_not_widened(monkeypatch):
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (30, 30))
+    X, y = _checkerboard(300)
+    est = KMPClassifierCV(gammas=[0.01, 0.02], cv=3, random_state=0, client="sync")
+    with pytest.warns(UserWarning, match="largest gamma"):
+        est.fit(X, y)
+    assert list(est.gammas_) == [0.01, 0.02]
