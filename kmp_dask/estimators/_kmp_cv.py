@@ -53,6 +53,14 @@ A table costs N² kernel values per γ; the pursuits then read their kernel bloc
 DEFAULT_GAMMA_FACTORS = (0.25, 1.0, 4.0)
 """Default grid: these multiples of ``scale_gamma(X)`` = 1 / (n_features · Var(X))."""
 
+AUTO_N_BASIS = (200, 800)
+"""``n_basis="auto"``: the first cap and the largest one the adaptive cap doubles to
+(docs/cross_validation.md, "Defaults"; benchmarks/kmp_cv_defaults.py)."""
+
+AUTO_WIDEN = 2
+"""With ``gammas=None`` and ``n_basis="auto"``: widths added (× 4 or ÷ 4) at most at each end of the
+grid where the best mean score is: scale × (1/64 … 64) at the widest."""
+
 def one_standard_error(scores, *, rule: str = "1se") -> tuple[int, int]:
     """``(γ index, size index)`` chosen from ``scores`` of shape (n_gammas, n_folds, n_sizes).
 
@@ -112,7 +120,12 @@ def _check_cv_params(est):
     if est.rule not in ("1se", "best"):
         raise ValueError(f"rule must be '1se' (the smallest model within one standard error of the best) or 'best' "
                          f"(the best mean score); got rule={est.rule!r}.")
-    _check_params(est._inner(1.0, est.n_basis, 0, None))
+    n = est.n_basis
+    if isinstance(n, str) and n != "auto":
+        raise ValueError(f"n_basis must be 'auto' (an adaptive cap: {AUTO_N_BASIS[0]} atoms, doubled while the best "
+                         f"held-out score is near it, up to {AUTO_N_BASIS[1]}) or a positive int (a fixed cap); "
+                         f"got n_basis={n!r}. E.g. n_basis=300.")
+    _check_params(est._inner(1.0, AUTO_N_BASIS[0] if n == "auto" else n, 0, None))
 
 
 class _BaseKMPCV(BaseEstimator):
@@ -121,7 +134,7 @@ class _BaseKMPCV(BaseEstimator):
     _inner_class = KMPRegressor
     _is_classifier = False
 
-    def __init__(self, *, gammas=None, n_basis=200, cv=5, rule="1se", kernel="rbf", fit_mode="backfit",
+    def __init__(self, *, gammas=None, n_basis="auto", cv=5, rule="1se", kernel="rbf", fit_mode="backfit",
                  candidates="auto", eps=0.05, q=0.95, ridge=1e-10, fit_intercept=True, random_state=None,
                  client=None, chunk_rows=None, verbose=0, standardize="auto"):
         self.gammas = gammas
@@ -187,10 +200,12 @@ class _BaseKMPCV(BaseEstimator):
         with client_session(self.client, in_memory=in_memory) as client:
             inner_client = "sync" if client is None else client
             if in_memory:
-                scores, times = self._cv_arrays(X, y, split_seed, fit_seed, inner_client)
+                scores, times = self._adaptive(lambda: self._cv_arrays(X, y, split_seed, fit_seed, inner_client))
             else:
-                scores, times = self._cv_store(X, y, split_seed, fit_seed, client, inner_client)
+                scores, times = self._adaptive(lambda: self._cv_store(X, y, split_seed, fit_seed, client,
+                                                                      inner_client))
             self._choose(scores, times)
+            del self._cap, self._only
             best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client,
                                standardize=self.standardized_)
             best.fit(X, y)
@@ -203,7 +218,44 @@ class _BaseKMPCV(BaseEstimator):
         self.n_basis_ = int(best.n_basis_)
         return self
 
+    def _adaptive(self, run):
+        """``run()`` (the (γ × fold) pursuits to ``self._cap`` atoms, for the widths ``_gammas``
+        gives) once at the first cap. With ``n_basis="auto"``: again with the cap doubled (up to
+        ``AUTO_N_BASIS[1]``) for the widths whose best mean score is in its last tenth
+        (:func:`_to_extend`; a pursuit's cap does not change the atoms it picks, so the longer
+        pursuit's scores replace the shorter one's); with ``gammas=None`` too, a width 4× beyond
+        the end of the grid where the best mean score is (at most ``AUTO_WIDEN`` per end)."""
+        auto = isinstance(self.n_basis, str)
+        self._cap, self._only = (AUTO_N_BASIS[0] if auto else int(self.n_basis)), None
+        scores, times = run()
+        gammas, times, widened = list(self.gammas_), list(times), [0, 0]
+        while auto:
+            end = _edge(scores, self._cap) if self.gammas is None else None
+            if end is not None and widened[end] < AUTO_WIDEN:
+                widened[end] += 1
+                self._only = np.asarray([float(f"{gammas[-end] * 4.0 ** (2 * end - 1):.12g}")])
+                new, new_times = run()
+                at = 0 if end == 0 else len(gammas)
+                gammas.insert(at, float(self._only[0]))
+                scores.insert(at, new[0])
+                times.insert(at, new_times[0])
+                continue
+            redo = _to_extend(scores, self._cap) if self._cap < AUTO_N_BASIS[1] else []
+            if not redo:
+                break
+            self._cap, self._only = min(2 * self._cap, AUTO_N_BASIS[1]), np.asarray(gammas)[redo]
+            new, new_times = run()
+            for i, r in enumerate(redo):
+                scores[r], times[r] = new[i], new_times[i]
+        if self.verbose and len(gammas) + self._cap > len(self.gammas_) + (AUTO_N_BASIS[0] if auto else 0):
+            print(f"{type(self).__name__}: widened to gammas {np.round(gammas, 8).tolist()}, cap {self._cap}",
+                  flush=True)
+        self.gammas_ = np.asarray(gammas)
+        return scores, np.asarray(times)
+
     def _gammas(self, X) -> np.ndarray:
+        if getattr(self, "_only", None) is not None:  # the adaptive cap's re-run: these widths only
+            return np.asarray(self._only)
         if self.gammas is not None:
             return np.asarray([float(g) for g in self.gammas])
         # 12 significant digits: a store's chunk-wise mean / std may move the scale by an ulp with the chunking
@@ -211,7 +263,7 @@ class _BaseKMPCV(BaseEstimator):
 
     def _fold_fit(self, gamma, seed, client, X, y, sample_weight=None, kernel=None):
         t0 = time.perf_counter()
-        est = self._inner(gamma, self.n_basis, seed, client, kernel=kernel)
+        est = self._inner(gamma, self._cap, seed, client, kernel=kernel)
         with warnings.catch_warnings():  # a grid's extreme widths are expected to misfit: only the refit warns
             warnings.simplefilter("ignore", KernelWidthWarning)
             warnings.simplefilter("ignore", DegenerateFitWarning)
@@ -297,7 +349,7 @@ class _BaseKMPCV(BaseEstimator):
     def _choose(self, scores, times):
         """Sizes 1 … n_basis for every (γ, fold) — a pursuit that stopped early keeps its last model —
         then ``cv_results_``, the one-standard-error choice and ``best_*``."""
-        sizes = np.arange(1, int(self.n_basis) + 1)
+        sizes = np.arange(1, int(self._cap) + 1)
         S = np.asarray([[s[np.minimum(sizes, len(s) - 1)] for s in row] for row in scores])  # (G, K, n)
         self.scores_ = S
         self.sizes_ = sizes
@@ -364,9 +416,15 @@ _DOC = """
     gammas : list of float or None, default=None
         The kernel widths tried. None: ``scale_gamma(X) × (1/4, 1, 4)``, with ``scale_gamma(X)
         = 1 / (n_features · Var(X))`` (scikit-learn's ``gamma="scale"``; a store's own mean / std,
-        no pass).
-    n_basis : int, default=200
-        Largest number of basis functions tried; every size from 1 up to it is scored.
+        no pass). With ``n_basis="auto"`` too, the grid widens itself: while the best mean
+        held-out score is at its smallest (largest) width, a width 4× smaller (larger) is added,
+        at most ``AUTO_WIDEN`` = 2 per end. A given list is searched as given.
+    n_basis : "auto" or int, default="auto"
+        Largest number of basis functions tried; every size from 1 up to it is scored. "auto":
+        an adaptive cap — 200, doubled (400, then 800 at most) while the best mean held-out score
+        is in the last tenth of the cap, for the widths whose own best is there (their pursuits
+        are run again to the larger cap; a pursuit's cap does not change the atoms it picks, so
+        the scores of the smaller sizes stay the same). An int: that fixed cap.
     cv : int or CV splitter, default=5
         Number of folds (≥ 2). A splitter (``StratifiedKFold(...)``, ``KFold(...)``) for numpy
         input only.
@@ -397,10 +455,12 @@ _DOC = """
         ``param_n_basis``, ``params``, ``split{i}_test_score``, ``mean_test_score``,
         ``std_test_score``, ``rank_test_score``, ``mean_fit_time`` / ``std_fit_time`` (the
         pursuit's time, the same for every size of a γ).
-    scores_ : ndarray of shape (n_gammas, n_folds, n_basis)
-        The held-out score of every size for every γ and fold.
+    scores_ : ndarray of shape (n_gammas, n_folds, cap)
+        The held-out score of every size for every γ and fold (``cap`` = ``n_basis``, or the cap
+        the adaptive ``n_basis="auto"`` reached; a width whose pursuits stopped earlier keeps its
+        last model's score at the larger sizes).
     gammas_, sizes_ : ndarray
-        The γ grid tried and the sizes 1 … n_basis.
+        The γ grid tried and the sizes 1 … cap.
     best_params_ : dict
         ``{"gamma": ..., "n_basis": ...}`` chosen by ``rule``.
     best_score_ : float
@@ -480,6 +540,34 @@ class KMPClassifierCV(ClassifierMixin, _BaseKMPCV):
 
 CAP_SHARE = 0.9
 """Warn when the best mean held-out score is at a size above this share of ``n_basis``."""
+
+
+def _mean_scores(scores, cap):
+    """Mean over folds of ``scores`` (per γ, per fold, sizes 0 … reached) at sizes 1 … ``cap``."""
+    sizes = np.arange(1, cap + 1)
+    return np.asarray([[s[np.minimum(sizes, len(s) - 1)] for s in row] for row in scores]).mean(axis=1)
+
+
+def _edge(scores, cap):
+    """0 (the smallest) or 1 (the largest): the end of the γ grid where the best mean score is;
+    None when it is inside (or the grid has one width)."""
+    mean = _mean_scores(scores, cap)
+    g0 = int(np.unravel_index(int(np.argmax(mean)), mean.shape)[0])
+    if len(mean) < 2 or g0 not in (0, len(mean) - 1):
+        return None
+    return 0 if g0 == 0 else 1
+
+
+def _to_extend(scores, cap) -> list[int]:
+    """Indices of the widths whose pursuits the adaptive cap continues: when the best mean
+    held-out score of all is at a size above ``CAP_SHARE · cap``, each width whose own best mean
+    is there and whose pursuits reached the cap (a pursuit that stopped early has nothing more
+    to give). Empty: the cap does not bind."""
+    mean = _mean_scores(scores, cap)
+    at_cap = (mean.argmax(axis=1) + 1 > CAP_SHARE * cap) & np.asarray([max(len(s) for s in row) > cap
+                                                                        for row in scores])
+    best = int(np.unravel_index(int(np.argmax(mean)), mean.shape)[1])
+    return [int(g) for g in np.flatnonzero(at_cap)] if best + 1 > CAP_SHARE * cap else []
 
 
 def _warn_if_at_edge(est, mean):

@@ -1,0 +1,117 @@
+"""KMPClassifierCV's defaults (issue 25): the adaptive cap of ``n_basis="auto"``.
+
+The cap starts at ``AUTO_N_BASIS[0]`` and doubles (up to ``AUTO_N_BASIS[1]``) while the best mean
+held-out score is in its last tenth; the tests shrink both numbers so that a fit takes a second.
+Oracles: the same search with a fixed ``n_basis`` (a pursuit's cap does not change the atoms it
+picks, so its scores must be equal) and separately fitted ``KMPClassifier`` models.
+"""
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_moons
+
+from kmp_dask import KMPClassifier, KMPClassifierCV
+from kmp_dask.estimators import _kmp_cv
+
+
+def _checkerboard(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, size=(n, 2))
+    return X, (np.sin(2 * X[:, 0]) * np.sin(2 * X[:, 1]) > 0).astype(int)  # needs many atoms
+
+
+def test_default_n_basis_is_auto():
+    assert KMPClassifierCV().n_basis == "auto"
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_adaptive_cap_extends_when_the_best_is_at_the_cap(monkeypatch):
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (10, 40))
+    X, y = _checkerboard()
+    kw = {"gammas": [0.5, 2.0], "cv": 3, "random_state": 0, "client": "sync"}
+    short = KMPClassifierCV(n_basis=10, **kw).fit(X, y)
+    mean = short.scores_.mean(axis=1)
+    assert mean.max(axis=0).argmax() + 1 > 9  # the precondition: at 10 atoms the best is at the cap
+    auto = KMPClassifierCV(n_basis="auto", **kw).fit(X, y)
+    cap = int(auto.sizes_[-1])
+    assert cap in (20, 40)
+    full = KMPClassifierCV(n_basis=cap, **kw).fit(X, y)  # the oracle: a fixed cap of the size reached
+    extended = [g for g in range(2) if mean[g].argmax() + 1 > 9]
+    assert extended
+    # each extended width was continued to at least 20 atoms: those sizes are the longer pursuit's
+    np.testing.assert_allclose(auto.scores_[extended, :, :20], full.scores_[extended, :, :20], atol=1e-12)
+    last = int(np.unravel_index(int(np.argmax(auto.scores_.mean(axis=1))), (2, cap))[0])
+    if cap == 40:  # the width that made the cap double twice was continued to 40
+        np.testing.assert_allclose(auto.scores_[last], full.scores_[last], atol=1e-12)
+    np.testing.assert_array_equal(auto.scores_[:, :, :10], short.scores_)  # the first 10 sizes unchanged
+    # the choice follows the rule on the recorded scores, and the refit is that model
+    g, s = _kmp_cv.one_standard_error(auto.scores_)
+    assert auto.best_params_ == {"gamma": [0.5, 2.0][g], "n_basis": s + 1}
+    sep = KMPClassifier(gamma=auto.best_params_["gamma"], n_basis=auto.best_params_["n_basis"],
+                        random_state=auto.best_estimator_.random_state, client="sync").fit(X, y)
+    np.testing.assert_allclose(auto.decision_function(X), sep.decision_function(X), atol=1e-8)
+    assert auto.n_basis_ == sep.n_basis_
+
+
+def test_adaptive_cap_stays_when_the_best_is_early(monkeypatch):
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (40, 160))
+    X, y = make_moons(300, noise=0.3, random_state=0)
+    auto = KMPClassifierCV(gammas=[1.0], n_basis="auto", cv=3, random_state=0, client="sync").fit(X, y)
+    assert auto.scores_.mean(axis=1)[0].argmax() + 1 <= 36  # the precondition: the best is well inside
+    assert auto.sizes_[-1] == 40 and auto.scores_.shape == (1, 3, 40)
+    fixed = KMPClassifierCV(gammas=[1.0], n_basis=40, cv=3, random_state=0, client="sync").fit(X, y)
+    np.testing.assert_array_equal(auto.scores_, fixed.scores_)
+    assert auto.best_params_ == fixed.best_params_
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_adaptive_cap_stops_at_its_limit_and_warns(monkeypatch):
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (5, 10))
+    X, y = _checkerboard()
+    with pytest.warns(UserWarning, match=r"at 10 of n_basis=10 atoms"):
+        auto = KMPClassifierCV(gammas=[2.0], rule="best", cv=3, random_state=0, client="sync").fit(X, y)
+    assert auto.sizes_[-1] == 10
+
+
+def test_fixed_n_basis_never_extends():
+    X, y = _checkerboard()
+    with pytest.warns(UserWarning, match="raise n_basis"):
+        est = KMPClassifierCV(gammas=[2.0], n_basis=10, rule="best", cv=3, random_state=0, client="sync").fit(X, y)
+    assert est.sizes_[-1] == 10
+
+
+@pytest.mark.parametrize("bad", ["big", "200"])
+def test_bad_n_basis_string_is_named(bad):
+    with pytest.raises(ValueError, match=rf"n_basis must be 'auto'.*got n_basis='{bad}'"):
+        KMPClassifierCV(n_basis=bad).fit(np.zeros((10, 2)), np.arange(10) % 2)
+
+
+def test_default_grid_widens_at_the_end_where_the_best_is(monkeypatch):
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (30, 30))  # no cap extension: the grid only
+    X, y = _checkerboard(300)
+    auto = KMPClassifierCV(cv=3, random_state=0, client="sync").fit(X, y)  # gammas=None, n_basis="auto"
+    base = _kmp_cv.scale_gamma(X) * np.asarray(_kmp_cv.DEFAULT_GAMMA_FACTORS)
+    assert len(auto.gammas_) > 3 and np.all(np.diff(auto.gammas_) > 0)
+    assert all(np.isclose(auto.gammas_, g).any() for g in base)  # the default grid is kept
+    assert len(auto.gammas_) <= 3 + 2 * _kmp_cv.AUTO_WIDEN
+    ratios = auto.gammas_[1:] / auto.gammas_[:-1]
+    np.testing.assert_allclose(ratios, 4.0, rtol=1e-9)
+    # the oracle: the same widths given as a fixed grid give the same scores and choice
+    fixed = KMPClassifierCV(gammas=list(auto.gammas_), n_basis=30, cv=3, random_state=0, client="sync").fit(X, y)
+    np.testing.assert_array_equal(auto.scores_, fixed.scores_)
+    assert auto.best_params_ == fixed.best_params_
+    # widened because the best was at an end of the default grid, and only until it is inside
+    base_rows = [int(np.argmin(np.abs(auto.gammas_ - g))) for g in base]
+    mean = auto.scores_.mean(axis=1)
+    assert int(np.unravel_index(int(np.argmax(mean[base_rows])), (3, 30))[0]) in (0, 2)
+    g0 = int(np.unravel_index(int(np.argmax(mean)), mean.shape)[0])
+    assert 0 < g0 < len(mean) - 1 or len(auto.gammas_) == 3 + _kmp_cv.AUTO_WIDEN
+
+
+def test_given_grid_is_not_widened(monkeypatch):
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (30, 30))
+    X, y = _checkerboard(300)
+    est = KMPClassifierCV(gammas=[0.01, 0.02], cv=3, random_state=0, client="sync")
+    with pytest.warns(UserWarning, match="largest gamma"):
+        est.fit(X, y)
+    assert list(est.gammas_) == [0.01, 0.02]
