@@ -132,11 +132,11 @@ def run_child(args, setting, timeout):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def timings(workloads, repeats, timeout):
-    runs = {w: {s: [] for s in SETTINGS} for w in workloads}
+def timings(workloads, settings, repeats, timeout):
+    runs = {w: {s: [] for s in settings} for w in workloads}
     for rep in range(repeats):
         for w in workloads:
-            order = SETTINGS if rep % 2 == 0 else SETTINGS[::-1]
+            order = settings if rep % 2 == 0 else settings[::-1]
             for s in order:
                 r = run_child(["--child", w, s], s, timeout)
                 runs[w][s].append(r)
@@ -144,10 +144,11 @@ def timings(workloads, repeats, timeout):
                       f"blas threads {r['blas_threads_in_fit']}) {r['fingerprint']}")
     summary = {}
     for w, by in runs.items():
-        med = {s: statistics.median(r["seconds"] for r in by[s]) for s in SETTINGS}
-        fps = {r["fingerprint"] for s in SETTINGS for r in by[s]}
+        med = {s: statistics.median(r["seconds"] for r in by[s]) for s in settings}
+        fps = {r["fingerprint"] for s in settings for r in by[s]}
+        ref = med.get("default", next(iter(med.values())))
         summary[w] = {"median_seconds": med,
-                      "ratio_to_default": {s: med[s] / med["default"] for s in SETTINGS},
+                      "ratio_to_default": {s: med[s] / ref for s in settings},
                       "same_model_under_all_settings": len(fps) == 1}
     return runs, summary
 
@@ -169,6 +170,7 @@ def main(argv=None):
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated (cv_vowel, plain_5k, plain_20k)")
     p.add_argument("--big", action="store_true", help="add plain_20k to the workloads")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset of default,env1,tpl1")
     p.add_argument("--fingerprints", action="store_true", help="compare bit_identity fingerprints across settings")
     p.add_argument("--only", default=None, help="with --fingerprints: configurations whose name contains this")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
@@ -187,7 +189,8 @@ def main(argv=None):
         result["fingerprints"] = fingerprints(args.only, args.timeout)
     else:
         workloads = [w for w in args.workloads.split(",") if w] + (["plain_20k"] if args.big else [])
-        result["runs"], result["summary"] = timings(workloads, args.repeats, args.timeout)
+        settings = tuple(s for s in args.settings.split(",") if s)
+        result["runs"], result["summary"] = timings(workloads, settings, args.repeats, args.timeout)
         for w, s in result["summary"].items():
             H.log(f"{w}: " + ", ".join(f"{k} {v:.2f} s" for k, v in s["median_seconds"].items()))
     H.finish(result, out, t0)
