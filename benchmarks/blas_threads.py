@@ -142,15 +142,21 @@ def timings(workloads, settings, repeats, timeout):
                 runs[w][s].append(r)
                 H.log(f"{w} {s} rep {rep}: {r['seconds']:.2f} s (load {r['load_before'][0]:.1f}, "
                       f"blas threads {r['blas_threads_in_fit']}) {r['fingerprint']}")
+    return runs, summarize(runs)
+
+
+def summarize(runs):
+    """Per workload: median seconds per setting, ratios to ``default``, and whether the fitted
+    attributes (and, separately, the outputs on held-out rows) are the same under every setting."""
     summary = {}
     for w, by in runs.items():
-        med = {s: statistics.median(r["seconds"] for r in by[s]) for s in settings}
-        fps = {r["fingerprint"] for s in settings for r in by[s]}
+        med = {s: statistics.median(r["seconds"] for r in rs) for s, rs in by.items()}
         ref = med.get("default", next(iter(med.values())))
-        summary[w] = {"median_seconds": med,
-                      "ratio_to_default": {s: med[s] / ref for s in settings},
-                      "same_model_under_all_settings": len(fps) == 1}
-    return runs, summary
+        fps = [r["fingerprint"].split("/") for rs in by.values() for r in rs]
+        summary[w] = {"median_seconds": med, "ratio_to_default": {s: m / ref for s, m in med.items()},
+                      "same_fitted_attributes": len({f[1] for f in fps}) == 1,
+                      "same_outputs": len({f[0] for f in fps}) == 1}
+    return summary
 
 
 def fingerprints(only, timeout):
@@ -174,6 +180,7 @@ def main(argv=None):
     p.add_argument("--fingerprints", action="store_true", help="compare bit_identity fingerprints across settings")
     p.add_argument("--only", default=None, help="with --fingerprints: configurations whose name contains this")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
+    p.add_argument("--summarize", default=None, metavar="JSON", help="recompute the summary of a results file")
     p.add_argument("--out", default=None, help=f"output JSON (default benchmarks/results/{NAME}.json)")
     args = p.parse_args(argv)
     if args.child:
@@ -181,6 +188,11 @@ def main(argv=None):
         return 0
     if args.child_fingerprints:
         print(json.dumps(H.jsonable(child_fingerprints(args.only))))
+        return 0
+    if args.summarize:
+        doc = json.loads(Path(args.summarize).read_text())
+        doc["summary"] = summarize(doc["runs"])
+        H.write_json(args.summarize, doc)
         return 0
     t0 = time.perf_counter()
     out = H.output_path(NAME, args.out)
