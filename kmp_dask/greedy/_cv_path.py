@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..blockops._prefix_scores import PrefixScorer, hash_folds
+from ..linalg import one_blas_thread
 
 __all__ = ["hash_folds", "prefix_scorer", "row_folds"]  # hash_folds: the hash itself, re-exported
 
@@ -26,14 +27,15 @@ def prefix_scorer(expansion, expansion_at, classes=None, parameters_at=None) -> 
     """
     n, m = expansion.n_vectors, expansion.n_outputs
     A, b = np.zeros((n, (n + 1) * m)), np.zeros((n + 1) * m)
-    for k in range(n + 1):
-        if parameters_at is None:
-            e = expansion_at(k)
-            coef, intercept = e.coef, e.intercept
-        else:
-            coef, intercept = parameters_at(k)
-        A[:k, k * m:(k + 1) * m] = np.reshape(coef, (k, m))
-        b[k * m:(k + 1) * m] = intercept
+    with one_blas_thread():  # n + 1 small Cholesky solves (docs/engine.md, Threads)
+        for k in range(n + 1):
+            if parameters_at is None:
+                e = expansion_at(k)
+                coef, intercept = e.coef, e.intercept
+            else:
+                coef, intercept = parameters_at(k)
+            A[:k, k * m:(k + 1) * m] = np.reshape(coef, (k, m))
+            b[k * m:(k + 1) * m] = intercept
     return PrefixScorer(expansion, A, b, classes)
 
 

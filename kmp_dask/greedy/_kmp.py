@@ -43,7 +43,7 @@ import numpy as np
 
 from ..blockops import BIAS_ATOM, ColumnStats, Engine, KMPSetup, ScoreQuery, ScoreStats, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning
-from ..linalg import IncrementalCholesky
+from ..linalg import IncrementalCholesky, one_blas_thread
 from ._candidates import CandidateSet, gather_fetched
 from ._checkpoint import NO_CHECKPOINT
 from ._kmp_blocks import run_blocks
@@ -618,7 +618,8 @@ def kernel_matching_pursuit(
         pursuit, resume_at = _restored(engine, callback, checkpoint, rng)
     else:
         pursuit, resume_at = Pursuit(engine, config, callback=callback, checkpoint=checkpoint), None
-    result = pursuit.run(rng, resume_at)
+    with one_blas_thread():  # small driver-side solves (and in-process partitions): docs/engine.md, Threads
+        result = pursuit.run(rng, resume_at)
     result.n_errors0 = pursuit.recorder.n_errors0
     result.basis_columns = pursuit.basis_columns
     if checkpoint is not None:
