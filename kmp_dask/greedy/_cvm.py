@@ -46,21 +46,6 @@ QP_TOL = 1e-9
 more than ``QP_TOL · κ̃`` (far inside the (1+ε) approximation the core-set loop guarantees)."""
 
 
-_BLAS = None
-
-
-def _one_blas_thread():
-    """A context with BLAS limited to one thread (threadpoolctl): the QP's solves are small
-    (support-sized), and multi-threaded BLAS on them was measured 10–20× slower on a busy 2-core
-    machine (banana, eps=3e-4: 15.5 s → 1.35 s per fit) — threads spin for work that is not there."""
-    global _BLAS
-    if _BLAS is None:
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=1, user_api="blas")
-
-
 @dataclass
 class CVMResult:
     """``core_index`` (n,) global rows of the core set in order of entry; ``core_rows`` (n, d);

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..linalg import IncrementalCholesky, forward_substitution
+from ..linalg import IncrementalCholesky, forward_substitution, one_blas_thread
 
 __all__ = ["ActiveSetQP", "GrowingRows", "GrowingSquare", "simplex_qp"]
 
@@ -164,9 +164,7 @@ class ActiveSetQP:
         self._refactor(Q, active)
 
     def solve(self, Q, alpha, tol, max_iter: int = 10_000):
-        from ._cvm import _one_blas_thread
-
-        with _one_blas_thread():
+        with one_blas_thread():  # support-sized solves: BLAS threads only wait (linalg/_threads.py)
             return self._solve(Q, alpha, tol, max_iter)
 
     def _start(self, Q, alpha):
