@@ -56,8 +56,9 @@ class Idea:
 #: The vocabulary. Every name shared by two estimators is either here or has one type line.
 GLOSSARY = (
     Idea("n_basis", "atoms of a KMP expansion (basis functions selected by the pursuit)",
-         "Vincent & Bengio's 'basis functions'; the KMP estimators and KMP's CV (its largest size tried)",
-         types=("int",)),
+         "Vincent & Bengio's 'basis functions'; the KMP estimators and KMP's CV (its largest size tried; "
+         "\"auto\" there: an adaptive cap)",
+         types=("int", '"auto" or int')),
     Idea("n_vectors", "vectors kept by a reduced set (Weston & Bakır's N_z)",
          "the reduced-set papers' 'vectors'; only the compressor and its meta-estimators",
          types=("int or float",)),
