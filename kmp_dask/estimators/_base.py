@@ -119,7 +119,11 @@ class ExpansionEstimatorMixin:
 
     Mixed in before scikit-learn's ``BaseEstimator``; a family overrides the hooks named in the
     module docstring and keeps its own ``fit`` signature (and docstring), calling
-    :meth:`_fit_skeleton`.
+    :meth:`_fit_skeleton`. A family that fits through the skeleton defines the two hooks that
+    have no default here: ``_run_loop(run)`` (steps 3–4: open its session on ``run.store`` and
+    run its loop) and ``_finish_fit(result, run)`` (step 5: set the fitted attributes from that
+    result; return ``self``). One with a ``fit`` of its own (the compressor) uses only the
+    predict dispatch and the helpers.
     """
 
     _fitted_attr = "expansion_"  #: the attribute ``check_is_fitted`` looks for before a prediction
@@ -147,14 +151,6 @@ class ExpansionEstimatorMixin:
         """Hook, step 2: a context yielding the store of ``X`` (and ``y``); supervised by default."""
         self._input_classes = None
         return fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=self._is_classifier)
-
-    def _run_loop(self, run: FitRun):
-        """Hook, steps 3–4: open the family's session on ``run.store`` and run its loop."""
-        raise NotImplementedError
-
-    def _finish_fit(self, result, run: FitRun):
-        """Hook, step 5: set the fitted attributes from ``_run_loop``'s result; return ``self``."""
-        raise NotImplementedError
 
     # -- predict -----------------------------------------------------------------------------
     def _predict_rows(self, X):
