@@ -42,7 +42,7 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _harness as H  # noqa: E402
+import _harness as H
 
 NAME = "kmp_cv_accuracy"
 FORBIDDEN = {"ring", "phoneme", "spambase", "wdbc", "vowel"}  # keel_cv.py's acceptance sets
@@ -55,11 +55,13 @@ def _arguments(p):
     p.add_argument("--variants", default="", help="comma-separated: widen3,cap1600,rule_best,candidates_all")
     p.add_argument("--single-fits", action="store_true")
     p.add_argument("--no-svc", action="store_true")
+    p.add_argument("--merge", default="", help="comma-separated result JSONs of this script: merged into --out with "
+                                               "the summary, nothing run")
 
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 
 def load(name, max_rows):
@@ -116,6 +118,7 @@ def summary(clf, Xte, yte, secs, warns, scale):
     mean = clf.scores_.mean(axis=1)
     g0, s0 = np.unravel_index(int(np.argmax(mean)), mean.shape)
     return {"test_accuracy": float(clf.score(Xte, yte)), "wall_seconds": secs, "n_basis": int(clf.n_basis_),
+            "rule": getattr(clf, "rule_", clf.rule), "best_params": clf.best_params_,
             "gamma_over_scale": clf.best_params_["gamma"] / scale, "cap": int(clf.sizes_[-1]),
             "grid_over_scale": (np.asarray(clf.gammas_) / scale).round(6).tolist(), "warnings": warns,
             "cv_accuracy": float(clf.best_score_), "best_mean_cv": float(mean[g0, s0]),
@@ -170,7 +173,7 @@ def single_fits(clf, Xtr, ytr, Xte, yte):
         try:
             est, secs, _ = H.timed_fit(est, Xtr, ytr)
             out[key] = {"test_accuracy": float(est.score(Xte, yte)), "seconds": secs}
-        except Exception as e:  # recorded, not hidden: a loss may not support this set
+        except (ValueError, RuntimeError, np.linalg.LinAlgError) as e:  # recorded: a loss may not suit this set
             out[key] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
     return out
 
@@ -221,7 +224,45 @@ def run_set(name, args):
     return row
 
 
+def summarize(sets):
+    """Per rule: test accuracy minus the 1se rule's, and atoms over the SVC's support vectors."""
+    out = {}
+    for r in RULES:
+        d = {n: 100 * (row["rules"][r]["test_accuracy"] - row["rules"]["1se"]["test_accuracy"]) for n, row in sets.items()}
+        gap = {n: 100 * (row["rules"][r]["test_accuracy"] - row["svc"]["accuracy"]) for n, row in sets.items()}
+        ratio = {n: row["rules"][r]["size"] / row["svc"]["n_support_vectors"] for n, row in sets.items()}
+        out[r] = {"points_over_1se": d, "mean_points_over_1se": float(np.mean(list(d.values()))),
+                  "better": sum(v > 0 for v in d.values()), "worse": sum(v < 0 for v in d.values()),
+                  "points_over_svc": gap, "within_1.5_of_svc": sum(v >= -1.5 for v in gap.values()),
+                  "atoms_over_svs": ratio, "at_most_third_of_svs": sum(v <= 1 / 3 for v in ratio.values())}
+        H.log(f"{r}: mean {out[r]['mean_points_over_1se']:+.2f} pt over 1se, better on {out[r]['better']}, worse on "
+              f"{out[r]['worse']}; within 1.5 pt of the SVC on {out[r]['within_1.5_of_svc']} of {len(d)}, "
+              f"≤ 1/3 of its SVs on {out[r]['at_most_third_of_svs']}")
+    return out
+
+
+def merge(args):
+    import json
+
+    out = H.output_path(NAME, args.out)
+    runs = [json.loads(Path(f).read_text()) for f in args.merge.split(",") if f]
+    result = {"benchmark": NAME, "issue": 25, "environment": H.environment(), "protocol": runs[0]["protocol"],
+              "runs": [{"settings": r["settings"], "environment": r["environment"],
+                        "total_seconds": r.get("total_seconds")} for r in runs], "sets": {}}
+    for r in runs:
+        result["sets"].update(r["sets"])
+    for row in result["sets"].values():  # runs before ``rule_`` existed: which rule the default's choice is
+        if "rule" not in row["default"]:
+            row["default"]["rule_inferred"] = [r for r in ("1se", "best") if row["rules"][r]["size"] == row["default"][
+                "n_basis"] and abs(row["rules"][r]["test_accuracy"] - row["default"]["test_accuracy"]) < 1e-12]
+    result["summary"] = summarize({n: row for n, row in result["sets"].items() if "svc" in row})
+    H.write_json(out, result)
+    H.log(f"wrote {out}")
+
+
 def main(args):
+    if args.merge:
+        return merge(args)
     out = H.output_path(NAME, args.out)
     t0 = time.perf_counter()
     result = {"benchmark": NAME, "issue": 25, "environment": H.environment(), "settings": vars(args),

@@ -45,7 +45,8 @@ def test_adaptive_cap_extends_when_the_best_is_at_the_cap(monkeypatch):
         np.testing.assert_allclose(auto.scores_[last], full.scores_[last], atol=1e-12)
     np.testing.assert_array_equal(auto.scores_[:, :, :10], short.scores_)  # the first 10 sizes unchanged
     # the choice follows the rule on the recorded scores, and the refit is that model
-    g, s = _kmp_cv.one_standard_error(auto.scores_)
+    assert auto.rule_ == _kmp_cv.AUTO_RULE
+    g, s = _kmp_cv.one_standard_error(auto.scores_, rule=auto.rule_)
     assert auto.best_params_ == {"gamma": [0.5, 2.0][g], "n_basis": s + 1}
     sep = KMPClassifier(gamma=auto.best_params_["gamma"], n_basis=auto.best_params_["n_basis"],
                         random_state=auto.best_estimator_.random_state, client="sync").fit(X, y)
@@ -115,3 +116,39 @@ def test_given_grid_is_not_widened(monkeypatch):
     with pytest.warns(UserWarning, match="largest gamma"):
         est.fit(X, y)
     assert list(est.gammas_) == [0.01, 0.02]
+
+
+def test_selection_rule_defaults_by_hand():
+    """rule="auto": the classifier takes the best mean held-out accuracy, the regressor the
+    one-standard-error rule; checked against argmax / the 1-SE bar computed here from ``scores_``."""
+    from kmp_dask import KMPRegressorCV
+
+    assert KMPClassifierCV().rule == "auto" and _kmp_cv.AUTO_RULE == "best"
+    X, y = make_moons(300, noise=0.3, random_state=0)
+    kw = {"gammas": [0.5, 2.0, 8.0], "n_basis": 30, "cv": 3, "random_state": 0, "client": "sync"}
+    clf = KMPClassifierCV(**kw).fit(X, y)
+    mean = clf.scores_.mean(axis=1)
+    best = np.flatnonzero(mean.max(axis=0) == mean.max())[0]  # smallest size holding the best mean
+    g = int(np.flatnonzero(mean[:, best] == mean.max())[0])
+    assert clf.rule_ == "best"
+    assert clf.best_params_ == {"gamma": kw["gammas"][g], "n_basis": int(best) + 1}
+    assert clf.best_estimator_.cv_search_["rule"] == "best"
+    assert KMPClassifierCV(rule="1se", **kw).fit(X, y).rule_ == "1se"
+    reg = KMPRegressorCV(**kw).fit(X, np.sin(2 * X[:, 0]) + 0.3 * y)
+    m = reg.scores_.mean(axis=1)
+    g0, s0 = np.unravel_index(np.argmax(m), m.shape)
+    bar = m[g0, s0] - reg.scores_[g0, :, s0].std(ddof=1) / np.sqrt(3)
+    s = int(np.flatnonzero((m >= bar).any(axis=0))[0])
+    assert reg.rule_ == "1se" and reg.best_params_["n_basis"] == s + 1
+
+
+def test_best_rule_breaks_ties_by_size_then_gamma():
+    # made-up scores, 2 γ × 2 folds × 4 sizes: the best mean 0.9 is reached at size 3 by γ1 and at
+    # size 4 by γ0 and γ1; "best" takes the smallest size (3, γ1); "1se" a smaller one
+    S = np.array([[[0.5, 0.7, 0.8, 0.9], [0.5, 0.7, 0.8, 0.9]],
+                  [[0.6, 0.8, 0.9, 0.9], [0.6, 0.8, 0.9, 0.9]]])
+    assert _kmp_cv.one_standard_error(S, rule="best") == (1, 2)
+    S[0, :, 2] = 0.9  # now γ0 reaches 0.9 at size 3 too: the earlier γ wins the tie
+    assert _kmp_cv.one_standard_error(S, rule="best") == (0, 2)
+    S[1, :, 1] = [0.8, 1.0]  # γ1 reaches the mean 0.9 already at size 2 (two different folds)
+    assert _kmp_cv.one_standard_error(S, rule="best") == (1, 1)
