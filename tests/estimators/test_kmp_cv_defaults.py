@@ -119,27 +119,37 @@ def test_given_grid_is_not_widened(monkeypatch):
 
 
 def test_selection_rule_defaults_by_hand():
-    """rule="auto": the classifier takes the best mean held-out accuracy, the regressor the
-    one-standard-error rule; checked against argmax / the 1-SE bar computed here from ``scores_``."""
+    """rule="auto": the classifier takes the smallest model within half a standard error of the best
+    mean held-out accuracy, the regressor within one; checked against the bar computed here."""
     from kmp_dask import KMPRegressorCV
 
-    assert KMPClassifierCV().rule == "auto" and _kmp_cv.AUTO_RULE == "best"
+    assert KMPClassifierCV().rule == "auto" and _kmp_cv.AUTO_RULE == "half_se"
     X, y = make_moons(300, noise=0.3, random_state=0)
     kw = {"gammas": [0.5, 2.0, 8.0], "n_basis": 30, "cv": 3, "random_state": 0, "client": "sync"}
-    clf = KMPClassifierCV(**kw).fit(X, y)
-    mean = clf.scores_.mean(axis=1)
-    best = np.flatnonzero(mean.max(axis=0) == mean.max())[0]  # smallest size holding the best mean
-    g = int(np.flatnonzero(mean[:, best] == mean.max())[0])
-    assert clf.rule_ == "best"
-    assert clf.best_params_ == {"gamma": kw["gammas"][g], "n_basis": int(best) + 1}
-    assert clf.best_estimator_.cv_search_["rule"] == "best"
-    assert KMPClassifierCV(rule="1se", **kw).fit(X, y).rule_ == "1se"
-    reg = KMPRegressorCV(**kw).fit(X, np.sin(2 * X[:, 0]) + 0.3 * y)
-    m = reg.scores_.mean(axis=1)
-    g0, s0 = np.unravel_index(np.argmax(m), m.shape)
-    bar = m[g0, s0] - reg.scores_[g0, :, s0].std(ddof=1) / np.sqrt(3)
-    s = int(np.flatnonzero((m >= bar).any(axis=0))[0])
-    assert reg.rule_ == "1se" and reg.best_params_["n_basis"] == s + 1
+    for est, width, rule in ((KMPClassifierCV(**kw).fit(X, y), 0.5, "half_se"),
+                             (KMPRegressorCV(**kw).fit(X, np.sin(2 * X[:, 0]) + 0.3 * y), 1.0, "1se")):
+        m = est.scores_.mean(axis=1)
+        best = m.max()
+        s0 = int(np.flatnonzero(m.max(axis=0) == best)[0])  # the smallest size holding the best mean
+        g0 = int(np.flatnonzero(m[:, s0] == best)[0])
+        bar = best - width * est.scores_[g0, :, s0].std(ddof=1) / np.sqrt(3)
+        s = int(np.flatnonzero((m >= bar).any(axis=0))[0])
+        g = int(np.argmax(np.where(m[:, s] >= bar, m[:, s], -np.inf)))
+        assert est.rule_ == rule and est.best_estimator_.cv_search_["rule"] == rule
+        assert est.best_params_ == {"gamma": kw["gammas"][g], "n_basis": s + 1}
+
+
+def test_three_rules_by_hand():
+    # made-up scores, 2 γ × 3 folds × 4 sizes; the best mean 0.90 is γ1 at size 4, fold scores
+    # 0.80 0.90 1.00: SE = 0.1 / √3 = 0.0577. 1se bar 0.8423: size 2 (γ1 0.86; γ0 0.82);
+    # half_se bar 0.8711: size 3 (γ1 0.88; γ0 0.86); best: size 4
+    S = np.array([[[0.70, 0.80, 0.85, 0.86], [0.72, 0.82, 0.86, 0.87], [0.74, 0.84, 0.87, 0.88]],
+                  [[0.60, 0.84, 0.85, 0.80], [0.62, 0.86, 0.88, 0.90], [0.64, 0.88, 0.91, 1.00]]])
+    assert _kmp_cv.one_standard_error(S, rule="1se") == (1, 1)
+    assert _kmp_cv.one_standard_error(S, rule="half_se") == (1, 2)
+    assert _kmp_cv.one_standard_error(S, rule="best") == (1, 3)
+    S[0, :, 2] += 0.02  # γ0 size 3 now has mean 0.88 = γ1's: the earlier γ wins the tie
+    assert _kmp_cv.one_standard_error(S, rule="half_se") == (0, 2)
 
 
 def test_best_rule_breaks_ties_by_size_then_gamma():
