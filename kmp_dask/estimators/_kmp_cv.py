@@ -10,9 +10,8 @@ ONE pursuit, and every size 1 … ``n_basis`` is scored on the held-out fold fro
 columns of the held-out rows against the fold's basis are computed once and all prefix models
 are one matrix product. The size and γ are then chosen by ``rule`` (the smallest model whose mean
 score is within one standard error of the best — a classifier's default: half of it), and the
-final model
-is fitted on all rows with the chosen γ and size — the same model as the ``n_basis``-atom
-pursuit's prefix of that size (same seed, same data).
+final model is fitted on all rows with the chosen γ and size — the same model as the
+``n_basis``-atom pursuit's prefix of that size (same seed, same data).
 
 Folds: numpy input uses scikit-learn's ``StratifiedKFold`` (classifiers) or ``KFold``
 (regressors), shuffled with ``random_state``. Store and dask input use folds by a hash of the
@@ -416,8 +415,8 @@ _DOC = """
     (squared loss, {inner}); every prefix size 1 … ``n_basis`` of it is scored exactly on the
     held-out fold ({metric}). γ and the size are chosen by ``rule`` — the smallest size at which
     some γ's mean score is within one standard error of the best mean (regressor default; half a
-    standard error: classifier default) — and ``best_estimator_`` is fitted on all rows with them (the same model as the prefix of that
-    size of an ``n_basis``-atom pursuit with the same seed).
+    standard error: classifier default) — and ``best_estimator_`` is fitted on all rows with them
+    (the same model as the prefix of that size of an ``n_basis``-atom pursuit with the same seed).
 
     Folds: numpy / pandas input uses {folds} (shuffled with ``random_state``), or any
     scikit-learn splitter given as ``cv``. Store and dask input use folds by a hash of the row
