@@ -119,7 +119,8 @@ def _cv_parts(name, model) -> list:
         rows.append([int(cv.sizes[s])] + [f"{cv.mean[g, s]:.4f} ± {cv.se[g, s]:.4f}" for g in range(len(cv.gammas))]
                     + [mark])
     parts = [Figure("Cross-validation: score vs size", png, alt),
-             Table(f"Cross-validation: mean held-out {cv.metric} ± 1 SE ({cv.n_splits} folds; one-SE threshold "
+             Table(f"Cross-validation: mean held-out {cv.metric} ± 1 SE ({cv.n_splits} folds; "
+                   f"{'half-SE' if cv.rule == 'half_se' else 'one-SE'} threshold "
                    f"{cv.threshold:.4f}; chosen: {chosen})", header, rows)]
     if cv.warnings:
         parts.append(Note("Cross-validation: the choice may be limited by the grid", " | ".join(cv.warnings)))

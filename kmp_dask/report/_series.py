@@ -235,7 +235,7 @@ class CVScores:
     se: np.ndarray  #: (n_gammas, n_sizes) standard error, std(ddof=1) / sqrt(n_splits)
     best: tuple[int, int]  #: (γ index, size index) of the best mean (ties: the smaller size, the earlier γ)
     chosen: tuple[int, int]  #: (γ index, size index) of the model that was refitted
-    threshold: float  #: best mean − its standard error (the one-standard-error rule's bar)
+    threshold: float  #: best mean − its standard error (× 1/2 for rule "half_se"): the rule's bar
     warnings: tuple[str, ...]
 
 
@@ -262,7 +262,7 @@ def cv_scores(model) -> CVScores:
     g0 = int(np.flatnonzero(top[:, s0])[0])
     chosen = (int(np.argmin(np.abs(gammas - chosen_g))), int(np.argmin(np.abs(sizes - chosen_n))))
     return CVScores(str(rec.get("metric", "score")), str(rec.get("rule", "")), k, gammas, sizes, mean, se, (g0, s0),
-                    chosen, float(mean[g0, s0] - se[g0, s0]), tuple(str(w) for w in rec.get("warnings", ())))
+                    chosen, float(mean[g0, s0] - (0.5 if rec.get("rule") == "half_se" else 1.0) * se[g0, s0]), tuple(str(w) for w in rec.get("warnings", ())))
 
 
 def cv_table_sizes(cv: CVScores) -> list[int]:

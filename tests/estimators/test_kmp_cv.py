@@ -188,7 +188,7 @@ def test_regressor_on_a_store_matches_numpy_hash_folds(tmp_path):
     ({"gammas": [0]}, r"gammas must hold positive.*got 0 in"),
     ({"gammas": 0.5}, r"gammas must be None.*gammas=0.5"),
     ({"fit_mode": "basic"}, "fit_mode must be 'backfit' or 'prefit'.*'basic'"),
-    ({"rule": "min"}, "rule must be '1se'.*'min'"),
+    ({"rule": "min"}, "rule must be 'auto'.*'1se'.*'half_se'.*'best'.*'min'"),
     ({"n_basis": 0}, "n_basis must be a positive int"),
     ({"kernel": ["rbf", "laplacian"]}, r"kernel must be a kernel name.*\['rbf', 'laplacian'\]"),
 ])

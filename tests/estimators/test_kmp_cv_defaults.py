@@ -45,7 +45,8 @@ def test_adaptive_cap_extends_when_the_best_is_at_the_cap(monkeypatch):
         np.testing.assert_allclose(auto.scores_[last], full.scores_[last], atol=1e-12)
     np.testing.assert_array_equal(auto.scores_[:, :, :10], short.scores_)  # the first 10 sizes unchanged
     # the choice follows the rule on the recorded scores, and the refit is that model
-    g, s = _kmp_cv.one_standard_error(auto.scores_)
+    assert auto.rule_ == _kmp_cv.AUTO_RULE
+    g, s = _kmp_cv.one_standard_error(auto.scores_, rule=auto.rule_)
     assert auto.best_params_ == {"gamma": [0.5, 2.0][g], "n_basis": s + 1}
     sep = KMPClassifier(gamma=auto.best_params_["gamma"], n_basis=auto.best_params_["n_basis"],
                         random_state=auto.best_estimator_.random_state, client="sync").fit(X, y)
@@ -115,3 +116,49 @@ def test_given_grid_is_not_widened(monkeypatch):
     with pytest.warns(UserWarning, match="largest gamma"):
         est.fit(X, y)
     assert list(est.gammas_) == [0.01, 0.02]
+
+
+def test_selection_rule_defaults_by_hand():
+    """rule="auto": the classifier takes the smallest model within half a standard error of the best
+    mean held-out accuracy, the regressor within one; checked against the bar computed here."""
+    from kmp_dask import KMPRegressorCV
+
+    assert KMPClassifierCV().rule == "auto" and _kmp_cv.AUTO_RULE == "half_se"
+    X, y = make_moons(300, noise=0.3, random_state=0)
+    kw = {"gammas": [0.5, 2.0, 8.0], "n_basis": 30, "cv": 3, "random_state": 0, "client": "sync"}
+    for est, width, rule in ((KMPClassifierCV(**kw).fit(X, y), 0.5, "half_se"),
+                             (KMPRegressorCV(**kw).fit(X, np.sin(2 * X[:, 0]) + 0.3 * y), 1.0, "1se")):
+        m = est.scores_.mean(axis=1)
+        best = m.max()
+        s0 = int(np.flatnonzero(m.max(axis=0) == best)[0])  # the smallest size holding the best mean
+        g0 = int(np.flatnonzero(m[:, s0] == best)[0])
+        bar = best - width * est.scores_[g0, :, s0].std(ddof=1) / np.sqrt(3)
+        s = int(np.flatnonzero((m >= bar).any(axis=0))[0])
+        g = int(np.argmax(np.where(m[:, s] >= bar, m[:, s], -np.inf)))
+        assert est.rule_ == rule and est.best_estimator_.cv_search_["rule"] == rule
+        assert est.best_params_ == {"gamma": kw["gammas"][g], "n_basis": s + 1}
+
+
+def test_three_rules_by_hand():
+    # made-up scores, 2 γ × 3 folds × 4 sizes; the best mean 0.90 is γ1 at size 4, fold scores
+    # 0.80 0.90 1.00: SE = 0.1 / √3 = 0.0577. 1se bar 0.8423: size 2 (γ1 0.86; γ0 0.82);
+    # half_se bar 0.8711: size 3 (γ1 0.88; γ0 0.86); best: size 4
+    S = np.array([[[0.70, 0.80, 0.85, 0.86], [0.72, 0.82, 0.86, 0.87], [0.74, 0.84, 0.87, 0.88]],
+                  [[0.60, 0.84, 0.85, 0.80], [0.62, 0.86, 0.88, 0.90], [0.64, 0.88, 0.91, 1.00]]])
+    assert _kmp_cv.one_standard_error(S, rule="1se") == (1, 1)
+    assert _kmp_cv.one_standard_error(S, rule="half_se") == (1, 2)
+    assert _kmp_cv.one_standard_error(S, rule="best") == (1, 3)
+    S[0, :, 2] += 0.02  # γ0 size 3 now has mean 0.88 = γ1's: the earlier γ wins the tie
+    assert _kmp_cv.one_standard_error(S, rule="half_se") == (0, 2)
+
+
+def test_best_rule_breaks_ties_by_size_then_gamma():
+    # made-up scores, 2 γ × 2 folds × 4 sizes: the best mean 0.9 is reached at size 3 by γ1 and at
+    # size 4 by γ0 and γ1; "best" takes the smallest size (3, γ1); "1se" a smaller one
+    S = np.array([[[0.5, 0.7, 0.8, 0.9], [0.5, 0.7, 0.8, 0.9]],
+                  [[0.6, 0.8, 0.9, 0.9], [0.6, 0.8, 0.9, 0.9]]])
+    assert _kmp_cv.one_standard_error(S, rule="best") == (1, 2)
+    S[0, :, 2] = 0.9  # now γ0 reaches 0.9 at size 3 too: the earlier γ wins the tie
+    assert _kmp_cv.one_standard_error(S, rule="best") == (0, 2)
+    S[1, :, 1] = [0.8, 1.0]  # γ1 reaches the mean 0.9 already at size 2 (two different folds)
+    assert _kmp_cv.one_standard_error(S, rule="best") == (1, 1)
