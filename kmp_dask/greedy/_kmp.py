@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import copy
+import pickle
 import time
 import warnings
 
 import numpy as np
 
 from ..blockops import BIAS_ATOM, ColumnStats, Engine, KMPSetup, ScoreQuery, ScoreStats, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
+from ..blockops._safe_pickle import restricted_loads
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning
 from ..linalg import IncrementalCholesky, one_blas_thread
 from ._candidates import CandidateSet, gather_fetched
@@ -562,8 +563,9 @@ class PursuitExtension:
 
     def maybe_save(self, pursuit, t: int, cands, rng) -> None:
         if t + 1 == pursuit.n_basis:  # the loop's last iteration: keep a copy (the final pass changes it)
-            self.saved = {"pursuit": copy.deepcopy(pursuit), "t": int(t), "cands": copy.deepcopy(cands),
-                          "rng": copy.deepcopy(rng.bit_generator.state), "journal": tuple(pursuit.engine.journal)}
+            state = pickle.dumps((pursuit, cands), protocol=pickle.HIGHEST_PROTOCOL)  # ~10× faster than deepcopy
+            self.saved = {"state": state, "t": int(t), "rng": rng.bit_generator.state,
+                          "journal": tuple(pursuit.engine.journal)}
 
     def save_result(self, result) -> None:
         pass
@@ -571,10 +573,11 @@ class PursuitExtension:
     def restore(self, engine: Engine, rng):
         """As :meth:`Checkpoint.restore`, from memory; the state is handed over (not kept)."""
         s, self.saved = self.saved, None
+        pursuit, cands = restricted_loads(s["state"])  # written above, read as a checkpoint is (safe_pickle)
         engine.run(None, None, s["journal"])
         rng.bit_generator.state = s["rng"]
         self.replays += 1
-        return s["pursuit"], s["t"], s["cands"]
+        return pursuit, s["t"], cands
 
 
 _EXTENSION: contextvars.ContextVar = contextvars.ContextVar("kmp_pursuit_extension", default=None)
