@@ -33,7 +33,7 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning
-from ..greedy._cv_path import hash_folds, prefix_scorer, row_folds
+from ..greedy._cv_path import factor_prefix_scorer, hash_folds, prefix_scorer, row_folds
 from ..greedy._kmp import PursuitExtension, extending
 from ..kernels import Kernel, get_kernel
 from ..kernels._table import kernel_table, row_tables, table_token
@@ -88,6 +88,8 @@ def one_standard_error(scores, *, rule: str = "1se") -> tuple[int, int]:
 def _prefix_scorer(est):
     """The scorer of every prefix (sizes 0 … n) of the fitted pursuit ``est`` (``expansion_at``)."""
     path = getattr(est, "_path", None)  # the fit's own prefix parameters: no expansion built per size
+    if FACTOR_SCORER and path is not None and path.gram_factor is not None and path.ytd is not None:
+        return factor_prefix_scorer(est.expansion_, path, getattr(est, "classes_", None))
     return prefix_scorer(est.expansion_, est.expansion_at, getattr(est, "classes_", None),
                          None if path is None else path.prefix_parameters)
 
@@ -615,6 +617,11 @@ def _cv_record(est) -> dict:
 EXTEND = True
 """Whether ``n_basis="auto"`` continues the (γ, fold) pursuits when the cap doubles (False: runs
 them again from atom 1, the reference the continuation must reproduce bit for bit)."""
+
+FACTOR_SCORER = True
+"""Whether the held-out scores of every prefix come from the fit's Gram factor (one product per
+row block, :func:`~kmp_dask.greedy._cv_path.factor_prefix_scorer`) rather than one solve per size
+(False: the scorer before, to rounding the same values)."""
 
 USE_TABLE = True
 """Whether the in-memory cross-validation may share a kernel table between folds (tests set it
