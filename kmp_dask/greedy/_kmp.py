@@ -239,14 +239,6 @@ class Pursuit:
         self.engine, self.callback, self.checkpoint = engine, callback, checkpoint or NO_CHECKPOINT
         return self
 
-    def extend_to(self, n_basis: int) -> None:
-        """Continue the loop to ``n_basis`` atoms (capped as in ``__init__``); the factor and the
-        partitions' columns grow as they fill."""
-        n = min(int(n_basis), self.n_train * len(self.kernels) + 3)
-        if n > self.n_basis and self.chol is not None:
-            _check_factor_fits(n, n_basis)
-        self.n_basis = max(self.n_basis, n)
-
     # -- talking to the partitions ----------------------------------------------------------------
     def accept(self, w, beta):
         """The pending column joins; the next pass moves the residual by (d − Bw)βᵀ."""
@@ -580,6 +572,16 @@ class PursuitExtension:
         return pursuit, s["t"], cands
 
 
+def _extend_to(pursuit: Pursuit, n_basis: int) -> None:
+    """A restored ``pursuit``'s loop goes on to ``n_basis`` atoms (capped as in ``Pursuit.__init__``;
+    the factor and the partitions' columns grow as they fill). Resuming a checkpoint (same
+    ``n_basis``, checked by its header) changes nothing."""
+    n = min(int(n_basis), pursuit.n_train * len(pursuit.kernels) + 3)
+    if n > pursuit.n_basis and pursuit.chol is not None:
+        _check_factor_fits(n, n_basis)
+    pursuit.n_basis = max(pursuit.n_basis, n)
+
+
 _EXTENSION: contextvars.ContextVar = contextvars.ContextVar("kmp_pursuit_extension", default=None)
 
 
@@ -686,7 +688,7 @@ def kernel_matching_pursuit(
         return checkpoint.result  # the checkpointed fit had finished
     if checkpoint is not None and checkpoint.saved is not None:
         pursuit, resume_at = _restored(engine, callback, checkpoint, rng)
-        pursuit.extend_to(n_basis)  # a checkpoint's own n_basis (checked): unchanged; the extend hook's: larger
+        _extend_to(pursuit, n_basis)  # a checkpoint's own n_basis (checked): unchanged; the extend hook's: larger
     else:
         pursuit, resume_at = Pursuit(engine, config, callback=callback, checkpoint=checkpoint), None
     with one_blas_thread():  # small driver-side solves (and in-process partitions): docs/engine.md, Threads
