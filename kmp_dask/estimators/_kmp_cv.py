@@ -232,6 +232,13 @@ class _BaseKMPCV(BaseEstimator):
         self._cap, self._only = (AUTO_N_BASIS[0] if auto else int(self.n_basis)), None
         self._kept = {} if auto and EXTEND else None  # (γ, fold) → the pursuit kept for a larger cap
         self._tokens = {}  # γ → the token of its kernel table (the same at every stage: kept pursuits name it)
+        try:
+            return self._stages(run, auto)
+        finally:  # the kept states (a factor and a journal per (γ, fold)) are dropped, also on an error
+            self._kept = None
+
+    def _stages(self, run, auto):
+        """The body of :meth:`_adaptive`: the first run, then the widening / doubling stages."""
         scores, times = run()
         gammas, times, widened = list(self.gammas_), list(times), [0, 0]
         while auto:
