@@ -226,8 +226,9 @@ class _BaseKMPCV(BaseEstimator):
         gives) once at the first cap. With ``n_basis="auto"``: again with the cap doubled (up to
         ``AUTO_N_BASIS[1]``) for the widths whose best mean score is in its last tenth
         (:func:`_to_extend`; a pursuit's cap does not change the atoms it picks, so the longer
-        pursuit's scores replace the shorter one's); with ``gammas=None`` too, a width 4× beyond
-        the end of the grid where the best mean score is (at most ``AUTO_WIDEN`` per end)."""
+        pursuit's scores replace the shorter one's; each (γ, fold) pursuit is continued from its
+        kept state, :meth:`_extension`); with ``gammas=None`` too, a width 4× beyond the end of
+        the grid where the best mean score is (at most ``AUTO_WIDEN`` per end)."""
         auto = isinstance(self.n_basis, str)
         self._cap, self._only = (AUTO_N_BASIS[0] if auto else int(self.n_basis)), None
         self._kept = {} if auto and EXTEND else None  # (γ, fold) → the pursuit kept for a larger cap
@@ -444,8 +445,8 @@ _DOC = """
         Largest number of basis functions tried; every size from 1 up to it is scored. "auto":
         an adaptive cap — 200, doubled (400, then 800 at most) while the best mean held-out score
         is in the last tenth of the cap, for the widths whose own best is there (their pursuits
-        are run again to the larger cap; a pursuit's cap does not change the atoms it picks, so
-        the scores of the smaller sizes stay the same). An int: that fixed cap.
+        are continued to the larger cap from where they stopped — the same atoms and scores as
+        a pursuit run to it from the start). An int: that fixed cap.
     cv : int or CV splitter, default=5
         Number of folds (≥ 2). A splitter (``StratifiedKFold(...)``, ``KFold(...)``) for numpy
         input only.
