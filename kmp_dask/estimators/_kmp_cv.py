@@ -33,9 +33,10 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning
-from ..greedy._cv_path import hash_folds, prefix_scorer, row_folds
+from ..greedy._cv_path import factor_prefix_scorer, hash_folds, prefix_scorer, row_folds
+from ..greedy._kmp import PursuitExtension, extending
 from ..kernels import Kernel, get_kernel
-from ..kernels._table import kernel_table, row_tables
+from ..kernels._table import kernel_table, row_tables, table_token
 from ..parallel._session import client_session
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like
 from ._kmp import KMPClassifier, KMPRegressor, _check_params
@@ -97,6 +98,8 @@ def one_standard_error(scores, *, rule: str = "1se") -> tuple[int, int]:
 def _prefix_scorer(est):
     """The scorer of every prefix (sizes 0 … n) of the fitted pursuit ``est`` (``expansion_at``)."""
     path = getattr(est, "_path", None)  # the fit's own prefix parameters: no expansion built per size
+    if FACTOR_SCORER and path is not None and path.gram_factor is not None and path.ytd is not None:
+        return factor_prefix_scorer(est.expansion_, path, getattr(est, "classes_", None))
     return prefix_scorer(est.expansion_, est.expansion_at, getattr(est, "classes_", None),
                          None if path is None else path.prefix_parameters)
 
@@ -217,7 +220,7 @@ class _BaseKMPCV(BaseEstimator):
                 scores, times = self._adaptive(lambda: self._cv_store(X, y, split_seed, fit_seed, client,
                                                                       inner_client))
             self._choose(scores, times)
-            del self._cap, self._only
+            del self._cap, self._only, self._kept, self._tokens
             best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client,
                                standardize=self.standardized_)
             best.fit(X, y)
@@ -235,10 +238,20 @@ class _BaseKMPCV(BaseEstimator):
         gives) once at the first cap. With ``n_basis="auto"``: again with the cap doubled (up to
         ``AUTO_N_BASIS[1]``) for the widths whose best mean score is in its last tenth
         (:func:`_to_extend`; a pursuit's cap does not change the atoms it picks, so the longer
-        pursuit's scores replace the shorter one's); with ``gammas=None`` too, a width 4× beyond
-        the end of the grid where the best mean score is (at most ``AUTO_WIDEN`` per end)."""
+        pursuit's scores replace the shorter one's; each (γ, fold) pursuit is continued from its
+        kept state, :meth:`_extension`); with ``gammas=None`` too, a width 4× beyond the end of
+        the grid where the best mean score is (at most ``AUTO_WIDEN`` per end)."""
         auto = isinstance(self.n_basis, str)
         self._cap, self._only = (AUTO_N_BASIS[0] if auto else int(self.n_basis)), None
+        self._kept = {} if auto and EXTEND else None  # (γ, fold) → the pursuit kept for a larger cap
+        self._tokens = {}  # γ → the token of its kernel table (the same at every stage: kept pursuits name it)
+        try:
+            return self._stages(run, auto)
+        finally:  # the kept states (a factor and a journal per (γ, fold)) are dropped, also on an error
+            self._kept = None
+
+    def _stages(self, run, auto):
+        """The body of :meth:`_adaptive`: the first run, then the widening / doubling stages."""
         scores, times = run()
         gammas, times, widened = list(self.gammas_), list(times), [0, 0]
         while auto:
@@ -273,10 +286,10 @@ class _BaseKMPCV(BaseEstimator):
         # 12 significant digits: a store's chunk-wise mean / std may move the scale by an ulp with the chunking
         return np.asarray([float(f"{scale_gamma(X) * c:.12g}") for c in DEFAULT_GAMMA_FACTORS])
 
-    def _fold_fit(self, gamma, seed, client, X, y, sample_weight=None, kernel=None):
+    def _fold_fit(self, gamma, seed, client, X, y, sample_weight=None, kernel=None, fold=0):
         t0 = time.perf_counter()
         est = self._inner(gamma, self._cap, seed, client, kernel=kernel)
-        with warnings.catch_warnings():  # a grid's extreme widths are expected to misfit: only the refit warns
+        with warnings.catch_warnings(), self._extension(gamma, fold):  # extreme widths misfit: only the refit warns
             warnings.simplefilter("ignore", KernelWidthWarning)
             warnings.simplefilter("ignore", DegenerateFitWarning)
             est.fit(X, y, sample_weight=sample_weight)
@@ -285,6 +298,14 @@ class _BaseKMPCV(BaseEstimator):
             print(f"{type(self).__name__}: gamma={gamma:.4g}: {est.n_basis_} atoms ({est.stop_reason_}) in "
                   f"{seconds:.1f}s", flush=True)
         return _prefix_scorer(est), seconds
+
+    def _extension(self, gamma, fold):
+        """The (γ, fold) pursuit's extend hook (``n_basis="auto"``): its state at the end of this
+        cap is kept, and a fit to a doubled cap continues it instead of starting again — the same
+        atoms, model and scores as a rerun (greedy/_kmp.py, :class:`PursuitExtension`)."""
+        if self._kept is None:
+            return contextlib.nullcontext()
+        return extending(self._kept.setdefault((float(gamma), int(fold)), PursuitExtension()))
 
     def _cv_arrays(self, X, y, split_seed, fit_seed, client):
         """numpy / pandas input: scikit-learn folds, one pursuit per (γ, fold) on the fold's rows."""
@@ -308,10 +329,11 @@ class _BaseKMPCV(BaseEstimator):
         for gamma in self.gammas_:
             with self._fold_kernel(gamma, X, shared) as (kernel, t_table):
                 row, trow = [], []
-                for train, test in splits:
+                for f, (train, test) in enumerate(splits):
                     Xtr, Xte = (_safe_indexing(X, train), _safe_indexing(X, test)) if kernel is None else \
                         (shared[train], shared[test])
-                    sc, seconds = self._fold_fit(gamma, fit_seed, client, Xtr, _safe_indexing(y, train), kernel=kernel)
+                    sc, seconds = self._fold_fit(gamma, fit_seed, client, Xtr, _safe_indexing(y, train), kernel=kernel,
+                                                 fold=f)
                     row.append(sc.scores(sc.stats(_numeric(Xte), np.asarray(_safe_indexing(y, test)))))
                     trow.append(seconds + t_table / len(splits))
             scores.append(row)
@@ -328,7 +350,7 @@ class _BaseKMPCV(BaseEstimator):
             return
         t0 = time.perf_counter()
         table = kernel_table(get_kernel(self.kernel, gamma=float(gamma)), _numeric(X))
-        with row_tables(table) as token:
+        with row_tables(table, self._tokens.setdefault(float(gamma), table_token())) as token:
             yield Kernel("row_table", {"table": token}), time.perf_counter() - t0
 
     def _cv_store(self, X, y, split_seed, fit_seed, client, inner_client):
@@ -349,7 +371,7 @@ class _BaseKMPCV(BaseEstimator):
                 row, trow = [], []
                 for f in range(K):
                     sc, seconds = self._fold_fit(gamma, fit_seed, inner_client, store, None,
-                                                 sample_weight=(folds != f).astype(np.float64))
+                                                 sample_weight=(folds != f).astype(np.float64), fold=f)
                     row.append(sc)
                     trow.append(seconds)
                 scorers.append(row)
@@ -436,8 +458,8 @@ _DOC = """
         Largest number of basis functions tried; every size from 1 up to it is scored. "auto":
         an adaptive cap — 200, doubled (400, then 800 at most) while the best mean held-out score
         is in the last tenth of the cap, for the widths whose own best is there (their pursuits
-        are run again to the larger cap; a pursuit's cap does not change the atoms it picks, so
-        the scores of the smaller sizes stay the same). An int: that fixed cap.
+        are continued to the larger cap from where they stopped — the same atoms and scores as
+        a pursuit run to it from the start). An int: that fixed cap.
     cv : int or CV splitter, default=5
         Number of folds (≥ 2). A splitter (``StratifiedKFold(...)``, ``KFold(...)``) for numpy
         input only.
@@ -617,6 +639,15 @@ def _cv_record(est) -> dict:
             "best_gamma": float(est.best_params_["gamma"]), "best_n_basis": int(est.best_params_["n_basis"]),
             "warnings": [str(p) for p in est.cv_warnings_]}
 
+
+EXTEND = True
+"""Whether ``n_basis="auto"`` continues the (γ, fold) pursuits when the cap doubles (False: runs
+them again from atom 1, the reference the continuation must reproduce bit for bit)."""
+
+FACTOR_SCORER = True
+"""Whether the held-out scores of every prefix come from the fit's Gram factor (one product per
+row block, :func:`~kmp_dask.greedy._cv_path.factor_prefix_scorer`) rather than one solve per size
+(False: the scorer before, to rounding the same values)."""
 
 USE_TABLE = True
 """Whether the in-memory cross-validation may share a kernel table between folds (tests set it

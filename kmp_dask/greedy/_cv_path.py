@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..blockops._prefix_scores import PrefixScorer, hash_folds
+from ..blockops._prefix_scores import FactorPrefixScorer, PrefixScorer, hash_folds
 from ..linalg import one_blas_thread
 
-__all__ = ["hash_folds", "prefix_scorer", "row_folds"]  # hash_folds: the hash itself, re-exported
+__all__ = ["factor_prefix_scorer", "hash_folds", "prefix_scorer", "row_folds"]  # hash_folds: the hash itself, re-exported
 
 
 def prefix_scorer(expansion, expansion_at, classes=None, parameters_at=None) -> PrefixScorer:
@@ -37,6 +37,21 @@ def prefix_scorer(expansion, expansion_at, classes=None, parameters_at=None) -> 
             A[:k, k * m:(k + 1) * m] = np.reshape(coef, (k, m))
             b[k * m:(k + 1) * m] = intercept
     return PrefixScorer(expansion, A, b, classes)
+
+
+def factor_prefix_scorer(expansion, path, classes=None) -> FactorPrefixScorer:
+    """The scorer of every prefix of a fitted least-squares pursuit from its Gram factor: two
+    triangular solves (``L⁻¹`` and ``L⁻¹ BᵀY``) instead of one solve per size
+    (:class:`~kmp_dask.blockops._prefix_scores.FactorPrefixScorer`). ``path``: the fit's
+    :class:`~kmp_dask.greedy._result.PursuitResult` (``gram_factor``, ``ytd``)."""
+    from scipy.linalg import solve_triangular
+
+    L = np.asarray(path.gram_factor, dtype=np.float64)
+    j = len(L)
+    with one_blas_thread():  # small triangular solves (docs/engine.md, Threads)
+        W = solve_triangular(L, np.eye(j), lower=True).T if j else np.zeros((0, 0))
+        z = solve_triangular(L, np.asarray(path.ytd, dtype=np.float64), lower=True) if j else np.zeros((0, 1))
+    return FactorPrefixScorer(expansion, W, z, path._offset, path._bias_first, classes)
 
 
 def row_folds(n_rows: int, n_folds: int, seed: int) -> np.ndarray:

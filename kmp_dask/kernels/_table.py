@@ -23,7 +23,7 @@ import numpy as np
 
 from ._registry import register_kernel
 
-__all__ = ["TABLE_BLOCK_ROWS", "kernel_table", "row_table", "row_table_diag", "row_tables"]
+__all__ = ["TABLE_BLOCK_ROWS", "kernel_table", "row_table", "row_table_diag", "row_tables", "table_token"]
 
 TABLE_BLOCK_ROWS = 512
 """Rows per block when a table is computed: fixed, so the table's values depend on the rows only
@@ -48,11 +48,21 @@ def kernel_table(kernel, X: np.ndarray) -> np.ndarray:
     return T
 
 
+def table_token() -> str:
+    """A new token, unique in this process (:func:`row_tables` draws one unless given)."""
+    return f"row-table-{next(_TOKENS)}"
+
+
 @contextlib.contextmanager
-def row_tables(table: np.ndarray):
+def row_tables(table: np.ndarray, token: str | None = None):
     """Yield the token under which ``table`` is readable by the ``"row_table"`` kernel
-    (``Kernel("row_table", {"table": token})``); the table is dropped when the block ends."""
-    token = f"row-table-{next(_TOKENS)}"
+    (``Kernel("row_table", {"table": token})``); the table is dropped when the block ends.
+    ``token``: register under this one (from :func:`table_token`; a kept pursuit whose kernel names
+    it reads the new table, recomputed with the same values), else a new one."""
+    token = table_token() if token is None else token
+    if token in _TABLES:
+        raise ValueError(f"the kernel table token {token!r} is registered already (a table is registered once "
+                         "at a time); draw a new one with table_token()")
     _TABLES[token] = table
     try:
         yield token

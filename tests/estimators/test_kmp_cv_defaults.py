@@ -162,3 +162,49 @@ def test_best_rule_breaks_ties_by_size_then_gamma():
     assert _kmp_cv.one_standard_error(S, rule="best") == (0, 2)
     S[1, :, 1] = [0.8, 1.0]  # γ1 reaches the mean 0.9 already at size 2 (two different folds)
     assert _kmp_cv.one_standard_error(S, rule="best") == (1, 1)
+
+
+def _continued(monkeypatch):
+    """Count the (γ, fold) pursuits continued from a kept state (the extend hook's replays)."""
+    from kmp_dask.greedy import _kmp as greedy_kmp
+
+    calls = []
+    original = greedy_kmp.PursuitExtension.restore
+
+    def restore(self, engine, rng):
+        calls.append(1)
+        return original(self, engine, rng)
+
+    monkeypatch.setattr(greedy_kmp.PursuitExtension, "restore", restore)
+    return calls
+
+
+def _assert_same_search(a, b):
+    np.testing.assert_array_equal(a.gammas_, b.gammas_)
+    np.testing.assert_array_equal(a.scores_, b.scores_)
+    for key, value in a.cv_results_.items():
+        if "fit_time" not in key:  # the pursuits' seconds: the continuation is faster
+            assert value == b.cv_results_[key] if key == "params" else np.array_equal(value, b.cv_results_[key]), key
+    assert a.best_params_ == b.best_params_
+    np.testing.assert_array_equal(a.best_estimator_.basis_indices_, b.best_estimator_.basis_indices_)
+    np.testing.assert_array_equal(a.best_estimator_.dual_coef_, b.best_estimator_.dual_coef_)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("store", [False, True])
+def test_doubled_cap_continues_the_pursuits_bit_for_bit(monkeypatch, store):
+    """The oracle: today's path, every extended (γ, fold) pursuit run again from atom 1."""
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (8, 32) if store else (10, 40))  # caps that double here
+    X, y = _checkerboard()
+    if store:
+        import dask.array as da
+
+        X, y = da.from_array(X, chunks=150), da.from_array(y, chunks=150)
+    make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=3, random_state=0, client="sync")
+    monkeypatch.setattr(_kmp_cv, "EXTEND", False)
+    rerun = make().fit(X, y)
+    monkeypatch.setattr(_kmp_cv, "EXTEND", True)
+    continued = _continued(monkeypatch)
+    extended = make().fit(X, y)
+    assert rerun.sizes_[-1] > _kmp_cv.AUTO_N_BASIS[0] and continued  # the precondition: the cap doubled, pursuits were continued
+    _assert_same_search(rerun, extended)
