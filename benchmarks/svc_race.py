@@ -13,6 +13,8 @@ Rows of the table (each fitted once, in this order, in this process; timings are
   (when the installed library has the parameter), its γ by ``--kmp-gamma-factor`` (γ = factor/54;
   chosen by ``kmp_race_tuning.py`` on another draw of the generator, not on these test rows) and
   its ``candidates`` by ``--candidates``;
+* ``kmp_baseline`` (``--with-baseline``): the previous run's KMP (``atoms_per_pass=8``, γ = 1/54),
+  for comparison in the same run;
 * ``nystroem``: ``Nystroem(n_components=1000, gamma=1/54) + RidgeClassifier``;
 * ``cvm`` (``--with-cvm``, slow): ``CVMClassifier()`` defaults with ``gamma=1/54``.
 
@@ -48,6 +50,9 @@ def add_arguments(p):
                    help="KMP's gamma = this / 54 (SVC keeps 1/54; choose it with kmp_race_tuning.py, never on the "
                         "race's test rows)")
     p.add_argument("--candidates", default="auto", help="KMP candidates: 'auto' (s = 59 per atom), 'all' or an int")
+    p.add_argument("--with-baseline", action="store_true",
+                   help="also fit the previous run's KMP (backfit, atoms_per_pass=8, gamma=1/54, candidates='auto') as "
+                        "row 'kmp_baseline' (the acceptance ratios stay those of row 'kmp')")
     p.add_argument("--skip-svc", type=int, default=None, metavar="N_SV",
                    help="do not fit SVC; take n_SV from here (KMP only; no ratios)")
 
@@ -113,6 +118,11 @@ def main(argv=None):
     kmp = KMPClassifier(fit_mode="backfit", n_basis=n_basis, gamma=kmp_gamma, random_state=0, **kw)
     M["kmp"] = row(kmp, Xtr, ytr, Xte, yte, lambda e: {"n_kernel_functions": int(e.n_basis_), "params": kw,
                                                           "n_basis_requested": n_basis, "stop_reason": e.stop_reason_})
+    if args.with_baseline:
+        H.log(f"KMPClassifier backfit baseline, n_basis={n_basis}, gamma=1/54, atoms_per_pass=8")
+        base = KMPClassifier(fit_mode="backfit", n_basis=n_basis, gamma=gamma, random_state=0, atoms_per_pass=8)
+        M["kmp_baseline"] = row(base, Xtr, ytr, Xte, yte, lambda e: {"n_kernel_functions": int(e.n_basis_),
+                                                                      "params": {"atoms_per_pass": 8}})
     H.log("Nystroem(1000) + RidgeClassifier")
     M["nystroem"] = row(make_pipeline(Nystroem(gamma=gamma, n_components=1000, random_state=0), RidgeClassifier()),
                         Xtr, ytr, Xte, yte, lambda e: {"n_kernel_functions": 1000})
@@ -128,6 +138,9 @@ def main(argv=None):
             "predict_speedup_svc_over_kmp": s["predict_seconds"] / k["predict_seconds"],
             "target_predict_speedup": 50,
         }
+        if "kmp_baseline" in M:
+            res["ratios"]["kmp_baseline_fit_over_svc_fit"] = M["kmp_baseline"]["fit_seconds"] / s["fit_seconds"]
+            res["ratios"]["kmp_baseline_accuracy_gap_points"] = 100 * (s["accuracy"] - M["kmp_baseline"]["accuracy"])
         if "cvm" in M:
             res["ratios"]["cvm_fit_over_svc_fit"] = M["cvm"]["fit_seconds"] / s["fit_seconds"]
             res["ratios"]["cvm_accuracy_gap_points"] = 100 * (s["accuracy"] - M["cvm"]["accuracy"])
