@@ -11,6 +11,7 @@ library's own functions (exclusive times: a kernel block inside the scoring pass
 step                        functions (module ``kmp_dask.blockops._kmp`` unless named)
 ==========================  ===============================================================
 candidate kernel block      ``kernel_block`` called by ``_score_candidates``: k·s columns a pass
+                            (``_score_factored`` with ``atoms_per_pass > 1``: kernel and reductions)
 candidate inner products    ``_score_candidates`` itself: ``KᵀR`` and ``ΣK²`` over the block
 block pass: columns         ``kernel_block`` called by ``kmp_block_stats`` (2k kept candidates)
 block pass: products        ``kmp_block_stats`` itself: ``DᵀD``, ``DᵀB`` (float64), ``DᵀR``, ``DᵀY``
@@ -59,6 +60,8 @@ def add_arguments(p):
     p.add_argument("--atoms-per-pass", type=int, default=8)
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--quick", action="store_true", help="7,000 rows, 64 atoms (JSON to $TMPDIR)")
+    p.add_argument("--compare-exact", action="store_true",
+                   help="alternate each fit with one whose scoring pass uses the exact kernel block (A/B)")
 
 
 # -- the machine ---------------------------------------------------------------------------------
@@ -173,7 +176,7 @@ def _kernel_label(stack):
             }.get(outer, "basis-column updates")
 
 
-def timed_fit(Xtr, ytr, n_basis, k):
+def timed_fit(Xtr, ytr, n_basis, k, exact=False):
     import kmp_dask.blockops._kmp as B
     import kmp_dask.greedy._kmp as G
     import kmp_dask.greedy._kmp_blocks as KB
@@ -182,11 +185,15 @@ def timed_fit(Xtr, ytr, n_basis, k):
     T = Timers()
     T.wrap(G, "kmp_score", "rest of the scoring pass")  # the pursuit sends its own reference
     T.wrap(B, "_score_candidates", "candidate inner products")
+    T.wrap(B, "_score_factored", "candidate kernel block")  # factored scoring: the reductions are fused in
     T.wrap(KB, "kmp_block_stats", "block pass: products")
     T.wrap(B, "kernel_block", _kernel_label)
     for name in ("pend_column", "accept_column", "set_coef"):
         T.wrap(B, name, "basis-column updates")
     T.wrap(KB, "admit_block", "driver")
+    if exact:  # the exact kernel block in the scoring pass (as with one atom per pass), for the A/B
+        T.undo.append((B, "_factored_gamma", B._factored_gamma))
+        B._factored_gamma = lambda st, Z_sq: None
     try:
         est = KMPClassifier(fit_mode="backfit", n_basis=n_basis, gamma=1 / 54, atoms_per_pass=k, random_state=0)
         t = time.perf_counter()
@@ -207,12 +214,20 @@ def main(argv=None):
     Xtr, _, ytr, _ = data(rows)
     N, d = Xtr.shape
     res = {"name": NAME, "environment": H.environment(), "rows_train": N, "features": d, "n_basis": n_basis,
-           "atoms_per_pass": k, "candidates_per_atom": s, "fits": []}
+           "atoms_per_pass": k, "candidates_per_atom": s, "fits": [], "fits_exact_scoring": []}
     rates_before = machine(N, d, k * s, 2 * k, n_basis // 2)
     for rep in range(args.repeats):
-        total, sec, nb = timed_fit(Xtr, ytr, n_basis, k)
-        res["fits"].append({"fit_seconds": total, "seconds": sec, "n_basis": nb, "load_average": list(os.getloadavg())})
-        H.log(f"fit {rep}: {total:.1f}s " + ", ".join(f"{a} {b:.1f}s" for a, b in sec.items()))
+        for exact in (False, True) if args.compare_exact else (False,):
+            total, sec, nb = timed_fit(Xtr, ytr, n_basis, k, exact)
+            res["fits" if not exact else "fits_exact_scoring"].append(
+                {"fit_seconds": total, "seconds": sec, "n_basis": nb, "load_average": list(os.getloadavg())})
+            H.log(f"fit {rep}{' (exact scoring)' if exact else ''}: {total:.1f}s "
+                  + ", ".join(f"{a} {b:.1f}s" for a, b in sec.items()))
+    if args.compare_exact:
+        ex = res["fits_exact_scoring"]
+        res["exact_scoring"] = {"median_fit_seconds": statistics.median(f["fit_seconds"] for f in ex),
+                                "steps_ms_per_atom": {n: 1e3 * statistics.median(f["seconds"].get(n, 0.0) for f in ex)
+                                                      / n_basis for n in STEPS}}
     rates_after = machine(N, d, k * s, 2 * k, n_basis // 2)
     rates = {key: max(rates_before[key], rates_after[key]) for key in rates_before}
     res["machine"] = {"before_fits": rates_before, "after_fits": rates_after, "used": rates}
@@ -232,6 +247,9 @@ def main(argv=None):
               + (f", roofline {1e3 * row['roofline_seconds_per_atom']:.2f} ms" if "roofline_seconds_per_atom" in row else ""))
     res["steps"] = steps
     res["median_fit_seconds"] = fit_med
+    if args.compare_exact:
+        res["factored_over_exact_fit"] = fit_med / res["exact_scoring"]["median_fit_seconds"]
+        H.log(f"factored / exact scoring fit time: {res['factored_over_exact_fit']:.3f}")
     res["seconds_per_atom"] = fit_med / n_basis
     res["roofline_seconds_per_atom"] = sum(v.get("roofline_seconds_per_atom", 0.0) for v in steps.values())
     res["load_average_at_end"] = list(os.getloadavg())
