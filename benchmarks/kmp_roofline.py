@@ -32,7 +32,7 @@ k atoms per pass, c = 2k kept, n̄ mean basis size, m = 1 output) give the step'
 ``max(bytes / copy rate, flops / GEMM rate) + exp count / exp rate``; the JSON holds the counts,
 the roofline time and the measured time per atom, and their ratio.
 
-Usage: ``python benchmarks/kmp_roofline.py [--rows 70000] [--n-basis 400] [--atoms-per-pass 8]
+Usage: ``python benchmarks/kmp_roofline.py [--rows 70000] [--n-basis 400] [--atoms-per-pass 8] [--compare-exact]
 [--repeats 1] [--quick]``. JSON: benchmarks/results/kmp_roofline.json.
 """
 
