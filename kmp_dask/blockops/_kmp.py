@@ -53,6 +53,13 @@ __all__ = [
 #: Upper bound on the number of kernel values held at once per partition (row blocking).
 BLOCK_ELEMENTS = 1 << 22
 
+#: Row blocks of the factored RBF scoring hold about this many kernel values (in cache).
+FACTORED_BLOCK_ELEMENTS = 1 << 16
+
+#: The factored RBF scoring is used while γ·(max‖x‖² + max‖z‖²) stays at or below this: then
+#: ``exp(2γ xᵀz)``, its square and ``exp(−γ‖x‖²)²`` neither overflow nor underflow in float32.
+FACTORED_EXPONENT_MAX = 40.0
+
 
 # -- messages --------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -115,6 +122,7 @@ class ScoreQuery:
     fetch: np.ndarray | None = None
     val: ValQuery | None = None
     count_above: float | None = None  #: count training rows with max_j |R_ij| above this (squared loss)
+    factored: bool = False  #: RBF scores from the factored kernel (several atoms per pass: the kept are recomputed)
 
 
 @dataclass(frozen=True)
@@ -366,6 +374,46 @@ def _score_candidates(st: KMPState, Z, Z_sq, want_cross: bool) -> dict:
     return {"corr": corr, "sqn": sqn, "cross": cross}
 
 
+def _factored_gamma(st: KMPState, Z_sq) -> float | None:
+    """γ when the factored scoring applies (one RBF kernel, exponents in range), else None."""
+    kernels, sq = st.kernels, st.views.sq_tr
+    if len(kernels) != 1 or kernels[0].name != "rbf" or not len(sq) or not len(Z_sq):
+        return None
+    gamma = float(kernels[0].get("gamma"))
+    top = gamma * (float(np.max(sq)) + float(np.max(Z_sq)))
+    return gamma if top <= FACTORED_EXPONENT_MAX else None  # (False for NaN)
+
+
+def _score_factored(st: KMPState, Z, Z_sq, gamma: float) -> dict:
+    """``d_kᵀR`` and ``‖d_k‖²`` of RBF candidate columns from ``k(x, z) = a(x)·exp(2γ xᵀz)·b(z)``
+    (``a = exp(−γ‖x‖²)``, ``b = exp(−γ‖z‖²)``): per L2-sized row block one GEMM, ``exp``, a GEMV
+    against ``a⊙w⊙R``, a square and a GEMV against ``a²⊙w`` — two elementwise passes instead of
+    the exact block's nine. Each value carries a relative error of a few units of the data's
+    precision (like the exact form's cancellation), but no clip: a row's own column is 1 only to
+    rounding. For ranking candidates only (several atoms per pass recompute the kept columns
+    exactly before any of them is used)."""
+    Xtr, sq_tr, R = st.views.Xtr, st.views.sq_tr, st.fit.R
+    s, m = len(Z), R.shape[1]
+    dtype = np.result_type(Xtr, Z)
+    Z2 = (2.0 * gamma * np.asarray(Z, dtype=np.float64)).astype(dtype)
+    a = np.exp(-gamma * np.asarray(sq_tr, dtype=np.float64))
+    aw = a if st.wtr is None else a * st.wtr
+    aR = (aw[:, None] * R).astype(dtype)
+    a2 = (aw * a).astype(dtype)
+    corr, sqn = np.zeros((s, m)), np.zeros(s)
+    rows = max(1, FACTORED_BLOCK_ELEMENTS // max(s, 1))
+    buf = st.work.get("kernel_block", min(rows, len(Xtr)) * s, dtype)
+    for i in range(0, len(Xtr), rows):
+        j = min(i + rows, len(Xtr))
+        E = np.matmul(Xtr[i:j], Z2.T, out=buf[: (j - i) * s].reshape(j - i, s))
+        np.exp(E, out=E)
+        corr += E.T @ aR[i:j]
+        np.multiply(E, E, out=E)
+        sqn += a2[i:j] @ E
+    b = np.exp(-gamma * np.asarray(Z_sq, dtype=np.float64))
+    return {"corr": corr * b[:, None], "sqn": sqn * (b * b), "cross": None}
+
+
 def _validation(st: KMPState, q: ValQuery) -> dict:
     coef = st.fit.coef
     if not st.cache.n:
@@ -413,7 +461,9 @@ def kmp_score(part: Partition, q: ScoreQuery) -> ScoreStats:
         above = np.max(np.abs(R), axis=1) > q.count_above if len(R) else np.zeros(0, dtype=bool)
         out["n_above"] = int(np.count_nonzero(above if w is None else above & (w > 0)))
     if q.cand is not None:
-        out.update(_score_candidates(st, q.cand, q.cand_sq, q.want_cross))
+        gamma = _factored_gamma(st, q.cand_sq) if q.factored and not q.want_cross else None
+        out.update(_score_candidates(st, q.cand, q.cand_sq, q.want_cross) if gamma is None
+                   else _score_factored(st, q.cand, q.cand_sq, gamma))
     if q.val is not None:
         out.update(_validation(st, q.val))
     if q.fetch is not None:

@@ -273,7 +273,8 @@ class Pursuit:
     def step(self, cands, fetch):
         """The scoring pass (with the previous iteration's acceptance and residual update)."""
         q = ScoreQuery(None if cands is None else cands.Z, None if cands is None else cands.Z_sq,
-                       self.strategy.want_cross and bool(self.atoms), fetch, self.val_query, self.error_threshold)
+                       self.strategy.want_cross and bool(self.atoms), fetch, self.val_query, self.error_threshold,
+                       factored=self.atoms_per_pass > 1)  # k > 1: scores only rank; the kept are recomputed exactly
         res = ScoreStats.combine(self.send(kmp_score, q, step=True))
         self.recorder.record_pass(res, len(self.atoms), self.coef)
         if self.callback is not None and self.recorder.history:
