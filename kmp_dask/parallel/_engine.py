@@ -122,6 +122,24 @@ def tune_worker_malloc(mmap_threshold: int = 64 << 20, trim_threshold: int = 256
         return False
 
 
+def trim_worker_heap() -> bool:
+    """Return the free pages of every malloc arena to the OS (glibc ``malloc_trim(0)``).
+
+    A streaming worker frees a partition's worth of small arrays and Python objects on every
+    pass; glibc keeps freed heap below ``STREAM_TRIM_THRESHOLD`` at the top of each arena and
+    never returns holes in the middle, so the process's RSS drifts above what it uses (measured:
+    10–20 MiB of free heap on a 300 MB worker, ``benchmarks/notes/small_workers.md``). Called
+    once per streamed pass (a few ms). False when not glibc or ``KMP_DASK_MALLOC_TUNING=0``.
+    """
+    if os.environ.get("KMP_DASK_MALLOC_TUNING", "1") == "0":
+        return False
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
 class PartitionHolder:
     """Dask Actor holding a run of partitions on one worker, within a memory budget.
 
@@ -219,7 +237,10 @@ class PartitionHolder:
 
     def pager(self) -> Pager:
         if self._pager is None:
-            self._pager = Pager(self.scratch, local_x=self.local_x, pool_bytes=self._reserve())
+            # one partition's arrays: the one written back is reused by the next read (FIFO I/O
+            # thread), so the pool is the third of IN_FLIGHT, not more (measured: a pool of three
+            # partitions held 12 MiB beyond the plan on a 300 MB worker, benchmarks/notes/small_workers.md)
+            self._pager = Pager(self.scratch, local_x=self.local_x, pool_bytes=self._reserve() // IN_FLIGHT)
         return self._pager
 
     # -- passes --------------------------------------------------------------------------------
@@ -256,6 +277,8 @@ class PartitionHolder:
             w.result()
         if effects:
             self._rebalance()
+        if stream:
+            trim_worker_heap()
         return out
 
     def _evict_if_over(self, i, p, writes):
