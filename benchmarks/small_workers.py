@@ -14,7 +14,12 @@ with the atoms — on a process ``LocalCluster`` of 2 workers × 1 thread × ``-
 the same fit on 2 workers × ``--roomy-limit`` (everything resident). Seconds per atom: median of
 ``history_`` after the first iteration. Worker peak RSS: the kernel's high-water mark
 (``VmHWM``) reset (``/proc/self/clear_refs``) once the workers are up, read after the fit; worker
-statuses are polled every 0.5 s (a "paused" worker or a new address would show). (2) Partition
+statuses are polled every 0.5 s (a "paused" worker or a new address would show). With
+``--trace`` a thread in each worker samples every 0.25 s what it holds (RSS, anonymous and
+file-backed; glibc ``mallinfo2``: heap in use, free heap kept, large blocks; the holder's buffer
+pool and resident partitions) and the peak sample is recorded (``rss_trace``); ``--observe``
+switches dask's pause/terminate off so a worker's natural peak is measured rather than cut.
+Held-out accuracy is computed on the driver (numpy). (2) Partition
 size: a resident store of ``--overhead-rows`` rows on 2 roomy workers, ``fit_mode="basic"``,
 ``PARTITION_BYTES`` set to 16, 4 and 2 MiB in turn (on the driver, where partitions are chosen),
 alternated ``--repeats`` times; median seconds per iteration, ratio to 16 MiB per repeat.
@@ -123,6 +128,12 @@ def _trace_summary(samples):
     return {"peak": peak, "n_samples": len(samples), "first": samples[0], "last": samples[-1]}
 
 
+def scheduler_identity(client):
+    from kmp_dask.parallel._engine import scheduler_identity as fresh
+
+    return fresh(client)
+
+
 class _Watch:
     """Polls the scheduler every 0.5 s: every status each worker address had."""
 
@@ -132,7 +143,7 @@ class _Watch:
 
     def _poll(self):
         while not self.stop.is_set():
-            for addr, w in self.client.scheduler_info()["workers"].items():
+            for addr, w in scheduler_identity(self.client)["workers"].items():
                 self.seen.setdefault(addr, set()).add(w["status"])
             self.stop.wait(0.5)
 
@@ -188,7 +199,7 @@ def _fit_on(limit, store, test, n_basis, trace=False, observe=False):
 
     with _cluster(limit, observe) as cluster, Client(cluster) as client:
         client.wait_for_workers(2, timeout=600)
-        start = set(client.scheduler_info()["workers"])
+        start = set(scheduler_identity(client)["workers"])
         idle = client.run(_peak)
         client.run(_reset_peak)
         if trace:

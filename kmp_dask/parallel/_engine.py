@@ -325,6 +325,21 @@ class PartitionHolder:
             self._pager.close()
 
 
+def scheduler_identity(client) -> dict:
+    """The scheduler's identity with *every* worker, fetched for this call.
+
+    ``Client.scheduler_info(n_workers=-1)`` fetches into a cache and returns the cache, which
+    the client's own periodic update (``distributed.client.scheduler-info-interval``, 2 s, with
+    ``n_workers=0``: no workers) may overwrite in between; a pass then saw its worker "gone"
+    and rebuilt its partitions elsewhere — on 2 × 300 MB workers the rebuild is refused by the
+    budget and the fit failed (``worker ... left the cluster during a pass``, 3 runs of 6 on a
+    machine at load 20, benchmarks/notes/small_workers.md).
+    """
+    if getattr(client, "asynchronous", False):
+        return client.scheduler_info(n_workers=-1)
+    return client.sync(client.scheduler.identity, n_workers=-1)
+
+
 def _scheduler_lost_message(client) -> str:
     address = getattr(client, "scheduler", None) and client.scheduler.address
     return (f"the dask scheduler ({address}) is unreachable: it was stopped or killed, or the network to it is "
@@ -531,7 +546,7 @@ class ActorEngine:
         while self.client.status == "connecting" and time.monotonic() < deadline:
             time.sleep(0.2)
         try:
-            info = self.client.scheduler_info(n_workers=-1)
+            info = scheduler_identity(self.client)
         except Exception as exc:
             info, cause = {}, exc
         else:
