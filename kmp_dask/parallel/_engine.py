@@ -335,9 +335,9 @@ def scheduler_identity(client) -> dict:
     budget and the fit failed (``worker ... left the cluster during a pass``, 3 runs of 6 on a
     machine at load 20, benchmarks/notes/small_workers.md).
     """
-    if getattr(client, "asynchronous", False):
-        return client.scheduler_info(n_workers=-1)
-    return client.sync(client.scheduler.identity, n_workers=-1)
+    if getattr(client, "asynchronous", False) or getattr(client, "status", None) != "running":
+        return client.scheduler_info(n_workers=-1)  # the caller tells a lost scheduler from it
+    return client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=30)
 
 
 def _scheduler_lost_message(client) -> str:
