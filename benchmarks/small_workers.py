@@ -14,7 +14,12 @@ with the atoms — on a process ``LocalCluster`` of 2 workers × 1 thread × ``-
 the same fit on 2 workers × ``--roomy-limit`` (everything resident). Seconds per atom: median of
 ``history_`` after the first iteration. Worker peak RSS: the kernel's high-water mark
 (``VmHWM``) reset (``/proc/self/clear_refs``) once the workers are up, read after the fit; worker
-statuses are polled every 0.5 s (a "paused" worker or a new address would show). (2) Partition
+statuses are polled every 0.5 s (a "paused" worker or a new address would show). With
+``--trace`` a thread in each worker samples every 0.25 s what it holds (RSS, anonymous and
+file-backed; glibc ``mallinfo2``: heap in use, free heap kept, large blocks; the holder's buffer
+pool and resident partitions) and the peak sample is recorded (``rss_trace``); ``--observe``
+switches dask's pause/terminate off so a worker's natural peak is measured rather than cut.
+Held-out accuracy is computed on the driver (numpy). (2) Partition
 size: a resident store of ``--overhead-rows`` rows on 2 roomy workers, ``fit_mode="basic"``,
 ``PARTITION_BYTES`` set to 16, 4 and 2 MiB in turn (on the driver, where partitions are chosen),
 alternated ``--repeats`` times; median seconds per iteration, ratio to 16 MiB per repeat.
@@ -50,6 +55,10 @@ def _args(p):
     p.add_argument("--store", default=None, help="an existing store of --rows rows to reuse (else written)")
     p.add_argument("--workdir", default=None)
     p.add_argument("--skip-overhead", action="store_true")
+    p.add_argument("--skip-roomy", action="store_true", help="no roomy fit (no bit-for-bit comparison)")
+    p.add_argument("--trace", action="store_true", help="sample each worker's RSS breakdown every 0.25 s (rss_trace)")
+    p.add_argument("--observe", action="store_true",
+                   help="switch off dask's pause/terminate thresholds: a worker's natural peak is measured, not cut")
 
 
 def _reset_peak(dask_worker=None):
@@ -63,6 +72,68 @@ def _peak(dask_worker=None):
     return {"peak_rss_mib": int(fields["VmHWM"].split()[0]) / 1024, "rss_mib": int(fields["VmRSS"].split()[0]) / 1024}
 
 
+def _start_sampler(period=0.25, dask_worker=None):
+    """On a worker: a daemon thread recording, every ``period`` s, the process RSS (anonymous and
+    file-backed, /proc/self/status), glibc's ``mallinfo2`` (heap in use, freed heap kept in the
+    arenas, mmapped blocks), the holder's buffer pool and its partitions in flight — what the
+    worker really holds, against what the plan counts."""
+    import ctypes
+
+    class _MI(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                   "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _MI
+    samples, stop, t0 = [], threading.Event(), time.perf_counter()
+
+    def status():
+        with open("/proc/self/status") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        out = {k: int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "RssAnon", "RssFile") if k in fields}
+        return {**out, "threads": int(fields["Threads"])}
+
+    def holder():
+        for a in getattr(getattr(dask_worker, "state", None), "actors", {}).values():
+            if hasattr(a, "partitions") and hasattr(a, "_pager"):
+                pg = a._pager
+                return {"resident": len(a.partitions), "pool_mib": 0 if pg is None else pg.pool.bytes / 2**20,
+                        "budget_mib": None if a.budget is None else a.budget / 2**20}
+        return {}
+
+    def run():
+        while not stop.is_set():
+            mi = libc.mallinfo2()
+            row = {"t": round(time.perf_counter() - t0, 2), **status(),
+                   "heap_used_mib": mi.uordblks / 2**20, "heap_free_mib": mi.fordblks / 2**20,
+                   "heap_arena_mib": mi.arena / 2**20, "mmapped_mib": mi.hblkhd / 2**20, **holder()}
+            samples.append(row)
+            stop.wait(period)
+
+    dask_worker._kmp_sampler = (samples, stop)
+    threading.Thread(target=run, daemon=True, name="rss-sampler").start()
+
+
+def _stop_sampler(dask_worker=None):
+    samples, stop = dask_worker._kmp_sampler
+    stop.set()
+    return samples
+
+
+def _trace_summary(samples):
+    """Peak RSS sample and, at that moment, what held it."""
+    if not samples:
+        return {}
+    peak = max(samples, key=lambda r: r["VmRSS"])
+    return {"peak": peak, "n_samples": len(samples), "first": samples[0], "last": samples[-1]}
+
+
+def scheduler_identity(client):
+    from kmp_dask.parallel._engine import scheduler_identity as fresh
+
+    return fresh(client)
+
+
 class _Watch:
     """Polls the scheduler every 0.5 s: every status each worker address had."""
 
@@ -72,7 +143,7 @@ class _Watch:
 
     def _poll(self):
         while not self.stop.is_set():
-            for addr, w in self.client.scheduler_info()["workers"].items():
+            for addr, w in scheduler_identity(self.client)["workers"].items():
                 self.seen.setdefault(addr, set()).add(w["status"])
             self.stop.wait(0.5)
 
@@ -85,16 +156,32 @@ class _Watch:
         self.thread.join()
 
 
-def _cluster(limit):
+def _cluster(limit, observe=False):
     import dask
     from distributed import LocalCluster
 
     sys.path.insert(0, str(H.ROOT / "tests"))
     from _loaded_machine import CLUSTER_CONFIG
 
-    with dask.config.set(CLUSTER_CONFIG):
+    config = dict(CLUSTER_CONFIG)
+    if observe:
+        config.update({"distributed.worker.memory.pause": False, "distributed.worker.memory.terminate": False})
+    with dask.config.set(config):
         return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=limit,
-                            dashboard_address=":0", silence_logs=logging.WARNING)
+                            dashboard_address=":0",
+                            silence_logs=int(os.environ.get("SMALL_WORKERS_LOG_LEVEL", logging.WARNING)))
+
+
+def _fingerprint(est):
+    """sha256 of the fitted model's atoms, coefficients and intercepts (compare runs bit for bit)."""
+    import hashlib
+
+    import numpy as np
+
+    h = hashlib.sha256()
+    for a in (est.basis_indices_, est.dual_coef_, est.intercept_):
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
 
 
 def _median_iter(est, skip=1):
@@ -104,29 +191,40 @@ def _median_iter(est, skip=1):
     return float(np.median(secs))
 
 
-def _fit_on(limit, store, test, n_basis):
+def _fit_on(limit, store, test, n_basis, trace=False, observe=False):
+    import numpy as np
     from distributed import Client
 
     from kmp_dask import KMPClassifier
 
-    with _cluster(limit) as cluster, Client(cluster) as client:
+    with _cluster(limit, observe) as cluster, Client(cluster) as client:
         client.wait_for_workers(2, timeout=600)
-        start = set(client.scheduler_info()["workers"])
+        start = set(scheduler_identity(client)["workers"])
         idle = client.run(_peak)
         client.run(_reset_peak)
+        if trace:
+            client.run(_start_sampler)
         t0 = time.perf_counter()
         with _Watch(client) as watch:
             est = KMPClassifier(n_basis=n_basis, candidates=59, gamma=1 / 54, random_state=0, client=client,
                                 fit_mode="backfit", basis_columns="recomputed").fit(store)
         fit_s = time.perf_counter() - t0
         peaks = client.run(_peak)
-        acc = float(est.score(test))
+        samples = client.run(_stop_sampler) if trace else {}
+        # held-out accuracy on the driver (numpy; the test store is small): a store given to
+        # score() is predicted chunk by chunk on the workers, outside the streamed fit this
+        # measures — on 2 × 300 MB workers that once took a worker from 146 to 231 MiB (notes)
+        Xt, yt = test.read_range(0, test.n_rows)
+        acc = float(est.score(Xt, np.asarray(test.attrs["classes"])[yt.astype(int)]))
     row = {"memory_limit": limit, "fit_seconds": fit_s, "seconds_per_atom": _median_iter(est),
            "history_seconds": [h["seconds"] for h in est.history_], "test_accuracy": acc,
            "worker_idle_rss_mib": {k: v["rss_mib"] for k, v in idle.items()},
            "worker_peak_rss_mib": {k: v["peak_rss_mib"] for k, v in peaks.items()},
            "worker_statuses": {k: sorted(v) for k, v in watch.seen.items()},
            "workers_restarted": sorted(set(watch.seen) - start)}
+    if trace:
+        row["rss_trace"] = {k: _trace_summary(v) for k, v in samples.items()}
+        row["rss_samples"] = samples
     H.log(f"{limit}: {fit_s:.0f} s, {row['seconds_per_atom']:.2f} s/atom, peak RSS "
           f"{[round(v, 1) for v in row['worker_peak_rss_mib'].values()]} MiB, statuses {row['worker_statuses']}")
     return est, row
@@ -147,19 +245,25 @@ def small_vs_roomy(args, work):
     tiny = None
     if args.tiny_limit and args.tiny_limit != "none":
         try:
-            tiny = _fit_on(args.tiny_limit, train, test, args.n_basis)[1]
-        except Exception as exc:  # recorded, not hidden: the smallest limit that streams is the question
+            tiny = _fit_on(args.tiny_limit, train, test, args.n_basis, args.trace, args.observe)[1]
+        except Exception as exc:  # noqa: BLE001 — recorded, not hidden: the smallest limit that streams is the question
             tiny = {"memory_limit": args.tiny_limit, "failed": f"{type(exc).__name__}: {exc}"}
             H.log(f"{args.tiny_limit}: failed: {tiny['failed'][:300]}")
-    small, s = _fit_on(args.small_limit, train, test, args.n_basis)
-    roomy, r = _fit_on(args.roomy_limit, train, test, args.n_basis)
-    same = (small.basis_indices_.tolist() == roomy.basis_indices_.tolist()
-            and np.array_equal(small.dual_coef_, roomy.dual_coef_)
-            and np.array_equal(small.intercept_, roomy.intercept_))
+    small, s = _fit_on(args.small_limit, train, test, args.n_basis, args.trace, args.observe)
+    s["fingerprint"] = _fingerprint(small)
+    if args.skip_roomy:
+        roomy, r = None, None
+    else:
+        roomy, r = _fit_on(args.roomy_limit, train, test, args.n_basis)
+        r["fingerprint"] = _fingerprint(roomy)
+    same = None if roomy is None else (small.basis_indices_.tolist() == roomy.basis_indices_.tolist()
+                                       and np.array_equal(small.dual_coef_, roomy.dual_coef_)
+                                       and np.array_equal(small.intercept_, roomy.intercept_))
     return {"rows": train.n_rows, "n_features": train.n_features, "store_bytes_x": train.n_rows * train.n_features * 4,
             "n_basis": args.n_basis, "fit_mode": "backfit", "basis_columns": "recomputed", "candidates": 59,
-            "tiny": tiny, "small": s, "roomy": r, "time_per_atom_ratio_small_vs_roomy": s["seconds_per_atom"] / r["seconds_per_atom"],
-            "same_model_bit_for_bit": bool(same)}
+            "tiny": tiny, "small": s, "roomy": r, "observe": bool(args.observe),
+            "time_per_atom_ratio_small_vs_roomy": None if r is None else s["seconds_per_atom"] / r["seconds_per_atom"],
+            "same_model_bit_for_bit": None if same is None else bool(same)}
 
 
 def partition_overhead(args, work):

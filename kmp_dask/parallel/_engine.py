@@ -122,6 +122,24 @@ def tune_worker_malloc(mmap_threshold: int = 64 << 20, trim_threshold: int = 256
         return False
 
 
+def trim_worker_heap() -> bool:
+    """Return the free pages of every malloc arena to the OS (glibc ``malloc_trim(0)``).
+
+    A streaming worker frees a partition's worth of small arrays and Python objects on every
+    pass; glibc keeps freed heap below ``STREAM_TRIM_THRESHOLD`` at the top of each arena and
+    never returns holes in the middle, so the process's RSS drifts above what it uses (measured:
+    10–20 MiB of free heap on a 300 MB worker, ``benchmarks/notes/small_workers.md``). Called
+    once per streamed pass (a few ms). False when not glibc or ``KMP_DASK_MALLOC_TUNING=0``.
+    """
+    if os.environ.get("KMP_DASK_MALLOC_TUNING", "1") == "0":
+        return False
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
 class PartitionHolder:
     """Dask Actor holding a run of partitions on one worker, within a memory budget.
 
@@ -219,7 +237,10 @@ class PartitionHolder:
 
     def pager(self) -> Pager:
         if self._pager is None:
-            self._pager = Pager(self.scratch, local_x=self.local_x, pool_bytes=self._reserve())
+            # one partition's arrays: the one written back is reused by the next read (FIFO I/O
+            # thread), so the pool is the third of IN_FLIGHT, not more (measured: a pool of three
+            # partitions held 12 MiB beyond the plan on a 300 MB worker, benchmarks/notes/small_workers.md)
+            self._pager = Pager(self.scratch, local_x=self.local_x, pool_bytes=self._reserve() // IN_FLIGHT)
         return self._pager
 
     # -- passes --------------------------------------------------------------------------------
@@ -256,6 +277,8 @@ class PartitionHolder:
             w.result()
         if effects:
             self._rebalance()
+        if stream:
+            trim_worker_heap()
         return out
 
     def _evict_if_over(self, i, p, writes):
@@ -300,6 +323,21 @@ class PartitionHolder:
             self._pool.shutdown(wait=True)
         if self._pager is not None:
             self._pager.close()
+
+
+def scheduler_identity(client) -> dict:
+    """The scheduler's identity with *every* worker, fetched for this call.
+
+    ``Client.scheduler_info(n_workers=-1)`` fetches into a cache and returns the cache, which
+    the client's own periodic update (``distributed.client.scheduler-info-interval``, 2 s, with
+    ``n_workers=0``: no workers) may overwrite in between; a pass then saw its worker "gone"
+    and rebuilt its partitions elsewhere — on 2 × 300 MB workers the rebuild is refused by the
+    budget and the fit failed (``worker ... left the cluster during a pass``, 3 runs of 6 on a
+    machine at load 20, benchmarks/notes/small_workers.md).
+    """
+    if getattr(client, "asynchronous", False) or getattr(client, "status", None) != "running":
+        return client.scheduler_info(n_workers=-1)  # the caller tells a lost scheduler from it
+    return client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=30)
 
 
 def _scheduler_lost_message(client) -> str:
@@ -508,7 +546,7 @@ class ActorEngine:
         while self.client.status == "connecting" and time.monotonic() < deadline:
             time.sleep(0.2)
         try:
-            info = self.client.scheduler_info(n_workers=-1)
+            info = scheduler_identity(self.client)
         except Exception as exc:
             info, cause = {}, exc
         else:
