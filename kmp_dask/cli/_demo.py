@@ -62,6 +62,7 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
     from ..datasets import load
     from ..estimators import KMPClassifier
     from ..parallel import embedded_cluster, resolve_client
+    from ..parallel._engine import scheduler_identity
     from ..reduced import ReducedSetCompressor
     from ._params import candidates_value
 
@@ -79,7 +80,7 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
                         random_state=seed, verbose=every)
     cm = resolve_client(scheduler, in_memory=False) if scheduler else embedded_cluster(workers)
     with cm as client:
-        n_workers = len(client.scheduler_info(n_workers=-1)["workers"])
+        n_workers = len(scheduler_identity(client)["workers"])  # every worker, not the cache
         click.echo(f"dask cluster: {n_workers} workers ({'embedded LocalCluster' if not scheduler else scheduler})")
         clf.set_params(client=client)
         t0 = time.perf_counter()

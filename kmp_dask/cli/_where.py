@@ -217,7 +217,9 @@ def running(where: Where, *, quiet: bool = False, nbytes: int | None = None):
 
 
 def _announce(client, where: Where, nbytes=None) -> None:
-    info = client.scheduler_info(n_workers=-1)
+    from ..parallel._engine import scheduler_identity  # every worker, not the client's cache
+
+    info = scheduler_identity(client)
     workers = info.get("workers", {})
     what = where.scheduler if mode(where, nbytes) == "address" else "embedded LocalCluster"
     if (where.scheduler or "auto") == "auto":
