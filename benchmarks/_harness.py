@@ -171,6 +171,21 @@ def run_per_dataset(name, doc, add_arguments, run_dataset, argv=None, quick=("pi
     return result
 
 
+def run_sets(name, args, run_set, *, doc, issue):
+    """The main of a study over ``--sets`` (comma-separated): ``run_set(set_name, args)`` per set,
+    the JSON written after every set (a run cut short keeps what it did), then ``total_seconds``;
+    ``protocol`` is the script's docstring up to its ``Usage::``."""
+    out = output_path(name, args.out)
+    t0 = time.perf_counter()
+    result = {"benchmark": name, "issue": issue, "environment": environment(), "settings": vars(args),
+              "protocol": doc.split("Usage::")[0].strip(), "sets": {}}
+    for set_name in [s for s in args.sets.split(",") if s]:
+        result["sets"][set_name] = run_set(set_name, args)
+        write_json(out, result)
+    finish(result, out, t0)
+    return result
+
+
 def environment(extra=None):
     """Versions, machine, thread settings, the command and the git state of ``kmp_dask/``."""
     import dask

@@ -237,14 +237,7 @@ def run_set(name, args):
 
 
 def main(args):
-    out = H.output_path(NAME, args.out)
-    t0 = time.perf_counter()
-    result = {"benchmark": NAME, "issue": 25, "environment": H.environment(), "settings": vars(args),
-              "protocol": __doc__.split("Usage::")[0].strip(), "sets": {}}
-    for name in [s for s in args.sets.split(",") if s]:
-        result["sets"][name] = run_set(name, args)
-        H.write_json(out, result)
-    H.finish(result, out, t0)
+    H.run_sets(NAME, args, run_set, doc=__doc__, issue=25)
 
 
 if __name__ == "__main__":

@@ -86,6 +86,17 @@ def row(est, Xtr, ytr, Xte, yte, extra=None):
     return out
 
 
+def start(name, args):
+    """A race run's start: the clock, the data (``--rows``, 7,000 with ``--quick``), γ = 1/54 and
+    the result's header with an empty ``methods``."""
+    t0 = time.perf_counter()
+    Xtr, Xte, ytr, yte = data(7_000 if args.quick else args.rows)
+    gamma = 1.0 / 54
+    res = {"name": name, "environment": H.environment(), "rows_train": len(ytr), "rows_test": len(yte),
+           "gamma": gamma, "C": 1.0, "load_average_at_start": list(os.getloadavg()), "methods": {}}
+    return t0, (Xtr, Xte, ytr, yte), gamma, res
+
+
 def main(argv=None):
     args = H.parse_main_args(NAME, __doc__, add_arguments, argv)
     from sklearn.kernel_approximation import Nystroem
@@ -95,12 +106,7 @@ def main(argv=None):
 
     from kmp_dask import CVMClassifier, KMPClassifier
 
-    rows = 7_000 if args.quick else args.rows
-    t0 = time.perf_counter()
-    Xtr, Xte, ytr, yte = data(rows)
-    gamma = 1.0 / 54
-    res = {"name": NAME, "environment": H.environment(), "rows_train": len(ytr), "rows_test": len(yte),
-           "gamma": gamma, "C": 1.0, "methods": {}}
+    t0, (Xtr, Xte, ytr, yte), gamma, res = start(NAME, args)
     M = res["methods"]
     if args.skip_svc is None:
         H.log(f"SVC on {len(ytr)} rows")

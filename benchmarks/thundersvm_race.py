@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as H
-from svc_race import data, row
+from svc_race import row, start
 
 NAME = "thundersvm_race"
 
@@ -45,12 +44,7 @@ def main(argv=None):
     args = H.parse_main_args(NAME, __doc__, add_arguments, argv)
     from sklearn.svm import SVC
 
-    rows = 7_000 if args.quick else args.rows
-    t0 = time.perf_counter()
-    Xtr, Xte, ytr, yte = data(rows)
-    gamma = 1.0 / 54
-    res = {"name": NAME, "environment": H.environment(), "rows_train": len(ytr), "rows_test": len(yte),
-           "gamma": gamma, "C": 1.0, "load_average_at_start": list(os.getloadavg()), "methods": {}}
+    t0, (Xtr, Xte, ytr, yte), gamma, res = start(NAME, args)
     M = res["methods"]
     H.log(f"SVC on {len(ytr)} rows")
     M["svc"] = row(SVC(C=1.0, gamma=gamma), Xtr, ytr, Xte, yte, _n_sv)
