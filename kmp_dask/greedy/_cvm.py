@@ -141,9 +141,11 @@ an iteration finds a row outside the ball without another full pass until the pe
 used up or have fallen inside (measured on letter: full passes per binary problem 29–51 → see
 docs/cvm.md). Convergence is still declared only by a full pass that finds no row outside."""
 
-POINTS_PER_PASS = 1
+POINTS_PER_PASS = 8
 """Rows a distance pass may add to the core set: the furthest and, when more than one, the next
-furthest of the rows it measured that lie outside the (1+ε)R ball (benchmarks/cvm_speed.py)."""
+furthest of the rows it measured that lie outside the (1+ε)R ball. 8 since the SMO QP (issue 28):
+a fit's passes and QP calls ÷ ~7 for a core set 4–28 % larger, the same held-out accuracy
+(benchmarks/cvm_speed.py; docs/cvm.md "Several rows per pass")."""
 
 
 def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: float, n_rows: int,

@@ -270,23 +270,38 @@ class SMOQP:
 
 def _smo_steps(Q, a, g, tol, max_steps) -> int:
     """Pairwise steps on ``a`` (in place, ``g = Qa`` kept) until the support's largest gradient is
-    within ``tol`` of the smallest; returns the number of steps."""
+    within ``tol`` of the smallest; returns the number of steps. Written as few whole-array NumPy
+    calls per step as possible (the steps are many and cheap: their count, not their size, costs)."""
     diag = np.diagonal(Q)
+    d0 = float(diag[0]) if len(diag) else 0.0
+    constant = bool(np.all(diag == d0))  # the CVM's K̃ (MMDA's deflated one is not)
     support = a > 0
+    num, den, row = np.empty(len(g)), np.empty(len(g)), np.empty(len(g))
     for step in range(max_steps):
         j = int(np.argmax(np.where(support, g, -np.inf)))
-        gap = g[j] - g
-        if gap.max() <= tol:
+        gj = g[j]
+        if gj - g.min() <= tol:
             return step
         Qj = Q[j]
-        eta = np.maximum(diag + diag[j] - 2.0 * Qj, 1e-12 * diag[j])
-        i = int(np.argmax(np.where(gap > 0, gap * gap / eta, -1.0)))
-        t = min(gap[i] / eta[i], a[j])
+        # second-order gain (g_j − g_i)² / (Q_ii + Q_jj − 2Q_ij) over the points below g_j
+        np.subtract(gj, g, out=num)
+        np.maximum(num, 0.0, out=num)
+        num *= num
+        if constant:
+            np.subtract(2.0 * d0, 2.0 * Qj, out=den)
+        else:
+            np.subtract(diag + diag[j], 2.0 * Qj, out=den)
+        np.maximum(den, 1e-12 * diag[j], out=den)
+        num /= den
+        i = int(np.argmax(num))
+        t = min((gj - g[i]) / den[i], a[j])
         if t >= a[j]:
             t, a[j], support[j] = a[j], 0.0, False
         else:
             a[j] -= t
         a[i] += t
         support[i] = True
-        g += t * (Q[i] - Qj)
+        np.subtract(Q[i], Qj, out=row)
+        row *= t
+        g += row
     return max_steps
