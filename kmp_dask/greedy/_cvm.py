@@ -6,7 +6,7 @@ The core-set loop (Bădoiu–Clarkson, as CVM runs it)::
 
     S ← {a random row}; α ← (1)
     repeat
-        α ← argmin_{α ∈ simplex} αᵀ K̃_S α          (the MEB dual on S: :func:`simplex_qp`, warm-started)
+        α ← argmin_{α ∈ simplex} αᵀ K̃_S α          (the MEB dual on S: SMO steps to ε·R², warm-started)
         R² ← κ̃ − αᵀ K̃_S α
         z ← the furthest of ``candidates`` random rows (one pass)   (probabilistic speed-up)
         if ‖c − φ̃(z)‖² ≤ (1+ε)² R²: z ← the furthest of all rows (a full pass)

@@ -1,6 +1,7 @@
 """The core-set QP of a core vector machine, ``argmin αᵀQα`` over the simplex, kept across the
-iterations of one core-set loop (docs/cvm.md "The QP"); and the growing buffers the loop keeps
-its core set's K̃ and rows in.
+iterations of one core-set loop (docs/cvm.md "The QP"): :class:`SMOQP`, the loop's (pairwise steps
+on a kept gradient, to the loop's ε tolerance), and :class:`ActiveSetQP`, exact (``simplex_qp``);
+and the growing buffers the loop keeps its core set's K̃ and rows in.
 
 Everything here grows in place: a core-set loop adds one row and column per iteration, so any
 O(n²) copy per iteration (a new K̃, a new factor, the core rows re-stacked) makes the loop O(n³)
