@@ -78,6 +78,8 @@ def _points_per_pass(k):
 
 def fit_cvm(X, y, Xte=None, yte=None, points_per_pass=None, **params):
     """One ``CVMClassifier(**params)`` fit: seconds, accuracy, core vectors, passes."""
+    import numpy as np
+
     from kmp_dask import CVMClassifier
 
     est = CVMClassifier(random_state=0, **params)
@@ -88,7 +90,7 @@ def fit_cvm(X, y, Xte=None, yte=None, points_per_pass=None, **params):
     finally:
         undo()
     sec = time.perf_counter() - t
-    out = {"fit_s": sec, "n_core": int(est.expansion_.n_vectors),
+    out = {"fit_s": sec, "n_core": int(est.expansion_.n_vectors), "stop_reason": list(np.atleast_1d(est.stop_reason_)),
            "n_full_passes": [int(r.n_full_passes) for r in est.results_][:5],
            "n_passes": int(sum(r.n_passes for r in est.results_))}
     if Xte is not None:
@@ -215,6 +217,11 @@ def child(args):
     print(json.dumps(out))
 
 
+def _cvm_params(args):
+    """The CVMClassifier parameters given on the command line (none: its defaults)."""
+    return {} if args.max_core is None else {"max_core": int(args.max_core)}
+
+
 def _add_arguments(p):
     p.add_argument("--rows", type=int, default=20000, help="training rows (issue 28: 50000)")
     p.add_argument("--test-rows", type=int, default=5000)
@@ -224,6 +231,7 @@ def _add_arguments(p):
     p.add_argument("--class-rows", type=int, default=1000)
     p.add_argument("--no-profile", action="store_true")
     p.add_argument("--no-svc", action="store_true", help="skip SVC (a side run of CVM settings)")
+    p.add_argument("--max-core", type=int, default=None, help="CVMClassifier(max_core=) (default: its default, 5000)")
     p.add_argument("--keel", default=None, help="only: points_per_pass 1 vs 8 on these KEEL sets (comma-separated)")
     p.add_argument("--points-per-pass", type=int, default=None,
                    help="core_vector_machine's points_per_pass for the CVM fits (default: the library's)")
@@ -246,13 +254,13 @@ def main(argv=None):
 
     X, y, Xte, yte = _data(args.rows, args.test_rows)
     res = {"rows": args.rows, "test_rows": args.test_rows, "kmp_dask": kmp_dask.__file__,
-           "points_per_pass": args.points_per_pass, "environment": H.environment()}
+           "points_per_pass": args.points_per_pass, "cvm_params": _cvm_params(args), "environment": H.environment()}
     H.log(f"{args.rows} rows: SVC and CVMClassifier() × {args.repeats} (alternating)")
     svc, cvm = [], []
     for _ in range(args.repeats):  # alternating, so that both see the same load drift
         if not args.no_svc:
             svc.append(fit_svc(X, y, Xte, yte))
-        cvm.append(fit_cvm(X, y, Xte, yte, points_per_pass=args.points_per_pass)[0])
+        cvm.append(fit_cvm(X, y, Xte, yte, points_per_pass=args.points_per_pass, **_cvm_params(args))[0])
     res["cvm"] = dict(cvm[-1], fit_s_all=[r["fit_s"] for r in cvm],
                       fit_s_median=float(np.median([r["fit_s"] for r in cvm])))
     if svc:
