@@ -219,7 +219,8 @@ def child(args):
 
 def _cvm_params(args):
     """The CVMClassifier parameters given on the command line (none: its defaults)."""
-    return {} if args.max_core is None else {"max_core": int(args.max_core)}
+    out = {} if args.max_core is None else {"max_core": int(args.max_core)}
+    return out if args.eps is None else {**out, "eps": float(args.eps)}
 
 
 def _add_arguments(p):
@@ -232,6 +233,9 @@ def _add_arguments(p):
     p.add_argument("--no-profile", action="store_true")
     p.add_argument("--no-svc", action="store_true", help="skip SVC (a side run of CVM settings)")
     p.add_argument("--max-core", type=int, default=None, help="CVMClassifier(max_core=) (default: its default, 5000)")
+    p.add_argument("--eps", type=float, default=None, help="CVMClassifier(eps=) (default: its default)")
+    p.add_argument("--qp-eps", type=float, default=None,
+                   help="greedy._cvm.QP_EPS for this run: the core-set QP's tolerance as a fraction of eps·R²")
     p.add_argument("--keel", default=None, help="only: points_per_pass 1 vs 8 on these KEEL sets (comma-separated)")
     p.add_argument("--points-per-pass", type=int, default=None,
                    help="core_vector_machine's points_per_pass for the CVM fits (default: the library's)")
@@ -243,6 +247,10 @@ def main(argv=None):
     _add_arguments(p)
     args = p.parse_args(argv)
     H.set_threads(args.threads)
+    if args.qp_eps is not None:
+        import kmp_dask.greedy._cvm as g
+
+        g.QP_EPS = float(args.qp_eps)
     if args.child:
         return child(args)
     if args.keel:
@@ -254,7 +262,8 @@ def main(argv=None):
 
     X, y, Xte, yte = _data(args.rows, args.test_rows)
     res = {"rows": args.rows, "test_rows": args.test_rows, "kmp_dask": kmp_dask.__file__,
-           "points_per_pass": args.points_per_pass, "cvm_params": _cvm_params(args), "environment": H.environment()}
+           "points_per_pass": args.points_per_pass, "cvm_params": _cvm_params(args), "qp_eps": args.qp_eps,
+           "environment": H.environment()}
     H.log(f"{args.rows} rows: SVC and CVMClassifier() × {args.repeats} (alternating)")
     svc, cvm = [], []
     for _ in range(args.repeats):  # alternating, so that both see the same load drift
