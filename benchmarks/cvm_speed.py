@@ -6,7 +6,7 @@ defaults (``gamma="scale"`` is 1/54 on standardised rows), fitted in the same ru
 fit seconds (median over ``--repeats``), their ratio, test accuracy, support / core vectors.
 
 The CVM fit is profiled with timers around its parts (wrapped for the profiled fit only; the
-timed fits run unwrapped): the core-set QP (``ActiveSetQP.solve``), the core set's K̃ entries
+timed fits run unwrapped): the core-set QP (``SMOQP.solve``), the core set's K̃ entries
 (``_grow``: kernel values between the new core row and the others), distance passes split into
 the per-partition work (``cvm_furthest``) and the engine's overhead around it, sampled vs full
 passes, and the rest of the driver loop.
@@ -59,15 +59,38 @@ def _many_classes(rows, classes, seed=0):
     return StandardScaler().fit_transform(X).astype(np.float32), y
 
 
-def fit_cvm(X, y, Xte=None, yte=None, **params):
+def _points_per_pass(k):
+    """``core_vector_machine`` with ``points_per_pass=k`` (the estimators do not expose it; None:
+    the default); returns the undo."""
+    import kmp_dask.greedy._cvm_problems as gp
+
+    real = gp.core_vector_machine
+    if k is None:
+        return lambda: None
+
+    def cvm(*a, **kw):
+        kw["points_per_pass"] = int(k)
+        return real(*a, **kw)
+
+    gp.core_vector_machine = cvm
+    return lambda: setattr(gp, "core_vector_machine", real)
+
+
+def fit_cvm(X, y, Xte=None, yte=None, points_per_pass=None, **params):
     """One ``CVMClassifier(**params)`` fit: seconds, accuracy, core vectors, passes."""
+    import numpy as np
+
     from kmp_dask import CVMClassifier
 
     est = CVMClassifier(random_state=0, **params)
+    undo = _points_per_pass(points_per_pass)
     t = time.perf_counter()
-    est.fit(X, y)
+    try:
+        est.fit(X, y)
+    finally:
+        undo()
     sec = time.perf_counter() - t
-    out = {"fit_s": sec, "n_core": int(est.expansion_.n_vectors),
+    out = {"fit_s": sec, "n_core": int(est.expansion_.n_vectors), "stop_reason": list(np.atleast_1d(est.stop_reason_)),
            "n_full_passes": [int(r.n_full_passes) for r in est.results_][:5],
            "n_passes": int(sum(r.n_passes for r in est.results_))}
     if Xte is not None:
@@ -97,28 +120,28 @@ class _Timers:
         return lambda: setattr(owner, attr, real)
 
 
-def profiled_fit(X, y):
+def profiled_fit(X, y, points_per_pass=None):
     """The CVM fit with timers around its parts; seconds per part and what is left to the driver."""
     import kmp_dask.greedy._cvm as g
     from kmp_dask.greedy import _cvm_qp
 
     T = _Timers()
-    undo = [T.wrap(g.ActiveSetQP, "solve", "qp"), T.wrap(g, "_grow", "core_gram"),
+    undo = [T.wrap(g.SMOQP, "solve", "qp"), T.wrap(g, "_grow", "core_gram"),
             T.wrap(g._CoreSetLoop, "_sampled_pass", "sampled_passes"),
             T.wrap(g._CoreSetLoop, "_full_pass", "full_passes"), T.wrap(g, "cvm_furthest", "partition_work"),
             T.wrap(g._CoreSetLoop, "_pass", "passes")]
     qps = []
-    real_init = _cvm_qp.ActiveSetQP.__init__
+    real_init = _cvm_qp.SMOQP.__init__
 
     def init(self, *a, **k):
         real_init(self, *a, **k)
         qps.append(self)
 
-    _cvm_qp.ActiveSetQP.__init__ = init
+    _cvm_qp.SMOQP.__init__ = init
     try:
-        out, est = fit_cvm(X, y)
+        out, est = fit_cvm(X, y, points_per_pass=points_per_pass)
     finally:
-        _cvm_qp.ActiveSetQP.__init__ = real_init
+        _cvm_qp.SMOQP.__init__ = real_init
         for u in undo:
             u()
     total = out["fit_s"]
@@ -127,9 +150,36 @@ def profiled_fit(X, y):
     parts["driver_rest"] = round(total - T.sec.get("qp", 0) - T.sec.get("core_gram", 0)
                                  - T.sec.get("sampled_passes", 0) - T.sec.get("full_passes", 0), 3)
     return {"fit_s": total, "seconds": parts, "calls": T.calls,
-            "qp_downdates": sum(getattr(q, "n_downdates", 0) for q in qps),
-            "qp_refactors": sum(getattr(q, "n_refactors", 0) for q in qps),
+            "qp_steps": sum(q.n_steps for q in qps), "qp_calls": sum(q.n_calls for q in qps),
             "n_core": out["n_core"], "iterations": int(sum(r.n_iter for r in est.results_))}
+
+
+def keel_points_per_pass(names, ks=(1, 8)):
+    """``CVMClassifier()`` with ``points_per_pass`` k on KEEL sets (standardised, 70/30 stratified
+    split, seed 0) against SVC(C=1, gamma="scale"): the default's check on data it was not tuned on."""
+    import numpy as np
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import SVC
+
+    from kmp_dask.datasets import load_keel
+
+    out = {}
+    for name in names:
+        ds = load_keel(name)
+        X, y = np.asarray(ds.X, dtype=np.float64), np.asarray(ds.y)
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
+        sc = StandardScaler().fit(Xtr)
+        Xtr, Xte = sc.transform(Xtr), sc.transform(Xte)
+        t = time.perf_counter()
+        svc = SVC(C=1.0, gamma="scale").fit(Xtr, ytr)
+        r = {"rows": len(Xtr), "svc": {"fit_s": time.perf_counter() - t, "accuracy": float(svc.score(Xte, yte)),
+                                       "n_sv": len(svc.support_)}}
+        for k in ks:
+            r[f"cvm_k{k}"] = fit_cvm(Xtr, ytr, Xte, yte, points_per_pass=k)[0]
+        out[name] = r
+        H.log(f"{name}: {r}")
+    return out
 
 
 def fit_svc(X, y, Xte, yte):
@@ -167,6 +217,12 @@ def child(args):
     print(json.dumps(out))
 
 
+def _cvm_params(args):
+    """The CVMClassifier parameters given on the command line (none: its defaults)."""
+    out = {} if args.max_core is None else {"max_core": int(args.max_core)}
+    return out if args.eps is None else {**out, "eps": float(args.eps)}
+
+
 def _add_arguments(p):
     p.add_argument("--rows", type=int, default=20000, help="training rows (issue 28: 50000)")
     p.add_argument("--test-rows", type=int, default=5000)
@@ -175,6 +231,14 @@ def _add_arguments(p):
     p.add_argument("--classes", type=int, default=50, help="classes of the many-class problem (0: skip)")
     p.add_argument("--class-rows", type=int, default=1000)
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--no-svc", action="store_true", help="skip SVC (a side run of CVM settings)")
+    p.add_argument("--max-core", type=int, default=None, help="CVMClassifier(max_core=) (default: its default, 5000)")
+    p.add_argument("--eps", type=float, default=None, help="CVMClassifier(eps=) (default: its default)")
+    p.add_argument("--qp-eps", type=float, default=None,
+                   help="greedy._cvm.QP_EPS for this run: the core-set QP's tolerance as a fraction of eps·R²")
+    p.add_argument("--keel", default=None, help="only: points_per_pass 1 vs 8 on these KEEL sets (comma-separated)")
+    p.add_argument("--points-per-pass", type=int, default=None,
+                   help="core_vector_machine's points_per_pass for the CVM fits (default: the library's)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -183,26 +247,40 @@ def main(argv=None):
     _add_arguments(p)
     args = p.parse_args(argv)
     H.set_threads(args.threads)
+    if args.qp_eps is not None:
+        import kmp_dask.greedy._cvm as g
+
+        g.QP_EPS = float(args.qp_eps)
     if args.child:
         return child(args)
+    if args.keel:
+        res = {"keel": keel_points_per_pass(args.keel.split(",")), "environment": H.environment()}
+        return H.write_json(H.output_path(NAME + "_points_per_pass", args.out), res)
     import numpy as np
 
     import kmp_dask
 
     X, y, Xte, yte = _data(args.rows, args.test_rows)
     res = {"rows": args.rows, "test_rows": args.test_rows, "kmp_dask": kmp_dask.__file__,
+           "points_per_pass": args.points_per_pass, "cvm_params": _cvm_params(args), "qp_eps": args.qp_eps,
            "environment": H.environment()}
-    H.log(f"{args.rows} rows: SVC and CVMClassifier() × {args.repeats}")
-    svc = [fit_svc(X, y, Xte, yte) for _ in range(args.repeats)]
-    cvm = [fit_cvm(X, y, Xte, yte)[0] for _ in range(args.repeats)]
-    res["svc"], res["cvm"] = svc[-1], cvm[-1]
-    res["svc"]["fit_s_median"] = float(np.median([r["fit_s"] for r in svc]))
-    res["cvm"]["fit_s_median"] = float(np.median([r["fit_s"] for r in cvm]))
-    res["cvm_over_svc_time"] = res["cvm"]["fit_s_median"] / res["svc"]["fit_s_median"]
-    res["accuracy_gap_points"] = 100 * (res["svc"]["accuracy"] - res["cvm"]["accuracy"])
-    H.log(f"SVC {res['svc']}  CVM {res['cvm']}  ratio {res['cvm_over_svc_time']:.2f}")
+    H.log(f"{args.rows} rows: SVC and CVMClassifier() × {args.repeats} (alternating)")
+    svc, cvm = [], []
+    for _ in range(args.repeats):  # alternating, so that both see the same load drift
+        if not args.no_svc:
+            svc.append(fit_svc(X, y, Xte, yte))
+        cvm.append(fit_cvm(X, y, Xte, yte, points_per_pass=args.points_per_pass, **_cvm_params(args))[0])
+    res["cvm"] = dict(cvm[-1], fit_s_all=[r["fit_s"] for r in cvm],
+                      fit_s_median=float(np.median([r["fit_s"] for r in cvm])))
+    if svc:
+        res["svc"] = dict(svc[-1], fit_s_all=[r["fit_s"] for r in svc],
+                          fit_s_median=float(np.median([r["fit_s"] for r in svc])))
+        res["cvm_over_svc_time"] = res["cvm"]["fit_s_median"] / res["svc"]["fit_s_median"]
+        res["cvm_over_svc_time_per_repeat"] = [c["fit_s"] / v["fit_s"] for c, v in zip(cvm, svc)]
+        res["accuracy_gap_points"] = 100 * (res["svc"]["accuracy"] - res["cvm"]["accuracy"])
+    H.log(f"SVC {res.get('svc')}  CVM {res['cvm']}  ratio {res.get('cvm_over_svc_time')}")
     if not args.no_profile:
-        res["profile"] = profiled_fit(X, y)
+        res["profile"] = profiled_fit(X, y, args.points_per_pass)
         H.log(f"profile {res['profile']}")
     if args.classes:
         Xm, ym = _many_classes(args.class_rows, args.classes)

@@ -26,7 +26,7 @@ __all__ = ["CVMClassifier", "MMDA"]
 
 class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
     def __init__(self, *, C=1.0, eps=1e-4, kernel="rbf", gamma="scale", kernel_params=None, candidates=59,
-                 max_core=5000, random_state=None, client=None, chunk_rows=None, verbose=0, standardize="auto"):
+                 max_core=10000, random_state=None, client=None, chunk_rows=None, verbose=0, standardize="auto"):
         self.C = C
         self.eps = eps
         self.kernel = kernel
@@ -222,7 +222,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     candidates : "all", "auto" or int, default=59
         Rows measured per iteration: "all" (or None) every row — no probabilistic speed-up;
         "auto" 59 (= ⌈log 0.05 / log 0.95⌉, the same words as every estimator's); an int that many.
-    max_core : int, default=5000
+    max_core : int, default=10000
         Most core vectors per binary problem: its fit stops there (``stop_reason_`` "max_core").
     random_state, client, chunk_rows
         As for :class:`~kmp_dask.KMPClassifier`. With a cluster, a binary problem runs its passes
@@ -307,7 +307,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     """
 
     def __init__(self, n_components=3, *, C=1.0, eps=1e-4, kernel="rbf", gamma="scale", kernel_params=None,
-                 candidates=59, max_core=5000, random_state=None, client=None, chunk_rows=None, verbose=0,
+                 candidates=59, max_core=10000, random_state=None, client=None, chunk_rows=None, verbose=0,
                  standardize="auto"):
         super().__init__(C=C, eps=eps, kernel=kernel, gamma=gamma, kernel_params=kernel_params,
                          candidates=candidates, max_core=max_core, random_state=random_state, client=client,

@@ -73,10 +73,10 @@ __all__ = ["Checkpoint", "NO_CHECKPOINT", "open_checkpoint", "checkpoint_info", 
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """2: sparse KPCA/KCCA and reduced-set loops keep their records in a PathRecorder, the CVM's QP grows
 its buffers in place. 3: the CVM QP's factor is an IncrementalCholesky, the HMP and sparse KPCA loops
-keep a frozen HMPConfig / KPCAConfig. States of an earlier layout cannot be resumed: the header check
+keep a frozen HMPConfig / KPCAConfig. 4: the CVM's QP is an SMOQP (its kept gradient, no factor). States of an earlier layout cannot be resumed: the header check
 refuses them with a clear message (start the fit again)."""
 STATE_FILE, TMP_FILE = "state.ckpt", "state.tmp"
 _MAGIC = b"kmp_dask checkpoint\n"

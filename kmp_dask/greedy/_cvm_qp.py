@@ -1,6 +1,7 @@
 """The core-set QP of a core vector machine, ``argmin αᵀQα`` over the simplex, kept across the
-iterations of one core-set loop (docs/cvm.md "The QP"); and the growing buffers the loop keeps
-its core set's K̃ and rows in.
+iterations of one core-set loop (docs/cvm.md "The QP"): :class:`SMOQP`, the loop's (pairwise steps
+on a kept gradient, to the loop's ε tolerance), and :class:`ActiveSetQP`, exact (``simplex_qp``);
+and the growing buffers the loop keeps its core set's K̃ and rows in.
 
 Everything here grows in place: a core-set loop adds one row and column per iteration, so any
 O(n²) copy per iteration (a new K̃, a new factor, the core rows re-stacked) makes the loop O(n³)
@@ -13,7 +14,7 @@ import numpy as np
 
 from ..linalg import IncrementalCholesky, forward_substitution, one_blas_thread
 
-__all__ = ["ActiveSetQP", "GrowingRows", "GrowingSquare", "simplex_qp"]
+__all__ = ["SMOQP", "ActiveSetQP", "GrowingRows", "GrowingSquare", "simplex_qp"]
 
 _RTOL = 1e-14
 """A joining point whose new squared diagonal of the factor is not above ``_RTOL · Q_ii`` is
@@ -220,3 +221,88 @@ class ActiveSetQP:
             # toward its target stays (with a block of joiners the step can be 0)
             active = active[(a[active] > 0) | (d > 0)]
         return a, max_iter
+
+
+SMO_MAX_STEPS = 1_000_000
+"""A safety bound on the pair steps of one :meth:`SMOQP.solve` call (never reached in the measured
+fits: benchmarks/cvm_speed.py)."""
+
+
+class SMOQP:
+    """The MEB dual on the core set, ``argmin αᵀQα`` over the simplex, by warm-started pairwise
+    (SMO) steps on the cached core Gram ``Q`` — the solver of Tsang et al.'s CVM: solved to a
+    tolerance tied to the loop's ε, not to machine precision (docs/cvm.md "The QP").
+
+    The gradient ``g = Qα`` over the core set is kept across calls: a row that joined since the
+    last call (weight 0) costs one product with its row of ``Q``, a step one update with two rows
+    of ``Q`` (O(|S|) each; no O(|S|²) work and no factor). A step moves weight from the support
+    point with the largest gradient ``j`` to the point ``i`` of the largest second-order gain
+    ``(g_j − g_i)² / (Q_ii + Q_jj − 2Q_ij)`` (LIBSVM's working-set selection) by the exact line
+    minimum, clipped at ``α_j``. A call stops when ``max_{α_j > 0} g_j − min_i g_i ≤ tol``: then
+    ``αᵀQα − min_i g_i ≤ tol`` and every core point's squared distance to the centre is at most
+    ``R² + 2·tol`` — with ``tol ≤ ε R²`` inside the (1+ε) ball the loop certifies on the other rows.
+    """
+
+    def __init__(self):
+        self.g = np.zeros(0)
+        self.level = np.nan  #: αᵀQα after the last call
+        self.n_steps = self.n_calls = 0
+
+    def solve(self, Q, alpha, tol, rel: float = 0.0, kappa: float = 0.0, max_steps: int = SMO_MAX_STEPS):
+        """α (warm start: ``alpha`` padded with zeros to ``len(Q)``) and its number of steps.
+        The tolerance is ``max(tol, rel · (kappa − αᵀQα))`` at the start of the call (the ball's
+        squared radius then, which the call only increases)."""
+        n = len(Q)
+        a = np.zeros(n)
+        a[: len(alpha)] = alpha
+        m = len(self.g)
+        g = np.empty(n)
+        g[:m] = self.g
+        if n > m:
+            g[m:] = Q[m:n] @ a
+        tol = max(float(tol), float(rel) * (float(kappa) - float(a @ g)))
+        steps = _smo_steps(Q, a, g, tol, max_steps)
+        self.g = g
+        self.level = float(a @ g)
+        self.n_steps += steps
+        self.n_calls += 1
+        return a, steps
+
+
+def _smo_steps(Q, a, g, tol, max_steps) -> int:
+    """Pairwise steps on ``a`` (in place, ``g = Qa`` kept) until the support's largest gradient is
+    within ``tol`` of the smallest; returns the number of steps. Written as few whole-array NumPy
+    calls per step as possible (the steps are many and cheap: their count, not their size, costs)."""
+    diag = np.diagonal(Q)
+    d0 = float(diag[0]) if len(diag) else 0.0
+    constant = bool(np.all(diag == d0))  # the CVM's K̃ (MMDA's deflated one is not)
+    support = a > 0
+    num, den, row = np.empty(len(g)), np.empty(len(g)), np.empty(len(g))
+    for step in range(max_steps):
+        j = int(np.argmax(np.where(support, g, -np.inf)))
+        gj = g[j]
+        if gj - g.min() <= tol:
+            return step
+        Qj = Q[j]
+        # second-order gain (g_j − g_i)² / (Q_ii + Q_jj − 2Q_ij) over the points below g_j
+        np.subtract(gj, g, out=num)
+        np.maximum(num, 0.0, out=num)
+        num *= num
+        if constant:
+            np.subtract(2.0 * d0, 2.0 * Qj, out=den)
+        else:
+            np.subtract(diag + diag[j], 2.0 * Qj, out=den)
+        np.maximum(den, 1e-12 * diag[j], out=den)
+        num /= den
+        i = int(np.argmax(num))
+        t = min((gj - g[i]) / den[i], a[j])
+        if t >= a[j]:
+            t, a[j], support[j] = a[j], 0.0, False
+        else:
+            a[j] -= t
+        a[i] += t
+        support[i] = True
+        np.subtract(Q[i], Qj, out=row)
+        row *= t
+        g += row
+    return max_steps

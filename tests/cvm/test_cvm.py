@@ -100,7 +100,8 @@ def test_binary_problem_on_workers_survives_a_killed_worker(tmp_path, process_cl
     store = create_store(str(tmp_path / "c.zarr"), X, y, chunk_rows=10_000)
     specs = partition_specs(store)
     k = get_kernel("rbf", gamma=0.1)
-    kw = dict(kernel=k, kappa=1.0, C=C, eps=1e-2, n_rows=store.n_rows, candidates=59)
+    # one row per pass: enough iterations for the kill at iteration 10
+    kw = dict(kernel=k, kappa=1.0, C=C, eps=1e-2, n_rows=store.n_rows, candidates=59, points_per_pass=1)
     setup = [cvm_effects.init(k), cvm_effects.targets(1)]
     with InProcessEngine(specs) as eng:
         eng.run(None, None, setup)
@@ -159,7 +160,7 @@ def test_history_is_the_callbacks_records_one_per_iteration():
     X, y = _data(n=200, seed=2)
     k = get_kernel("rbf", gamma=GAMMA)
     seen = []
-    res = _run(X, y, k, 1e-2, callback=seen.append)
+    res = _run(X, y, k, 1e-2, callback=seen.append, points_per_pass=1)
     assert res.n_iter > 3 and res.history == seen  # the records the loop's PathRecorder kept are the ones handed out
     assert [r["iteration"] for r in seen] == list(range(res.n_iter))
     assert [r["n_core"] for r in seen] == list(range(2, res.n_iter + 2))  # one row joins per iteration

@@ -130,7 +130,7 @@ def test_binary_cvm_resumed_twice_and_a_complete_checkpoint_returns_the_model(tm
     X, y = _data(n=300, seed=3)
     make = lambda: CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=9)  # noqa: E731
     ref = make().fit(X, y)
-    assert ref.n_iter_[0] > 20
+    assert ref.n_iter_[0] > 17  # both interruptions inside the loop (8 rows per pass: 20 iterations)
     ckpt = tmp_path / "ck"
     for at in (5, 17):  # killed twice, resumed twice
         with monkeypatch.context() as m:
