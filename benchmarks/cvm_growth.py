@@ -1,0 +1,66 @@
+"""How CVMClassifier()'s fit time grows with N on issue 28's data (acceptance: linear from 10⁵ to 10⁶).
+
+Data: ``cvm_speed._data`` — ``make_classification(n_features=54, n_informative=20, random_state=0)``,
+2 classes, standardised on the training rows, float32, 2·10⁴ test rows after the training rows.
+For each size in ``--sizes`` (ascending), one in-process ``CVMClassifier(random_state=0)`` fit with
+its defaults (``cvm_speed.fit_cvm``): fit seconds, core vectors, distance passes, full passes,
+held-out accuracy, seconds per 10⁵ rows, and the growth exponent ``log(t₂/t₁) / log(N₂/N₁)``
+between consecutive sizes and from the first size (1: linear). The JSON is written after every
+size, so a run cut short keeps what it measured. The sizes run one after the other on a shared
+machine: the load at each fit's start and end is recorded beside it.
+
+Usage: ``python benchmarks/cvm_growth.py [--sizes 100000,200000,400000,1000000] [--quick]``
+(``--quick``: 5,000 and 10,000 rows, JSON to $TMPDIR). JSON: benchmarks/results/cvm_growth.json.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H
+from cvm_speed import _data, fit_cvm
+
+NAME = "cvm_growth"
+
+
+def add_arguments(p):
+    p.add_argument("--sizes", default="100000,200000,400000,1000000", help="training rows, comma-separated")
+    p.add_argument("--test-rows", type=int, default=20_000)
+    p.add_argument("--quick", action="store_true", help="5,000 and 10,000 rows (smoke test, JSON to $TMPDIR)")
+
+
+def _exponent(a, b):
+    return math.log(b["fit_s"] / a["fit_s"]) / math.log(b["rows"] / a["rows"])
+
+
+def main(argv=None):
+    args = H.parse_main_args(NAME, __doc__, add_arguments, argv)
+    sizes = [5_000, 10_000] if args.quick else sorted(int(s) for s in args.sizes.split(",") if s)
+    out = H.output_path(NAME, args.out, args.quick)
+    t0 = time.perf_counter()
+    res = {"name": NAME, "environment": H.environment(), "test_rows": args.test_rows, "fits": []}
+    for n in sizes:
+        X, y, Xte, yte = _data(n, args.test_rows)
+        load0 = list(os.getloadavg())
+        H.log(f"CVMClassifier() on {n} rows")
+        fit, _ = fit_cvm(X, y, Xte, yte)
+        fit.update(rows=n, seconds_per_1e5_rows=fit["fit_s"] * 1e5 / n, load_at_start=load0,
+                   load_at_end=list(os.getloadavg()))
+        fits = res["fits"]
+        fits.append(fit)
+        if len(fits) > 1:
+            fit["exponent_from_previous"] = _exponent(fits[-2], fit)
+            fit["exponent_from_first"] = _exponent(fits[0], fit)
+        H.log(f"  {fit['fit_s']:.1f} s, {fit['n_core']} core vectors, accuracy {fit['accuracy']:.4f}, "
+              f"exponent {fit.get('exponent_from_first', float('nan')):.2f}")
+        H.write_json(out, res)
+    H.finish(res, out, t0)
+
+
+if __name__ == "__main__":
+    main()
