@@ -14,7 +14,9 @@ Protocol, every step a subprocess a user would type:
    synthetic:classification`` writes the same rows, but in one process);
 3. ``kmp-dask train train.zarr --scheduler-file F --n-basis B --fit-mode basic --candidates 59
    --gamma 0.05 --log-json L`` (basic stochastic KMP: the large-N mode ``docs/engine.md`` "Large N"
-   recommends, ``basis_columns="auto"`` choosing recomputed columns);
+   recommends, ``basis_columns="auto"`` choosing recomputed columns; ``--fit-mode``,
+   ``--atoms-per-pass`` and ``--basis-columns`` change it, e.g. ``--fit-mode backfit
+   --atoms-per-pass 8 --basis-columns recomputed``: 8 atoms a pass, no stored N × n columns);
 4. ``kmp-dask evaluate model test.zarr --scheduler-file F --json``.
 
 While each step runs, a sampler polls every process's resident set size (psutil, every 2 s) and
@@ -49,6 +51,9 @@ def _args(p):
     p.add_argument("--rows", type=int, default=10_000_000, help="training rows")
     p.add_argument("--test-rows", type=int, default=200_000)
     p.add_argument("--n-basis", type=int, default=100)
+    p.add_argument("--fit-mode", default="basic", help="kmp-dask train --fit-mode (basic: no basis columns kept)")
+    p.add_argument("--atoms-per-pass", type=int, default=1, help="kmp-dask train --atoms-per-pass (backfit only)")
+    p.add_argument("--basis-columns", default="auto", help="kmp-dask train --basis-columns (auto/stored/recomputed)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--memory-limit", default="2.5GB", help="per dask worker")
     p.add_argument("--max-fit-seconds", type=float, default=3 * 3600.0,
@@ -95,6 +100,16 @@ class PeakRSS:
     def stop(self):
         self._stop.set()
         self._thread.join(timeout=10)
+
+
+def _mode_flags(args):
+    """The pursuit's mode flags of ``kmp-dask train`` (the defaults reproduce the first 10⁸ attempts)."""
+    flags = ["--fit-mode", args.fit_mode]
+    if args.atoms_per_pass != 1:
+        flags += ["--atoms-per-pass", str(args.atoms_per_pass)]
+    if args.basis_columns != "auto":
+        flags += ["--basis-columns", args.basis_columns]
+    return flags
 
 
 def _log(path):
@@ -202,7 +217,7 @@ def run(args, work, result, out):
         else:
             log_path.unlink(missing_ok=True)
         fit_s, _, rc = _cli(["train", str(train), "--model", str(model), "--overwrite", *ckpt, "--n-basis",
-                             str(args.n_basis), "--fit-mode", "basic", "--candidates", "59", "--gamma", "0.05",
+                             str(args.n_basis), *_mode_flags(args), "--candidates", "59", "--gamma", "0.05",
                              "--random-state", "0", "--quiet", "--log-json", str(log_path), *where],
                             rss, "driver_train", timeout=args.max_fit_seconds)
         result["fit"] = _fit_record(log_path, fit_s, rc is not None)
@@ -237,7 +252,8 @@ def main(argv=None):
     work.mkdir(parents=True, exist_ok=True)
     out = H.output_path(NAME, args.out, args.quick)
     result = {"benchmark": NAME, "environment": H.environment(), "rows": args.rows, "test_rows": args.test_rows,
-              "n_features": 54, "n_classes": 7, "n_basis": args.n_basis, "fit_mode": "basic", "candidates": 59,
+              "n_features": 54, "n_classes": 7, "n_basis": args.n_basis, "fit_mode": args.fit_mode,
+              "atoms_per_pass": args.atoms_per_pass, "basis_columns": args.basis_columns, "candidates": 59,
               "gamma": 0.05, "cluster": f"dask scheduler + {args.workers} x dask worker (--nthreads 1, "
                                        f"--memory-limit {args.memory_limit}) on 127.0.0.1",
               "disk_free_bytes_at_start": shutil.disk_usage(work).free}
