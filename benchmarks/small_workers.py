@@ -129,7 +129,7 @@ def _trace_summary(samples):
 
 
 def scheduler_identity(client):
-    from kmp_dask.parallel._engine import scheduler_identity as fresh
+    from kmp_dask.parallel._client import scheduler_identity as fresh
 
     return fresh(client)
 

@@ -62,7 +62,7 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
     from ..datasets import load
     from ..estimators import KMPClassifier
     from ..parallel import embedded_cluster, resolve_client
-    from ..parallel._engine import scheduler_identity
+    from ..parallel._client import scheduler_identity
     from ..reduced import ReducedSetCompressor
     from ._params import candidates_value
 

@@ -217,7 +217,7 @@ def running(where: Where, *, quiet: bool = False, nbytes: int | None = None):
 
 
 def _announce(client, where: Where, nbytes=None) -> None:
-    from ..parallel._engine import scheduler_identity  # every worker, not the client's cache
+    from ..parallel._client import scheduler_identity  # every worker, not the client's cache
 
     info = scheduler_identity(client)
     workers = info.get("workers", {})

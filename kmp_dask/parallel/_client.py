@@ -197,6 +197,23 @@ async def _stop(client) -> None:
             await client._close(fast=True)
 
 
+def scheduler_identity(client) -> dict:
+    """The scheduler's identity with *every* worker, fetched for this call.
+
+    ``Client.scheduler_info(n_workers=-1)`` fetches into a cache and returns the cache, which
+    the client's own periodic update (``distributed.client.scheduler-info-interval``, 2 s, with
+    ``n_workers=0``: no workers) may overwrite in between; a pass then saw its worker "gone"
+    and rebuilt its partitions elsewhere — on 2 × 300 MB workers the rebuild is refused by the
+    budget and the fit failed (``worker ... left the cluster during a pass``, 3 runs of 6 on a
+    machine at load 20, benchmarks/notes/small_workers.md). The engine's pass and the CLI's
+    announcements use it; the wait-for-workers loops here keep the cached view (a false empty
+    there only polls again, and a fetch of up to 30 s could overrun a short deadline).
+    """
+    if getattr(client, "asynchronous", False) or getattr(client, "status", None) != "running":
+        return client.scheduler_info(n_workers=-1)  # the caller tells a lost scheduler from it
+    return client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=30)
+
+
 def _wait_for_embedded_workers(client, n: int, timeout: float, watch: _RestartWatch) -> None:
     """Wait until all ``n`` workers of the embedded cluster arrived (at most ``timeout`` s)."""
     import time

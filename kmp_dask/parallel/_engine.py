@@ -112,13 +112,11 @@ def tune_worker_malloc(mmap_threshold: int = 64 << 20, trim_threshold: int = 256
     may hold up to that much more memory than it uses. Set ``KMP_DASK_MALLOC_TUNING=0`` to opt out.
     Returns True when applied (glibc only).
     """
-    if os.environ.get("KMP_DASK_MALLOC_TUNING", "1") == "0":
-        return False
+    libc = _glibc()
     try:
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(
+        return libc is not None and bool(libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(
             libc.mallopt(_M_TRIM_THRESHOLD, trim_threshold))
-    except (OSError, AttributeError):
+    except AttributeError:
         return False
 
 
@@ -131,13 +129,24 @@ def trim_worker_heap() -> bool:
     10–20 MiB of free heap on a 300 MB worker, ``benchmarks/notes/small_workers.md``). Called
     once per streamed pass (a few ms). False when not glibc or ``KMP_DASK_MALLOC_TUNING=0``.
     """
-    if os.environ.get("KMP_DASK_MALLOC_TUNING", "1") == "0":
+    libc = _glibc()
+    if libc is None:
         return False
     try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-        return True
-    except (OSError, AttributeError):
+        libc.malloc_trim(0)
+    except AttributeError:
         return False
+    return True
+
+
+def _glibc():
+    """glibc's handle for the malloc tuning above, or None (not glibc, or ``KMP_DASK_MALLOC_TUNING=0``)."""
+    if os.environ.get("KMP_DASK_MALLOC_TUNING", "1") == "0":
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
 
 
 class PartitionHolder:
@@ -323,21 +332,6 @@ class PartitionHolder:
             self._pool.shutdown(wait=True)
         if self._pager is not None:
             self._pager.close()
-
-
-def scheduler_identity(client) -> dict:
-    """The scheduler's identity with *every* worker, fetched for this call.
-
-    ``Client.scheduler_info(n_workers=-1)`` fetches into a cache and returns the cache, which
-    the client's own periodic update (``distributed.client.scheduler-info-interval``, 2 s, with
-    ``n_workers=0``: no workers) may overwrite in between; a pass then saw its worker "gone"
-    and rebuilt its partitions elsewhere — on 2 × 300 MB workers the rebuild is refused by the
-    budget and the fit failed (``worker ... left the cluster during a pass``, 3 runs of 6 on a
-    machine at load 20, benchmarks/notes/small_workers.md).
-    """
-    if getattr(client, "asynchronous", False) or getattr(client, "status", None) != "running":
-        return client.scheduler_info(n_workers=-1)  # the caller tells a lost scheduler from it
-    return client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=30)
 
 
 def _scheduler_lost_message(client) -> str:
@@ -546,6 +540,8 @@ class ActorEngine:
         while self.client.status == "connecting" and time.monotonic() < deadline:
             time.sleep(0.2)
         try:
+            from ._client import scheduler_identity
+
             info = scheduler_identity(self.client)
         except Exception as exc:
             info, cause = {}, exc
