@@ -54,6 +54,9 @@ def _args(p):
     p.add_argument("--fit-mode", default="basic", help="kmp-dask train --fit-mode (basic: no basis columns kept)")
     p.add_argument("--atoms-per-pass", type=int, default=1, help="kmp-dask train --atoms-per-pass (backfit only)")
     p.add_argument("--basis-columns", default="auto", help="kmp-dask train --basis-columns (auto/stored/recomputed)")
+    p.add_argument("--candidates", type=int, default=59,
+                   help="kmp-dask train --candidates: random candidates scored per atom (Popovici's s = "
+                        "ceil(log eps / log q); 59: eps=0.05, q=0.95; 16: eps=0.2, q=0.9)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--memory-limit", default="2.5GB", help="per dask worker")
     p.add_argument("--max-fit-seconds", type=float, default=3 * 3600.0,
@@ -217,7 +220,7 @@ def run(args, work, result, out):
         else:
             log_path.unlink(missing_ok=True)
         fit_s, _, rc = _cli(["train", str(train), "--model", str(model), "--overwrite", *ckpt, "--n-basis",
-                             str(args.n_basis), *_mode_flags(args), "--candidates", "59", "--gamma", "0.05",
+                             str(args.n_basis), *_mode_flags(args), "--candidates", str(args.candidates), "--gamma", "0.05",
                              "--random-state", "0", "--quiet", "--log-json", str(log_path), *where],
                             rss, "driver_train", timeout=args.max_fit_seconds)
         result["fit"] = _fit_record(log_path, fit_s, rc is not None)
@@ -253,7 +256,7 @@ def main(argv=None):
     out = H.output_path(NAME, args.out, args.quick)
     result = {"benchmark": NAME, "environment": H.environment(), "rows": args.rows, "test_rows": args.test_rows,
               "n_features": 54, "n_classes": 7, "n_basis": args.n_basis, "fit_mode": args.fit_mode,
-              "atoms_per_pass": args.atoms_per_pass, "basis_columns": args.basis_columns, "candidates": 59,
+              "atoms_per_pass": args.atoms_per_pass, "basis_columns": args.basis_columns, "candidates": args.candidates,
               "gamma": 0.05, "cluster": f"dask scheduler + {args.workers} x dask worker (--nthreads 1, "
                                        f"--memory-limit {args.memory_limit}) on 127.0.0.1",
               "disk_free_bytes_at_start": shutil.disk_usage(work).free}
