@@ -42,7 +42,7 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
 
     def _check_params(self):
         if not (_is_auto(self.C) or (isinstance(self.C, numbers.Real) and not isinstance(self.C, bool) and self.C > 0)):
-            raise ValueError(f"C must be 'auto' (n_classes / 2, at least 1) or a float > 0 (the L2-SVM's penalty); "
+            raise ValueError(f"C must be 'auto' (n_classes - 1: 1 for two classes) or a float > 0 (the L2-SVM's penalty); "
                              f"got {self.C!r}")
         if not (isinstance(self.eps, numbers.Real) and 0 < self.eps < 1):
             raise ValueError(f"eps must be a float in (0, 1) (the ball's (1+eps) approximation); got {self.eps!r}")
@@ -141,13 +141,13 @@ def _is_auto(value) -> bool:
 
 
 def resolve_C(C, n_classes: int) -> float:
-    """The L2-SVM's penalty a fit uses: ``C`` itself, or for ``"auto"`` ``max(1, n_classes / 2)``.
+    """The L2-SVM's penalty a fit uses: ``C`` itself, or for ``"auto"`` ``max(1, n_classes − 1)``.
 
-    One-vs-rest gives each class's problem about ``n / n_classes`` positive rows; at ``C = n_classes / 2``
-    their squared slacks weigh, in total, what a balanced binary problem's positive half weighs at
-    ``C = 1`` (two classes: ``C = 1``, the paper's value). Measured on tuning sets: docs/cvm.md
-    "Default C"."""
-    return max(1.0, n_classes / 2.0) if _is_auto(C) else float(C)
+    One-vs-rest gives each class's problem about ``n / n_classes`` positive rows against
+    ``n (n_classes − 1) / n_classes`` negative ones; at ``C = n_classes − 1`` the positives' squared
+    slacks weigh in total what the negatives' weigh at ``C = 1`` (two classes: ``C = 1``, the paper's
+    value). Measured on tuning sets: docs/cvm.md "Default C"."""
+    return max(1.0, n_classes - 1.0) if _is_auto(C) else float(C)
 
 
 def _on_problem(bar, cb, label):
@@ -215,10 +215,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     Parameters
     ----------
     C : "auto" or float, default="auto"
-        Penalty on the squared slacks. ``"auto"``: ``max(1, n_classes / 2)`` — 1 for two classes
-        (the paper's value), ``n_classes / 2`` for one-vs-rest, whose problems each have only
-        about ``1 / n_classes`` of the rows on the positive side (docs/cvm.md "Default C"; the
-        value used is ``C_``). ``C=1.0`` is the default before. Every row inside the margin
+        Penalty on the squared slacks. ``"auto"``: ``n_classes − 1`` — 1 for two classes (the
+        paper's value), and for one-vs-rest the ratio of negative to positive rows of a problem
+        when the classes are balanced, which a fixed ``C = 1`` leaves underweighted on the
+        positive side (docs/cvm.md "Default C"; the value used is ``C_``). ``C=1.0`` is the default before. Every row inside the margin
         (every training error among them) is a core vector, so on noisy, overlapping classes most
         rows are (2,000 rows of a 3-class set with 10 % flipped labels: 64–67 % per problem at
         ``C=1``, 31–32 % at ``C=10``). A larger ``C`` is sparser; whether it is more accurate

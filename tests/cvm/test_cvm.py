@@ -88,9 +88,9 @@ def test_bad_parameters_are_named(params, match):
         CVMClassifier(**params).fit(X, y)
 
 
-@pytest.mark.parametrize("n_classes, expected", [(2, 1.0), (3, 1.5), (4, 2.0)])
-def test_auto_C_is_half_the_classes_and_the_same_model_as_that_number(n_classes, expected):
-    """C="auto" (CVMClassifier's default) is max(1, n_classes / 2): two classes keep the paper's C = 1,
+@pytest.mark.parametrize("n_classes, expected", [(2, 1.0), (3, 2.0), (4, 3.0)])
+def test_auto_C_is_the_classes_less_one_and_the_same_model_as_that_number(n_classes, expected):
+    """C="auto" (CVMClassifier's default) is n_classes − 1: two classes keep the paper's C = 1,
     and the fit is bit for bit the fit with that number given; MMDA's default stays 1."""
     X, y = make_classification(240, n_features=5, n_informative=4, n_redundant=0, n_classes=n_classes,
                                n_clusters_per_class=1, random_state=3)
