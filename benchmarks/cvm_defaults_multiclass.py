@@ -49,7 +49,8 @@ def _arguments(p):
     p.add_argument("--sets", default="vehicle,segment,led7digit,satimage,texture,penbased,banana,titanic,twonorm")
     p.add_argument("--max-rows", type=int, default=1000, help="larger sets: a stratified seeded subset of this size")
     p.add_argument("--configs", default="1:1:1e-4,10:1:1e-4,100:1:1e-4",
-                   help="comma-separated C:f:eps[:std] (C a number or 'auto'; γ = f × the 'scale' width; std: standardize=True)")
+                   help="comma-separated C:f:eps[:std] (C a number or 'auto'; γ = f × the 'scale' width; "
+                        "std: standardize=True)")
     p.add_argument("--no-tuned-svc", action="store_true")
     p.add_argument("--merge", default="", help="result JSONs of this script to merge into --out (nothing run)")
 

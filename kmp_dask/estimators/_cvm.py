@@ -42,8 +42,8 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
 
     def _check_params(self):
         if not (_is_auto(self.C) or (isinstance(self.C, numbers.Real) and not isinstance(self.C, bool) and self.C > 0)):
-            raise ValueError(f"C must be 'auto' (n_classes - 1: 1 for two classes) or a float > 0 (the L2-SVM's penalty); "
-                             f"got {self.C!r}")
+            raise ValueError(f"C must be 'auto' (n_classes - 1: 1 for two classes) or a float > 0 (the L2-SVM's "
+                             f"penalty); got {self.C!r}")
         if not (isinstance(self.eps, numbers.Real) and 0 < self.eps < 1):
             raise ValueError(f"eps must be a float in (0, 1) (the ball's (1+eps) approximation); got {self.eps!r}")
         resolve_candidates(self.candidates)
@@ -218,12 +218,13 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         Penalty on the squared slacks. ``"auto"``: ``n_classes − 1`` — 1 for two classes (the
         paper's value), and for one-vs-rest the ratio of negative to positive rows of a problem
         when the classes are balanced, which a fixed ``C = 1`` leaves underweighted on the
-        positive side (docs/cvm.md "Default C"; the value used is ``C_``). ``C=1.0`` is the default before. Every row inside the margin
-        (every training error among them) is a core vector, so on noisy, overlapping classes most
-        rows are (2,000 rows of a 3-class set with 10 % flipped labels: 64–67 % per problem at
-        ``C=1``, 31–32 % at ``C=10``). A larger ``C`` is sparser; whether it is more accurate
-        depends on the data (docs/cvm.md "How many vectors on noisy data": choose it by
-        cross-validation, e.g. ``GridSearchCV(CVMClassifier(), {"C": [1, 10, 100]})``).
+        positive side (docs/cvm.md "Default C"; the value used is ``C_``; ``C=1.0`` is the
+        previous default). Every row inside the margin (every training error among them) is a
+        core vector, so on noisy, overlapping classes most rows are (2,000 rows of a 3-class set
+        with 10 % flipped labels: 64–67 % per problem at ``C=1``, 31–32 % at ``C=10``). A larger
+        ``C`` is sparser; whether it is more accurate depends on the data (docs/cvm.md "How many
+        vectors on noisy data": choose it by cross-validation, e.g.
+        ``GridSearchCV(CVMClassifier(), {"C": [1, 10, 100]})``).
     eps : float, default=1e-4
         Every training point ends within (1+eps)·R of the ball's centre (checked by a full pass).
         Measured (docs/cvm.md): the paper's 1e-3 left banana at 0.822 test accuracy against
@@ -254,12 +255,12 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
     Attributes
     ----------
-    classes_, C_ (the penalty used: ``C``, or what ``"auto"`` resolved to), core_indices_ (array, or
-    list per class), dual_coef_ (α·y per core vector, same
-    shape), intercept_ (per problem), radius_ (R per problem), n_iter_ (per problem),
-    expansion_ (KernelExpansion over the union of core vectors; one output, or one per class),
-    n_full_passes_, stop_reason_, fit_seconds_ (wall-clock seconds of the fit; a resumed fit
-    adds the time its checkpoint recorded up to the last problem boundary), results_ (one
+    classes_, C_ (the penalty used: ``C``, or what ``"auto"`` resolved to), core_indices_ (array,
+    or list per class), dual_coef_ (α·y per core vector, same shape), intercept_ (per problem),
+    radius_ (R per problem), n_iter_ (per problem), expansion_ (KernelExpansion over the union of
+    core vectors; one output, or one per class), n_full_passes_, stop_reason_, fit_seconds_
+    (wall-clock seconds of the fit; a resumed fit adds the time its checkpoint recorded up to the
+    last problem boundary), results_ (one
     ``CVMResult`` per problem, with its own ``seconds`` and ``history``: one record per core-set
     iteration, the records ``verbose`` and ``--log-json`` are given).
     """
