@@ -27,6 +27,12 @@ within a set only):
 Usage::
 
     python benchmarks/cvm_defaults_multiclass.py --sets vehicle,segment --configs 1:1:1e-4,10:1:1e-4
+
+The recorded table (docs/cvm.md "Default C"; ``results/cvm_defaults_multiclass.json``; the study
+runs before it are kept in ``results/cvm_defaults_multiclass_study.json``)::
+
+    python benchmarks/cvm_defaults_multiclass.py --configs 1:1:1e-4 --out benchmarks/results/cvm_defaults_multiclass.json \
+        --sets vehicle,satimage,segment,iris,hayes-roth,contraceptive,penbased,texture,led7digit,marketing,letter
 """
 
 from __future__ import annotations
