@@ -31,7 +31,8 @@ Usage::
 The recorded table (docs/cvm.md "Default C"; ``results/cvm_defaults_multiclass.json``; the study
 runs before it are kept in ``results/cvm_defaults_multiclass_study.json``)::
 
-    python benchmarks/cvm_defaults_multiclass.py --configs 1:1:1e-4 --out benchmarks/results/cvm_defaults_multiclass.json \
+    python benchmarks/cvm_defaults_multiclass.py --configs 1:1:1e-4 \
+        --out benchmarks/results/cvm_defaults_multiclass.json \
         --sets vehicle,satimage,segment,iris,hayes-roth,contraceptive,penbased,texture,led7digit,marketing,letter
 """
 
