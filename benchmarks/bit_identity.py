@@ -262,8 +262,8 @@ CONFIGS = {
     "cvm_binary": _cvm("CVMClassifier", "binary"),
     "cvm_multi": _cvm("CVMClassifier", "multi", C=10.0),
     "mmda": _cvm("MMDA", "multi", n_components=2),
-    "cvm_store_sync": _cvm_store("CVMClassifier", "sync"),
-    "cvm_store_localcluster": _cvm_store("CVMClassifier", "local"),
+    "cvm_store_sync": _cvm_store("CVMClassifier", "sync", C=1.0),  # C="auto" (the default since) is 2 here
+    "cvm_store_localcluster": _cvm_store("CVMClassifier", "local", C=1.0),
     "mmda_store_sync": _cvm_store("MMDA", "sync", n_components=2),
     "mmda_store_localcluster": _cvm_store("MMDA", "local", n_components=2),
     "kpca_fixed": _kpca(n_components=12),

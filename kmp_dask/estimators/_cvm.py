@@ -41,8 +41,9 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
         self.standardize = standardize
 
     def _check_params(self):
-        if not (isinstance(self.C, numbers.Real) and not isinstance(self.C, bool) and self.C > 0):
-            raise ValueError(f"C must be a float > 0 (the L2-SVM's penalty); got {self.C!r}")
+        if not (_is_auto(self.C) or (isinstance(self.C, numbers.Real) and not isinstance(self.C, bool) and self.C > 0)):
+            raise ValueError(f"C must be 'auto' (n_classes - 1: 1 for two classes) or a float > 0 (the L2-SVM's "
+                             f"penalty); got {self.C!r}")
         if not (isinstance(self.eps, numbers.Real) and 0 < self.eps < 1):
             raise ValueError(f"eps must be a float in (0, 1) (the ball's (1+eps) approximation); got {self.eps!r}")
         resolve_candidates(self.candidates)
@@ -106,6 +107,7 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
             raise ValueError(f"{type(self).__name__} needs at least 2 classes in y; got {len(codes)} class "
                              f"({list(names)}). A one-class problem has no margin to find.")
         positives = [codes[1]] if len(codes) == 2 else list(codes)
+        self.C_ = resolve_C(self.C, len(codes))
         rs = check_random_state(self.random_state)
         seeds = [draw_seed(rs) for _ in positives]
         if ckpt is not None and ckpt.result is not None:  # the checkpointed fit had finished
@@ -115,7 +117,7 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
                                                 unit="problem")) as (cb, bar), \
                 task_session(self.client, in_memory=run.in_memory) as tasks:
             results = fit_binary_problems(
-                tasks, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=float(self.C),
+                tasks, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=self.C_,
                 eps=float(self.eps), n_rows=store.n_rows, candidates=resolve_candidates(self.candidates),
                 max_core=int(self.max_core), n_components=self._features_per_problem(), checkpoint=ckpt,
                 on_problem=_on_problem(bar, cb, label),
@@ -132,6 +134,20 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
         self.fit_seconds_ = elapsed if elapsed is not None else saved_elapsed + time.perf_counter() - run.started
         self._model_from_problems(results)
         return self
+
+
+def _is_auto(value) -> bool:
+    return isinstance(value, str) and value == "auto"
+
+
+def resolve_C(C, n_classes: int) -> float:
+    """The L2-SVM's penalty a fit uses: ``C`` itself, or for ``"auto"`` ``max(1, n_classes − 1)``.
+
+    One-vs-rest gives each class's problem about ``n / n_classes`` positive rows against
+    ``n (n_classes − 1) / n_classes`` negative ones; at ``C = n_classes − 1`` the positives' squared
+    slacks weigh in total what the negatives' weigh at ``C = 1`` (two classes: ``C = 1``, the paper's
+    value). Measured on tuning sets: docs/cvm.md "Default C"."""
+    return max(1.0, n_classes - 1.0) if _is_auto(C) else float(C)
 
 
 def _on_problem(bar, cb, label):
@@ -198,12 +214,17 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
     Parameters
     ----------
-    C : float, default=1.0
-        Penalty on the squared slacks. Every row inside the margin (every training error among
-        them) is a core vector, so on noisy, overlapping classes most rows are (2,000 rows of a
-        3-class set with 10 % flipped labels: 64–67 % per problem at ``C=1``, 31–32 % at
-        ``C=10``). A larger ``C`` is sparser; whether it is more accurate depends on the data
-        (docs/cvm.md "How many vectors on noisy data": choose it by cross-validation).
+    C : "auto" or float, default="auto"
+        Penalty on the squared slacks. ``"auto"``: ``n_classes − 1`` — 1 for two classes (the
+        paper's value), and for one-vs-rest the ratio of negative to positive rows of a problem
+        when the classes are balanced, which a fixed ``C = 1`` leaves underweighted on the
+        positive side (docs/cvm.md "Default C"; the value used is ``C_``; ``C=1.0`` is the
+        previous default). Every row inside the margin (every training error among them) is a
+        core vector, so on noisy, overlapping classes most rows are (2,000 rows of a 3-class set
+        with 10 % flipped labels: 64–67 % per problem at ``C=1``, 31–32 % at ``C=10``). A larger
+        ``C`` is sparser; whether it is more accurate depends on the data (docs/cvm.md "How many
+        vectors on noisy data": choose it by cross-validation, e.g.
+        ``GridSearchCV(CVMClassifier(), {"C": [1, 10, 100]})``).
     eps : float, default=1e-4
         Every training point ends within (1+eps)·R of the ball's centre (checked by a full pass).
         Measured (docs/cvm.md): the paper's 1e-3 left banana at 0.822 test accuracy against
@@ -234,14 +255,21 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
     Attributes
     ----------
-    classes_, core_indices_ (array, or list per class), dual_coef_ (α·y per core vector, same
-    shape), intercept_ (per problem), radius_ (R per problem), n_iter_ (per problem),
-    expansion_ (KernelExpansion over the union of core vectors; one output, or one per class),
-    n_full_passes_, stop_reason_, fit_seconds_ (wall-clock seconds of the fit; a resumed fit
-    adds the time its checkpoint recorded up to the last problem boundary), results_ (one
+    classes_, C_ (the penalty used: ``C``, or what ``"auto"`` resolved to), core_indices_ (array,
+    or list per class), dual_coef_ (α·y per core vector, same shape), intercept_ (per problem),
+    radius_ (R per problem), n_iter_ (per problem), expansion_ (KernelExpansion over the union of
+    core vectors; one output, or one per class), n_full_passes_, stop_reason_, fit_seconds_
+    (wall-clock seconds of the fit; a resumed fit adds the time its checkpoint recorded up to the
+    last problem boundary), results_ (one
     ``CVMResult`` per problem, with its own ``seconds`` and ``history``: one record per core-set
     iteration, the records ``verbose`` and ``--log-json`` are given).
     """
+
+    def __init__(self, *, C="auto", eps=1e-4, kernel="rbf", gamma="scale", kernel_params=None, candidates=59,
+                 max_core=10000, random_state=None, client=None, chunk_rows=None, verbose=0, standardize="auto"):
+        super().__init__(C=C, eps=eps, kernel=kernel, gamma=gamma, kernel_params=kernel_params,
+                         candidates=candidates, max_core=max_core, random_state=random_state, client=client,
+                         chunk_rows=chunk_rows, verbose=verbose, standardize=standardize)
 
     def _model_from_problems(self, results):
         """One L2-SVM per problem: ``expansion_`` over the union of their core vectors, one output each."""
@@ -290,7 +318,10 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     ----------
     n_components : int, default=3
         Features per binary problem (the paper found 3–5 per class best).
-    C, eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows, verbose, standardize
+    C : "auto" or float, default=1.0
+        As for :class:`CVMClassifier`, but the default stays the paper's 1.0 (MMDA's features
+        were not measured against other values here; ``C_`` is the value used).
+    eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows, verbose, standardize
         As for :class:`CVMClassifier`.
 
     Attributes

@@ -77,7 +77,8 @@ def test_mmda_multiclass_concatenates_features_per_problem():
 
 
 @pytest.mark.parametrize("params, match", [
-    ({"C": 0}, "C must be a float > 0"), ({"C": -1.0}, "C must be a float > 0"),
+    ({"C": 0}, "C must be 'auto' .* or a float > 0.*got 0"), ({"C": -1.0}, "or a float > 0.*got -1.0"),
+    ({"C": "large"}, "C must be 'auto'.*got 'large'"),
     ({"eps": 0}, r"eps must be a float in \(0, 1\)"), ({"eps": 1.5}, r"eps must be a float in \(0, 1\)"),
     ({"kernel": "polynomial"}, "constant k\\(x, x\\)"), ({"candidates": 0}, "candidates must be"),
 ])
@@ -85,6 +86,20 @@ def test_bad_parameters_are_named(params, match):
     X, y = _data(n=60)
     with pytest.raises(ValueError, match=match):
         CVMClassifier(**params).fit(X, y)
+
+
+@pytest.mark.parametrize("n_classes, expected", [(2, 1.0), (3, 2.0), (4, 3.0)])
+def test_auto_C_is_the_classes_less_one_and_the_same_model_as_that_number(n_classes, expected):
+    """C="auto" (CVMClassifier's default) is n_classes − 1: two classes keep the paper's C = 1,
+    and the fit is bit for bit the fit with that number given; MMDA's default stays 1."""
+    X, y = make_classification(240, n_features=5, n_informative=4, n_redundant=0, n_classes=n_classes,
+                               n_clusters_per_class=1, random_state=3)
+    auto = CVMClassifier(gamma=GAMMA, eps=EPS, random_state=0).fit(X, y)
+    assert CVMClassifier().get_params()["C"] == "auto" and auto.C_ == expected
+    given = CVMClassifier(C=expected, gamma=GAMMA, eps=EPS, random_state=0).fit(X, y)
+    assert given.C_ == expected
+    np.testing.assert_array_equal(auto.decision_function(X), given.decision_function(X))
+    assert MMDA().get_params()["C"] == 1.0
 
 
 def test_single_class_and_continuous_labels_are_refused():
