@@ -111,12 +111,13 @@ def row_table(X, Y, *, table):
     K : ndarray of shape (n_samples, n_basis), float64
     """
     T = _lookup(table)
-    xi, yi = _indices(X), _indices(Y)
-    if not len(xi):
+    yi = _indices(Y)
+    if not len(X):
         return np.empty((0, len(yi)))
-    columns = _partition_columns(table, T, X, xi)
+    columns = _partition_columns(table, T, X)
     if columns is not None:  # the same values and layout as below: a row gather of the cached columns
         return columns.take(yi, axis=0).T
+    xi = _indices(X)
     lo, hi = int(xi.min()), int(xi.max()) + 1  # a partition's rows span part of the table: read only that
     rows = T[yi, lo:hi]
     if hi - lo == len(xi) and xi[0] == lo and np.all(np.diff(xi) == 1):
@@ -124,8 +125,8 @@ def row_table(X, Y, *, table):
     return np.take(rows, xi - lo, axis=1).T
 
 
-def _partition_columns(token: str, T: np.ndarray, X, xi: np.ndarray) -> np.ndarray | None:
-    """``T[:, xi]`` (C-ordered) for a read-only ``X`` (a partition's rows: read at every atom of a
+def _partition_columns(token: str, T: np.ndarray, X) -> np.ndarray | None:
+    """``T[:, rows of X]`` (C-ordered) for a read-only ``X`` (a partition's rows: read at every atom of a
     pursuit), computed once and kept while the table is registered; None for a writeable ``X``.
 
     A fold's rows are not contiguous in the table, so without it every kernel block gathered the
@@ -136,7 +137,7 @@ def _partition_columns(token: str, T: np.ndarray, X, xi: np.ndarray) -> np.ndarr
     cannot be reused while the entry lives) and read-only (its values cannot change). At most the
     table's own size is kept per table, oldest entries dropped first (a fold's partitions hold
     fewer rows than the table: the next fold's replace them)."""
-    if not isinstance(X, np.ndarray) or X.flags.writeable or len(xi) * T.shape[0] * 8 > T.nbytes:
+    if not isinstance(X, np.ndarray) or X.flags.writeable or len(X) * T.shape[0] * 8 > T.nbytes:
         return None
     cache = _COLUMNS.setdefault(token, collections.OrderedDict())
     key = (X.__array_interface__["data"][0], X.shape, X.strides, X.dtype.str)
@@ -144,7 +145,7 @@ def _partition_columns(token: str, T: np.ndarray, X, xi: np.ndarray) -> np.ndarr
     if hit is not None:
         cache.move_to_end(key)
         return hit[1]
-    columns = T.take(xi, axis=1)
+    columns = T.take(_indices(X), axis=1)
     while cache and sum(c.nbytes for _, c in cache.values()) + columns.nbytes > T.nbytes:
         cache.popitem(last=False)
     cache[key] = (X, columns)
