@@ -32,6 +32,11 @@ TABLE_BLOCK_ROWS = 512
 
 _TABLES: dict[str, np.ndarray] = {}
 _TOKENS = itertools.count()
+GATHER_AFTER = 8
+"""A partition's columns of a table are gathered at its ``GATHER_AFTER + 1``-th block (the gather
+costs about as much as 25 blocks read without it: titanic's folds, whose pursuits stop after a few
+atoms, were slower with it at the first block)."""
+
 _COLUMNS: dict[str, collections.OrderedDict] = {}
 """Per table: its columns of a partition's rows, ``T[:, rows]``, keyed by the partition's (read-only)
 index array — a pursuit reads the same rows' columns at every atom (:func:`_partition_columns`)."""
@@ -136,19 +141,24 @@ def _partition_columns(token: str, T: np.ndarray, X) -> np.ndarray | None:
     by the address, shape and strides of ``X``'s data, with ``X`` kept referenced (its memory
     cannot be reused while the entry lives) and read-only (its values cannot change). At most the
     table's own size is kept per table, oldest entries dropped first (a fold's partitions hold
-    fewer rows than the table: the next fold's replace them)."""
+    fewer rows than the table: the next fold's replace them). Until a partition has been read
+    :data:`GATHER_AFTER` times its entry only counts (no columns)."""
     if not isinstance(X, np.ndarray) or X.flags.writeable or len(X) * T.shape[0] * 8 > T.nbytes:
         return None
     cache = _COLUMNS.setdefault(token, collections.OrderedDict())
     key = (X.__array_interface__["data"][0], X.shape, X.strides, X.dtype.str)
     hit = cache.get(key)
-    if hit is not None:
+    if hit is not None and hit[1] is not None:
         cache.move_to_end(key)
         return hit[1]
+    if hit is None or hit[2] < GATHER_AFTER:  # a pursuit that stops after a few atoms: not worth the gather
+        cache[key] = (X, None, 1 if hit is None else hit[2] + 1)
+        return None
     columns = T.take(_indices(X), axis=1)
-    while cache and sum(c.nbytes for _, c in cache.values()) + columns.nbytes > T.nbytes:
+    del cache[key]
+    while cache and sum(0 if c is None else c.nbytes for _, c, _ in cache.values()) + columns.nbytes > T.nbytes:
         cache.popitem(last=False)
-    cache[key] = (X, columns)
+    cache[key] = (X, columns, GATHER_AFTER)
     return columns
 
 
