@@ -26,15 +26,32 @@ Protocol (every number measured in the same run, one BLAS thread, in process):
   atoms not computed. It does not model the adaptive cap's decisions (made on the cut curves
   they may differ), nor the cost of scoring the held-out fold during the pursuit.
 
+- ``--against REV`` (the per-atom overhead, a second protocol): **old** is kmp_dask at the git
+  revision ``REV`` (exported with ``git archive``), **new** this working tree, both at their
+  defaults; every fit — grid, old, new, in that order, ``--repeats`` times on sets up to
+  ``--large`` rows — runs in a fresh subprocess (one BLAS thread), recording wall and CPU seconds
+  (CPU: the process's own, less sensitive to the other jobs of a shared machine), the chosen
+  (γ, size), the test accuracy and a fingerprint (SHA-256 of ``scores_``, ``best_params_`` and
+  the refitted coefficients and atoms): old and new must agree when the change is meant to keep
+  every bit. No early-stop study. Default output ``results/kmp_cv_speed_overhead.json``.
+
 Usage::
 
     python benchmarks/kmp_cv_speed.py                       # writes benchmarks/results/kmp_cv_speed.json
     python benchmarks/kmp_cv_speed.py --sets pima --quick   # smoke test (not committed)
+    python benchmarks/kmp_cv_speed.py --against 0612a7f --sets wisconsin,pima,vehicle,titanic,banana
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -53,6 +70,8 @@ def _arguments(p):
     p.add_argument("--repeats", type=int, default=2, help="interleaved repeats of grid / old / new (medians)")
     p.add_argument("--large", type=int, default=1000, help="sets with more training rows run once")
     p.add_argument("--quick", action="store_true", help="output under $TMPDIR (smoke test)")
+    p.add_argument("--against", default=None, help="git revision: old = kmp_dask there, in subprocesses")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
 
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
@@ -159,6 +178,92 @@ def run_set(name, repeats, large):
     return row
 
 
+def child(spec):
+    """One timed fit in this process (``grid:<set>`` or ``kmp:<set>``); one JSON line on stdout."""
+    from keel_cv import load_split, tuned_svc
+
+    kind, name = spec.split(":")
+    Xtr, Xte, ytr, yte = load_split(name)
+    if kind == "grid":
+        cpu = time.process_time()
+        out = tuned_svc(Xtr, ytr, Xte, yte)
+        out.update(seconds=out.pop("wall_seconds"), cpu_seconds=time.process_time() - cpu)
+    else:
+        import kmp_dask
+        from kmp_dask import KMPClassifierCV
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            wall, cpu = time.perf_counter(), time.process_time()
+            est = KMPClassifierCV(random_state=0).fit(Xtr, ytr)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        b, h = est.best_estimator_, hashlib.sha256()
+        for v in (est.scores_, b.dual_coef_, b.intercept_, b.basis_indices_):
+            h.update(np.ascontiguousarray(v).tobytes())
+        h.update(repr(est.best_params_).encode())
+        out = {"seconds": wall, "cpu_seconds": cpu, "best_params": est.best_params_, "n_basis": int(est.n_basis_),
+               "cap_reached": int(est.sizes_[-1]), "n_widths": len(est.gammas_),
+               "accuracy": float(est.score(Xte, yte)), "fingerprint": h.hexdigest()[:16], "kmp_dask": kmp_dask.__file__}
+    print(json.dumps(H.jsonable(out)))
+
+
+def _subprocess(spec, tree):
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{here}", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+               MKL_NUM_THREADS="1")
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", spec], env=env,
+                         capture_output=True, text=True, check=True, cwd=str(tree))
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def run_against(name, old_tree, new_tree, repeats, large):
+    """grid / old / new, each in a fresh subprocess, ``repeats`` times (once above ``large`` rows)."""
+    from keel_cv import load_split
+
+    if name in FORBIDDEN:
+        raise SystemExit(f"{name} is an acceptance set of keel_cv.py: not used for tuning")
+    n_train = len(load_split(name)[0])
+    runs = {"grid": [], "old": [], "new": []}
+    for r in range(repeats if n_train <= large else 1):
+        for side, spec, tree in (("grid", f"grid:{name}", new_tree), ("old", f"kmp:{name}", old_tree),
+                                 ("new", f"kmp:{name}", new_tree)):
+            runs[side].append(_subprocess(spec, tree))
+        H.log(f"{name} [{r}]: " + "  ".join(f"{k} {v[-1]['seconds']:.1f}s (cpu {v[-1]['cpu_seconds']:.1f})"
+                                            for k, v in runs.items()))
+    med = {f"{k}_{t}": float(np.median([x[t] for x in v])) for k, v in runs.items() for t in ("seconds", "cpu_seconds")}
+    prints = {k: sorted({x["fingerprint"] for x in runs[k]}) for k in ("old", "new")}
+    new = runs["new"][-1]
+    return {"n_train": n_train, "runs": runs, "medians": med,
+            "new_over_old": med["new_seconds"] / med["old_seconds"],
+            "new_over_old_cpu": med["new_cpu_seconds"] / med["old_cpu_seconds"],
+            "old_over_grid": med["old_seconds"] / med["grid_seconds"],
+            "new_over_grid": med["new_seconds"] / med["grid_seconds"],
+            "new_over_grid_cpu": med["new_cpu_seconds"] / med["grid_cpu_seconds"],
+            "bit_identical": prints["old"] == prints["new"] and len(prints["new"]) == 1,
+            "best_params": new["best_params"], "n_basis": new["n_basis"], "cap_reached": new["cap_reached"],
+            "kmp_test_accuracy": new["accuracy"], "svc_test_accuracy": runs["grid"][-1]["accuracy"]}
+
+
+def main_against(args):
+    t0 = time.perf_counter()
+    root = Path(__file__).resolve().parents[1]
+    out = H.output_path(f"{NAME}_overhead", args.out, quick=args.quick)
+    old_tree = Path(tempfile.mkdtemp(prefix="kmp_cv_speed_old_"))
+    archive = subprocess.run(["git", "-C", str(root), "archive", args.against, "kmp_dask"], check=True,
+                             capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive.stdout, check=True)
+    result = {"environment": H.environment(), "settings": vars(args), "old": args.against,
+              "load_average_start": os.getloadavg(), "sets": {}}
+    try:
+        for name in [s for s in args.sets.split(",") if s]:
+            result["sets"][name] = run_against(name, old_tree, root, args.repeats, args.large)
+            result["load_average_end"] = os.getloadavg()
+            H.write_json(out, result)
+    finally:
+        shutil.rmtree(old_tree, ignore_errors=True)
+    H.finish(result, out, t0)
+
+
 def main(args):
     t0 = time.perf_counter()
     out = H.output_path(NAME, args.out, quick=args.quick)
@@ -170,4 +275,9 @@ def main(args):
 
 
 if __name__ == "__main__":
-    main(ARGS)
+    if ARGS.child:
+        child(ARGS.child)
+    elif ARGS.against:
+        main_against(ARGS)
+    else:
+        main(ARGS)

@@ -46,6 +46,8 @@ class PassResult:
     def combine(cls, results):
         """The total of a pass's per-partition records (in the order given: partition order)."""
         results = list(results)
+        if len(results) == 1:
+            return cls._combine_one(results[0])
         first = results[0]
         out = {}
         for name, kind in cls._combine_plan():  # declared order; each field's sum is independent
@@ -59,6 +61,29 @@ class PassResult:
                 out[name] = np.maximum.reduce([getattr(r, name) for r in results])
             else:
                 s = np.add.reduce([getattr(r, name) for r in results])  # :func:`total`
+                out[name] = float(s) if kind == "scalar" else s
+        return cls(**out)
+
+    @classmethod
+    def _combine_one(cls, r):
+        """:meth:`combine` of one record (one partition: numpy input in process), the same values
+        and types without a list and a reduction per field: a sum over one record is ``0 + value``
+        (``np.add.reduce`` starts from the identity, so −0.0 becomes 0.0 in both; integer and
+        other arrays keep the reduction, whose dtype may differ from the addition's)."""
+        out = {}
+        for name, kind in cls._combine_plan():
+            v = getattr(r, name)
+            if kind == "gathered":
+                out[name] = (v,)
+            elif v is None:
+                out[name] = None
+            elif kind == "python":
+                out[name] = 0 + v
+            elif kind == "max":
+                out[name] = np.maximum.reduce([v])
+            else:
+                floating = isinstance(v, (float, np.floating)) or (isinstance(v, np.ndarray) and v.dtype.kind == "f")
+                s = np.add(v, 0) if floating else np.add.reduce([v])
                 out[name] = float(s) if kind == "scalar" else s
         return cls(**out)
 

@@ -239,6 +239,21 @@ class Pursuit:
         self.engine, self.callback, self.checkpoint = engine, callback, checkpoint or NO_CHECKPOINT
         return self
 
+    def ytd_rows(self) -> np.ndarray:
+        """``np.asarray(self.ytd)`` (n, m): the rows ``dᵀY`` of the basis, copied once each into a
+        buffer that doubles when full (``ytd`` is only appended to) instead of converting the whole
+        list at every atom — the same values, C-ordered as ``np.asarray`` gives them."""
+        n, buf = len(self.ytd), self.__dict__.get("_ytd_buf")
+        if not n:
+            return np.asarray(self.ytd)
+        if buf is None or len(buf) < n or buf.shape[1:] != np.shape(self.ytd[0]):
+            buf = np.empty((max(2 * n, 16),) + np.shape(self.ytd[0]))
+            self._ytd_buf, self._ytd_n = buf, 0
+        for i in range(self._ytd_n, n):
+            buf[i] = self.ytd[i]
+        self._ytd_n = n
+        return buf[:n]
+
     # -- talking to the partitions ----------------------------------------------------------------
     def accept(self, w, beta):
         """The pending column joins; the next pass moves the residual by (d − Bw)βᵀ."""
@@ -410,7 +425,7 @@ class Pursuit:
         col = self.commit(BIAS_ATOM)
         self.chol.append(col.cross, col.sqn)
         self.ytd.append(col.ytd)
-        self.coef = self.chol.solve(np.asarray(self.ytd))
+        self.coef = self.chol.solve(self.ytd_rows())
         self._append(BIAS_ATOM)
         self._accept = True  # the next pass recomputes the residual in full
 
@@ -502,7 +517,7 @@ class Pursuit:
         """The Gram factor and ``BᵀY`` rows that give every prefix model (squared loss, refits)."""
         if self.chol is None or self.setup.loss is not None or not self.ytd:
             return None, None
-        return self.chol.L, np.asarray(self.ytd)
+        return self.chol.L, np.array(self.ytd_rows())
 
 
 def _gamma_hint(kernel, sample) -> str:

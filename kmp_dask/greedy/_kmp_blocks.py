@@ -108,7 +108,7 @@ def admit_block(p, score, cands, t):
         chosen.append(i)
         p._append(atoms[i])
         p.ytd.append(st.ytd[i])
-        p.coef = p.chol.solve(np.asarray(p.ytd))
+        p.coef = p.chol.solve(p.ytd_rows())
         first = len(chosen) == 1  # the batch's first atom: the pass's scores; later ones: the kept candidates'
         p.recorder.new_iteration(t, atoms[i], score if first else s, int(kept[i]) if first else i)
         p.recorder.history[-1]["residual_norm"] = float(np.sqrt(max(_rss(p, yy), 0.0)))
@@ -130,5 +130,5 @@ def _rss(p, yy):
     """``‖Y − Bα‖²`` (summed over outputs) from ``YᵀY``, ``BᵀY`` and the factor ``BᵀB + λI = LLᵀ``."""
     a, L = p.coef, p.chol.L
     La = L.T @ a
-    return yy - 2.0 * float(np.einsum("ij,ij->", a, np.asarray(p.ytd))) + float(np.einsum("ij,ij->", La, La)) \
+    return yy - 2.0 * float(np.einsum("ij,ij->", a, p.ytd_rows())) + float(np.einsum("ij,ij->", La, La)) \
         - p.lam * float(np.einsum("ij,ij->", a, a))

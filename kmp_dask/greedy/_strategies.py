@@ -106,7 +106,7 @@ class SquaredBackfit(SquaredBasic):
 
     def add(self, p, col, w, step_t):
         p.ytd.append(col.ytd)
-        p.coef = p.chol.solve(np.asarray(p.ytd))
+        p.coef = p.chol.solve(p.ytd_rows())
         p.accept(w, p.coef[-1])
 
 

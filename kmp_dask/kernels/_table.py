@@ -16,6 +16,7 @@ Pure NumPy.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 
@@ -31,6 +32,14 @@ TABLE_BLOCK_ROWS = 512
 
 _TABLES: dict[str, np.ndarray] = {}
 _TOKENS = itertools.count()
+GATHER_AFTER = 8
+"""A partition's columns of a table are gathered at its ``GATHER_AFTER + 1``-th block (the gather
+costs about as much as 25 blocks read without it: titanic's folds, whose pursuits stop after a few
+atoms, were slower with it at the first block)."""
+
+_COLUMNS: dict[str, collections.OrderedDict] = {}
+"""Per table: its columns of a partition's rows, ``T[:, rows]``, keyed by the partition's (read-only)
+index array — a pursuit reads the same rows' columns at every atom (:func:`_partition_columns`)."""
 
 
 def kernel_table(kernel, X: np.ndarray) -> np.ndarray:
@@ -68,6 +77,7 @@ def row_tables(table: np.ndarray, token: str | None = None):
         yield token
     finally:
         _TABLES.pop(token, None)
+        _COLUMNS.pop(token, None)
 
 
 def _lookup(table: str) -> np.ndarray:
@@ -106,14 +116,50 @@ def row_table(X, Y, *, table):
     K : ndarray of shape (n_samples, n_basis), float64
     """
     T = _lookup(table)
-    xi, yi = _indices(X), _indices(Y)
-    if not len(xi):
+    yi = _indices(Y)
+    if not len(X):
         return np.empty((0, len(yi)))
+    columns = _partition_columns(table, T, X)
+    if columns is not None:  # the same values and layout as below: a row gather of the cached columns
+        return columns.take(yi, axis=0).T
+    xi = _indices(X)
     lo, hi = int(xi.min()), int(xi.max()) + 1  # a partition's rows span part of the table: read only that
     rows = T[yi, lo:hi]
     if hi - lo == len(xi) and xi[0] == lo and np.all(np.diff(xi) == 1):
         return rows.T
     return np.take(rows, xi - lo, axis=1).T
+
+
+def _partition_columns(token: str, T: np.ndarray, X) -> np.ndarray | None:
+    """``T[:, rows of X]`` (C-ordered) for a read-only ``X`` (a partition's rows: read at every atom of a
+    pursuit), computed once and kept while the table is registered; None for a writeable ``X``.
+
+    A fold's rows are not contiguous in the table, so without it every kernel block gathered the
+    candidates' rows over the fold's span and then the fold's columns of them — a column gather of
+    ``s × n`` values that was the largest single cost of a small-data CV fit
+    (benchmarks/notes/kmp_cv_speed.md); with it a block is a row gather of ``s`` cached rows. Keyed
+    by the address, shape and strides of ``X``'s data, with ``X`` kept referenced (its memory
+    cannot be reused while the entry lives) and read-only (its values cannot change). At most the
+    table's own size is kept per table, oldest entries dropped first (a fold's partitions hold
+    fewer rows than the table: the next fold's replace them). Until a partition has been read
+    :data:`GATHER_AFTER` times its entry only counts (no columns)."""
+    if not isinstance(X, np.ndarray) or X.flags.writeable or len(X) * T.shape[0] * 8 > T.nbytes:
+        return None
+    cache = _COLUMNS.setdefault(token, collections.OrderedDict())
+    key = (X.__array_interface__["data"][0], X.shape, X.strides, X.dtype.str)
+    hit = cache.get(key)
+    if hit is not None and hit[1] is not None:
+        cache.move_to_end(key)
+        return hit[1]
+    if hit is None or hit[2] < GATHER_AFTER:  # a pursuit that stops after a few atoms: not worth the gather
+        cache[key] = (X, None, 1 if hit is None else hit[2] + 1)
+        return None
+    columns = T.take(_indices(X), axis=1)
+    del cache[key]
+    while cache and sum(0 if c is None else c.nbytes for _, c, _ in cache.values()) + columns.nbytes > T.nbytes:
+        cache.popitem(last=False)
+    cache[key] = (X, columns, GATHER_AFTER)
+    return columns
 
 
 def row_table_diag(X, *, table):

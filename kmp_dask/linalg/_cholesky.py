@@ -17,7 +17,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
-from scipy.linalg.lapack import dtrtrs
+from scipy.linalg.lapack import dpotrs, dtrtrs
 
 _EPS = float(np.finfo(np.float64).eps)
 _BREAKDOWN_FACTOR = 10.0
@@ -55,6 +55,35 @@ def back_substitution(L: np.ndarray, b: np.ndarray, block: int = BLOCK) -> np.nd
         if i1 < m:
             x[i0:i1] -= L[i1:m, i0:i1].T @ x[i1:m]
         x[i0:i1] = dtrtrs(L[i0:i1, i0:i1], x[i0:i1], lower=1, trans=1)[0]
+    return x
+
+
+def _cho_solve(L: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``scipy.linalg.cho_solve((L, True), b, check_finite=False)`` for float64 ``L``, ``b``: the same
+    LAPACK call (``dpotrs``, lower) without scipy's wrappers, whose overhead was most of a solve's
+    time at the sizes of a small-data pursuit (benchmarks/notes/kmp_cv_speed.md)."""
+    if not b.size:
+        return cho_solve((L, True), b, check_finite=False)
+    x, info = dpotrs(L, b, lower=1)
+    if info != 0:
+        raise ValueError(f"illegal value in {-info}th argument of internal potrs")
+    return x
+
+
+def _solve_lower(L: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``scipy.linalg.solve_triangular(L, b, lower=True, check_finite=False)`` for float64 ``L``,
+    ``b``: the same LAPACK call (``dtrtrs`` on ``L``, or on ``Lᵀ`` transposed when ``L`` is not
+    Fortran-ordered, as scipy chooses) without scipy's wrappers."""
+    if not b.size:
+        return solve_triangular(L, b, lower=True, check_finite=False)
+    if L.flags.f_contiguous:
+        x, info = dtrtrs(L, b, lower=1, trans=0)
+    else:
+        x, info = dtrtrs(L.T, b, lower=0, trans=1)
+    if info > 0:
+        raise np.linalg.LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
+    if info < 0:
+        raise ValueError(f"illegal value in {-info}-th argument of internal trtrs")
     return x
 
 
@@ -197,8 +226,7 @@ class IncrementalCholesky:
         b = self._check_rows(b, "b")
         if self._size == 0:
             return b.copy()
-        L = self._buffer[: self._size, : self._size]
-        return solve_triangular(L, b, lower=True, check_finite=False)
+        return _solve_lower(self._buffer[: self._size, : self._size], b)
 
     def solve_upper(self, b: np.ndarray, size: int | None = None) -> np.ndarray:
         """Back substitution ``L_k⁻ᵀ b`` on the factor's leading ``k = size`` rows (all by default):
@@ -243,8 +271,7 @@ class IncrementalCholesky:
         b = self._check_rows(b, "b")
         if self._size == 0:
             return b.copy()
-        L = self._buffer[: self._size, : self._size]
-        return cho_solve((L, True), b, check_finite=False)
+        return _cho_solve(self._buffer[: self._size, : self._size], b)
 
     def append(self, cross: np.ndarray, diag: float) -> bool:
         """Add one atom to the factor unless it is numerically dependent.

@@ -110,3 +110,31 @@ def test_table_values_and_lookups_match_a_dense_kernel(name, oracle):
         np.testing.assert_array_equal(k.diag(rows[:, None]), np.diag(T)[rows.astype(int)])
     with pytest.raises(ValueError, match="table='row-table-.*not .*registered"):
         k(rows[:, None], cols[:, None])
+
+
+def test_cached_partition_columns_give_the_same_blocks():
+    """A read-only partition's columns of the table are gathered once and reused: every block is
+    the uncached lookup's, bit for bit and in the same memory layout (the pursuit's products then
+    round alike); a writeable array is never cached, and the cache goes with the table."""
+    from kmp_dask.kernels import _table
+
+    rng = np.random.default_rng(5)
+    T = rng.normal(size=(400, 400))
+    folds = [np.sort(rng.choice(400, 300, replace=False)), np.arange(50, 350)]  # a fold's rows; a contiguous span
+    with row_tables(T) as token:
+        k = Kernel("row_table", {"table": token})
+        for rows in folds:
+            X = rows.astype(float)[:, None]
+            X.flags.writeable = False
+            for _ in range(_table.GATHER_AFTER + 3):  # read through the lookup first, then through the gather
+                cand = np.sort(rng.choice(400, 40, replace=False))
+                block = k(X[: len(X)], cand.astype(float)[:, None])  # a new view each pass, as a partition's slice
+                expected = T[np.ix_(cand, rows)].T.copy(order="F")
+                np.testing.assert_array_equal(block, expected)
+                assert block.flags.f_contiguous and block.shape == (len(rows), 40)
+            assert any(entry[1] is not None for entry in _table._COLUMNS[token].values())
+        writeable = folds[0].astype(float)[:, None]
+        before = sum(len(c) for c in _table._COLUMNS.values())
+        k(writeable, np.array([[1.0], [2.0]]))
+        assert sum(len(c) for c in _table._COLUMNS.values()) == before
+    assert token not in _table._COLUMNS
