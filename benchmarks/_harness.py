@@ -171,10 +171,13 @@ def run_per_dataset(name, doc, add_arguments, run_dataset, argv=None, quick=("pi
     return result
 
 
-def run_sets(name, args, run_set, *, doc, issue):
+def run_sets(name, args, run_set, *, doc, issue, merge=None):
     """The main of a study over ``--sets`` (comma-separated): ``run_set(set_name, args)`` per set,
     the JSON written after every set (a run cut short keeps what it did), then ``total_seconds``;
-    ``protocol`` is the script's docstring up to its ``Usage::``."""
+    ``protocol`` is the script's docstring up to its ``Usage::``. With ``args.merge`` set (a
+    script's ``--merge`` of earlier result JSONs), ``merge(args)`` instead: nothing is run."""
+    if merge is not None and getattr(args, "merge", ""):
+        return merge(args)
     out = output_path(name, args.out)
     t0 = time.perf_counter()
     result = {"benchmark": name, "issue": issue, "environment": environment(), "settings": vars(args),

@@ -47,7 +47,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as H
 
 NAME = "cvm_defaults_multiclass"
-FORBIDDEN = {"ring", "phoneme", "spambase", "wdbc", "vowel"}  # keel_cv.py's acceptance sets
 SVC_C = [1.0, 10.0, 100.0]
 SVC_G = [1 / 8, 1 / 2, 2.0, 8.0]
 
@@ -68,18 +67,12 @@ import numpy as np
 
 
 def load(name, max_rows):
-    if name in FORBIDDEN:
-        raise SystemExit(f"{name} is an acceptance set of keel_cv.py: not used to choose defaults")
-    from sklearn.model_selection import train_test_split
+    """``kmp_cv_accuracy.load`` (the same seeded subset and 75/25 split; acceptance sets refused),
+    as ``(n_rows, (Xtr, Xte, ytr, yte))``."""
+    from kmp_cv_accuracy import load as load_split
 
-    from kmp_dask.datasets import load_keel
-
-    d = load_keel(name)
-    X, y = np.asarray(d.X, float), np.asarray(d.y)
-    n_rows = len(X)
-    if n_rows > max_rows:
-        X, _, y, _ = train_test_split(X, y, train_size=max_rows, random_state=0, stratify=y)
-    return n_rows, train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+    Xtr, Xte, ytr, yte, n_rows = load_split(name, max_rows)
+    return n_rows, (Xtr, Xte, ytr, yte)
 
 
 def tuned_svc(Xtr, ytr, Xte, yte):

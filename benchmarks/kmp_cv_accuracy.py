@@ -265,9 +265,7 @@ def merge(args):
 
 
 def main(args):
-    if args.merge:
-        return merge(args)
-    H.run_sets(NAME, args, run_set, doc=__doc__, issue=25)
+    H.run_sets(NAME, args, run_set, doc=__doc__, issue=25, merge=merge)
 
 
 if __name__ == "__main__":

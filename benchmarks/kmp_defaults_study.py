@@ -238,14 +238,8 @@ def merge(args):
         for v, s in result["summary"][seed].items():
             H.log(f"split {seed} {v}: {s}")
     H.write_json(out, result)
-    H.log(f"wrote {out}")
-
-
-def main(args):
-    if args.merge:
-        return merge(args)
-    H.run_sets(NAME, args, run_set, doc=__doc__, issue=25)
+    H.log(f"merged {len(runs)} runs into {out}")
 
 
 if __name__ == "__main__":
-    main(ARGS)
+    H.run_sets(NAME, ARGS, run_set, doc=__doc__, issue=25, merge=merge)
