@@ -319,8 +319,9 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     n_components : int, default=3
         Features per binary problem (the paper found 3–5 per class best).
     C : "auto" or float, default=1.0
-        As for :class:`CVMClassifier`, but the default stays the paper's 1.0 (MMDA's features
-        were not measured against other values here; ``C_`` is the value used).
+        Penalty on the squared slacks of each binary problem. The default stays the paper's 1.0
+        (MMDA's features were not measured against other values); ``"auto"`` is
+        ``n_classes − 1``, as in :class:`CVMClassifier`; ``C_`` is the value used.
     eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows, verbose, standardize
         As for :class:`CVMClassifier`.
 
