@@ -68,7 +68,7 @@ def test_pipeline_model_cv_is_checked(tmp_path, value, message):
 
 
 @pytest.mark.parametrize("flags, message", [(["--kernel", "polynomial"], "constant k(x, x)"),
-                                            (["--C", "-1"], "C must be a float > 0")])
+                                            (["--C", "-1"], "or a float > 0 (the L2-SVM's penalty); got -1")])
 def test_cvm_parameters_are_refused_before_a_cluster_starts(store_path, tmp_path, no_cluster, flags, message):
     # --scheduler local would start a cluster (which fails this test): the check must come first
     r = _invoke("train", store_path, "--model", tmp_path / "c", "--algorithm", "cvm", *flags, "--scheduler", "local")
