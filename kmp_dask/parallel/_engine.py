@@ -37,6 +37,7 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from ..blockops import Journal, apply_effects
 from ..store._base import StoreCorruptError
+from ._client import scheduler_identity
 from ._paging import MEMORY_FRACTION, MemoryBudgetError, Pager, partition_nbytes, streamed_nbytes, transient_bytes, worker_budget
 
 __all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder", "SchedulerLostError"]
@@ -540,8 +541,6 @@ class ActorEngine:
         while self.client.status == "connecting" and time.monotonic() < deadline:
             time.sleep(0.2)
         try:
-            from ._client import scheduler_identity
-
             info = scheduler_identity(self.client)
         except Exception as exc:
             info, cause = {}, exc
