@@ -18,6 +18,7 @@ A correct run never waits that long: these are bounds, not sleeps.
 from __future__ import annotations
 
 import os
+import subprocess
 
 #: Seconds a test waits for a cluster's workers (to start or to come back after a kill).
 WORKER_WAIT = float(os.environ.get("KMP_TEST_WORKER_WAIT", "600"))
@@ -64,3 +65,20 @@ def replace_lost_workers(cluster, client) -> list:
     cluster.sync(cluster._correct_state)  # closes the nannies no longer in the spec
     cluster.scale(n)
     return lost
+
+
+def stop_in_order(procs, grace: float = 20.0) -> None:
+    """Stop ``procs`` one after the other: SIGTERM, wait up to ``grace`` s, then SIGKILL.
+
+    Give workers before their scheduler. A ``dask worker`` told to stop while its scheduler is
+    stopping too cannot say goodbye: its nannies wait out their close timeout and kill the worker
+    processes (measured: 8.3 s for ``--nworkers 2``, against 0.7 s for the worker alone and then
+    1.0 s for both). Every wait is bounded."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=grace)

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _loaded_machine import CLUSTER_CONFIG, WORKER_WAIT, cluster_env, wait_for_workers
+from _loaded_machine import CLUSTER_CONFIG, WORKER_WAIT, cluster_env, stop_in_order, wait_for_workers
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -120,12 +120,6 @@ def cli_cluster(tmp_path_factory):
             c.wait_for_workers(2, timeout=WORKER_WAIT)
         yield str(sched_file)
     finally:
-        for proc in (worker, sched):
-            proc.terminate()
-        for proc in (worker, sched):
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_in_order([worker, sched])  # the workers first: 1 s instead of 8 (see stop_in_order)
         for f in logs:
             f.close()

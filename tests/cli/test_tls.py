@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from _loaded_machine import stop_in_order
+
 from ._run import dask_cmd as _dask_cli
 from ._run import run_cli
 
@@ -64,13 +66,7 @@ def tls_cluster(tmp_path_factory):
         assert address.startswith("tls://")
         yield address, tls
     finally:
-        for p in procs[::-1]:
-            p.terminate()
-        for p in procs[::-1]:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_in_order(procs[::-1])  # the workers before their scheduler
         log.close()
 
 

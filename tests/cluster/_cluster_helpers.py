@@ -66,18 +66,21 @@ class Procs:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-            alive = [p for p, _ in self.procs if _group_alive(p.pid)]
-            for p in alive:
+        """End the groups in the reverse order of their start (workers before their scheduler: a
+        worker stopped together with its scheduler waits out its nannies' close timeout, ~8 s),
+        each by SIGTERM, then SIGKILL after a bounded grace."""
+        for p, _ in reversed(self.procs):
+            for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+                if not _group_alive(p.pid):
+                    break
                 try:
                     os.killpg(p.pid, sig)
                 except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + grace
-            while any(_group_alive(p.pid) for p in alive) and time.monotonic() < deadline:
-                for p in alive:
+                    break
+                deadline = time.monotonic() + grace
+                while _group_alive(p.pid) and time.monotonic() < deadline:
                     p.poll()
-                time.sleep(0.2)
+                    time.sleep(0.1)
         for p, _ in self.procs:
             try:
                 p.wait(timeout=5)
