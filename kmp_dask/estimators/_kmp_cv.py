@@ -51,6 +51,12 @@ Above it (or with a cluster, or float32 rows) every pursuit computes its kernel 
 A table costs N² kernel values per γ; the pursuits then read their kernel blocks from it
 (docs/cross_validation.md, "How the CV is computed")."""
 
+KEEP_TABLE_BYTES = TABLE_BYTES
+"""With ``n_basis="auto"``: the kernel tables kept from one stage of the adaptive search to the next
+(at most this many bytes in all, the first widths' first), so that a width whose pursuits are
+continued to a doubled cap reads its table again instead of recomputing it (the same values:
+bit-identical fits). After each stage only the widths the next stage runs again keep theirs."""
+
 DEFAULT_GAMMA_FACTORS = (0.25, 1.0, 4.0)
 """Default grid: these multiples of ``scale_gamma(X)`` = 1 / (n_features · Var(X))."""
 
@@ -220,7 +226,7 @@ class _BaseKMPCV(BaseEstimator):
                 scores, times = self._adaptive(lambda: self._cv_store(X, y, split_seed, fit_seed, client,
                                                                       inner_client))
             self._choose(scores, times)
-            del self._cap, self._only, self._kept, self._tokens
+            del self._cap, self._only, self._kept, self._tokens, self._tables
             best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client,
                                standardize=self.standardized_)
             best.fit(X, y)
@@ -245,10 +251,11 @@ class _BaseKMPCV(BaseEstimator):
         self._cap, self._only = (AUTO_N_BASIS[0] if auto else int(self.n_basis)), None
         self._kept = {} if auto and EXTEND else None  # (γ, fold) → the pursuit kept for a larger cap
         self._tokens = {}  # γ → the token of its kernel table (the same at every stage: kept pursuits name it)
+        self._tables = {} if auto else None  # γ → its kernel table, kept for a later stage (KEEP_TABLE_BYTES)
         try:
             return self._stages(run, auto)
-        finally:  # the kept states (a factor and a journal per (γ, fold)) are dropped, also on an error
-            self._kept = None
+        finally:  # the kept states (a factor and a journal per (γ, fold)) and tables are dropped, also on an error
+            self._kept = self._tables = None
 
     def _stages(self, run, auto):
         """The body of :meth:`_adaptive`: the first run, then the widening / doubling stages."""
@@ -266,6 +273,7 @@ class _BaseKMPCV(BaseEstimator):
                 times.insert(at, new_times[0])
                 continue
             redo = _to_extend(scores, self._cap) if self._cap < AUTO_N_BASIS[1] else []
+            self._keep_tables(np.asarray(gammas)[redo])
             if not redo:
                 break
             self._cap, self._only = min(2 * self._cap, AUTO_N_BASIS[1]), np.asarray(gammas)[redo]
@@ -277,6 +285,13 @@ class _BaseKMPCV(BaseEstimator):
                   flush=True)
         self.gammas_ = np.asarray(gammas)
         return scores, np.asarray(times)
+
+    def _keep_tables(self, widths):
+        """Drop the kept kernel tables of every width but ``widths`` (the ones the next stage runs again)."""
+        if self._tables:
+            keep = {float(g) for g in widths}
+            for g in [g for g in self._tables if g not in keep]:
+                del self._tables[g]
 
     def _gammas(self, X) -> np.ndarray:
         if getattr(self, "_only", None) is not None:  # the adaptive cap's re-run: these widths only
@@ -349,9 +364,14 @@ class _BaseKMPCV(BaseEstimator):
             yield None, 0.0
             return
         t0 = time.perf_counter()
-        table = kernel_table(get_kernel(self.kernel, gamma=float(gamma)), _numeric(X))
+        kept = getattr(self, "_tables", None)
+        table = None if kept is None else kept.pop(float(gamma), None)  # an earlier stage's: the same values
+        if table is None or len(table) != len(shared):
+            table = kernel_table(get_kernel(self.kernel, gamma=float(gamma)), _numeric(X))
         with row_tables(table, self._tokens.setdefault(float(gamma), table_token())) as token:
             yield Kernel("row_table", {"table": token}), time.perf_counter() - t0
+        if kept is not None and sum(t.nbytes for t in kept.values()) + table.nbytes <= KEEP_TABLE_BYTES:
+            kept[float(gamma)] = table  # for the next stage (the doubled cap), if it runs this width again
 
     def _cv_store(self, X, y, split_seed, fit_seed, client, inner_client):
         """Store / dask input: folds by row hash, fold rows weighted 0, all prefixes scored in one pass."""
