@@ -64,6 +64,15 @@ AUTO_N_BASIS = (200, 800)
 """``n_basis="auto"``: the first cap and the largest one the adaptive cap doubles to
 (docs/cross_validation.md, "Defaults"; benchmarks/kmp_cv_defaults.py)."""
 
+FIRST_CAP_SHARE = None
+"""``n_basis="auto"``: None — the first cap is ``AUTO_N_BASIS[0]``; a share ``r`` — it is
+``min(AUTO_N_BASIS[0], max(MIN_FIRST_CAP, ⌈r · n⌉))`` with ``n`` the fewest training rows of a fold,
+so a small set starts with shorter pursuits and the cap doubles from there while it binds
+(docs/cross_validation.md, "Defaults": the study of benchmarks/kmp_cv_early_stop.py)."""
+
+MIN_FIRST_CAP = 20
+"""The smallest first cap :data:`FIRST_CAP_SHARE` gives."""
+
 AUTO_WIDEN = 2
 """With ``gammas=None`` and ``n_basis="auto"``: widths added (× 4 or ÷ 4) at most at each end of the
 grid where the best mean score is: scale × (1/64 … 64) at the widest."""
@@ -226,7 +235,7 @@ class _BaseKMPCV(BaseEstimator):
                 scores, times = self._adaptive(lambda: self._cv_store(X, y, split_seed, fit_seed, client,
                                                                       inner_client))
             self._choose(scores, times)
-            del self._cap, self._only, self._kept, self._tokens, self._tables
+            del self._cap, self._only, self._kept, self._tokens, self._tables, self._sized
             best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client,
                                standardize=self.standardized_)
             best.fit(X, y)
@@ -249,6 +258,7 @@ class _BaseKMPCV(BaseEstimator):
         the grid where the best mean score is (at most ``AUTO_WIDEN`` per end)."""
         auto = isinstance(self.n_basis, str)
         self._cap, self._only = (AUTO_N_BASIS[0] if auto else int(self.n_basis)), None
+        self._sized = not auto or FIRST_CAP_SHARE is None  # else the first run sets the cap from its folds' rows
         self._kept = {} if auto and EXTEND else None  # (γ, fold) → the pursuit kept for a larger cap
         self._tokens = {}  # γ → the token of its kernel table (the same at every stage: kept pursuits name it)
         self._tables = {} if auto else None  # γ → its kernel table, kept for a later stage (KEEP_TABLE_BYTES)
@@ -285,6 +295,14 @@ class _BaseKMPCV(BaseEstimator):
                   flush=True)
         self.gammas_ = np.asarray(gammas)
         return scores, np.asarray(times)
+
+    def _first_cap(self, n_rows):
+        """At the first run of ``n_basis="auto"`` with :data:`FIRST_CAP_SHARE`: the first cap from the
+        fewest training rows ``n_rows`` of a fold."""
+        if not self._sized:
+            self._sized = True
+            share_cap = int(np.ceil(FIRST_CAP_SHARE * n_rows))
+            self._cap = min(AUTO_N_BASIS[0], max(MIN_FIRST_CAP, share_cap))
 
     def _keep_tables(self, widths):
         """Drop the kept kernel tables of every width but ``widths`` (the ones the next stage runs again)."""
@@ -335,6 +353,7 @@ class _BaseKMPCV(BaseEstimator):
             codes = store.read_range(0, store.n_rows)[1]  # checked and encoded (labels of any dtype → codes)
             shift = self._standardization(store)
         splits = list(splitter.split(X, codes))
+        self._first_cap(min(len(train) for train, _ in splits))
         X, y = (a if hasattr(a, "iloc") else np.asarray(a) for a in (X, y))  # pandas kept: feature names
         if shift is not None:  # the folds' rows standardised as the refit will (the same mean / scale)
             X = (np.asarray(_numeric(X), dtype=np.float64) - shift[0]) / shift[1]
@@ -385,6 +404,7 @@ class _BaseKMPCV(BaseEstimator):
 
                 store = AffineStore(store, *shift)
             folds = row_folds(store.n_rows, K, split_seed)
+            self._first_cap(int(min(np.sum(folds != f) for f in range(K))))
             self.gammas_ = self._gammas(store)
             scorers, times = [], []
             for gamma in self.gammas_:

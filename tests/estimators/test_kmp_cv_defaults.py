@@ -208,3 +208,23 @@ def test_doubled_cap_continues_the_pursuits_bit_for_bit(monkeypatch, store):
     extended = make().fit(X, y)
     assert rerun.sizes_[-1] > _kmp_cv.AUTO_N_BASIS[0] and continued  # the precondition: the cap doubled, pursuits were continued
     _assert_same_search(rerun, extended)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_kept_kernel_tables_are_not_recomputed_and_change_nothing(monkeypatch):
+    """A width continued to a doubled cap reads the table kept from the stage before (oracle: the
+    same search with every table recomputed at each stage, KEEP_TABLE_BYTES = 0)."""
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (10, 40))
+    X, y = _checkerboard()
+    built, original = [], _kmp_cv.kernel_table
+    monkeypatch.setattr(_kmp_cv, "kernel_table", lambda kernel, rows: built.append(1) or original(kernel, rows))
+    make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=3, random_state=0, client="sync")
+    monkeypatch.setattr(_kmp_cv, "KEEP_TABLE_BYTES", 0)
+    rebuilt = make().fit(X, y)
+    n_rebuilt = len(built)
+    built.clear()
+    monkeypatch.setattr(_kmp_cv, "KEEP_TABLE_BYTES", _kmp_cv.TABLE_BYTES)
+    kept = make().fit(X, y)
+    assert rebuilt.sizes_[-1] > 10 and n_rebuilt > 2  # the precondition: a doubling stage recomputed a table
+    assert len(built) == 2  # one table per width, whatever the stages
+    _assert_same_search(rebuilt, kept)
