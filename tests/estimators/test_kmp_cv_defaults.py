@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_moons
 
-from kmp_dask import KMPClassifier, KMPClassifierCV
+from kmp_dask import KMPClassifier, KMPClassifierCV, KMPRegressorCV
 from kmp_dask.estimators import _kmp_cv
 
 
@@ -56,6 +56,7 @@ def test_adaptive_cap_extends_when_the_best_is_at_the_cap(monkeypatch):
 
 def test_adaptive_cap_stays_when_the_best_is_early(monkeypatch):
     monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (40, 160))
+    monkeypatch.setattr(_kmp_cv, "FIRST_CAP_SHARE", None)  # the first cap 40 itself (not ⌈200 / 8⌉ = 25)
     X, y = make_moons(300, noise=0.3, random_state=0)
     auto = KMPClassifierCV(gammas=[1.0], n_basis="auto", cv=3, random_state=0, client="sync").fit(X, y)
     assert auto.scores_.mean(axis=1)[0].argmax() + 1 <= 36  # the precondition: the best is well inside
@@ -241,9 +242,10 @@ def _reached(auto, full, caps):
 
 
 def test_first_cap_relative_to_the_folds_rows(monkeypatch):
-    """FIRST_CAP_SHARE: the first cap is ⌈share · the fewest training rows of a fold⌉ (at least
-    MIN_FIRST_CAP); when the best is early it stays there, with the fixed cap's scores."""
-    monkeypatch.setattr(_kmp_cv, "FIRST_CAP_SHARE", 0.125)
+    """FIRST_CAP_SHARE (a classifier's default): the first cap is ⌈share · the fewest training rows
+    of a fold⌉ (at least MIN_FIRST_CAP); when the best is early it stays there, with the fixed cap's
+    scores. A regressor starts at AUTO_N_BASIS[0]."""
+    assert _kmp_cv.FIRST_CAP_SHARE == 0.125
     X, y = make_moons(300, noise=0.3, random_state=0)
     kw = {"gammas": [1.0, 4.0], "cv": 3, "random_state": 0, "client": "sync"}
     auto = KMPClassifierCV(**kw).fit(X, y)  # folds of 200 training rows: a first cap of 25
@@ -255,6 +257,9 @@ def test_first_cap_relative_to_the_folds_rows(monkeypatch):
     small = KMPClassifierCV(**kw).fit(X, y)
     np.testing.assert_array_equal(small.scores_[:, :, :_kmp_cv.MIN_FIRST_CAP],
                                   fixed.scores_[:, :, :_kmp_cv.MIN_FIRST_CAP])
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (30, 30))
+    reg = KMPRegressorCV(**kw).fit(X, X[:, 0] + y)
+    assert reg.sizes_[-1] == 30
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
