@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_moons
 
-from kmp_dask import KMPClassifier, KMPClassifierCV
+from kmp_dask import KMPClassifier, KMPClassifierCV, KMPRegressorCV
 from kmp_dask.estimators import _kmp_cv
 
 
@@ -56,6 +56,7 @@ def test_adaptive_cap_extends_when_the_best_is_at_the_cap(monkeypatch):
 
 def test_adaptive_cap_stays_when_the_best_is_early(monkeypatch):
     monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (40, 160))
+    monkeypatch.setattr(_kmp_cv, "FIRST_CAP_SHARE", None)  # the first cap 40 itself (not ⌈200 / 8⌉ = 25)
     X, y = make_moons(300, noise=0.3, random_state=0)
     auto = KMPClassifierCV(gammas=[1.0], n_basis="auto", cv=3, random_state=0, client="sync").fit(X, y)
     assert auto.scores_.mean(axis=1)[0].argmax() + 1 <= 36  # the precondition: the best is well inside
@@ -208,3 +209,73 @@ def test_doubled_cap_continues_the_pursuits_bit_for_bit(monkeypatch, store):
     extended = make().fit(X, y)
     assert rerun.sizes_[-1] > _kmp_cv.AUTO_N_BASIS[0] and continued  # the precondition: the cap doubled, pursuits were continued
     _assert_same_search(rerun, extended)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_kept_kernel_tables_are_not_recomputed_and_change_nothing(monkeypatch):
+    """A width continued to a doubled cap reads the table kept from the stage before (oracle: the
+    same search with every table recomputed at each stage, KEEP_TABLE_BYTES = 0)."""
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (10, 40))
+    X, y = _checkerboard()
+    built, original = [], _kmp_cv.kernel_table
+    monkeypatch.setattr(_kmp_cv, "kernel_table", lambda kernel, rows: built.append(1) or original(kernel, rows))
+    make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=3, random_state=0, client="sync")
+    monkeypatch.setattr(_kmp_cv, "KEEP_TABLE_BYTES", 0)
+    rebuilt = make().fit(X, y)
+    n_rebuilt = len(built)
+    built.clear()
+    monkeypatch.setattr(_kmp_cv, "KEEP_TABLE_BYTES", _kmp_cv.TABLE_BYTES)
+    kept = make().fit(X, y)
+    assert rebuilt.sizes_[-1] > 10 and n_rebuilt > 2  # the precondition: a doubling stage recomputed a table
+    assert len(built) == 2  # one table per width, whatever the stages
+    _assert_same_search(rebuilt, kept)
+
+
+def _reached(auto, full, caps):
+    """Per width: the cap its pursuits were run to — ``auto``'s scores are ``full``'s (a fixed cap)
+    up to it and the last model's beyond it — or None when no cap of ``caps`` fits."""
+    out = []
+    for a, f in zip(auto.scores_, full.scores_):
+        fits = [c for c in caps if np.array_equal(a[:, :c], f[:, :c]) and np.all(a[:, c:] == a[:, c - 1:c])]
+        out.append(fits[0] if fits else None)
+    return out
+
+
+def test_first_cap_relative_to_the_folds_rows(monkeypatch):
+    """FIRST_CAP_SHARE (a classifier's default): the first cap is ⌈share · the fewest training rows
+    of a fold⌉ (at least MIN_FIRST_CAP); when the best is early it stays there, with the fixed cap's
+    scores. A regressor starts at AUTO_N_BASIS[0]."""
+    assert _kmp_cv.FIRST_CAP_SHARE == 0.125
+    X, y = make_moons(300, noise=0.3, random_state=0)
+    kw = {"gammas": [1.0, 4.0], "cv": 3, "random_state": 0, "client": "sync"}
+    auto = KMPClassifierCV(**kw).fit(X, y)  # folds of 200 training rows: a first cap of 25
+    assert auto.sizes_[-1] == 25
+    fixed = KMPClassifierCV(n_basis=25, **kw).fit(X, y)
+    np.testing.assert_array_equal(auto.scores_, fixed.scores_)
+    assert auto.best_params_ == fixed.best_params_
+    monkeypatch.setattr(_kmp_cv, "FIRST_CAP_SHARE", 0.01)  # 2 atoms: the smallest first cap instead
+    small = KMPClassifierCV(**kw).fit(X, y)
+    np.testing.assert_array_equal(small.scores_[:, :, :_kmp_cv.MIN_FIRST_CAP],
+                                  fixed.scores_[:, :, :_kmp_cv.MIN_FIRST_CAP])
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (30, 30))
+    reg = KMPRegressorCV(**kw).fit(X, X[:, 0] + y)
+    assert reg.sizes_[-1] == 30
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_small_caps_double_to_the_first_cap_then_as_before(monkeypatch):
+    """Below AUTO_N_BASIS[0] the cap doubles under the looser SMALL_CAP_SHARE, clipped at
+    AUTO_N_BASIS[0]; every width's scores are a fixed-cap search's up to the cap it reached."""
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (60, 120))
+    monkeypatch.setattr(_kmp_cv, "FIRST_CAP_SHARE", 0.05)  # 266 training rows a fold: MIN_FIRST_CAP = 20
+    monkeypatch.setattr(_kmp_cv, "SMALL_CAP_SHARE", 0.5)
+    X, y = _checkerboard()
+    kw = {"gammas": [0.5, 2.0], "cv": 3, "random_state": 0, "client": "sync"}
+    auto = KMPClassifierCV(**kw).fit(X, y)
+    cap = int(auto.sizes_[-1])
+    assert cap in (40, 60, 120)  # 20 doubled (to 40, then 60 — not 80 —, then by the usual rule)
+    full = KMPClassifierCV(n_basis=cap, **kw).fit(X, y)
+    reached = _reached(auto, full, [c for c in (20, 40, 60, 120) if c <= cap])
+    assert None not in reached and cap in reached
+    g, s = _kmp_cv.one_standard_error(auto.scores_, rule=auto.rule_)
+    assert auto.best_params_ == {"gamma": kw["gammas"][g], "n_basis": s + 1}
