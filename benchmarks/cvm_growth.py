@@ -18,8 +18,15 @@ machine: the load at each fit's start and end is recorded beside it.
 ``--reference``: beside each CVM fit, Nystroem(500) + RidgeClassifier on the same rows — the
 generator's problem changes with the row count, so accuracies are compared against it.
 
+``--seed S``: the generator's ``random_state`` (0, the default, is the benchmark's draw; probes of
+the defaults tune on another seed). ``--C 1,0.5``: fit each size at each of these ``C`` (floats,
+``auto``, ``default`` — the class default, the only fit without ``--C`` — or ``N0/N``, the float
+``min(1, N0 / N)`` with ``--n0``); the exponents compare fits at the same ``C`` (with ``--C N0/N``
+alone, all fits). ``--draw-rows M``: the nested draw has M + test rows whatever ``--sizes`` is, so
+runs of different sizes (e.g. in parallel) share one problem and one test set.
+
 Usage: ``python benchmarks/cvm_growth.py [--sizes 100000,200000,400000,1000000] [--reference]
-[--per-size-draw] [--quick]``
+[--per-size-draw] [--seed 0] [--C default] [--quick]``
 (``--quick``: 5,000 and 10,000 rows, JSON to $TMPDIR). JSON: benchmarks/results/cvm_growth.json.
 """
 
@@ -46,6 +53,27 @@ def add_arguments(p):
                    help="a fresh draw of N + test rows per size (the first protocol; a different problem per size)")
     p.add_argument("--reference", action="store_true",
                    help="also fit Nystroem(500) + RidgeClassifier per size: how hard each size's draw is")
+    p.add_argument("--seed", type=int, default=0,
+                   help="the generator's random_state (0: the benchmark's draw; tune on another, e.g. 1)")
+    p.add_argument("--C", default="default",
+                   help="comma-separated C values fitted at every size: 'default' (the class default), "
+                        "'auto', floats (e.g. 1,0.5) or 'N0/N' (the float min(1, N0 / rows), N0 = --n0)")
+    p.add_argument("--n0", type=int, default=100_000, help="N0 of --C N0/N")
+    p.add_argument("--draw-rows", type=int, default=None,
+                   help="rows of the nested draw before the test rows (default max(sizes)): runs with other "
+                        "--sizes and the same --draw-rows and --seed share one draw")
+
+
+def c_values(text, n, n0):
+    """``--C``'s list at ``n`` rows: None (the class default), ``"auto"`` or floats (``N0/N``:
+    ``min(1, n0 / n)``), without repeats."""
+    out = []
+    for part in (t.strip() for t in text.split(",") if t.strip()):
+        c = None if part == "default" else part if part == "auto" else min(1.0, n0 / n) if part == "N0/N" \
+            else float(part)
+        if c not in out:
+            out.append(c)
+    return out or [None]
 
 
 def reference_fit(X, y, Xte, yte):
@@ -89,26 +117,36 @@ def main(argv=None):
     t0 = time.perf_counter()
     protocol = "per-size draw" if args.per_size_draw else "nested prefixes of one draw"
     res = {"name": NAME, "environment": H.environment(), "test_rows": args.test_rows, "protocol": protocol,
-           "fits": []}
-    split = None if args.per_size_draw else nested_data(sizes, args.test_rows)
+           "seed": args.seed, "C": args.C, "n0": args.n0, "fits": []}
+    draw = max(sizes) if args.draw_rows is None else max(args.draw_rows, max(sizes))
+    res["draw_rows"] = None if args.per_size_draw else draw
+    split = None if args.per_size_draw else nested_data([draw], args.test_rows, seed=args.seed)
     for n in sizes:
-        X, y, Xte, yte = _data(n, args.test_rows) if split is None else split(n)
-        load0 = list(os.getloadavg())
-        H.log(f"CVMClassifier() on {n} rows")
-        fit, _ = fit_cvm(X, y, Xte, yte)
-        fit.update(rows=n, seconds_per_1e5_rows=fit["fit_s"] * 1e5 / n, load_at_start=load0,
-                   load_at_end=list(os.getloadavg()))
-        if args.reference:
-            fit["reference_nystroem500"] = reference_fit(X, y, Xte, yte)
-        fits = res["fits"]
-        fits.append(fit)
-        if len(fits) > 1:
-            fit["exponent_from_previous"] = _exponent(fits[-2], fit)
-            fit["exponent_from_first"] = _exponent(fits[0], fit)
-        H.log(f"  {fit['fit_s']:.1f} s, {fit['n_core']} core vectors, accuracy {fit['accuracy']:.4f}, "
-              f"exponent {fit.get('exponent_from_first', float('nan')):.2f}")
-        H.write_json(out, res)
+        X, y, Xte, yte = _data(n, args.test_rows, seed=args.seed) if split is None else split(n)
+        for c in c_values(args.C, n, args.n0):
+            _fit_one(res, args, (X, y, Xte, yte), n, c)
+            H.write_json(out, res)
     H.finish(res, out, t0)
+
+
+def _fit_one(res, args, data, n, c):
+    """One CVM fit of ``n`` rows at ``C=c`` (None: the class default) appended to ``res["fits"]``, with
+    its growth exponents against the earlier fits at the same ``C``."""
+    X, y, Xte, yte = data
+    load0 = list(os.getloadavg())
+    H.log(f"CVMClassifier({'' if c is None else f'C={c!r}'}) on {n} rows")
+    fit, est = fit_cvm(X, y, Xte, yte, **({} if c is None else {"C": c}))
+    fit.update(rows=n, C="default" if c is None else c, C_=float(est.C_), seconds_per_1e5_rows=fit["fit_s"] * 1e5 / n,
+               load_at_start=load0, load_at_end=list(os.getloadavg()))
+    if args.reference:
+        fit["reference_nystroem500"] = reference_fit(X, y, Xte, yte)
+    same = [f for f in res["fits"] if f["C"] == fit["C"] or args.C == "N0/N"]
+    if same:
+        fit["exponent_from_previous"] = _exponent(same[-1], fit)
+        fit["exponent_from_first"] = _exponent(same[0], fit)
+    res["fits"].append(fit)
+    H.log(f"  {fit['fit_s']:.1f} s, C_={fit['C_']:.4g}, {fit['n_core']} core vectors, {fit['n_passes']} passes, "
+          f"accuracy {fit['accuracy']:.4f}, exponent {fit.get('exponent_from_first', float('nan')):.2f}")
 
 
 if __name__ == "__main__":
