@@ -171,7 +171,9 @@ def _fit_one(res, args, data, n, c_rule, eps_rule):
                seconds_per_1e5_rows=fit["fit_s"] * 1e5 / n, load_at_start=load0, load_at_end=list(os.getloadavg()))
     fit.update(_mechanism(est, X, y, args.train_errors))
     if flipped is not None:
-        fit.update(flipped_rows=int(flipped.sum()), core_flipped=int(flipped[est.core_indices_].sum()))
+        r, on = est.results_[0], flipped[est.core_indices_]
+        fit.update(flipped_rows=int(flipped.sum()), core_flipped=int(on.sum()),
+                   core_flipped_alpha=float(r.alpha[on].sum()))  # their share of the simplex's weight 1
     if args.reference:
         fit["reference_nystroem500"] = reference_fit(X, y, Xte, yte)
     same = [f for f in res["fits"] if f["C_rule"] == c_text and f["eps_rule"] == eps_text]
