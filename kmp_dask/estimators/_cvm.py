@@ -228,7 +228,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     eps : float, default=1e-4
         Every training point ends within (1+eps)·R of the ball's centre (checked by a full pass).
         Measured (docs/cvm.md): the paper's 1e-3 left banana at 0.822 test accuracy against
-        SVC's 0.900; 1e-4 reached 0.8995 (452 core vectors, 4.5 s for 2,000 rows).
+        SVC's 0.900; 1e-4 reached 0.8995 (452 core vectors, 4.5 s for 2,000 rows). At a fixed
+        eps the core set stays about the same size whatever N (linear time), and on data with
+        label noise held-out accuracy then falls as N grows past ~10⁵ rows; a smaller eps restores
+        it at superlinear cost (docs/cvm.md "Growth with N").
     kernel : "rbf" or "laplacian"; kernel_params
         A kernel with constant k(x, x) (the ball view needs it).
     gamma : "scale", float or None, default="scale"
