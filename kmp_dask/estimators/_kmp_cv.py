@@ -536,7 +536,8 @@ _DOC = """
         an adaptive cap — 200, doubled (400, then 800 at most) while the best mean held-out score
         is in the last tenth of the cap, for the widths whose own best is there (their pursuits
         are continued to the larger cap from where they stopped — the same atoms and scores as
-        a pursuit run to it from the start). ``KMPClassifierCV`` starts lower on small sets: at
+        a pursuit run to it from the start; a (γ, fold) pursuit that ended before the cap keeps
+        its scores and is not fitted again). ``KMPClassifierCV`` starts lower on small sets: at
         ⌈n / 8⌉ atoms (at least 20) for folds of n training rows, doubled up to 200 while the best
         mean is in the last half of the cap, then as above. An int: that fixed cap.
     cv : int or CV splitter, default=5
