@@ -33,7 +33,9 @@ Protocol (every number measured in the same run, one BLAS thread, in process):
   (CPU: the process's own, less sensitive to the other jobs of a shared machine), the chosen
   (γ, size), the test accuracy and a fingerprint (SHA-256 of ``scores_``, ``best_params_`` and
   the refitted coefficients and atoms): old and new must agree when the change is meant to keep
-  every bit. No early-stop study. Default output ``results/kmp_cv_speed_overhead.json``.
+  every bit; and the work, counted (deterministic, unlike the times): the pursuits run (refit
+  included), their scoring passes (one per atom iteration) and the pursuits continued from a kept
+  state (``work`` per set, from the last repeat). No early-stop study. Default output ``results/kmp_cv_speed_overhead.json``.
 
 Usage::
 
@@ -192,6 +194,7 @@ def child(spec):
         import kmp_dask
         from kmp_dask import KMPClassifierCV
 
+        counts = _count_work()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             wall, cpu = time.perf_counter(), time.process_time()
@@ -203,8 +206,31 @@ def child(spec):
         h.update(repr(est.best_params_).encode())
         out = {"seconds": wall, "cpu_seconds": cpu, "best_params": est.best_params_, "n_basis": int(est.n_basis_),
                "cap_reached": int(est.sizes_[-1]), "n_widths": len(est.gammas_),
-               "accuracy": float(est.score(Xte, yte)), "fingerprint": h.hexdigest()[:16], "kmp_dask": kmp_dask.__file__}
+               "accuracy": float(est.score(Xte, yte)), "fingerprint": h.hexdigest()[:16], "kmp_dask": kmp_dask.__file__,
+               **counts}
     print(json.dumps(H.jsonable(out)))
+
+
+def _count_work():
+    """Count, in this process, the pursuits run (``Pursuit.run``, the refit included), their scoring
+    passes (one per atom iteration, plus the last one that stops a pursuit before its cap) and the
+    pursuits continued from a kept state (``PursuitExtension.restore``, absent before it existed):
+    deterministic, unlike the times. Returns the dict the counters fill."""
+    from kmp_dask.greedy import _kmp as greedy
+
+    counts = {"pursuits": 0, "scoring_passes": 0, "continued": 0}
+    for cls, name, key in ((greedy.Pursuit, "run", "pursuits"), (greedy.Pursuit, "scoring_pass", "scoring_passes"),
+                           (getattr(greedy, "PursuitExtension", None), "restore", "continued")):
+        if cls is not None and hasattr(cls, name):
+            setattr(cls, name, _counted(getattr(cls, name), counts, key))
+    return counts
+
+
+def _counted(f, counts, key):
+    def counted(*args, **kwargs):
+        counts[key] += 1
+        return f(*args, **kwargs)
+    return counted
 
 
 def _subprocess(spec, tree):
@@ -241,6 +267,7 @@ def run_against(name, old_tree, new_tree, repeats, large):
             "new_over_grid_cpu": med["new_cpu_seconds"] / med["grid_cpu_seconds"],
             "bit_identical": prints["old"] == prints["new"] and len(prints["new"]) == 1,
             "best_params": new["best_params"], "n_basis": new["n_basis"], "cap_reached": new["cap_reached"],
+            "work": {k: {c: runs[k][-1].get(c) for c in ("pursuits", "scoring_passes", "continued")} for k in ("old", "new")},
             "kmp_test_accuracy": new["accuracy"], "svc_test_accuracy": runs["grid"][-1]["accuracy"]}
 
 

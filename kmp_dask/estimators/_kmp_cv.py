@@ -244,7 +244,7 @@ class _BaseKMPCV(BaseEstimator):
                 scores, times = self._adaptive(lambda: self._cv_store(X, y, split_seed, fit_seed, client,
                                                                       inner_client))
             self._choose(scores, times)
-            del self._cap, self._only, self._kept, self._tokens, self._tables, self._sized
+            del self._cap, self._only, self._kept, self._tokens, self._tables, self._sized, self._stopped
             best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client,
                                standardize=self.standardized_)
             best.fit(X, y)
@@ -271,10 +271,11 @@ class _BaseKMPCV(BaseEstimator):
         self._kept = {} if auto and EXTEND else None  # (γ, fold) → the pursuit kept for a larger cap
         self._tokens = {}  # γ → the token of its kernel table (the same at every stage: kept pursuits name it)
         self._tables = {} if auto else None  # γ → its kernel table, kept for a later stage (KEEP_TABLE_BYTES)
+        self._stopped = {} if auto and REUSE else None  # (γ, fold) → its result when it stopped before its cap
         try:
             return self._stages(run, auto)
         finally:  # the kept states (a factor and a journal per (γ, fold)) and tables are dropped, also on an error
-            self._kept = self._tables = None
+            self._kept = self._tables = self._stopped = None
 
     def _stages(self, run, auto):
         """The body of :meth:`_adaptive`: the first run, then the widening / doubling stages."""
@@ -335,6 +336,8 @@ class _BaseKMPCV(BaseEstimator):
         return np.asarray([float(f"{scale_gamma(X) * c:.12g}") for c in DEFAULT_GAMMA_FACTORS])
 
     def _fold_fit(self, gamma, seed, client, X, y, sample_weight=None, kernel=None, fold=0):
+        """``(scorer, seconds, stopped)`` of the (γ, fold) pursuit to ``self._cap`` atoms; ``stopped``:
+        it ended before its cap for a reason no cap changes (:data:`STOPPED_BEFORE_CAP`)."""
         t0 = time.perf_counter()
         est = self._inner(gamma, self._cap, seed, client, kernel=kernel)
         with warnings.catch_warnings(), self._extension(gamma, fold):  # extreme widths misfit: only the refit warns
@@ -345,7 +348,17 @@ class _BaseKMPCV(BaseEstimator):
         if self.verbose:
             print(f"{type(self).__name__}: gamma={gamma:.4g}: {est.n_basis_} atoms ({est.stop_reason_}) in "
                   f"{seconds:.1f}s", flush=True)
-        return _prefix_scorer(est), seconds
+        return _prefix_scorer(est), seconds, est.stop_reason_ in STOPPED_BEFORE_CAP
+
+    def _reused(self, gamma, fold):
+        """What the (γ, fold) pursuit gave at an earlier stage where it stopped before its cap
+        (:data:`REUSE`), else None (fit it): a fit to a larger cap would stop at the same atom."""
+        return None if self._stopped is None else self._stopped.get((float(gamma), int(fold)))
+
+    def _keep_stopped(self, gamma, fold, stopped, result):
+        """Keep ``result`` (scores or scorer, seconds) of a pursuit that ``stopped`` before its cap."""
+        if stopped and self._stopped is not None:
+            self._stopped[(float(gamma), int(fold))] = result
 
     def _extension(self, gamma, fold):
         """The (γ, fold) pursuit's extend hook (``n_basis="auto"``): its state at the end of this
@@ -379,12 +392,17 @@ class _BaseKMPCV(BaseEstimator):
             with self._fold_kernel(gamma, X, shared) as (kernel, t_table):
                 row, trow = [], []
                 for f, (train, test) in enumerate(splits):
-                    Xtr, Xte = (_safe_indexing(X, train), _safe_indexing(X, test)) if kernel is None else \
-                        (shared[train], shared[test])
-                    sc, seconds = self._fold_fit(gamma, fit_seed, client, Xtr, _safe_indexing(y, train), kernel=kernel,
-                                                 fold=f)
-                    row.append(sc.scores(sc.stats(_numeric(Xte), np.asarray(_safe_indexing(y, test)))))
-                    trow.append(seconds + t_table / len(splits))
+                    kept = self._reused(gamma, f)
+                    if kept is None:
+                        Xtr, Xte = (_safe_indexing(X, train), _safe_indexing(X, test)) if kernel is None else \
+                            (shared[train], shared[test])
+                        sc, seconds, stopped = self._fold_fit(gamma, fit_seed, client, Xtr, _safe_indexing(y, train),
+                                                              kernel=kernel, fold=f)
+                        kept = (sc.scores(sc.stats(_numeric(Xte), np.asarray(_safe_indexing(y, test)))),
+                                seconds + t_table / len(splits))
+                        self._keep_stopped(gamma, f, stopped, kept)
+                    row.append(kept[0])
+                    trow.append(kept[1])
             scores.append(row)
             times.append(trow)
         return scores, np.asarray(times)
@@ -425,10 +443,14 @@ class _BaseKMPCV(BaseEstimator):
             for gamma in self.gammas_:
                 row, trow = [], []
                 for f in range(K):
-                    sc, seconds = self._fold_fit(gamma, fit_seed, inner_client, store, None,
-                                                 sample_weight=(folds != f).astype(np.float64), fold=f)
-                    row.append(sc)
-                    trow.append(seconds)
+                    kept = self._reused(gamma, f)  # its scorer: scored again in the pass below (the same stats)
+                    if kept is None:
+                        sc, seconds, stopped = self._fold_fit(gamma, fit_seed, inner_client, store, None,
+                                                              sample_weight=(folds != f).astype(np.float64), fold=f)
+                        kept = (sc, seconds)
+                        self._keep_stopped(gamma, f, stopped, kept)
+                    row.append(kept[0])
+                    trow.append(kept[1])
                 scorers.append(row)
                 times.append(trow)
             stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
@@ -514,7 +536,8 @@ _DOC = """
         an adaptive cap — 200, doubled (400, then 800 at most) while the best mean held-out score
         is in the last tenth of the cap, for the widths whose own best is there (their pursuits
         are continued to the larger cap from where they stopped — the same atoms and scores as
-        a pursuit run to it from the start). ``KMPClassifierCV`` starts lower on small sets: at
+        a pursuit run to it from the start; a (γ, fold) pursuit that ended before the cap keeps
+        its scores and is not fitted again). ``KMPClassifierCV`` starts lower on small sets: at
         ⌈n / 8⌉ atoms (at least 20) for folds of n training rows, doubled up to 200 while the best
         mean is in the last half of the cap, then as above. An int: that fixed cap.
     cv : int or CV splitter, default=5
@@ -706,6 +729,17 @@ FACTOR_SCORER = True
 """Whether the held-out scores of every prefix come from the fit's Gram factor (one product per
 row block, :func:`~kmp_dask.greedy._cv_path.factor_prefix_scorer`) rather than one solve per size
 (False: the scorer before, to rounding the same values)."""
+
+REUSE = True
+"""Whether ``n_basis="auto"`` keeps the held-out scores of a (γ, fold) pursuit that stopped before its
+cap (:data:`STOPPED_BEFORE_CAP`) and uses them again when a later stage runs its width to a doubled
+cap, instead of fitting it again from atom 1 (False: the refit, the reference the reuse must
+reproduce bit for bit; docs/cross_validation.md, "Extending a pursuit when the cap doubles")."""
+
+STOPPED_BEFORE_CAP = frozenset({"converged", "linear_dependence", "exhausted", "tol", "no_usable_candidate",
+                                "constant_kernel"})
+"""Stop reasons of a pursuit's loop that end it before its cap whatever the cap (not "n_basis", nor
+"early_stopping", whose cut depends on how far the loop ran)."""
 
 USE_TABLE = True
 """Whether the in-memory cross-validation may share a kernel table between folds (tests set it
