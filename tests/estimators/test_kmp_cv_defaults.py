@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_moons
 
+from _cv_checks import assert_same_search
 from kmp_dask import KMPClassifier, KMPClassifierCV, KMPRegressorCV
 from kmp_dask.estimators import _kmp_cv
 
@@ -180,17 +181,6 @@ def _continued(monkeypatch):
     return calls
 
 
-def _assert_same_search(a, b):
-    np.testing.assert_array_equal(a.gammas_, b.gammas_)
-    np.testing.assert_array_equal(a.scores_, b.scores_)
-    for key, value in a.cv_results_.items():
-        if "fit_time" not in key:  # the pursuits' seconds: the continuation is faster
-            assert value == b.cv_results_[key] if key == "params" else np.array_equal(value, b.cv_results_[key]), key
-    assert a.best_params_ == b.best_params_
-    np.testing.assert_array_equal(a.best_estimator_.basis_indices_, b.best_estimator_.basis_indices_)
-    np.testing.assert_array_equal(a.best_estimator_.dual_coef_, b.best_estimator_.dual_coef_)
-
-
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("store", [False, True])
 def test_doubled_cap_continues_the_pursuits_bit_for_bit(monkeypatch, store):
@@ -208,7 +198,7 @@ def test_doubled_cap_continues_the_pursuits_bit_for_bit(monkeypatch, store):
     continued = _continued(monkeypatch)
     extended = make().fit(X, y)
     assert rerun.sizes_[-1] > _kmp_cv.AUTO_N_BASIS[0] and continued  # the precondition: the cap doubled, pursuits were continued
-    _assert_same_search(rerun, extended)
+    assert_same_search(rerun, extended)
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -228,7 +218,7 @@ def test_kept_kernel_tables_are_not_recomputed_and_change_nothing(monkeypatch):
     kept = make().fit(X, y)
     assert rebuilt.sizes_[-1] > 10 and n_rebuilt > 2  # the precondition: a doubling stage recomputed a table
     assert len(built) == 2  # one table per width, whatever the stages
-    _assert_same_search(rebuilt, kept)
+    assert_same_search(rebuilt, kept)
 
 
 def _reached(auto, full, caps):

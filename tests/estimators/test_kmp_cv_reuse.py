@@ -14,6 +14,7 @@ import pytest
 from sklearn.model_selection import PredefinedSplit
 from sklearn.utils import check_random_state
 
+from _cv_checks import assert_same_search
 from kmp_dask import KMPClassifierCV, KMPRegressorCV
 from kmp_dask.estimators import _kmp_cv
 from kmp_dask.greedy._cv_path import row_folds
@@ -43,17 +44,6 @@ def _counting(monkeypatch):
 
     monkeypatch.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", fold_fit)
     return calls
-
-
-def _assert_same_search(a, b):
-    np.testing.assert_array_equal(a.gammas_, b.gammas_)
-    np.testing.assert_array_equal(a.scores_, b.scores_)
-    for key, value in a.cv_results_.items():
-        if "fit_time" not in key:  # the pursuits' seconds
-            assert value == b.cv_results_[key] if key == "params" else np.array_equal(value, b.cv_results_[key]), key
-    assert a.best_params_ == b.best_params_
-    np.testing.assert_array_equal(a.best_estimator_.basis_indices_, b.best_estimator_.basis_indices_)
-    np.testing.assert_array_equal(a.best_estimator_.dual_coef_, b.best_estimator_.dual_coef_)
 
 
 def _both(monkeypatch, make, X, y):
@@ -90,7 +80,7 @@ def test_stopped_fold_pursuit_is_fitted_once_with_the_same_results(monkeypatch):
     stops = {f for _, f, _, s in before if s}
     assert stops == {0}  # only the fold trained on copies stopped early
     _check_fitted_once(before, after)
-    _assert_same_search(reference, reused)
+    assert_same_search(reference, reused)
     # its scores are its last model's beyond where it stopped: the fixed-cap oracle at 40 agrees
     fixed = KMPClassifierCV(gammas=[0.5, 2.0], n_basis=40, cv=PredefinedSplit(folds), random_state=0,
                             client="sync").fit(X, y)
@@ -105,7 +95,7 @@ def test_regressor_stopped_fold_pursuit_is_fitted_once(monkeypatch):
     make = lambda: KMPRegressorCV(gammas=[1.0], cv=PredefinedSplit(folds), random_state=0, client="sync")
     reference, reused, before, after = _both(monkeypatch, make, X, target)
     _check_fitted_once(before, after)
-    _assert_same_search(reference, reused)
+    assert_same_search(reference, reused)
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -122,4 +112,4 @@ def test_store_input_stopped_fold_pursuit_is_fitted_once(monkeypatch):
     assert reused.split_seed_ == split_seed and reference.sizes_[-1] == 40
     assert {f for _, f, _, s in before if s} == {0}
     _check_fitted_once(before, after)
-    _assert_same_search(reference, reused)
+    assert_same_search(reference, reused)
