@@ -350,15 +350,17 @@ class _BaseKMPCV(BaseEstimator):
                   f"{seconds:.1f}s", flush=True)
         return _prefix_scorer(est), seconds, est.stop_reason_ in STOPPED_BEFORE_CAP
 
-    def _reused(self, gamma, fold):
-        """What the (γ, fold) pursuit gave at an earlier stage where it stopped before its cap
-        (:data:`REUSE`), else None (fit it): a fit to a larger cap would stop at the same atom."""
-        return None if self._stopped is None else self._stopped.get((float(gamma), int(fold)))
-
-    def _keep_stopped(self, gamma, fold, stopped, result):
-        """Keep ``result`` (scores or scorer, seconds) of a pursuit that ``stopped`` before its cap."""
+    def _fold_once(self, gamma, fold, fit):
+        """``(result, seconds)`` of the (γ, fold) pursuit: ``fit()`` → ``((result, seconds), stopped)``,
+        or what it gave at an earlier stage where it stopped before its cap (:data:`REUSE`: a fit to
+        a larger cap would stop at the same atom), kept here when ``stopped``."""
+        key = (float(gamma), int(fold))
+        if self._stopped is not None and key in self._stopped:
+            return self._stopped[key]
+        kept, stopped = fit()
         if stopped and self._stopped is not None:
-            self._stopped[(float(gamma), int(fold))] = result
+            self._stopped[key] = kept
+        return kept
 
     def _extension(self, gamma, fold):
         """The (γ, fold) pursuit's extend hook (``n_basis="auto"``): its state at the end of this
@@ -392,17 +394,17 @@ class _BaseKMPCV(BaseEstimator):
             with self._fold_kernel(gamma, X, shared) as (kernel, t_table):
                 row, trow = [], []
                 for f, (train, test) in enumerate(splits):
-                    kept = self._reused(gamma, f)
-                    if kept is None:
+                    def fit(f=f, train=train, test=test, gamma=gamma):
                         Xtr, Xte = (_safe_indexing(X, train), _safe_indexing(X, test)) if kernel is None else \
                             (shared[train], shared[test])
                         sc, seconds, stopped = self._fold_fit(gamma, fit_seed, client, Xtr, _safe_indexing(y, train),
                                                               kernel=kernel, fold=f)
-                        kept = (sc.scores(sc.stats(_numeric(Xte), np.asarray(_safe_indexing(y, test)))),
-                                seconds + t_table / len(splits))
-                        self._keep_stopped(gamma, f, stopped, kept)
-                    row.append(kept[0])
-                    trow.append(kept[1])
+                        return (sc.scores(sc.stats(_numeric(Xte), np.asarray(_safe_indexing(y, test)))),
+                                seconds + t_table / len(splits)), stopped
+
+                    fold_scores, seconds = self._fold_once(gamma, f, fit)
+                    row.append(fold_scores)
+                    trow.append(seconds)
             scores.append(row)
             times.append(trow)
         return scores, np.asarray(times)
@@ -443,14 +445,14 @@ class _BaseKMPCV(BaseEstimator):
             for gamma in self.gammas_:
                 row, trow = [], []
                 for f in range(K):
-                    kept = self._reused(gamma, f)  # its scorer: scored again in the pass below (the same stats)
-                    if kept is None:
+                    def fit(f=f, gamma=gamma):
                         sc, seconds, stopped = self._fold_fit(gamma, fit_seed, inner_client, store, None,
                                                               sample_weight=(folds != f).astype(np.float64), fold=f)
-                        kept = (sc, seconds)
-                        self._keep_stopped(gamma, f, stopped, kept)
-                    row.append(kept[0])
-                    trow.append(kept[1])
+                        return (sc, seconds), stopped
+
+                    sc, seconds = self._fold_once(gamma, f, fit)  # a kept scorer is scored again in the pass below
+                    row.append(sc)
+                    trow.append(seconds)
                 scorers.append(row)
                 times.append(trow)
             stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
