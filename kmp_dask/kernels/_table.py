@@ -57,6 +57,11 @@ registers one table per width, one after the other): kept while a table that was
 alive (:data:`_POOL_OWNERS`: the CV keeps its tables until its search ends), at most one table's
 size; emptied when the last of those tables is freed."""
 
+_FREED_TABLES: list = []
+"""The memory (an anonymous map) of a table freed while a registered table lives — a CV drops the
+tables of the widths it does not keep — reused by the next :func:`kernel_table` of its size; emptied
+with the pool."""
+
 _POOL_OWNERS: set = set()
 """``id`` of every registered table still alive (a ``weakref.finalize`` removes it)."""
 
@@ -71,7 +76,7 @@ def kernel_table(kernel, X: np.ndarray) -> np.ndarray:
     X = np.ascontiguousarray(X, dtype=np.float64)
     n = len(X)
     sq = np.einsum("ij,ij->i", X, X)
-    T = fresh_array(n * n, np.float64).reshape(n, n)
+    T = _table_memory(n * n).reshape(n, n)
     for a in range(0, n, TABLE_BLOCK_ROWS):
         b = min(a + TABLE_BLOCK_ROWS, n)
         block = kernel.block(X[a:b], X, X_sqnorm=sq[a:b], Y_sqnorm=sq, out=T[a:b])
@@ -94,6 +99,28 @@ def fresh_array(n_elements: int, dtype) -> np.ndarray:
     if nbytes < SMALL_PAGES_FROM:
         return np.empty(n_elements, dtype=dtype)
     return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype=dtype, count=int(n_elements))
+
+
+def _table_memory(n_elements: int) -> np.ndarray:
+    """A flat float64 array for a table: the memory of a table freed earlier in the search when one
+    of this size is there (:data:`_FREED_TABLES`), else :func:`fresh_array`'s."""
+    nbytes = int(n_elements) * 8
+    freed = next((m for m in _FREED_TABLES if len(m) == nbytes), None)
+    if freed is None:
+        if nbytes < SMALL_PAGES_FROM:
+            return np.empty(n_elements)
+        freed = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE)
+    _FREED_TABLES[:] = [m for m in _FREED_TABLES if m is not freed]
+    flat = np.frombuffer(freed, dtype=np.float64, count=int(n_elements))
+    weakref.finalize(flat, _table_freed, freed)  # every view of the table has ``flat`` as its base
+    return flat
+
+
+def _table_freed(memory) -> None:
+    """A table's memory, no longer used by any array: kept for the next table while a registered
+    table lives (at most one)."""
+    if _POOL_OWNERS:
+        _FREED_TABLES[:] = [memory]
 
 
 def table_token() -> str:
@@ -141,6 +168,7 @@ def _owner_freed(key: int) -> None:
     _POOL_OWNERS.discard(key)
     if not _POOL_OWNERS:
         _POOL.clear()
+        _FREED_TABLES.clear()
 
 
 def _bounded(buffers: list, nbytes: int) -> list:

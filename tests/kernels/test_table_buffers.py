@@ -107,3 +107,24 @@ def test_fresh_arrays_and_the_table_in_small_pages_are_np_empty_s():
         b0 = min(a0 + _table.TABLE_BLOCK_ROWS, 760)
         kernel.block(X[a0:b0], X, X_sqnorm=sq[a0:b0], Y_sqnorm=sq, out=ref[a0:b0])
     assert T.tobytes() == ref.tobytes() and T.strides == ref.strides
+
+
+def test_a_freed_table_s_memory_goes_to_the_next_table_while_a_registered_one_lives():
+    X = np.random.default_rng(4).normal(size=(730, 3))  # 730² × 8 bytes > SMALL_PAGES_FROM: mapped
+    kernel = Kernel("rbf", {"gamma": 0.5})
+    kept = kernel_table(kernel, X)
+    with row_tables(kept):  # a registered table that lives on (the CV's kept table)
+        pass
+    dropped = kernel_table(Kernel("rbf", {"gamma": 2.0}), X)
+    with row_tables(dropped):
+        pass
+    memory = dropped.base.base.obj  # the anonymous map (the flat array's base is a memoryview of it)
+    del dropped
+    gc.collect()
+    assert _table._FREED_TABLES == [memory]
+    again = kernel_table(kernel, X)  # written over the freed table's memory: every value rewritten
+    assert again.base.base.obj is memory and not _table._FREED_TABLES
+    assert again.tobytes() == kept.tobytes()
+    del again, kept
+    gc.collect()
+    assert not _table._FREED_TABLES and not _table._POOL_OWNERS
