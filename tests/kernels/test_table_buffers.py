@@ -128,3 +128,26 @@ def test_a_freed_table_s_memory_goes_to_the_next_table_while_a_registered_one_li
     del again, kept
     gc.collect()
     assert not _table._FREED_TABLES and not _table._POOL_OWNERS
+
+
+def test_nothing_is_left_after_a_cross_validation(monkeypatch):
+    """A CV search registers a table per width (here 800 rows: 5 MB, mapped), keeps them for its
+    next stage and passes column buffers from one width to the next through the pool: when the fit
+    returns, no table, column buffer or freed table memory is left in the module."""
+    from sklearn.datasets import make_moons
+
+    from kmp_dask import KMPClassifierCV
+
+    claimed, claim = [], _table._claim_pool
+
+    def recording(token, table):
+        claimed.append(len(_table._POOL))
+        claim(token, table)
+
+    monkeypatch.setattr(_table, "_claim_pool", recording)
+    X, y = make_moons(800, noise=0.3, random_state=0)
+    KMPClassifierCV(gammas=[0.5, 2.0], cv=3, random_state=0).fit(X, y)
+    assert len(claimed) >= 2 and max(claimed) > 0  # the second width's table started with buffers
+    gc.collect()
+    assert not _table._TABLES and not _table._COLUMNS and not _table._SPARES
+    assert not _table._POOL and not _table._FREED_TABLES and not _table._POOL_OWNERS
