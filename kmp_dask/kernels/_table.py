@@ -66,8 +66,8 @@ _POOL_OWNERS: set = set()
 """``id`` of every registered table still alive (a ``weakref.finalize`` removes it)."""
 
 SPARE_COLUMNS = 4
-"""Columns of slack in a new column buffer (at least 1/32 of its columns): a later fold's partition
-a few rows larger still fits in it."""
+"""Columns of slack in a new column buffer (or 1/32 of its columns, when that is more): a later
+fold's partition a few rows larger still fits in it."""
 
 
 def kernel_table(kernel, X: np.ndarray) -> np.ndarray:
