@@ -19,6 +19,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
+import mmap
+import weakref
 
 import numpy as np
 
@@ -39,7 +41,33 @@ atoms, were slower with it at the first block)."""
 
 _COLUMNS: dict[str, collections.OrderedDict] = {}
 """Per table: its columns of a partition's rows, ``T[:, rows]``, keyed by the partition's (read-only)
-index array — a pursuit reads the same rows' columns at every atom (:func:`_partition_columns`)."""
+index array — a pursuit reads the same rows' columns at every atom (:func:`_partition_columns`).
+An entry is ``(X, columns, reads, buffer)``: ``columns`` a C-ordered view of the flat ``buffer``
+(both None while the entry only counts reads)."""
+
+SMALL_PAGES_FROM = 4 << 20
+"""Arrays of at least this many bytes are mapped in 4 KiB pages by :func:`fresh_array`."""
+
+_SPARES: dict[str, list] = {}
+"""Per table: flat buffers of dropped entries, reused by the next gathers (:func:`_column_buffer`)."""
+
+_POOL: list = []
+"""Column buffers of tables whose ``row_tables`` block ended, for the next table registered (a CV
+registers one table per width, one after the other): kept while a table that was registered is
+alive (:data:`_POOL_OWNERS`: the CV keeps its tables until its search ends), at most one table's
+size; emptied when the last of those tables is freed."""
+
+_FREED_TABLES: list = []
+"""The memory (an anonymous map) of a table freed while a registered table lives — a CV drops the
+tables of the widths it does not keep — reused by the next :func:`kernel_table` of its size; emptied
+with the pool."""
+
+_POOL_OWNERS: set = set()
+"""``id`` of every registered table still alive (a ``weakref.finalize`` removes it)."""
+
+SPARE_COLUMNS = 4
+"""Columns of slack in a new column buffer (or 1/32 of its columns, when that is more): a later
+fold's partition a few rows larger still fits in it."""
 
 
 def kernel_table(kernel, X: np.ndarray) -> np.ndarray:
@@ -48,13 +76,51 @@ def kernel_table(kernel, X: np.ndarray) -> np.ndarray:
     X = np.ascontiguousarray(X, dtype=np.float64)
     n = len(X)
     sq = np.einsum("ij,ij->i", X, X)
-    T = np.empty((n, n))
+    T = _table_memory(n * n).reshape(n, n)
     for a in range(0, n, TABLE_BLOCK_ROWS):
         b = min(a + TABLE_BLOCK_ROWS, n)
         block = kernel.block(X[a:b], X, X_sqnorm=sq[a:b], Y_sqnorm=sq, out=T[a:b])
         if not np.shares_memory(block, T):  # a kernel without out= returned a new block
             T[a:b] = block
     return T
+
+
+def fresh_array(n_elements: int, dtype) -> np.ndarray:
+    """``np.empty(n_elements, dtype)``, in 4 KiB pages when it is large (:data:`SMALL_PAGES_FROM` bytes).
+
+    numpy asks the kernel for transparent huge pages (``madvise``) for every array of 4 MiB or
+    more; where free memory is fragmented (a machine whose page cache holds most of it) the kernel
+    compacts memory to provide them at the first write of each page, and a fresh 126 MB table then
+    took 20–700 ms to fault in (banana's, N = 3,975) against ~100 ms in 4 KiB pages, every time
+    (benchmarks/notes/kmp_cv_speed.md, "Mid-size"). A private anonymous map is never advised: the
+    values, the dtype and the C layout are np.empty's; the memory is unmapped when the array is freed."""
+    dtype = np.dtype(dtype)
+    nbytes = int(n_elements) * dtype.itemsize
+    if nbytes < SMALL_PAGES_FROM:
+        return np.empty(n_elements, dtype=dtype)
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype=dtype, count=int(n_elements))
+
+
+def _table_memory(n_elements: int) -> np.ndarray:
+    """A flat float64 array for a table: the memory of a table freed earlier in the search when one
+    of this size is there (:data:`_FREED_TABLES`), else :func:`fresh_array`'s."""
+    nbytes = int(n_elements) * 8
+    freed = next((m for m in _FREED_TABLES if len(m) == nbytes), None)
+    if freed is None:
+        if nbytes < SMALL_PAGES_FROM:
+            return np.empty(n_elements)
+        freed = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE)
+    _FREED_TABLES[:] = [m for m in _FREED_TABLES if m is not freed]
+    flat = np.frombuffer(freed, dtype=np.float64, count=int(n_elements))
+    weakref.finalize(flat, _table_freed, freed)  # every view of the table has ``flat`` as its base
+    return flat
+
+
+def _table_freed(memory) -> None:
+    """A table's memory, no longer used by any array: kept for the next table while a registered
+    table lives (at most one)."""
+    if _POOL_OWNERS:
+        _FREED_TABLES[:] = [memory]
 
 
 def table_token() -> str:
@@ -73,11 +139,46 @@ def row_tables(table: np.ndarray, token: str | None = None):
         raise ValueError(f"the kernel table token {token!r} is registered already (a table is registered once "
                          "at a time); draw a new one with table_token()")
     _TABLES[token] = table
+    _claim_pool(token, table)
     try:
         yield token
     finally:
         _TABLES.pop(token, None)
-        _COLUMNS.pop(token, None)
+        _release_to_pool(token, table)
+
+
+def _claim_pool(token: str, table: np.ndarray) -> None:
+    """Give the table the pool's buffers (its spares, up to ``table.nbytes``) and have the pool
+    emptied when the last table that was registered is freed."""
+    if id(table) not in _POOL_OWNERS:
+        _POOL_OWNERS.add(id(table))
+        weakref.finalize(table, _owner_freed, id(table))
+    _SPARES[token] = _bounded([b for b in _POOL if b.dtype == table.dtype], table.nbytes)
+    _POOL.clear()
+
+
+def _release_to_pool(token: str, table: np.ndarray) -> None:
+    """The table's column buffers (its entries' and spares) go to the pool, up to ``table.nbytes``."""
+    cache = _COLUMNS.pop(token, None) or {}
+    buffers = _SPARES.pop(token, []) + [e[3] for e in cache.values() if e[3] is not None]
+    _POOL[:] = _bounded(buffers + _POOL, table.nbytes)
+
+
+def _owner_freed(key: int) -> None:
+    _POOL_OWNERS.discard(key)
+    if not _POOL_OWNERS:
+        _POOL.clear()
+        _FREED_TABLES.clear()
+
+
+def _bounded(buffers: list, nbytes: int) -> list:
+    """The largest of ``buffers`` that hold at most ``nbytes`` together."""
+    kept, held = [], 0
+    for b in sorted(buffers, key=len, reverse=True):
+        if held + b.nbytes <= nbytes:
+            kept.append(b)
+            held += b.nbytes
+    return kept
 
 
 def _lookup(table: str) -> np.ndarray:
@@ -140,9 +241,10 @@ def _partition_columns(token: str, T: np.ndarray, X) -> np.ndarray | None:
     (benchmarks/notes/kmp_cv_speed.md); with it a block is a row gather of ``s`` cached rows. Keyed
     by the address, shape and strides of ``X``'s data, with ``X`` kept referenced (its memory
     cannot be reused while the entry lives) and read-only (its values cannot change). At most the
-    table's own size is kept per table, oldest entries dropped first (a fold's partitions hold
-    fewer rows than the table: the next fold's replace them). Until a partition has been read
-    :data:`GATHER_AFTER` times its entry only counts (no columns)."""
+    table's own size is kept per table (:func:`_column_buffer`), oldest entries dropped first (a
+    fold's partitions hold fewer rows than the table: the next fold's replace them, in their
+    memory). Until a partition has been read :data:`GATHER_AFTER` times its entry only counts (no
+    columns)."""
     if not isinstance(X, np.ndarray) or X.flags.writeable or len(X) * T.shape[0] * 8 > T.nbytes:
         return None
     cache = _COLUMNS.setdefault(token, collections.OrderedDict())
@@ -152,14 +254,47 @@ def _partition_columns(token: str, T: np.ndarray, X) -> np.ndarray | None:
         cache.move_to_end(key)
         return hit[1]
     if hit is None or hit[2] < GATHER_AFTER:  # a pursuit that stops after a few atoms: not worth the gather
-        cache[key] = (X, None, 1 if hit is None else hit[2] + 1)
+        cache[key] = (X, None, 1 if hit is None else hit[2] + 1, None)
         return None
-    columns = T.take(_indices(X), axis=1)
     del cache[key]
-    while cache and sum(0 if c is None else c.nbytes for _, c, _ in cache.values()) + columns.nbytes > T.nbytes:
-        cache.popitem(last=False)
-    cache[key] = (X, columns, GATHER_AFTER)
+    idx = _indices(X)
+    if idx.min() < -T.shape[1] or idx.max() >= T.shape[1]:
+        return T.take(idx, axis=1)  # raises the IndexError of an index outside the table
+    buffer = _column_buffer(token, cache, T, len(idx))
+    columns = buffer[: T.shape[0] * len(idx)].reshape(T.shape[0], len(idx))
+    np.take(T, idx, axis=1, out=columns, mode="wrap")  # T.take(idx, axis=1)'s values (indices checked above)
+    cache[key] = (X, columns, GATHER_AFTER, buffer)
     return columns
+
+
+def _column_buffer(token: str, cache: collections.OrderedDict, T: np.ndarray, n_columns: int) -> np.ndarray:
+    """A flat buffer of ``T``'s dtype for ``T.shape[0] × n_columns`` values: a buffer of an entry
+    dropped earlier when one is large enough, else a new one, with :data:`SPARE_COLUMNS` of slack
+    (the next fold's partitions may hold a row or two more) where the bound allows.
+
+    Bound: the buffers of the table's entries and the spare ones hold at most ``T.nbytes``; oldest
+    entries are dropped first (their buffers become spares), spares too small for this gather are
+    freed. Why reuse: a new buffer of tens of MB is fresh memory whose pages fault in on first
+    write — 8 ms to over 200 ms for 50 MB (huge-page compaction), against ~9 ms for the gather
+    itself (benchmarks/notes/kmp_cv_speed.md, "Mid-size")."""
+    spares = _SPARES.setdefault(token, [])
+    rows, need = T.shape[0], T.shape[0] * n_columns
+    while True:
+        fits = [b for b in spares if b.size >= need and b.dtype == T.dtype]
+        if fits:
+            best = min(fits, key=len)
+            spares[:] = [b for b in spares if b is not best]
+            return best
+        held = sum(e[3].nbytes for e in cache.values() if e[3] is not None) + sum(b.nbytes for b in spares)
+        for size in (min(need + rows * max(SPARE_COLUMNS, n_columns // 32), T.size), need):
+            if held + size * T.itemsize <= T.nbytes:
+                return fresh_array(size, T.dtype)
+        if spares:
+            spares.remove(min(spares, key=len))
+        else:  # the oldest entry goes; its buffer, if it has one, is a spare now
+            buffer = cache.popitem(last=False)[1][3]
+            if buffer is not None:
+                spares.append(buffer)
 
 
 def row_table_diag(X, *, table):
