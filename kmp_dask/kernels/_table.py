@@ -48,6 +48,9 @@ An entry is ``(X, columns, reads, buffer)``: ``columns`` a C-ordered view of the
 SMALL_PAGES_FROM = 4 << 20
 """Arrays of at least this many bytes are mapped in 4 KiB pages by :func:`fresh_array`."""
 
+_MAP_PRIVATE = getattr(mmap, "MAP_PRIVATE", None)
+"""None where ``mmap`` has no flags (Windows): there every array is ``np.empty``'s."""
+
 _SPARES: dict[str, list] = {}
 """Per table: flat buffers of dropped entries, reused by the next gathers (:func:`_column_buffer`)."""
 
@@ -96,9 +99,9 @@ def fresh_array(n_elements: int, dtype) -> np.ndarray:
     values, the dtype and the C layout are np.empty's; the memory is unmapped when the array is freed."""
     dtype = np.dtype(dtype)
     nbytes = int(n_elements) * dtype.itemsize
-    if nbytes < SMALL_PAGES_FROM:
+    if nbytes < SMALL_PAGES_FROM or _MAP_PRIVATE is None:
         return np.empty(n_elements, dtype=dtype)
-    return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype=dtype, count=int(n_elements))
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=_MAP_PRIVATE), dtype=dtype, count=int(n_elements))
 
 
 def _table_memory(n_elements: int) -> np.ndarray:
@@ -107,9 +110,9 @@ def _table_memory(n_elements: int) -> np.ndarray:
     nbytes = int(n_elements) * 8
     freed = next((m for m in _FREED_TABLES if len(m) == nbytes), None)
     if freed is None:
-        if nbytes < SMALL_PAGES_FROM:
+        if nbytes < SMALL_PAGES_FROM or _MAP_PRIVATE is None:
             return np.empty(n_elements)
-        freed = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE)
+        freed = mmap.mmap(-1, nbytes, flags=_MAP_PRIVATE)
     _FREED_TABLES[:] = [m for m in _FREED_TABLES if m is not freed]
     flat = np.frombuffer(freed, dtype=np.float64, count=int(n_elements))
     weakref.finalize(flat, _table_freed, freed)  # every view of the table has ``flat`` as its base
