@@ -16,6 +16,8 @@ Protocol, per set, every variant in the same run, one BLAS thread, in process:
   the cap reached, ``atoms_per_pass_``, the test accuracy of the refitted model and its number of
   correct test rows (pooled accuracy); the deterministic work counts: pursuit runs
   (``Pursuit.run`` calls, continued pursuits included), scoring passes and block passes.
+- ``--input dask``: the same rows as dask arrays (chunks of 1,024 rows, in process): folds by row
+  hash, no kernel table, every kernel block computed, prefixes scored in one pass.
 - Summary over the sets, per k: CPU and wall seconds over k = 1's, pooled and mean test accuracy,
   the largest per-set accuracy loss, the sets where the choice differs; and the same over the
   "mid" sets (``--mid``: the ones whose folds reach ``AUTO_ATOMS_PER_PASS``'s row threshold).
@@ -46,6 +48,8 @@ def _arguments(p):
     p.add_argument("--ks", default="4,8", help="comma-separated atoms_per_pass values compared with 1")
     p.add_argument("--repeats", type=int, default=1, help="repeats of every variant (medians)")
     p.add_argument("--max-rows", type=int, default=6000, help="larger sets: a stratified seeded subset")
+    p.add_argument("--input", choices=("numpy", "dask"), default="numpy",
+                   help="numpy: the in-process kernel-table path; dask: dask arrays (hash folds, no table)")
     p.add_argument("--quick", action="store_true", help="output under $TMPDIR (smoke test)")
 
 
@@ -74,9 +78,13 @@ def _count_work():
     counted(_kmp_blocks, "admit_block", "block_passes")
 
 
-def fit_variant(k, Xtr, ytr, Xte, yte):
+def fit_variant(k, Xtr, ytr, Xte, yte, kind="numpy"):
     from kmp_dask import KMPClassifierCV
 
+    if kind == "dask":  # hash folds, every pursuit on the engine computing its kernel blocks (client "sync")
+        import dask.array as da
+
+        Xtr, ytr = da.from_array(Xtr, chunks=1024), da.from_array(ytr, chunks=1024)
     before = dict(COUNTS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -90,7 +98,7 @@ def fit_variant(k, Xtr, ytr, Xte, yte):
             "best_score": float(est.best_score_), **{c: COUNTS[c] - before[c] for c in COUNTS}}
 
 
-def run_set(name, ks, repeats, max_rows):
+def run_set(name, ks, repeats, max_rows, kind="numpy"):
     from kmp_cv_accuracy import load
 
     if name in FORBIDDEN:
@@ -100,7 +108,7 @@ def run_set(name, ks, repeats, max_rows):
     runs = {k: [] for k in keys}
     for r in range(repeats):
         for k in keys[r % len(keys):] + keys[:r % len(keys)]:  # rotating order
-            runs[k].append(fit_variant(int(k), Xtr, ytr, Xte, yte))
+            runs[k].append(fit_variant(int(k), Xtr, ytr, Xte, yte, kind))
             H.log(f"  {name} k={k}: {runs[k][-1]['cpu_seconds']:.1f}s cpu, acc {runs[k][-1]['test_accuracy']:.4f}")
     fold_rows = int(len(Xtr) * 4 // 5)  # 5 stratified folds: the fewest training rows of a fold, about
     row = {"n_rows_in_set": n_rows, "n_train": len(Xtr), "n_test": len(Xte), "n_features": int(Xtr.shape[1]),
@@ -151,7 +159,7 @@ def main(args):
     result = {"environment": H.environment(), "settings": vars(args), "load_average_start": os.getloadavg(),
               "sets": {}}
     for name in [s for s in args.sets.split(",") if s]:
-        result["sets"][name] = run_set(name, ks, args.repeats, args.max_rows)
+        result["sets"][name] = run_set(name, ks, args.repeats, args.max_rows, args.input)
         result["summary"] = summarize(result["sets"], keys)
         result["load_average_end"] = os.getloadavg()
         H.write_json(out, result)

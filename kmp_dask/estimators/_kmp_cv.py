@@ -579,6 +579,15 @@ _DOC = """
     kernel, fit_mode, candidates, eps, q, ridge, fit_intercept, chunk_rows
         As for :class:`~kmp_dask.{inner}` (``fit_mode`` "backfit" or "prefit": the modes with
         exact prefix models).
+    atoms_per_pass : "auto" or int, default=1
+        Atoms admitted per two passes over the data in every (γ, fold) pursuit and in the refit
+        (as :class:`~kmp_dask.{inner}`'s ``atoms_per_pass``; ``fit_mode="backfit"`` only): the
+        pursuit scores k·s candidates, keeps the 2k best and admits up to k of them one at a time
+        as sequential backfitting would, so every prefix is still an exact least-squares model and
+        the refit is the chosen prefix of a fold-style pursuit with the same seed. "auto": k =
+        ``AUTO_ATOMS_PER_PASS[0]`` when every fold has at least ``AUTO_ATOMS_PER_PASS[1]`` training
+        rows, else 1 (``atoms_per_pass_`` says which was used). docs/cross_validation.md, "Several
+        atoms per pass", has the study behind the default.
     standardize : "auto", bool, default="auto"
         Standardise the features (mean / std of all training rows) for every fold's pursuit and
         for the refit, whose model then takes raw rows (``best_estimator_.standardized_``).
@@ -626,6 +635,8 @@ _DOC = """
     cv_warnings_ : list of str
         What the search warned about (the best score at the cap of ``n_basis`` or at an end of the
         γ grid, each with how to widen it); empty when nothing.
+    atoms_per_pass_ : int
+        The atoms per pass of every pursuit and of the refit (``atoms_per_pass`` with "auto" resolved).
     split_seed_ : int
         Seed of the folds: the hash of :func:`~kmp_dask.blockops._prefix_scores.hash_folds` (store /
         dask input) or the shuffle of ``StratifiedKFold`` / ``KFold`` (numpy input with an int

@@ -45,6 +45,32 @@ def test_prefix_scores_equal_separately_fitted_k_models(k):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("k", [2, 5])
+@pytest.mark.parametrize("kind", ["clf3", "reg2"])
+def test_factor_scorer_values_are_every_prefix_model_for_k(kind, k):
+    """The CV's scorer from the Gram factor of a k > 1 fit: the factor is extended one atom at a
+    time, so its leading blocks are the k-atom models (oracle: ``expansion_at`` evaluated densely)."""
+    from kmp_dask.greedy._cv_path import factor_prefix_scorer
+
+    rng = np.random.default_rng(1)
+    X, Xh = rng.standard_normal((300, 3)), rng.standard_normal((120, 3))
+    if kind == "reg2":
+        est = KMPRegressor(n_basis=30, random_state=0, client="sync", atoms_per_pass=k)
+        est.fit(X, np.c_[np.sin(X[:, 0]), X[:, 1] ** 2])
+    else:
+        est = KMPClassifier(n_basis=30, random_state=0, client="sync", atoms_per_pass=k)
+        est.fit(X, np.digitize(X[:, 0] + 0.3 * X[:, 1], [-0.5, 0.5]))
+    n = est.expansion_.n_vectors
+    assert n >= 25
+    F = factor_prefix_scorer(est.expansion_, est._path, getattr(est, "classes_", None))._values(Xh)
+    for size in range(n + 1):
+        e = est.expansion_at(size)
+        m = F.shape[2]
+        dense = (e.kernel_matrix(Xh) @ np.reshape(e.coef, (size, m)) if size else np.zeros((len(Xh), m))) + e.intercept
+        np.testing.assert_allclose(F[:, size], dense, rtol=1e-7, atol=1e-8)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
 def test_one_atom_cap_is_the_same_search_for_any_k():
     """With n_basis=1 and every row a candidate (k·s random candidates would be another draw), a
     batch holds one atom, the best by the same score: k = 4 is the k = 1 search."""
