@@ -170,7 +170,7 @@ def _check_cv_params(est):
                          f"got n_basis={n!r}. E.g. n_basis=300.")
     k = est.atoms_per_pass
     if not (k == "auto" if isinstance(k, str) else isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1):
-        raise ValueError(f"atoms_per_pass must be 'auto' (k atoms per pass for folds of at least "
+        raise ValueError(f"atoms_per_pass must be 'auto' ({AUTO_ATOMS_PER_PASS[0]} atom(s) a pass for folds of at least "
                          f"{AUTO_ATOMS_PER_PASS[1]} training rows, else 1) or a positive int (atoms admitted per two "
                          f"passes over the data; 1: one atom a pass); got atoms_per_pass={k!r}. E.g. atoms_per_pass=4.")
     if isinstance(k, numbers.Integral) and k > 1 and est.fit_mode != "backfit":
