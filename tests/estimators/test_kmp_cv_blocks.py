@@ -9,11 +9,11 @@ pursuit run again from atom 1 (``EXTEND = False``), and a pursuit run to the lar
 import dask.array as da
 import numpy as np
 import pytest
+from _cv_checks import assert_same_search
 from sklearn.datasets import make_moons
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import StratifiedKFold
 
-from _cv_checks import assert_same_search
 from kmp_dask import KMPClassifier, KMPClassifierCV, KMPRegressor, KMPRegressorCV
 from kmp_dask.estimators import _kmp_cv
 from kmp_dask.store import create_store
