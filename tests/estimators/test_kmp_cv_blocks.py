@@ -13,6 +13,7 @@ from _cv_checks import assert_same_search
 from sklearn.datasets import make_moons
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import StratifiedKFold
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kmp_dask import KMPClassifier, KMPClassifierCV, KMPRegressor, KMPRegressorCV
 from kmp_dask.estimators import _kmp_cv
@@ -180,3 +181,8 @@ def test_bad_atoms_per_pass_is_named_before_any_cluster(params, match, monkeypat
     X, y = make_moons(60, noise=0.3, random_state=0)
     with pytest.raises(ValueError, match=match):
         KMPClassifierCV(client="embedded", **params).fit(X, y)
+
+
+@parametrize_with_checks([KMPClassifierCV(n_basis=8, cv=3, atoms_per_pass=3)])
+def test_sklearn_compatible_with_k(estimator, check):
+    check(estimator)
