@@ -23,6 +23,11 @@ scores (early stopping) are measured once per batch, so early stopping cuts back
 size at a batch boundary. History: one record per atom; ``n_candidates`` of the 2nd, … atom of a
 batch counts the kept candidates still eligible, and ``residual_norm`` is the exact algebraic
 one except for the batch's last atom, which the next pass measures (as with one atom).
+
+A batch that ``n_basis`` cut while candidates were left stays with the pursuit
+(``_open_batch``): a fit continued to a larger cap by the extend hook
+(:class:`~kmp_dask.greedy._kmp.PursuitExtension`, ``KMPClassifierCV``'s doubled cap) first admits
+the rest of it, as a fit run to that cap from the start does, before its next scoring pass.
 """
 
 from __future__ import annotations
