@@ -72,6 +72,24 @@ def test_factor_scorer_values_are_every_prefix_model_for_k(kind, k):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
+def test_k_search_reads_the_kernel_table_as_computed_blocks(monkeypatch):
+    """numpy input in process: the folds' k > 1 pursuits on the shared kernel table select the same
+    atoms as with computed kernel blocks (USE_TABLE = False), scores to rounding."""
+    X, y = make_moons(300, noise=0.3, random_state=0)
+    make = lambda: KMPClassifierCV(gammas=[0.5, 4.0], n_basis=25, cv=3, random_state=0, atoms_per_pass=4)
+    built, original = [], _kmp_cv.kernel_table
+    monkeypatch.setattr(_kmp_cv, "kernel_table", lambda kernel, rows: built.append(1) or original(kernel, rows))
+    tabled = make().fit(X, y)
+    assert len(built) == 2  # the precondition: one table per width
+    monkeypatch.setattr(_kmp_cv, "USE_TABLE", False)
+    plain = make().fit(X, y)
+    assert len(built) == 2
+    np.testing.assert_allclose(tabled.scores_, plain.scores_, rtol=0, atol=1e-9)
+    assert tabled.best_params_ == plain.best_params_
+    np.testing.assert_array_equal(tabled.best_estimator_.basis_indices_, plain.best_estimator_.basis_indices_)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
 def test_one_atom_cap_is_the_same_search_for_any_k():
     """With n_basis=1 and every row a candidate (k·s random candidates would be another draw), a
     batch holds one atom, the best by the same score: k = 4 is the k = 1 search."""
