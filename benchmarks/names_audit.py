@@ -59,6 +59,10 @@ GLOSSARY = (
          "Vincent & Bengio's 'basis functions'; the KMP estimators and KMP's CV (its largest size tried; "
          "\"auto\" there: an adaptive cap)",
          types=("int", '"auto" or int')),
+    Idea("atoms_per_pass", "atoms a KMP pursuit admits per scoring pass (squared-loss backfit)",
+         "the KMP estimators and KMP's CV (every (γ, fold) pursuit and the refit; \"auto\" there: k for folds "
+         "of enough training rows, else 1)",
+         types=("int", '"auto" or int')),
     Idea("n_vectors", "vectors kept by a reduced set (Weston & Bakır's N_z)",
          "the reduced-set papers' 'vectors'; only the compressor and its meta-estimators",
          types=("int or float",)),

@@ -698,7 +698,7 @@ def kernel_matching_pursuit(
         refit_every=refit_every, line_search_steps=line_search_steps, final_refit_steps=final_refit_steps,
         error_threshold=error_threshold, basis_columns=basis_columns, atoms_per_pass=atoms_per_pass)  # validates fit_mode and loss
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
-    if checkpoint is None and config.loss is None and config.atoms_per_pass == 1:
+    if checkpoint is None and config.loss is None:
         checkpoint = _EXTENSION.get()  # the extend hook (KMP cross-validation), or None
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result  # the checkpointed fit had finished

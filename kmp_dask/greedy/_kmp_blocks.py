@@ -23,6 +23,11 @@ scores (early stopping) are measured once per batch, so early stopping cuts back
 size at a batch boundary. History: one record per atom; ``n_candidates`` of the 2nd, … atom of a
 batch counts the kept candidates still eligible, and ``residual_norm`` is the exact algebraic
 one except for the batch's last atom, which the next pass measures (as with one atom).
+
+A batch that ``n_basis`` cut while candidates were left stays with the pursuit
+(``_open_batch``): a fit continued to a larger cap by the extend hook
+(:class:`~kmp_dask.greedy._kmp.PursuitExtension`, ``KMPClassifierCV``'s doubled cap) first admits
+the rest of it, as a fit run to that cap from the start does, before its next scoring pass.
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ def run_blocks(p, rng, resume_at=None):
     """The pursuit loop of :class:`~kmp_dask.greedy._kmp.Pursuit` with ``p.atoms_per_pass`` atoms a batch."""
     t, cands = resume_at if resume_at is not None else (0, p._begin(rng))
     stop, score = StopReason.N_BASIS, None
+    open_batch, p._open_batch = getattr(p, "_open_batch", None), None
+    if open_batch is not None and t < p.n_basis:  # a batch its cap cut, continued to a larger cap (extension)
+        t = _admit(p, open_batch, t)
     while t < p.n_basis:
         t0 = time.perf_counter()
         res, idx_next, score, stop = p.scoring_pass(cands, rng)
@@ -72,10 +80,14 @@ def run_blocks(p, rng, resume_at=None):
 
 
 def _maybe_save(p, t, t_end, cands, rng):
-    """A checkpoint when the batch crossed a multiple of ``every`` (or reached ``n_basis``)."""
+    """A checkpoint when the batch crossed a multiple of ``every`` (or reached ``n_basis``); the
+    extend hook (no ``every``: :class:`~kmp_dask.greedy._kmp.PursuitExtension`) keeps the state
+    when the batch reached ``n_basis``."""
     every = getattr(p.checkpoint, "every", None)
     if every and (t_end // every > t // every or t_end == p.n_basis):
         p.checkpoint.save_state(p, t_end - 1, cands, rng)
+    elif every is None:
+        p.checkpoint.maybe_save(p, t_end - 1, cands, rng)
 
 
 def keep(score, k):
@@ -90,40 +102,52 @@ def admit_block(p, score, cands, t):
     kept = keep(score, p.atoms_per_pass)
     atoms = [cands.atom(int(j)) for j in kept]
     st = BlockStats.combine(p.send(kmp_block_stats, BlockQuery(tuple(atoms))))
-    yy = float(np.add.reduce([s["y_sqsum"] for s in p._y]).sum())
-    alive = np.ones(len(kept), dtype=bool)
-    chosen: list[int] = []
-    t0 = t
-    while t < min(p.n_basis, t0 + p.atoms_per_pass) and alive.any():
-        r = st.ytd - _cross_now(st, chosen) @ p.coef  # dᵀ(Y − Bα) for every kept candidate (c, m)
-        s = np.where(alive, np.einsum("ij,ij->i", r, r) / (np.diag(st.gram) + p.lam), -np.inf)
+    batch = {"atoms": atoms, "kept": kept, "gram": st.gram, "cross": st.cross, "ytd": st.ytd, "t0": t,
+             "yy": float(np.add.reduce([s["y_sqsum"] for s in p._y]).sum()), "score": score,
+             "alive": np.ones(len(kept), dtype=bool), "chosen": []}
+    return _admit(p, batch, t)
+
+
+def _admit(p, b, t):
+    """Admit atoms of the batch ``b`` (plain arrays and lists: it is pickled with the pursuit) from
+    iteration ``t`` on. A batch that ``n_basis`` cut while it could go on is kept as
+    ``p._open_batch``, so a pursuit continued to a larger cap admits the rest of it exactly as one
+    run to that cap from the start (:class:`~kmp_dask.greedy._kmp.PursuitExtension`)."""
+    atoms, alive, chosen, k = b["atoms"], b["alive"], b["chosen"], p.atoms_per_pass
+    closed = False
+    while t < min(p.n_basis, b["t0"] + k) and alive.any():
+        r = b["ytd"] - _cross_now(b, chosen) @ p.coef  # dᵀ(Y − Bα) for every kept candidate (c, m)
+        s = np.where(alive, np.einsum("ij,ij->i", r, r) / (np.diag(b["gram"]) + p.lam), -np.inf)
         if s.max() <= 1e-13 * max(p.rss0, 1e-300):
+            closed = True
             break
         i = int(np.argmax(s))
         alive[i] = False
-        if not p.chol.append(_cross_now(st, chosen)[i], float(st.gram[i, i])):
+        if not p.chol.append(_cross_now(b, chosen)[i], float(b["gram"][i, i])):
             p.excluded.add(atoms[i].index)
-            warnings.warn(_DEPENDENT.format(idx=atoms[i].index), PrematureStopWarning, stacklevel=3)
+            warnings.warn(_DEPENDENT.format(idx=atoms[i].index), PrematureStopWarning, stacklevel=4)
             continue
         chosen.append(i)
         p._append(atoms[i])
-        p.ytd.append(st.ytd[i])
+        p.ytd.append(b["ytd"][i])
         p.coef = p.chol.solve(p.ytd_rows())
         first = len(chosen) == 1  # the batch's first atom: the pass's scores; later ones: the kept candidates'
-        p.recorder.new_iteration(t, atoms[i], score if first else s, int(kept[i]) if first else i)
-        p.recorder.history[-1]["residual_norm"] = float(np.sqrt(max(_rss(p, yy), 0.0)))
+        p.recorder.new_iteration(t, atoms[i], b["score"] if first else s, int(b["kept"][i]) if first else i)
+        p.recorder.history[-1]["residual_norm"] = float(np.sqrt(max(_rss(p, b["yy"]), 0.0)))
         t += 1
-        if p.tol is not None and p.rss0 > 0 and np.sqrt(max(_rss(p, yy), 0.0) / p.rss0) <= p.tol:
+        if p.tol is not None and p.rss0 > 0 and np.sqrt(max(_rss(p, b["yy"]), 0.0) / p.rss0) <= p.tol:
+            closed = True
             break
+    p._open_batch = b if not closed and t < b["t0"] + k and alive.any() else None
     if chosen:
         p._batch = [atoms[i] for i in chosen]
         p.resync()
     return t
 
 
-def _cross_now(st, chosen):
+def _cross_now(b, chosen):
     """Every kept candidate's products with the current basis: ``[DᵀB, DᵀD_chosen]`` (c, n + len(chosen))."""
-    return np.hstack([st.cross, st.gram[:, chosen]]) if chosen else st.cross
+    return np.hstack([b["cross"], b["gram"][:, chosen]]) if chosen else b["cross"]
 
 
 def _rss(p, yy):
