@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as H
 
 NAME = "kmp_cv_folds"
-SETS = "banana,twonorm,page-blocks,magic,texture,satimage,mushroom,optdigits,penbased,thyroid,coil2000"
+SETS = "banana,twonorm,magic,texture,satimage,mushroom,optdigits,penbased,marketing,letter"
 FORBIDDEN = {"ring", "phoneme", "spambase", "wdbc", "vowel"}  # keel_cv.py's acceptance sets
 VARIANTS = {"cv5": 5, "cv3": 3}
 RULE = {"pooled_drop_points": 0.2, "worst_set_drop_points": 1.5, "cpu_ratio": 0.70}  # fixed before measuring
@@ -51,6 +51,7 @@ def _arguments(p):
     p.add_argument("--repeats", type=int, default=1, help="repeats of every variant (medians)")
     p.add_argument("--max-rows", type=int, default=6000, help="larger sets: a stratified seeded subset")
     p.add_argument("--quick", action="store_true", help="output under $TMPDIR (smoke test)")
+    p.add_argument("--resume", action="store_true", help="keep the sets already in --out, run the others")
 
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
@@ -134,7 +135,11 @@ def main(args):
     out = H.output_path(NAME, args.out, quick=args.quick)
     result = {"environment": H.environment(), "settings": vars(args), "load_average_start": os.getloadavg(),
               "sets": {}}
-    for name in [s for s in args.sets.split(",") if s]:
+    if args.resume and Path(out).exists():
+        import json
+
+        result["sets"] = json.loads(Path(out).read_text())["sets"]
+    for name in [s for s in args.sets.split(",") if s and s not in result["sets"]]:
         result["sets"][name] = run_set(name, args.repeats, args.max_rows)
         result["summary"] = summarize(result["sets"])
         result["load_average_end"] = os.getloadavg()
