@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import _safe_indexing
-from sklearn.utils.validation import check_is_fitted, check_random_state
+from sklearn.utils.validation import _num_samples, check_is_fitted, check_random_state
 
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning
 from ..greedy._cv_path import factor_prefix_scorer, hash_folds, prefix_scorer, row_folds
@@ -128,14 +128,27 @@ def _prefix_scorer(est):
                          None if path is None else path.prefix_parameters)
 
 
+AUTO_CV = (3_000, 3, 5)
+"""``cv="auto"``: ``AUTO_CV[1]`` folds when the training data has at least ``AUTO_CV[0]`` rows, else
+``AUTO_CV[2]`` (docs/cross_validation.md, "Defaults"; benchmarks/kmp_cv_folds.py)."""
+
+
+def _n_folds(cv, n_rows) -> int:
+    """The number of folds of an int or ``"auto"`` ``cv`` (:data:`AUTO_CV`) for ``n_rows`` training rows."""
+    if isinstance(cv, str):
+        return AUTO_CV[1] if n_rows >= AUTO_CV[0] else AUTO_CV[2]
+    return int(cv)
+
+
 def _check_cv_params(est):
     """Validate the constructor parameters before any data pass or cluster; raise naming the fix."""
     cv = est.cv
-    if hasattr(cv, "split") and hasattr(cv, "get_n_splits"):
+    if (hasattr(cv, "split") and hasattr(cv, "get_n_splits")) or (isinstance(cv, str) and cv == "auto"):
         pass
     elif isinstance(cv, bool) or not isinstance(cv, numbers.Integral) or cv < 2:
-        raise ValueError(f"cv must be an int >= 2 (the number of folds) or a scikit-learn CV splitter; got cv={cv!r}. "
-                         "Use e.g. cv=5.")
+        raise ValueError(f"cv must be an int >= 2 (the number of folds), 'auto' ({AUTO_CV[1]} folds from "
+                         f"{AUTO_CV[0]:,} training rows, else {AUTO_CV[2]}) or a scikit-learn CV splitter; got "
+                         f"cv={cv!r}. Use e.g. cv=5 or cv='auto'.")
     g = est.gammas
     if g is not None:
         values = list(g) if isinstance(g, (list, tuple, np.ndarray)) else None
@@ -233,9 +246,10 @@ class _BaseKMPCV(BaseEstimator):
         in_memory = not (is_store_like(X) or is_dask_array(X))
         if self._is_classifier and y is not None and not is_dask_array(y):
             check_class_labels(y)
-        if not in_memory and not isinstance(self.cv, numbers.Integral):
-            raise ValueError(f"cv must be an int for store or dask input (folds by a hash of the row index); got "
-                             f"cv={self.cv!r}. Pass the number of folds, or numpy arrays to use a splitter.")
+        if not in_memory and not isinstance(self.cv, (numbers.Integral, str)):
+            raise ValueError(f"cv must be an int for store or dask input, or 'auto' (folds by a hash of the row "
+                             f"index); got cv={self.cv!r}. Pass the number of folds, or numpy arrays to use a "
+                             "splitter.")
         with client_session(self.client, in_memory=in_memory) as client:
             inner_client = "sync" if client is None else client
             if in_memory:
@@ -374,9 +388,9 @@ class _BaseKMPCV(BaseEstimator):
         """numpy / pandas input: scikit-learn folds, one pursuit per (γ, fold) on the fold's rows."""
         from sklearn.model_selection import KFold, StratifiedKFold, check_cv
 
-        if isinstance(self.cv, numbers.Integral):
+        if isinstance(self.cv, (numbers.Integral, str)):
             kind = StratifiedKFold if self._is_classifier else KFold
-            splitter = kind(n_splits=int(self.cv), shuffle=True, random_state=split_seed)
+            splitter = kind(n_splits=_n_folds(self.cv, _num_samples(X)), shuffle=True, random_state=split_seed)
         else:
             splitter = check_cv(self.cv, y, classifier=self._is_classifier)
         with fit_input(self, X, y, chunk_rows=None, is_classifier=self._is_classifier) as store:
@@ -431,8 +445,8 @@ class _BaseKMPCV(BaseEstimator):
         """Store / dask input: folds by row hash, fold rows weighted 0, all prefixes scored in one pass."""
         from ..parallel._cv_scores import held_out_prefix_stats
 
-        K = int(self.cv)
         with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=self._is_classifier) as store:
+            K = _n_folds(self.cv, store.n_rows)
             shift = self._standardization(store)
             if shift is not None:  # read through the view: rows standardised as the refit will
                 from ..store import AffineStore
@@ -542,9 +556,11 @@ _DOC = """
         its scores and is not fitted again). ``KMPClassifierCV`` starts lower on small sets: at
         ⌈n / 8⌉ atoms (at least 20) for folds of n training rows, doubled up to 200 while the best
         mean is in the last half of the cap, then as above. An int: that fixed cap.
-    cv : int or CV splitter, default=5
-        Number of folds (≥ 2). A splitter (``StratifiedKFold(...)``, ``KFold(...)``) for numpy
-        input only.
+    cv : "auto", int or CV splitter, default=5
+        Number of folds (≥ 2). "auto": 3 folds when the training data has at least 3,000 rows
+        (a held-out fold of 1,000 rows or more), else 5 (``AUTO_CV``; the rows counted before
+        any pass: ``len(X)``, a store's or dask array's row count); ``n_splits_`` says which.
+        A splitter (``StratifiedKFold(...)``, ``KFold(...)``) for numpy input only.
     rule : {"auto", "1se", "half_se", "best"}, default="auto"
         "1se": the smallest model within one standard error (``std(ddof=1) / sqrt(cv)`` of the
         best candidate's fold scores) of the best mean; "half_se": within half of it; "best": the
