@@ -86,3 +86,13 @@ def test_other_values_are_named_before_any_cluster(cv, monkeypatch):
 @parametrize_with_checks([KMPClassifierCV(n_basis=8, cv="auto"), KMPRegressorCV(n_basis=8, cv="auto")])
 def test_sklearn_compatible_with_auto(estimator, check):
     check(estimator)
+
+
+def test_defaults_auto_for_the_classifier_five_for_the_regressor():
+    """The study's decision (docs/cross_validation.md, "Defaults"): only the classifier's default changed;
+    the signature shows it, so get_params / clone / repr agree."""
+    from sklearn.base import clone
+
+    assert KMPClassifierCV().cv == "auto" and KMPRegressorCV().cv == 5
+    assert clone(KMPClassifierCV()).get_params()["cv"] == "auto" and repr(KMPClassifierCV(cv=5)).count("cv=5") == 1
+    assert set(KMPClassifierCV().get_params()) == set(KMPRegressorCV().get_params())
