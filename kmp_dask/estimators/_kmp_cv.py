@@ -576,7 +576,7 @@ _DOC = """
         any pass: ``len(X)``, a store's or dask array's row count); ``n_splits_`` says which.
         A splitter (``StratifiedKFold(...)``, ``KFold(...)``) for numpy input only. {cv_why}
     rule : {"auto", "1se", "half_se", "best"}, default="auto"
-        "1se": the smallest model within one standard error (``std(ddof=1) / sqrt(cv)`` of the
+        "1se": the smallest model within one standard error (``std(ddof=1) / sqrt(n_splits_)`` of the
         best candidate's fold scores) of the best mean; "half_se": within half of it; "best": the
         best mean; "auto": "half_se" for ``KMPClassifierCV``, "1se" for ``KMPRegressorCV``
         (``rule_`` says which was used).
