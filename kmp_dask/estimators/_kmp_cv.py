@@ -82,12 +82,13 @@ of its atoms."""
 MIN_FIRST_CAP = 20
 """The smallest first cap :data:`FIRST_CAP_SHARE` gives."""
 
-AUTO_ATOMS_PER_PASS = 4
-"""``atoms_per_pass="auto"``: k atoms per pass (:class:`~kmp_dask.KMPClassifier`'s
+AUTO_ATOMS_PER_PASS = 8
+"""``KMPClassifierCV(atoms_per_pass="auto")``: k atoms per pass (:class:`~kmp_dask.KMPClassifier`'s
 ``atoms_per_pass``) when the CV's pursuits compute their kernel blocks (store, path / URL or dask
 input, or in-memory input the folds' kernel table is not used for), 1 when they read the
-in-process kernel table (numpy input in process). With the table k > 1 cost 1.26 (k = 4) and 1.61
-(k = 8) × k = 1's CPU time on five mid-size tuning sets; on dask input TODO-STUDY
+in-process kernel table (numpy input in process, where k > 1 cost 1.26–1.61 × k = 1's CPU). On
+seven tuning sets given as dask arrays k = 8 took 0.38 of k = 1's wall time at −0.04 points of
+pooled test accuracy (worst set −0.52); k = 4 lost 2.4 points on segment, beyond the rule's 1.5
 (benchmarks/kmp_cv_blocks.py; docs/cross_validation.md, "Several atoms per pass")."""
 
 AUTO_WIDEN = 2
@@ -584,15 +585,18 @@ _DOC = """
     kernel, fit_mode, candidates, eps, q, ridge, fit_intercept, chunk_rows
         As for :class:`~kmp_dask.{inner}` (``fit_mode`` "backfit" or "prefit": the modes with
         exact prefix models).
-    atoms_per_pass : "auto" or int, default=1
+    atoms_per_pass : "auto" or int, default="auto"
         Atoms admitted per two passes over the data in every (γ, fold) pursuit and in the refit
         (as :class:`~kmp_dask.{inner}`'s ``atoms_per_pass``; ``fit_mode="backfit"`` only): the
         pursuit scores k·s candidates, keeps the 2k best and admits up to k of them one at a time
         as sequential backfitting would, so every prefix is still an exact least-squares model and
-        the refit is the chosen prefix of a fold-style pursuit with the same seed. "auto": k =
-        ``AUTO_ATOMS_PER_PASS[0]`` when every fold has at least ``AUTO_ATOMS_PER_PASS[1]`` training
-        rows, else 1 (``atoms_per_pass_`` says which was used). docs/cross_validation.md, "Several
-        atoms per pass", has the study behind the default.
+        the refit is the chosen prefix of a fold-style pursuit with the same seed. "auto": for
+        ``KMPClassifierCV`` with ``fit_mode="backfit"``, k = ``AUTO_ATOMS_PER_PASS`` (8) when the
+        pursuits compute their kernel blocks (a store, a path / URL or dask arrays; numpy input on
+        a cluster or whose kernel table is over ``TABLE_BYTES``), 1 when they read the in-process
+        kernel table (numpy input in process); for ``KMPRegressorCV`` 1 (no regression study yet).
+        ``atoms_per_pass_`` says which was used. docs/cross_validation.md, "Several atoms per
+        pass", has the study behind the default.
     standardize : "auto", bool, default="auto"
         Standardise the features (mean / std of all training rows) for every fold's pursuit and
         for the refit, whose model then takes raw rows (``best_estimator_.standardized_``).
