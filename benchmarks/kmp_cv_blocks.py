@@ -21,12 +21,13 @@ Protocol, per set, every variant in the same run, one BLAS thread, in process:
   kernel table, every kernel block computed on the workers, prefixes scored in one pass. Compare
   wall seconds there: ``cpu_seconds`` counts the driver process only.
 - Summary over the sets, per k: CPU and wall seconds over k = 1's, pooled and mean test accuracy,
-  the largest per-set accuracy loss, the sets where the choice differs; and the same over the
-  "mid" sets (``--mid``: the ones whose folds reach ``AUTO_ATOMS_PER_PASS``'s row threshold).
+  the largest per-set accuracy loss, the sets where the choice differs. ``--input dask`` on seven
+  sets (results/kmp_cv_blocks_dask.json) set ``AUTO_ATOMS_PER_PASS = 8``: "auto" off the kernel table.
 
 Usage::
 
     python benchmarks/kmp_cv_blocks.py --sets banana,twonorm --max-rows 6000 --out benchmarks/results/kmp_cv_blocks_mid.json
+    python benchmarks/kmp_cv_blocks.py --input dask --sets banana,twonorm,magic,satimage,texture,segment,titanic --out benchmarks/results/kmp_cv_blocks_dask.json
     python benchmarks/kmp_cv_blocks.py --sets pima --quick
 """
 

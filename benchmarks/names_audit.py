@@ -60,8 +60,8 @@ GLOSSARY = (
          "\"auto\" there: an adaptive cap)",
          types=("int", '"auto" or int')),
     Idea("atoms_per_pass", "atoms a KMP pursuit admits per scoring pass (squared-loss backfit)",
-         "the KMP estimators and KMP's CV (every (γ, fold) pursuit and the refit; \"auto\" there: k for folds "
-         "of enough training rows, else 1)",
+         "the KMP estimators and KMP's CV (every (γ, fold) pursuit and the refit; \"auto\" there: k without "
+         "the in-process kernel table — store / dask input —, else 1)",
          types=("int", '"auto" or int')),
     Idea("n_vectors", "vectors kept by a reduced set (Weston & Bakır's N_z)",
          "the reduced-set papers' 'vectors'; only the compressor and its meta-estimators",

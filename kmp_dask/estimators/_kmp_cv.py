@@ -83,12 +83,14 @@ of its atoms."""
 MIN_FIRST_CAP = 20
 """The smallest first cap :data:`FIRST_CAP_SHARE` gives."""
 
-AUTO_ATOMS_PER_PASS = (1, 1600)
-"""``atoms_per_pass="auto"``: ``(k, rows)`` — k atoms per pass (:class:`~kmp_dask.KMPClassifier`'s
-``atoms_per_pass``) when the fewest training rows of a fold is at least ``rows``, else 1. k = 1:
-on five mid-size tuning sets (benchmarks/kmp_cv_blocks.py) the in-process search took 1.26 (k = 4)
-and 1.61 (k = 8) × the CPU time of k = 1, against the bar 0.75 fixed before the study, so "auto"
-(and the default, 1) is one atom a pass (docs/cross_validation.md, "Several atoms per pass")."""
+AUTO_ATOMS_PER_PASS = 8
+"""``KMPClassifierCV(atoms_per_pass="auto")``: k atoms per pass (:class:`~kmp_dask.KMPClassifier`'s
+``atoms_per_pass``) when the CV's pursuits compute their kernel blocks (store, path / URL or dask
+input, or in-memory input the folds' kernel table is not used for), 1 when they read the
+in-process kernel table (numpy input in process, where k > 1 cost 1.26–1.61 × k = 1's CPU). On
+seven tuning sets given as dask arrays k = 8 took 0.38 of k = 1's wall time at −0.04 points of
+pooled test accuracy (worst set −0.52); k = 4 lost 2.4 points on segment, beyond the rule's 1.5
+(benchmarks/kmp_cv_blocks.py; docs/cross_validation.md, "Several atoms per pass")."""
 
 AUTO_WIDEN = 2
 """With ``gammas=None`` and ``n_basis="auto"``: widths added (× 4 or ÷ 4) at most at each end of the
@@ -199,9 +201,10 @@ def _check_cv_params(est):
                          f"got n_basis={n!r}. E.g. n_basis=300.")
     k = est.atoms_per_pass
     if not (k == "auto" if isinstance(k, str) else isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1):
-        raise ValueError(f"atoms_per_pass must be 'auto' ({AUTO_ATOMS_PER_PASS[0]} atom(s) a pass for folds of at least "
-                         f"{AUTO_ATOMS_PER_PASS[1]} training rows, else 1) or a positive int (atoms admitted per two "
-                         f"passes over the data; 1: one atom a pass); got atoms_per_pass={k!r}. E.g. atoms_per_pass=4.")
+        raise ValueError(f"atoms_per_pass must be 'auto' ({AUTO_ATOMS_PER_PASS} atoms a pass when the pursuits compute "
+                         f"their kernel blocks: store or dask input; 1 with the in-process kernel table) or a positive "
+                         f"int (atoms admitted per two passes over the data; 1: one atom a pass); got "
+                         f"atoms_per_pass={k!r}. E.g. atoms_per_pass=4.")
     if isinstance(k, numbers.Integral) and k > 1 and est.fit_mode != "backfit":
         raise ValueError(f"atoms_per_pass={k} needs fit_mode='backfit' (several atoms a pass are admitted by exact "
                          f"backfitting); got fit_mode={est.fit_mode!r}. Use fit_mode='backfit' or atoms_per_pass=1.")
@@ -217,7 +220,7 @@ class _BaseKMPCV(BaseEstimator):
 
     def __init__(self, *, gammas=None, n_basis="auto", cv=5, rule="auto", kernel="rbf", fit_mode="backfit",
                  candidates="auto", eps=0.05, q=0.95, ridge=1e-10, fit_intercept=True, random_state=None,
-                 client=None, chunk_rows=None, verbose=0, standardize="auto", atoms_per_pass=1):
+                 client=None, chunk_rows=None, verbose=0, standardize="auto", atoms_per_pass="auto"):
         self.gammas = gammas
         self.n_basis = n_basis
         self.cv = cv
@@ -240,7 +243,7 @@ class _BaseKMPCV(BaseEstimator):
         """The estimator fitted per (γ, fold) and at the end; gamma always explicit. The folds' fits
         see rows already standardised (when ``standardized_``); the refit standardises itself.
         ``kernel``: a resolved Kernel instead of ``self.kernel`` (the folds' shared table);
-        ``atoms_per_pass``: default ``atoms_per_pass_`` (resolved from the folds' rows)."""
+        ``atoms_per_pass``: default ``atoms_per_pass_`` (resolved by :meth:`_resolve_atoms_per_pass`)."""
         k = self.atoms_per_pass_ if atoms_per_pass is None else atoms_per_pass
         return self._inner_class(
             kernel=self.kernel if kernel is None else kernel, gamma=float(gamma), n_basis=n_basis,
@@ -249,12 +252,13 @@ class _BaseKMPCV(BaseEstimator):
             fit_intercept=self.fit_intercept, random_state=seed, client=client, chunk_rows=self.chunk_rows,
             loss="squared", standardize=standardize, atoms_per_pass=int(k))
 
-    def _resolve_atoms_per_pass(self, n_rows):
-        """``atoms_per_pass_`` from the fewest training rows ``n_rows`` of a fold (``"auto"``:
-        :data:`AUTO_ATOMS_PER_PASS`; k > 1 needs ``fit_mode="backfit"``)."""
+    def _resolve_atoms_per_pass(self, table):
+        """``atoms_per_pass_``; ``table``: whether the folds' pursuits read the in-process kernel
+        table. ``"auto"``: 1 with the table, else :data:`AUTO_ATOMS_PER_PASS` (k > 1 needs
+        ``fit_mode="backfit"``); 1 for ``KMPRegressorCV`` (no regression study behind a k > 1)."""
         k = self.atoms_per_pass
         if k == "auto":
-            k = AUTO_ATOMS_PER_PASS[0] if n_rows >= AUTO_ATOMS_PER_PASS[1] and self.fit_mode == "backfit" else 1
+            k = AUTO_ATOMS_PER_PASS if self._is_classifier and not table and self.fit_mode == "backfit" else 1
         self.atoms_per_pass_ = int(k)
 
     def _standardization(self, store):
@@ -438,12 +442,12 @@ class _BaseKMPCV(BaseEstimator):
             shift = self._standardization(store)
         splits = list(splitter.split(X, codes))
         self._first_cap(min(len(train) for train, _ in splits))
-        self._resolve_atoms_per_pass(min(len(train) for train, _ in splits))
         X, y = (a if hasattr(a, "iloc") else np.asarray(a) for a in (X, y))  # pandas kept: feature names
         if shift is not None:  # the folds' rows standardised as the refit will (the same mean / scale)
             X = (np.asarray(_numeric(X), dtype=np.float64) - shift[0]) / shift[1]
         self.gammas_ = self._gammas(_numeric(X))
         shared = _table_rows(X, client)  # None: every pursuit computes its kernel blocks
+        self._resolve_atoms_per_pass(table=shared is not None)
         scores, times = [], []
         for gamma in self.gammas_:
             with self._fold_kernel(gamma, X, shared) as (kernel, t_table):
@@ -495,7 +499,7 @@ class _BaseKMPCV(BaseEstimator):
                 store = AffineStore(store, *shift)
             folds = row_folds(store.n_rows, K, split_seed)
             self._first_cap(int(min(np.sum(folds != f) for f in range(K))))
-            self._resolve_atoms_per_pass(int(min(np.sum(folds != f) for f in range(K))))
+            self._resolve_atoms_per_pass(table=False)
             self.gammas_ = self._gammas(store)
             scorers, times = [], []
             for gamma in self.gammas_:
@@ -611,15 +615,18 @@ _DOC = """
     kernel, fit_mode, candidates, eps, q, ridge, fit_intercept, chunk_rows
         As for :class:`~kmp_dask.{inner}` (``fit_mode`` "backfit" or "prefit": the modes with
         exact prefix models).
-    atoms_per_pass : "auto" or int, default=1
+    atoms_per_pass : "auto" or int, default="auto"
         Atoms admitted per two passes over the data in every (γ, fold) pursuit and in the refit
         (as :class:`~kmp_dask.{inner}`'s ``atoms_per_pass``; ``fit_mode="backfit"`` only): the
         pursuit scores k·s candidates, keeps the 2k best and admits up to k of them one at a time
         as sequential backfitting would, so every prefix is still an exact least-squares model and
-        the refit is the chosen prefix of a fold-style pursuit with the same seed. "auto": k =
-        ``AUTO_ATOMS_PER_PASS[0]`` when every fold has at least ``AUTO_ATOMS_PER_PASS[1]`` training
-        rows, else 1 (``atoms_per_pass_`` says which was used). docs/cross_validation.md, "Several
-        atoms per pass", has the study behind the default.
+        the refit is the chosen prefix of a fold-style pursuit with the same seed. "auto": for
+        ``KMPClassifierCV`` with ``fit_mode="backfit"``, k = ``AUTO_ATOMS_PER_PASS`` (8) when the
+        pursuits compute their kernel blocks (a store, a path / URL or dask arrays; numpy input on
+        a cluster or whose kernel table is over ``TABLE_BYTES``), 1 when they read the in-process
+        kernel table (numpy input in process); for ``KMPRegressorCV`` 1 (no regression study yet).
+        ``atoms_per_pass_`` says which was used. docs/cross_validation.md, "Several atoms per
+        pass", has the study behind the default.
     standardize : "auto", bool, default="auto"
         Standardise the features (mean / std of all training rows) for every fold's pursuit and
         for the refit, whose model then takes raw rows (``best_estimator_.standardized_``).

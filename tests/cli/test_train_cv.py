@@ -11,6 +11,7 @@ from numpy.testing import assert_array_equal
 
 from kmp_dask import KMPClassifierCV, load
 from kmp_dask.cli import main
+from kmp_dask.estimators import _kmp_cv
 from kmp_dask.store import create_store, open_store
 
 
@@ -36,6 +37,8 @@ def test_train_cv_saves_the_model_the_python_search_chooses(store_path, tmp_path
     ref = KMPClassifierCV(cv=3, n_basis=20, random_state=0, client="sync").fit(str(store_path))
     assert type(saved).__name__ == "KMPClassifier"
     assert saved.n_basis_ == ref.n_basis_ and saved.get_params()["gamma"] == ref.best_params_["gamma"]
+    # a store: the default atoms_per_pass="auto" is k > 1 (no in-process kernel table)
+    assert saved.atoms_per_pass == ref.atoms_per_pass_ == _kmp_cv.AUTO_ATOMS_PER_PASS > 1
     X, _ = open_store(store_path).read_range(0, 240)
     assert_array_equal(saved.decision_function(X), ref.decision_function(X))
 

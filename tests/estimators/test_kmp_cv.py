@@ -67,10 +67,10 @@ def test_store_prefix_scores_equal_weighted_fits_on_hash_folds(moons_stores):
     clf = KMPClassifierCV(gammas=[1.0], n_basis=15, cv=3, random_state=0, client="sync").fit(store)
     folds = hash_folds(np.arange(len(X)), 3, clf.split_seed_)
     assert sorted(np.unique(folds)) == [0, 1, 2]
-    seed = clf.best_estimator_.random_state
+    seed, per_pass = clf.best_estimator_.random_state, clf.atoms_per_pass_  # store: "auto" is k > 1
     for f in range(3):
         for k in (3, 15):
-            sep = KMPClassifier(gamma=1.0, n_basis=k, random_state=seed, client="sync").fit(
+            sep = KMPClassifier(gamma=1.0, n_basis=k, random_state=seed, client="sync", atoms_per_pass=per_pass).fit(
                 store, sample_weight=(folds != f).astype(float))
             held = folds == f
             assert clf.scores_[0, f, k - 1] == accuracy_score(y[held], sep.predict(X[held]))

@@ -173,15 +173,23 @@ def test_regressor_cv_takes_k():
     assert est.atoms_per_pass_ == 4 and est.best_estimator_.atoms_per_pass == 4
 
 
-def test_auto_resolves_by_the_folds_rows(monkeypatch):
-    X, y = make_moons(150, noise=0.3, random_state=0)  # folds of 100 training rows
-    kw = {"gammas": [1.0], "n_basis": 6, "cv": 3, "random_state": 0, "client": "sync", "atoms_per_pass": "auto"}
-    monkeypatch.setattr(_kmp_cv, "AUTO_ATOMS_PER_PASS", (4, 100))
-    assert KMPClassifierCV(**kw).fit(X, y).atoms_per_pass_ == 4
-    monkeypatch.setattr(_kmp_cv, "AUTO_ATOMS_PER_PASS", (4, 101))
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_auto_is_one_on_the_kernel_table_else_k(monkeypatch):
+    """The default "auto": 1 when the folds' pursuits read the in-process kernel table (numpy input
+    in process), k = AUTO_ATOMS_PER_PASS when they compute their kernel blocks (dask input; numpy
+    input whose table is over TABLE_BYTES); 1 with fit_mode="prefit" and for KMPRegressorCV."""
+    X, y = make_moons(150, noise=0.3, random_state=0)
+    Xd, yd = da.from_array(X, chunks=50), da.from_array(y, chunks=50)
+    kw = {"gammas": [1.0], "n_basis": 6, "cv": 3, "random_state": 0, "client": "sync"}
+    k = _kmp_cv.AUTO_ATOMS_PER_PASS
+    assert k > 1 and KMPClassifierCV().atoms_per_pass == KMPRegressorCV().atoms_per_pass == "auto"
     assert KMPClassifierCV(**kw).fit(X, y).atoms_per_pass_ == 1
-    monkeypatch.setattr(_kmp_cv, "AUTO_ATOMS_PER_PASS", (4, 100))
-    assert KMPClassifierCV(fit_mode="prefit", **kw).fit(X, y).atoms_per_pass_ == 1  # k > 1 is backfit only
+    dsk = KMPClassifierCV(**kw).fit(Xd, yd)
+    assert dsk.atoms_per_pass_ == k and dsk.best_estimator_.atoms_per_pass == k
+    assert KMPClassifierCV(fit_mode="prefit", **kw).fit(Xd, yd).atoms_per_pass_ == 1  # k > 1 is backfit only
+    assert KMPRegressorCV(**kw).fit(Xd, yd.astype(float)).atoms_per_pass_ == 1
+    monkeypatch.setattr(_kmp_cv, "TABLE_BYTES", 150 * 150 * 8 - 1)  # numpy input, the table over its budget
+    assert KMPClassifierCV(**kw).fit(X, y).atoms_per_pass_ == k
 
 
 @pytest.mark.parametrize("params, match", [

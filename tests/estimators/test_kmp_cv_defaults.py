@@ -191,7 +191,8 @@ def test_doubled_cap_continues_the_pursuits_bit_for_bit(monkeypatch, store):
         import dask.array as da
 
         X, y = da.from_array(X, chunks=150), da.from_array(y, chunks=150)
-    make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=3, random_state=0, client="sync")
+    # k = 1 (dask input's "auto" is k > 1, whose continuation test_kmp_cv_blocks.py checks)
+    make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=3, random_state=0, client="sync", atoms_per_pass=1)
     monkeypatch.setattr(_kmp_cv, "EXTEND", False)
     rerun = make().fit(X, y)
     monkeypatch.setattr(_kmp_cv, "EXTEND", True)

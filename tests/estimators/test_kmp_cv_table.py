@@ -56,8 +56,9 @@ def _assert_same_pursuits(X, plain, tabled):
 
 def test_classifier_folds_select_the_same_atoms_with_the_table(monkeypatch):
     X, y = make_moons(300, noise=0.3, random_state=0)
-    (plain, p_seen), (tabled, t_seen) = _both(
-        monkeypatch, lambda: KMPClassifierCV(gammas=[0.5, 4.0], n_basis=25, cv=3, random_state=0), X, y)
+    # atoms_per_pass=1 on both paths ("auto" is k > 1 without the table); k > 1: test_kmp_cv_blocks.py
+    make = lambda: KMPClassifierCV(gammas=[0.5, 4.0], n_basis=25, cv=3, random_state=0, atoms_per_pass=1)
+    (plain, p_seen), (tabled, t_seen) = _both(monkeypatch, make, X, y)
     _assert_same_pursuits(X, p_seen, t_seen)
     np.testing.assert_allclose(tabled.scores_, plain.scores_, rtol=0, atol=1e-9)
     assert tabled.best_params_ == plain.best_params_
