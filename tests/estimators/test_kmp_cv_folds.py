@@ -57,8 +57,8 @@ def test_auto_on_dask_input_does_not_depend_on_the_chunking(tmp_path):
     folds = hash_folds(np.arange(n), 3, fits[0].split_seed_)
     seed = fits[0].best_estimator_.random_state
     for f in range(3):
-        sep = KMPClassifier(gamma=1.0, n_basis=4, random_state=seed, client="sync").fit(
-            store, sample_weight=(folds != f).astype(float))
+        sep = KMPClassifier(gamma=1.0, n_basis=4, random_state=seed, client="sync",
+                            atoms_per_pass=fits[0].atoms_per_pass_).fit(store, sample_weight=(folds != f).astype(float))
         held = folds == f
         assert fits[0].scores_[0, f, -1] == accuracy_score(c[held], sep.predict(X[held]))
 
