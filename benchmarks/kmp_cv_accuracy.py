@@ -81,6 +81,28 @@ def load(name, max_rows):
     return Xtr, Xte, ytr, yte, n_rows
 
 
+def run_variants(fit, keys, repeats, reference, log=None):
+    """Every variant ``fit(key)`` (a dict with ``seconds``, ``cpu_seconds``, ``best_params``), each
+    ``repeats`` times in a rotating order; per key the last run's record with the median (and every)
+    wall and CPU seconds and ``choice_differs`` from the ``reference`` key's choice. The tuning
+    studies of the CV's defaults (kmp_cv_early_stop.py, kmp_cv_folds.py, kmp_cv_blocks.py) share it."""
+    runs = {k: [] for k in keys}
+    for r in range(repeats):
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:  # rotating order
+            runs[k].append(fit(k))
+            if log is not None:
+                log(k, runs[k][-1])
+    out = {}
+    for k in keys:
+        last = dict(runs[k][-1])
+        for t in ("seconds", "cpu_seconds"):
+            last[t] = float(np.median([x[t] for x in runs[k]]))
+            last["all_" + t] = [x[t] for x in runs[k]]
+        last["choice_differs"] = last["best_params"] != runs[reference][-1]["best_params"]
+        out[k] = last
+    return out
+
+
 def choose(S, rule):
     """(γ index, size index) of ``rule`` on scores ``S`` (n_gammas, n_folds, n_sizes)."""
     from kmp_dask.estimators._kmp_cv import one_standard_error

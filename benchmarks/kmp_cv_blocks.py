@@ -102,27 +102,18 @@ def fit_variant(k, Xtr, ytr, Xte, yte, kind="numpy"):
 
 
 def run_set(name, ks, repeats, max_rows, kind="numpy"):
-    from kmp_cv_accuracy import load
+    from kmp_cv_accuracy import load, run_variants
 
     if name in FORBIDDEN:
         raise SystemExit(f"{name} is an acceptance set of keel_cv.py: not used for tuning")
     Xtr, Xte, ytr, yte, n_rows = load(name, max_rows)
     keys = ["1"] + [str(k) for k in ks]
-    runs = {k: [] for k in keys}
-    for r in range(repeats):
-        for k in keys[r % len(keys):] + keys[:r % len(keys)]:  # rotating order
-            runs[k].append(fit_variant(int(k), Xtr, ytr, Xte, yte, kind))
-            H.log(f"  {name} k={k}: {runs[k][-1]['cpu_seconds']:.1f}s cpu, acc {runs[k][-1]['test_accuracy']:.4f}")
+    variants = run_variants(lambda k: fit_variant(int(k), Xtr, ytr, Xte, yte, kind), keys, repeats, "1",
+                            log=lambda k, r: H.log(f"  {name} k={k}: {r['cpu_seconds']:.1f}s cpu, acc "
+                                                   f"{r['test_accuracy']:.4f}"))
     fold_rows = int(len(Xtr) * 4 // 5)  # 5 stratified folds: the fewest training rows of a fold, about
     row = {"n_rows_in_set": n_rows, "n_train": len(Xtr), "n_test": len(Xte), "n_features": int(Xtr.shape[1]),
-           "n_classes": len(np.unique(ytr)), "fold_train_rows_about": fold_rows, "variants": {}}
-    for k in keys:
-        last = dict(runs[k][-1])
-        for t in ("seconds", "cpu_seconds"):
-            last[t] = float(np.median([x[t] for x in runs[k]]))
-            last["all_" + t] = [x[t] for x in runs[k]]
-        last["choice_differs"] = last["best_params"] != runs["1"][-1]["best_params"]
-        row["variants"][k] = last
+           "n_classes": len(np.unique(ytr)), "fold_train_rows_about": fold_rows, "variants": variants}
     H.log(f"{name} (n_train {len(Xtr)}): " + "  ".join(
         f"k={k}: {v['cpu_seconds']:.1f}s cpu acc {v['test_accuracy']:.4f} n {v['n_basis']} cap {v['cap_reached']} "
         f"passes {v['scoring_passes']}" for k, v in row["variants"].items()))

@@ -76,29 +76,19 @@ def fit_variant(k, Xtr, ytr, Xte, yte):
 
 def run_set(name, repeats, max_rows):
     from keel_cv import tuned_svc
-    from kmp_cv_accuracy import load
+    from kmp_cv_accuracy import load, run_variants
 
     if name in FORBIDDEN:
         raise SystemExit(f"{name} is an acceptance set of keel_cv.py: not used for tuning")
     Xtr, Xte, ytr, yte, n_rows = load(name, max_rows)
     svc = tuned_svc(Xtr, ytr, Xte, yte)
-    keys = list(VARIANTS)
-    runs = {k: [] for k in keys}
-    for r in range(repeats):
-        for k in keys[r % len(keys):] + keys[:r % len(keys)]:  # rotating order
-            runs[k].append(fit_variant(VARIANTS[k], Xtr, ytr, Xte, yte))
     row = {"n_rows_in_set": n_rows, "n_train": len(Xtr), "n_test": len(Xte), "n_features": int(Xtr.shape[1]),
            "n_classes": len(np.unique(ytr)), "grid_seconds": svc["wall_seconds"],
-           "svc_test_accuracy": svc["accuracy"], "svc_support_vectors": svc["n_support_vectors"], "variants": {}}
-    for k in keys:
-        last = dict(runs[k][-1])
-        last["seconds"] = float(np.median([x["seconds"] for x in runs[k]]))
-        last["cpu_seconds"] = float(np.median([x["cpu_seconds"] for x in runs[k]]))
-        last["all_seconds"] = [x["seconds"] for x in runs[k]]
-        last["all_cpu_seconds"] = [x["cpu_seconds"] for x in runs[k]]
+           "svc_test_accuracy": svc["accuracy"], "svc_support_vectors": svc["n_support_vectors"],
+           "variants": run_variants(lambda k: fit_variant(VARIANTS[k], Xtr, ytr, Xte, yte), list(VARIANTS), repeats,
+                                    "cv5")}
+    for last in row["variants"].values():
         last["over_grid"] = last["seconds"] / svc["wall_seconds"]
-        last["choice_differs"] = last["best_params"] != runs["cv5"][-1]["best_params"]
-        row["variants"][k] = last
     H.log(f"{name} (n_train {len(Xtr)}): grid {svc['wall_seconds']:.1f}s  " + "  ".join(
         f"{k}: {v['seconds']:.1f}s (cpu {v['cpu_seconds']:.1f}, /grid {v['over_grid']:.2f}) acc "
         f"{v['test_accuracy']:.4f} n {v['n_basis']} cap {v['cap_reached']}" for k, v in row["variants"].items()))
