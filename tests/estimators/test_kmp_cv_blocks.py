@@ -9,7 +9,7 @@ pursuit run again from atom 1 (``EXTEND = False``), and a pursuit run to the lar
 import dask.array as da
 import numpy as np
 import pytest
-from _cv_checks import assert_same_search
+from _cv_checks import assert_extension_is_the_rerun, assert_same_search, checkerboard
 from sklearn.datasets import make_moons
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import StratifiedKFold
@@ -18,12 +18,6 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from kmp_dask import KMPClassifier, KMPClassifierCV, KMPRegressor, KMPRegressorCV
 from kmp_dask.estimators import _kmp_cv
 from kmp_dask.store import create_store
-
-
-def _checkerboard(n=400, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-3, 3, size=(n, 2))
-    return X, (np.sin(2 * X[:, 0]) * np.sin(2 * X[:, 1]) > 0).astype(int)
 
 
 @pytest.mark.parametrize("k", [3, 8])
@@ -112,15 +106,6 @@ def test_k_search_does_not_depend_on_chunking_or_workers(tmp_path, process_clien
     assert_same_search(ca, dsk)
 
 
-def _continued(monkeypatch):
-    from kmp_dask.greedy import _kmp as greedy_kmp
-
-    calls, original = [], greedy_kmp.PursuitExtension.restore
-    monkeypatch.setattr(greedy_kmp.PursuitExtension, "restore",
-                        lambda self, engine, rng: calls.append(1) or original(self, engine, rng))
-    return calls
-
-
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("store", [False, True])
 def test_doubled_cap_continues_k_pursuits_bit_for_bit(monkeypatch, store):
@@ -128,17 +113,11 @@ def test_doubled_cap_continues_k_pursuits_bit_for_bit(monkeypatch, store):
     pursuit admits the rest of that batch as one run from atom 1 does (oracle: EXTEND = False)."""
     monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (10, 40))
     monkeypatch.setattr(_kmp_cv, "FIRST_CAP_SHARE", None)
-    X, y = _checkerboard()
+    X, y = checkerboard()
     if store:
         X, y = da.from_array(X, chunks=150), da.from_array(y, chunks=150)
     make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=3, random_state=0, client="sync", atoms_per_pass=4)
-    monkeypatch.setattr(_kmp_cv, "EXTEND", False)
-    rerun = make().fit(X, y)
-    monkeypatch.setattr(_kmp_cv, "EXTEND", True)
-    continued = _continued(monkeypatch)
-    extended = make().fit(X, y)
-    assert rerun.sizes_[-1] > 10 and continued  # the precondition: the cap doubled, pursuits were continued
-    assert_same_search(rerun, extended)
+    assert_extension_is_the_rerun(monkeypatch, make, X, y, first_cap=10)
 
 
 @pytest.mark.parametrize("k, first", [(3, 10), (4, 8), (5, 1)])
@@ -149,7 +128,7 @@ def test_extension_equals_a_pursuit_to_the_larger_cap(k, first, estimator):
     a batch boundary, a one-atom first cap)."""
     from kmp_dask.greedy._kmp import PursuitExtension, extending
 
-    X, y = _checkerboard(300)
+    X, y = checkerboard(300)
     if estimator is KMPRegressor:
         y = np.sin(X[:, 0]) + 0.1 * y
     kw = {"gamma": 1.0, "random_state": 0, "client": "sync", "atoms_per_pass": k}

@@ -10,15 +10,9 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_moons
 
-from _cv_checks import assert_same_search
+from _cv_checks import assert_extension_is_the_rerun, assert_same_search, checkerboard
 from kmp_dask import KMPClassifier, KMPClassifierCV, KMPRegressorCV
 from kmp_dask.estimators import _kmp_cv
-
-
-def _checkerboard(n=400, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-3, 3, size=(n, 2))
-    return X, (np.sin(2 * X[:, 0]) * np.sin(2 * X[:, 1]) > 0).astype(int)  # needs many atoms
 
 
 def test_default_n_basis_is_auto():
@@ -28,7 +22,7 @@ def test_default_n_basis_is_auto():
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_adaptive_cap_extends_when_the_best_is_at_the_cap(monkeypatch):
     monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (10, 40))
-    X, y = _checkerboard()
+    X, y = checkerboard()
     kw = {"gammas": [0.5, 2.0], "cv": 3, "random_state": 0, "client": "sync"}
     short = KMPClassifierCV(n_basis=10, **kw).fit(X, y)
     mean = short.scores_.mean(axis=1)
@@ -70,14 +64,14 @@ def test_adaptive_cap_stays_when_the_best_is_early(monkeypatch):
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_adaptive_cap_stops_at_its_limit_and_warns(monkeypatch):
     monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (5, 10))
-    X, y = _checkerboard()
+    X, y = checkerboard()
     with pytest.warns(UserWarning, match=r"at 10 of n_basis=10 atoms"):
         auto = KMPClassifierCV(gammas=[2.0], rule="best", cv=3, random_state=0, client="sync").fit(X, y)
     assert auto.sizes_[-1] == 10
 
 
 def test_fixed_n_basis_never_extends():
-    X, y = _checkerboard()
+    X, y = checkerboard()
     with pytest.warns(UserWarning, match="raise n_basis"):
         est = KMPClassifierCV(gammas=[2.0], n_basis=10, rule="best", cv=3, random_state=0, client="sync").fit(X, y)
     assert est.sizes_[-1] == 10
@@ -91,7 +85,7 @@ def test_bad_n_basis_string_is_named(bad):
 
 def test_default_grid_widens_at_the_end_where_the_best_is(monkeypatch):
     monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (30, 30))  # no cap extension: the grid only
-    X, y = _checkerboard(300)
+    X, y = checkerboard(300)
     auto = KMPClassifierCV(cv=3, random_state=0, client="sync").fit(X, y)  # gammas=None, n_basis="auto"
     base = _kmp_cv.scale_gamma(X) * np.asarray(_kmp_cv.DEFAULT_GAMMA_FACTORS)
     assert len(auto.gammas_) > 3 and np.all(np.diff(auto.gammas_) > 0)
@@ -113,7 +107,7 @@ def test_default_grid_widens_at_the_end_where_the_best_is(monkeypatch):
 
 def test_given_grid_is_not_widened(monkeypatch):
     monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (30, 30))
-    X, y = _checkerboard(300)
+    X, y = checkerboard(300)
     est = KMPClassifierCV(gammas=[0.01, 0.02], cv=3, random_state=0, client="sync")
     with pytest.warns(UserWarning, match="largest gamma"):
         est.fit(X, y)
@@ -166,40 +160,19 @@ def test_best_rule_breaks_ties_by_size_then_gamma():
     assert _kmp_cv.one_standard_error(S, rule="best") == (1, 1)
 
 
-def _continued(monkeypatch):
-    """Count the (γ, fold) pursuits continued from a kept state (the extend hook's replays)."""
-    from kmp_dask.greedy import _kmp as greedy_kmp
-
-    calls = []
-    original = greedy_kmp.PursuitExtension.restore
-
-    def restore(self, engine, rng):
-        calls.append(1)
-        return original(self, engine, rng)
-
-    monkeypatch.setattr(greedy_kmp.PursuitExtension, "restore", restore)
-    return calls
-
-
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("store", [False, True])
 def test_doubled_cap_continues_the_pursuits_bit_for_bit(monkeypatch, store):
     """The oracle: today's path, every extended (γ, fold) pursuit run again from atom 1."""
     monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (8, 32) if store else (10, 40))  # caps that double here
-    X, y = _checkerboard()
+    X, y = checkerboard()
     if store:
         import dask.array as da
 
         X, y = da.from_array(X, chunks=150), da.from_array(y, chunks=150)
     # k = 1 (dask input's "auto" is k > 1, whose continuation test_kmp_cv_blocks.py checks)
     make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=3, random_state=0, client="sync", atoms_per_pass=1)
-    monkeypatch.setattr(_kmp_cv, "EXTEND", False)
-    rerun = make().fit(X, y)
-    monkeypatch.setattr(_kmp_cv, "EXTEND", True)
-    continued = _continued(monkeypatch)
-    extended = make().fit(X, y)
-    assert rerun.sizes_[-1] > _kmp_cv.AUTO_N_BASIS[0] and continued  # the precondition: the cap doubled, pursuits were continued
-    assert_same_search(rerun, extended)
+    assert_extension_is_the_rerun(monkeypatch, make, X, y, first_cap=_kmp_cv.AUTO_N_BASIS[0])
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -207,7 +180,7 @@ def test_kept_kernel_tables_are_not_recomputed_and_change_nothing(monkeypatch):
     """A width continued to a doubled cap reads the table kept from the stage before (oracle: the
     same search with every table recomputed at each stage, KEEP_TABLE_BYTES = 0)."""
     monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (10, 40))
-    X, y = _checkerboard()
+    X, y = checkerboard()
     built, original = [], _kmp_cv.kernel_table
     monkeypatch.setattr(_kmp_cv, "kernel_table", lambda kernel, rows: built.append(1) or original(kernel, rows))
     make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=3, random_state=0, client="sync")
@@ -260,7 +233,7 @@ def test_small_caps_double_to_the_first_cap_then_as_before(monkeypatch):
     monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (60, 120))
     monkeypatch.setattr(_kmp_cv, "FIRST_CAP_SHARE", 0.05)  # 266 training rows a fold: MIN_FIRST_CAP = 20
     monkeypatch.setattr(_kmp_cv, "SMALL_CAP_SHARE", 0.5)
-    X, y = _checkerboard()
+    X, y = checkerboard()
     kw = {"gammas": [0.5, 2.0], "cv": 3, "random_state": 0, "client": "sync"}
     auto = KMPClassifierCV(**kw).fit(X, y)
     cap = int(auto.sizes_[-1])
