@@ -52,6 +52,24 @@ def _verbose(quiet: bool):
     return 1 if sys.stderr.isatty() else 10
 
 
+class _Folds(click.ParamType):
+    """``--cv``: a number of folds ≥ 2, or "auto" (``KMPClassifierCV``'s ``cv="auto"``)."""
+
+    name = "K|auto"
+
+    def convert(self, value, param, ctx):
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 2):
+            return value
+        try:
+            k = int(value)
+        except (TypeError, ValueError):
+            k = None
+        if k is None or k < 2:
+            self.fail(f"{value!r} is not a number of folds; use a whole number >= 2 (e.g. --cv 5) or --cv auto",
+                      param, ctx)
+        return k
+
+
 class _JsonLog:
     """``--log-json FILE``: one JSON line per iteration (appended, so a resumed run continues it)."""
 
@@ -183,9 +201,10 @@ def _algorithm_in(args) -> str | None:
               help="Append one JSON line per iteration to this file (for batch jobs).")
 @click.option("--force", is_flag=True,
               help="Save the model even when the fit warns that the kernel width does not fit the data.")
-@click.option("--cv", "cv", default=None, type=click.IntRange(2),
+@click.option("--cv", "cv", default=None, type=_Folds(), metavar="K|auto",
               help="kmp: choose gamma and the number of basis functions by K-fold cross-validation along "
-                   "the pursuit (--algorithm kmp-cv with --cv K); the model refitted with the choice is saved.")
+                   "the pursuit (--algorithm kmp-cv with --cv K, or --cv auto: 3 folds from 3,000 rows, else "
+                   "5); the model refitted with the choice is saved.")
 @where_options
 def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint, checkpoint_every, resume,
           weights_path, quiet, log_json, force, cv, where, **params):

@@ -161,8 +161,9 @@ def _apply_model_cv(m: dict, path) -> None:
     if "cv" not in m:
         return
     cv = m.pop("cv")
-    if isinstance(cv, bool) or not isinstance(cv, int) or cv < 2:
-        raise SpecError(f"{path}: model.cv = {cv!r}; use a whole number of folds ≥ 2 (e.g. cv = 5)")
+    if cv != "auto" and (isinstance(cv, bool) or not isinstance(cv, int) or cv < 2):
+        raise SpecError(f"{path}: model.cv = {cv!r}; use a whole number of folds ≥ 2 (e.g. cv = 5) or "
+                        "\"auto\" (3 folds from 3,000 rows, else 5)")
     if m.get("algorithm", "kmp") not in ("kmp", "kmp-cv") or "estimator" in m:
         raise SpecError(f"{path}: model.cv works with algorithm = \"kmp\" only; got "
                         f"{m.get('estimator') or m.get('algorithm')!r}")

@@ -49,9 +49,21 @@ def test_train_cv_shows_the_search_flags_and_refuses_other_algorithms(store_path
     r = _invoke("train", store_path, "--model", tmp_path / "m", "--cv", 3, "--algorithm", "cvm",
                 "--scheduler", "sync")
     assert r.exit_code != 0 and "--cv works with --algorithm kmp only" in r.output, r.output
-    r = _invoke("train", store_path, "--model", tmp_path / "m", "--cv", 1, "--scheduler", "sync")
-    assert r.exit_code != 0 and "--cv" in r.output, r.output
+    for bad in (1, "three"):
+        r = _invoke("train", store_path, "--model", tmp_path / "m", "--cv", bad, "--scheduler", "sync")
+        assert r.exit_code != 0 and "--cv" in r.output and "--cv auto" in r.output, r.output
     assert not (tmp_path / "m").exists()
+
+
+def test_train_cv_auto_is_the_estimators_auto(store_path, tmp_path, no_cluster):
+    """``--cv auto``: KMPClassifierCV's cv="auto" (5 folds here: 240 rows < 3,000)."""
+    r = _invoke("train", store_path, "--model", tmp_path / "m", "--cv", "auto", "--n-basis", 12, "--random-state", 0,
+                "--scheduler", "sync", "--quiet")
+    assert r.exit_code == 0, r.output
+    saved = load(tmp_path / "m")
+    ref = KMPClassifierCV(cv="auto", n_basis=12, random_state=0, client="sync").fit(str(store_path))
+    assert ref.n_splits_ == 5 and saved.cv_search_["n_splits"] == 5
+    assert saved.n_basis_ == ref.n_basis_ and saved.get_params()["gamma"] == ref.best_params_["gamma"]
 
 
 @pytest.mark.parametrize("value, message", [(1, "model.cv = 1"), ("5", "model.cv = '5'")])
@@ -65,9 +77,10 @@ def test_pipeline_model_cv_is_checked(tmp_path, value, message):
     (tmp_path / "p.toml").write_text(body.format(4).replace("[model]\n", '[model]\nalgorithm = "cvm"\n'))
     with pytest.raises(SpecError, match="model.cv works with algorithm"):
         load_spec(tmp_path / "p.toml")
-    (tmp_path / "p.toml").write_text(body.format(4))
-    m = load_spec(tmp_path / "p.toml")["model"]
-    assert m["algorithm"] == "kmp-cv" and m["params"]["cv"] == 4
+    for good, text in ((4, "4"), ("auto", '"auto"')):
+        (tmp_path / "p.toml").write_text(body.format(text))
+        m = load_spec(tmp_path / "p.toml")["model"]
+        assert m["algorithm"] == "kmp-cv" and m["params"]["cv"] == good
 
 
 @pytest.mark.parametrize("flags, message", [(["--kernel", "polynomial"], "constant k(x, x)"),
