@@ -98,10 +98,18 @@ def fresh_array(n_elements: int, dtype) -> np.ndarray:
     (benchmarks/notes/kmp_cv_speed.md, "Mid-size"). A private anonymous map is never advised: the
     values, the dtype and the C layout are np.empty's; the memory is unmapped when the array is freed."""
     dtype = np.dtype(dtype)
-    nbytes = int(n_elements) * dtype.itemsize
-    if nbytes < SMALL_PAGES_FROM or _MAP_PRIVATE is None:
+    memory = _fresh_map(int(n_elements) * dtype.itemsize)
+    if memory is None:
         return np.empty(n_elements, dtype=dtype)
-    return np.frombuffer(mmap.mmap(-1, nbytes, flags=_MAP_PRIVATE), dtype=dtype, count=int(n_elements))
+    return np.frombuffer(memory, dtype=dtype, count=int(n_elements))
+
+
+def _fresh_map(nbytes: int):
+    """A private anonymous map of ``nbytes`` (4 KiB pages), or None below :data:`SMALL_PAGES_FROM`
+    or where ``mmap`` has no ``MAP_PRIVATE``: then the caller uses ``np.empty``."""
+    if nbytes < SMALL_PAGES_FROM or _MAP_PRIVATE is None:
+        return None
+    return mmap.mmap(-1, nbytes, flags=_MAP_PRIVATE)
 
 
 def _table_memory(n_elements: int) -> np.ndarray:
@@ -110,9 +118,9 @@ def _table_memory(n_elements: int) -> np.ndarray:
     nbytes = int(n_elements) * 8
     freed = next((m for m in _FREED_TABLES if len(m) == nbytes), None)
     if freed is None:
-        if nbytes < SMALL_PAGES_FROM or _MAP_PRIVATE is None:
+        freed = _fresh_map(nbytes)
+        if freed is None:
             return np.empty(n_elements)
-        freed = mmap.mmap(-1, nbytes, flags=_MAP_PRIVATE)
     _FREED_TABLES[:] = [m for m in _FREED_TABLES if m is not freed]
     flat = np.frombuffer(freed, dtype=np.float64, count=int(n_elements))
     weakref.finalize(flat, _table_freed, freed)  # every view of the table has ``flat`` as its base
