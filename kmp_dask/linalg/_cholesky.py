@@ -271,7 +271,39 @@ class IncrementalCholesky:
         b = self._check_rows(b, "b")
         if self._size == 0:
             return b.copy()
-        return _cho_solve(self._buffer[: self._size, : self._size], b)
+        return _cho_solve(self._fortran_factor(), b)
+
+    def _fortran_factor(self) -> np.ndarray:
+        """The factor (size × size) as a Fortran-contiguous array — the copy LAPACK's wrapper makes of
+        the buffer's C-ordered, capacity-strided block at every call (a transposing copy of n² values:
+        most of a solve's time once n passes ~50), kept between calls. Appends only add rows below it,
+        so it grows by copying itself (a column-wise copy) and the new rows, into the other of two
+        reused flat buffers (a fresh array per atom faulted its pages in: slower than the copy); any
+        other change of the buffer drops it (:meth:`_changed`). The same values in the same layout:
+        the solves round as before."""
+        n, kept = self._size, self.__dict__.get("_fcopy")
+        if kept is not None and kept.shape[0] == n:
+            return kept
+        flats, cur = self.__dict__.get("_fflat"), self.__dict__.get("_fcur", 0)
+        if flats is None or flats[0].size < n * n:
+            size = max(2 * n * n, 4096)
+            flats = self._fflat = [np.empty(size), np.empty(size)]
+        cur = 1 - cur
+        F = flats[cur][: n * n].reshape((n, n), order="F")
+        B = self._buffer
+        k = 0 if kept is None or kept.shape[0] > n else kept.shape[0]
+        if k:
+            F[:k, :k] = kept
+            F[:k, k:] = B[:k, k:n]
+            F[k:, :] = B[k:n, :n]
+        else:
+            F[...] = B[:n, :n]
+        self._fcopy, self._fcur = F, cur
+        return F
+
+    def _changed(self) -> None:
+        """The buffer changed other than by appending rows: the Fortran copy is stale."""
+        self._fcopy = None
 
     def append(self, cross: np.ndarray, diag: float) -> bool:
         """Add one atom to the factor unless it is numerically dependent.
@@ -379,6 +411,7 @@ class IncrementalCholesky:
         _update_trailing(T, x)
         B[p : m - 1, p : m - 1] = T
         self._size = m - 1
+        self._changed()
 
     def refactor(self, A: np.ndarray) -> None:
         """Forget the factor and factor ``A + ridge I`` from scratch (``numpy.linalg.cholesky``;
@@ -392,6 +425,7 @@ class IncrementalCholesky:
         self._buffer = np.zeros((max(_REFACTOR_CAPACITY, n),) * 2)
         self._buffer[:n, :n] = L
         self._size = n
+        self._changed()
 
     def pivot_residual_norms(self, cross_matrix: np.ndarray, diags: np.ndarray) -> np.ndarray:
         """Squared norms of candidate atoms after projecting out the selected ones.
@@ -423,6 +457,7 @@ class IncrementalCholesky:
         """Forget every atom (the buffer is kept)."""
         self._buffer[: self._size, : self._size] = 0.0
         self._size = 0
+        self._changed()
 
     def copy(self) -> IncrementalCholesky:
         """Independent copy (same factor, capacity and ridge)."""
@@ -441,6 +476,7 @@ class IncrementalCholesky:
         self._buffer = np.zeros((state["capacity"], state["capacity"]))
         self._buffer[:n, :n] = state["L"]
         self._size, self.ridge = n, state["ridge"]
+        self._changed()
 
     def __repr__(self) -> str:
         return (

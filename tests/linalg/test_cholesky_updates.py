@@ -115,3 +115,40 @@ def test_blocked_substitutions_equal_dense_solves(block):
     b = np.random.default_rng(4).standard_normal((150, 3))
     assert_allclose(forward_substitution(L, b, block=block), np.linalg.solve(L, b), rtol=1e-9, atol=1e-9)
     assert_allclose(back_substitution(L, b, block=block), np.linalg.solve(L.T, b), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_solve_is_scipys_cho_solve_on_the_buffer_bit_for_bit_through_every_change(seed):
+    """The Fortran copy of the factor that ``solve`` keeps between calls (grown by appends, dropped
+    by removals, refactors, resets) gives exactly scipy's ``cho_solve`` on the factor's block."""
+    from scipy.linalg import cho_solve
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(60, 8))
+    G = X @ X.T
+    chol = IncrementalCholesky(capacity=4, ridge=0.1)
+    idx = []
+
+    def check():
+        b = rng.normal(size=(chol.size, 3))
+        want = cho_solve((np.array(chol.L), True), b, check_finite=False)
+        assert np.array_equal(chol.solve(b), want)
+        assert np.array_equal(chol.solve(b[:, 0]), cho_solve((np.array(chol.L), True), b[:, 0], check_finite=False))
+
+    for step in range(40):
+        j = int(rng.integers(60))
+        if j not in idx and chol.append(G[idx, j], G[j, j]):
+            idx.append(j)
+        if chol.size:
+            check()
+        if step % 11 == 10 and chol.size > 2:
+            chol.remove(1)
+            del idx[1]
+            check()
+        if step == 25:
+            chol.refactor(G[np.ix_(idx, idx)])
+            check()
+    chol.reset()
+    for j in range(5):
+        chol.append(G[:j, j], G[j, j])
+    check()
