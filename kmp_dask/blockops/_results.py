@@ -85,7 +85,15 @@ class PassResult:
                 floating = isinstance(v, (float, np.floating)) or (isinstance(v, np.ndarray) and v.dtype.kind == "f")
                 s = np.add(v, 0) if floating else np.add.reduce([v])
                 out[name] = float(s) if kind == "scalar" else s
-        return cls(**out)
+        return cls._record(out)
+
+    @classmethod
+    def _record(cls, fields: dict):
+        """``cls(**fields)`` for a dict holding every field: the frozen dataclass's ``__init__`` sets
+        them one by one through ``object.__setattr__`` (a few µs a record, twice an atom)."""
+        new = object.__new__(cls)
+        new.__dict__.update(fields)
+        return new
 
     @classmethod
     def _combine_plan(cls) -> tuple:
