@@ -358,11 +358,13 @@ def _score_candidates(st: KMPState, Z, Z_sq, want_cross: bool) -> dict:
     wbuf = None if st.wtr is None else st.work.get("kernel_block_w", min(rows, len(Xtr)) * s, dtype)
     for a in range(0, len(Xtr), rows):
         b = min(a + rows, len(Xtr))
-        blocks = shared_blocks(kernels, Xtr[a:b], Z, X_sqnorm=sq_tr[a:b], Y_sqnorm=Z_sq) if len(kernels) > 1 else {}
+        # one block of all rows: the arrays themselves, not new views (a table kernel keys its cache by the object)
+        Xab, sq_ab = (Xtr, sq_tr) if b - a == len(Xtr) else (Xtr[a:b], sq_tr[a:b])
+        blocks = shared_blocks(kernels, Xab, Z, X_sqnorm=sq_ab, Y_sqnorm=Z_sq) if len(kernels) > 1 else {}
         out = buf[: (b - a) * s].reshape(b - a, s)
         Bab = None
         for q, kernel in enumerate(kernels):
-            K = blocks.pop(q) if q in blocks else kernel_block(kernel, Xtr[a:b], sq_tr[a:b], Z, Z_sq, out=out)
+            K = blocks.pop(q) if q in blocks else kernel_block(kernel, Xab, sq_ab, Z, Z_sq, out=out)
             Kw = K if wbuf is None else np.multiply(K, st.wtr[a:b, None], out=wbuf[: K.size].reshape(K.shape))
             sl = slice(q * s, (q + 1) * s)
             corr[sl] += Kw.T @ Rc[a:b]

@@ -177,7 +177,9 @@ class Kernel:
         if out is not None and spec.accepts_out and out.dtype == np.result_type(X, Y):
             norms = {"X_sqnorm": X_sqnorm, "Y_sqnorm": Y_sqnorm} if spec.needs_sqnorm else {}
             return spec.fn(X, Y, out=out, **norms, **self.params_dict)
-        return self(X, Y, X_sqnorm=X_sqnorm, Y_sqnorm=Y_sqnorm)
+        if spec.needs_sqnorm:  # as __call__ (without looking the kernel up again)
+            return spec.fn(X, Y, X_sqnorm=X_sqnorm, Y_sqnorm=Y_sqnorm, **self.params_dict)
+        return spec.fn(X, Y, **self.params_dict)
 
     def diag(self, X):
         """Diagonal ``k(X[i], X[i])``, shape (n_samples,), dtype of ``X``."""

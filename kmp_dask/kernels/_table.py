@@ -259,7 +259,7 @@ def _partition_columns(token: str, T: np.ndarray, X) -> np.ndarray | None:
     if not isinstance(X, np.ndarray) or X.flags.writeable or len(X) * T.shape[0] * 8 > T.nbytes:
         return None
     cache = _COLUMNS.setdefault(token, collections.OrderedDict())
-    key = (X.__array_interface__["data"][0], X.shape, X.strides, X.dtype.str)
+    key = _key(X)
     hit = cache.get(key)
     if hit is not None and hit[1] is not None:
         cache.move_to_end(key)
@@ -276,6 +276,29 @@ def _partition_columns(token: str, T: np.ndarray, X) -> np.ndarray | None:
     np.take(T, idx, axis=1, out=columns, mode="wrap")  # T.take(idx, axis=1)'s values (indices checked above)
     cache[key] = (X, columns, GATHER_AFTER, buffer)
     return columns
+
+
+_KEYS: dict = {}
+"""``id(X) -> (X, key)``: the cache key of an array object seen before (a partition reads through the
+same array object at every atom; :data:`_KEYS` keeps it, so its ``id`` is not reused meanwhile)."""
+
+KEYS_KEPT = 64
+"""At most this many array objects in :data:`_KEYS` (emptied when full)."""
+
+
+def _key(X: np.ndarray) -> tuple:
+    """The columns' cache key of a read-only ``X``: its data's address, shape, strides and dtype.
+    Read from ``__array_interface__`` (a dict built at every access, ~4 µs) once per array object,
+    then found by the object's identity: an array object's data address never changes, and its
+    shape, strides and dtype are checked (cheap attributes)."""
+    seen = _KEYS.get(id(X))
+    if seen is not None and seen[0] is X and seen[1][1:] == (X.shape, X.strides, X.dtype.str):
+        return seen[1]
+    key = (X.__array_interface__["data"][0], X.shape, X.strides, X.dtype.str)
+    if len(_KEYS) >= KEYS_KEPT:
+        _KEYS.clear()
+    _KEYS[id(X)] = (X, key)
+    return key
 
 
 def _column_buffer(token: str, cache: collections.OrderedDict, T: np.ndarray, n_columns: int) -> np.ndarray:
