@@ -486,7 +486,7 @@ class Residual:
         d = B[:, n - 1]
         if w is not None and n > 1:
             Bo = B[:, : n - 1]
-            u = (d - Bo @ np.asarray(w).astype(Bo.dtype, copy=False)).astype(np.float64)
+            u = (d - Bo @ np.asarray(w).astype(Bo.dtype, copy=False)).astype(np.float64, copy=False)  # a new array
         else:
             u = d.astype(np.float64)
         self.move_by(u, beta, coef)
@@ -514,7 +514,7 @@ class Residual:
 
     def grow(self) -> None:
         """A column joined with coefficient 0: nothing moves."""
-        self.coef = np.vstack([self.coef, np.zeros((1, self.m))])
+        self.coef = np.concatenate((self.coef, np.zeros((1, self.m))))  # np.vstack's values, without its wrapper
 
     def loss_sum(self) -> np.ndarray:
         """Training loss per output (m,) (other losses only)."""

@@ -45,7 +45,7 @@ class CandidateSet:
                 ex = np.fromiter([i in excluded for i in self.index.tolist()], dtype=bool, count=self.s)
             else:
                 ex = np.isin(self.index, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
-            score[: len(self)][np.tile(ex, self.n_kernels)] = -np.inf
+            score[: len(self)][ex if self.n_kernels == 1 else np.tile(ex, self.n_kernels)] = -np.inf
 
 
 def gather_rows(results, idx, n_features, dtype) -> np.ndarray:
