@@ -269,8 +269,11 @@ def _column(st: KMPState, atom: Atom) -> tuple[np.ndarray, np.ndarray]:
         return np.ones(len(v.Xtr), dtype=st.cache.dtype), np.ones(len(v.Xva), dtype=st.cache.dtype)
     kernel = st.kernels[atom.kernel]
     z = np.asarray(atom.z).reshape(1, -1)
-    z_sq = sqnorm(z)
-    return kernel_block(kernel, v.Xtr, v.sq_tr, z, z_sq)[:, 0], kernel_block(kernel, v.Xva, v.sq_va, z, z_sq)[:, 0]
+    z_sq = sqnorm(z) if kernel.needs_sqnorm else None  # (a kernel without norms never reads them)
+    col_tr = kernel_block(kernel, v.Xtr, v.sq_tr, z, z_sq)[:, 0]
+    if not len(v.Xva):  # no validation rows: an empty column (no kernel call)
+        return col_tr, np.empty(0, dtype=col_tr.dtype)
+    return col_tr, kernel_block(kernel, v.Xva, v.sq_va, z, z_sq)[:, 0]
 
 
 def pend_column(part: Partition, atom: Atom) -> None:
@@ -317,6 +320,9 @@ def _blocks(st: KMPState, val: bool = False):
     return st.cache.row_blocks(X, sq, st.kernels, st.work, val)
 
 
+_ACCEPT = Effect(accept_column, None, "kmp.columns")  # one object: an effect is an immutable value
+
+
 class kmp_effects:  # noqa: N801 (a namespace of Effect constructors)
     """The :class:`~kmp_dask.blockops.Effect` of each KMP state change, with its journal slot."""
 
@@ -330,7 +336,7 @@ class kmp_effects:  # noqa: N801 (a namespace of Effect constructors)
 
     @staticmethod
     def accept() -> Effect:
-        return Effect(accept_column, None, "kmp.columns")
+        return _ACCEPT
 
     @staticmethod
     def set_coef(coef) -> Effect:
@@ -472,7 +478,7 @@ def kmp_score(part: Partition, q: ScoreQuery) -> ScoreStats:
         out["fetched"] = fetch_rows(part, q.fetch)
         if part.w is not None:  # a row of weight 0 is not in the data: never a candidate
             out["zero_weight"] = zero_weight_rows(part, q.fetch)
-    return ScoreStats(**out)
+    return ScoreStats.make(out)
 
 
 def kmp_column_stats(part: Partition, msg=None) -> ColumnStats:
@@ -494,8 +500,11 @@ def kmp_column_stats(part: Partition, msg=None) -> ColumnStats:
     else:
         cross = st.cache.cross(wd, st.work)
     sqn, corr, ytd = float(d @ wd), st.fit.R.T @ wd, st.fit.Y.T @ wd
-    ls = _line_stats(st, d, np.zeros((1, st.fit.m))) if st.loss is not None else LineStats(None)
-    return ColumnStats(sqn, corr, ytd, cross, ls.loss, ls.grad, ls.hess)
+    out = {"sqn": sqn, "corr": corr, "ytd": ytd, "cross": cross}
+    if st.loss is not None:
+        ls = _line_stats(st, d, np.zeros((1, st.fit.m)))
+        out.update(loss=ls.loss, grad=ls.grad, hess=ls.hess)
+    return ColumnStats.make(out)
 
 
 def _line_stats(st: KMPState, d: np.ndarray, alphas: np.ndarray) -> LineStats:

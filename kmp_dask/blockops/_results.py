@@ -16,7 +16,7 @@ reduced-set exchanges still answer with string-keyed dicts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -88,11 +88,26 @@ class PassResult:
         return cls._record(out)
 
     @classmethod
-    def _record(cls, fields: dict):
-        """``cls(**fields)`` for a dict holding every field: the frozen dataclass's ``__init__`` sets
+    def make(cls, values: dict):
+        """``cls(**values)`` (the fields not given take their defaults) without the frozen
+        dataclass's ``__init__``, which sets them one by one through ``object.__setattr__``: a
+        pass's record, built a few times an atom."""
+        spec = cls.__dict__.get("_spec")
+        if spec is None:
+            spec = cls._spec = ({f.name: f.default for f in fields(cls) if f.default is not MISSING},
+                                tuple(f.name for f in fields(cls) if f.default is MISSING))
+        defaults, required = spec
+        for name in required:
+            if name not in values:
+                raise TypeError(f"{cls.__name__}.make() missing the field {name!r}")
+        return cls._record({**defaults, **values})
+
+    @classmethod
+    def _record(cls, values: dict):
+        """``cls(**values)`` for a dict holding every field: the frozen dataclass's ``__init__`` sets
         them one by one through ``object.__setattr__`` (a few µs a record, twice an atom)."""
         new = object.__new__(cls)
-        new.__dict__.update(fields)
+        new.__dict__.update(values)
         return new
 
     @classmethod

@@ -59,6 +59,9 @@ def gather_fetched(fetched, idx, n_features, dtype) -> np.ndarray:
     is sorted when it comes from a sampler), not a per-call dict: 130 → 50 µs for 59 rows."""
     idx = np.asarray(idx, dtype=np.int64)
     rows = np.empty((len(idx), n_features), dtype=dtype)
+    if len(fetched) == 1 and len(fetched[0][0]) == len(idx) and np.array_equal(fetched[0][0], idx):
+        rows[...] = fetched[0][1]  # one partition owns every row asked for, in that order
+        return rows
     ordered = len(idx) < 2 or bool((idx[1:] > idx[:-1]).all())
     key = idx if ordered else np.argsort(idx, kind="stable")
     for own, X in fetched:
