@@ -370,16 +370,25 @@ def _score_candidates(st: KMPState, Z, Z_sq, want_cross: bool) -> dict:
         out = buf[: (b - a) * s].reshape(b - a, s)
         Bab = None
         for q, kernel in enumerate(kernels):
-            K = blocks.pop(q) if q in blocks else kernel_block(kernel, Xab, sq_ab, Z, Z_sq, out=out)
+            shared = q in blocks
+            K = blocks.pop(q) if shared else kernel_block(kernel, Xab, sq_ab, Z, Z_sq, out=out)
             Kw = K if wbuf is None else np.multiply(K, st.wtr[a:b, None], out=wbuf[: K.size].reshape(K.shape))
             sl = slice(q * s, (q + 1) * s)
             corr[sl] += Kw.T @ Rc[a:b]
-            sqn[sl] += np.einsum("ij,ij->j", Kw, K)
+            held = None if wbuf is not None or shared else _held_sqnorms(kernel, Xab, Z)
+            sqn[sl] += np.einsum("ij,ij->j", Kw, K) if held is None else held
             if want_cross and n:
                 if Bab is None:
                     Bab = st.cache.rows(Xtr, sq_tr, kernels, st.work, a, b)
                 cross[sl] += Kw.T @ Bab
     return {"corr": corr, "sqn": sqn, "cross": cross}
+
+
+def _held_sqnorms(kernel, X, Z):
+    """``‖k(X, z_j)‖²`` per candidate when the kernel holds them (a table's cached columns: the same
+    values as the block's einsum), else None."""
+    held = getattr(kernel, "column_sqnorms", None)
+    return None if held is None else held(X, Z)
 
 
 def _factored_gamma(st: KMPState, Z_sq) -> float | None:

@@ -181,6 +181,12 @@ class Kernel:
             return spec.fn(X, Y, X_sqnorm=X_sqnorm, Y_sqnorm=Y_sqnorm, **self.params_dict)
         return spec.fn(X, Y, **self.params_dict)
 
+    def column_sqnorms(self, X, Y):
+        """``Σ_i k(X[i], Y[j])²`` per row of ``Y`` when the kernel holds these sums already (see
+        :class:`~kmp_dask.kernels._registry.KernelSpec`), bit for bit those of the block; else None."""
+        spec = _lookup(self.name)
+        return None if spec.column_sqnorms is None else spec.column_sqnorms(X, Y, **self.params_dict)
+
     def diag(self, X):
         """Diagonal ``k(X[i], X[i])``, shape (n_samples,), dtype of ``X``."""
         return _lookup(self.name).diag(X, **self.params_dict)

@@ -41,6 +41,10 @@ class KernelSpec:
         values of the parameter ``multi_param`` sharing one pass (bit-identical to ``fn``).
     multi_param : str or None
         The parameter ``multi`` varies (e.g. ``"gamma"``).
+    column_sqnorms : callable or None
+        ``column_sqnorms(X, Y, **params) -> ndarray (len(Y),) or None``: ``Σ_i fn(X, Y)[i, j]²``
+        when the kernel holds them already (a table's cached columns), bit for bit
+        ``np.einsum("ij,ij->j", K, K)`` of the block ``K = fn(X, Y)``; None when it does not.
     """
 
     name: str
@@ -51,12 +55,14 @@ class KernelSpec:
     accepts_out: bool = False
     multi: Callable | None = None
     multi_param: str | None = None
+    column_sqnorms: Callable | None = None
 
 
 KERNELS: dict[str, KernelSpec] = {}
 
 
-def register_kernel(name, fn, diag, params, *, needs_sqnorm=False, accepts_out=False, multi=None, multi_param=None):
+def register_kernel(name, fn, diag, params, *, needs_sqnorm=False, accepts_out=False, multi=None, multi_param=None,
+                    column_sqnorms=None):
     """Add a kernel to :data:`KERNELS`.
 
     Parameters
@@ -73,7 +79,7 @@ def register_kernel(name, fn, diag, params, *, needs_sqnorm=False, accepts_out=F
         except ``gamma``, where None means ``1 / n_features``).
     needs_sqnorm : bool, default=False
         Whether ``fn`` accepts precomputed ``X_sqnorm`` / ``Y_sqnorm``.
-    accepts_out, multi, multi_param
+    accepts_out, multi, multi_param, column_sqnorms
         Optional capabilities, see :class:`KernelSpec`.
 
     Returns
@@ -105,7 +111,7 @@ def register_kernel(name, fn, diag, params, *, needs_sqnorm=False, accepts_out=F
         if not callable(func):
             raise TypeError(f"register_kernel: {label!r} must be callable. Got {func!r} instead.")
     spec = KernelSpec(name, fn, diag, MappingProxyType(dict(params)), bool(needs_sqnorm), bool(accepts_out),
-                      multi, multi_param)
+                      multi, multi_param, column_sqnorms)
     KERNELS[name] = spec
     return spec
 

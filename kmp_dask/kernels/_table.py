@@ -42,8 +42,9 @@ atoms, were slower with it at the first block)."""
 _COLUMNS: dict[str, collections.OrderedDict] = {}
 """Per table: its columns of a partition's rows, ``T[:, rows]``, keyed by the partition's (read-only)
 index array — a pursuit reads the same rows' columns at every atom (:func:`_partition_columns`).
-An entry is ``(X, columns, reads, buffer)``: ``columns`` a C-ordered view of the flat ``buffer``
-(both None while the entry only counts reads)."""
+An entry is ``(X, columns, reads, buffer, row_sqnorms)``: ``columns`` a C-ordered view of the flat
+``buffer`` (both None while the entry only counts reads); ``row_sqnorms`` the sums of squares of
+its rows once :func:`row_table_column_sqnorms` asked for them (else None)."""
 
 SMALL_PAGES_FROM = 4 << 20
 """Arrays of at least this many bytes are mapped in 4 KiB pages by :func:`fresh_array`."""
@@ -265,7 +266,7 @@ def _partition_columns(token: str, T: np.ndarray, X) -> np.ndarray | None:
         cache.move_to_end(key)
         return hit[1]
     if hit is None or hit[2] < GATHER_AFTER:  # a pursuit that stops after a few atoms: not worth the gather
-        cache[key] = (X, None, 1 if hit is None else hit[2] + 1, None)
+        cache[key] = (X, None, 1 if hit is None else hit[2] + 1, None, None)
         return None
     del cache[key]
     idx = _indices(X)
@@ -274,7 +275,7 @@ def _partition_columns(token: str, T: np.ndarray, X) -> np.ndarray | None:
     buffer = _column_buffer(token, cache, T, len(idx))
     columns = buffer[: T.shape[0] * len(idx)].reshape(T.shape[0], len(idx))
     np.take(T, idx, axis=1, out=columns, mode="wrap")  # T.take(idx, axis=1)'s values (indices checked above)
-    cache[key] = (X, columns, GATHER_AFTER, buffer)
+    cache[key] = (X, columns, GATHER_AFTER, buffer, None)
     return columns
 
 
@@ -331,6 +332,25 @@ def _column_buffer(token: str, cache: collections.OrderedDict, T: np.ndarray, n_
                 spares.append(buffer)
 
 
+def row_table_column_sqnorms(X, Y, *, table):
+    """``Σ_i T[Y[j, 0], X[i, 0]]²`` (float64, one per row of ``Y``) when ``X``'s columns of the table
+    are cached (:func:`_partition_columns`), else None: the sums of squares of every table row over
+    the partition's columns, computed once per cache entry by the einsum the scoring pass ran on
+    each block — each sum reduces the same contiguous values in the same order, so the values are
+    bit for bit the block's ``np.einsum("ij,ij->j", K, K)``; a pass reads ``s`` of them instead of
+    ``s × rows`` products."""
+    cache = _COLUMNS.get(table)
+    if cache is None or not isinstance(X, np.ndarray) or X.flags.writeable:
+        return None
+    key = _key(X)
+    hit = cache.get(key)
+    if hit is None or hit[1] is None:
+        return None
+    if hit[4] is None:
+        hit = cache[key] = hit[:4] + (np.einsum("ij,ij->i", hit[1], hit[1]),)
+    return hit[4].take(_indices(Y))
+
+
 def row_table_diag(X, *, table):
     """Diagonal ``T[X[i, 0], X[i, 0]]``."""
     T = _lookup(table)
@@ -338,4 +358,4 @@ def row_table_diag(X, *, table):
     return T[i, i]
 
 
-register_kernel("row_table", row_table, row_table_diag, {"table": None})
+register_kernel("row_table", row_table, row_table_diag, {"table": None}, column_sqnorms=row_table_column_sqnorms)

@@ -151,3 +151,31 @@ def test_nothing_is_left_after_a_cross_validation(monkeypatch):
     gc.collect()
     assert not _table._TABLES and not _table._COLUMNS and not _table._SPARES
     assert not _table._POOL and not _table._FREED_TABLES and not _table._POOL_OWNERS
+
+
+def test_column_sqnorms_are_the_blocks_einsum_bit_for_bit_once_the_columns_are_cached():
+    """``Kernel.column_sqnorms`` of the table kernel: None until a partition's columns are cached,
+    then exactly ``np.einsum("ij,ij->j", K, K)`` of the block ``K`` the kernel returns (the scoring
+    pass uses them instead of that einsum); None for a writeable (uncached) X and for other kernels."""
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(400, 3))
+    T = kernel_table(Kernel("rbf", {"gamma": 0.7}), A)
+    rows = np.sort(rng.choice(400, 300, replace=False))
+    with row_tables(T) as token:
+        k = Kernel("row_table", {"table": token})
+        (X,) = _partitions(rows, 1)
+        seen_cached = False
+        for _ in range(_table.GATHER_AFTER + 4):
+            cand = rng.choice(rows, 40, replace=False).astype(float)[:, None]
+            K = k.block(X, cand)
+            held = k.column_sqnorms(X, cand)
+            if held is None:
+                assert not seen_cached
+                continue
+            seen_cached = True
+            assert held.dtype == np.float64
+            np.testing.assert_array_equal(held, np.einsum("ij,ij->j", K, K))
+            assert held.tobytes() == np.einsum("ij,ij->j", K, K).tobytes()
+        assert seen_cached
+        assert k.column_sqnorms(X.copy(), cand) is None  # writeable: never cached
+    assert Kernel("rbf", {"gamma": 0.7}).column_sqnorms(A, A[:3]) is None
