@@ -73,10 +73,10 @@ class PassResult:
         out = {}
         for name, kind in cls._combine_plan():
             v = getattr(r, name)
-            if kind == "gathered":
-                out[name] = (v,)
-            elif v is None:
+            if v is None and kind != "gathered":
                 out[name] = None
+            elif kind == "gathered":
+                out[name] = (v,)
             elif kind == "python":
                 out[name] = 0 + v
             elif kind == "max":
