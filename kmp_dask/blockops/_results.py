@@ -70,13 +70,14 @@ class PassResult:
         and types without a list and a reduction per field: a sum over one record is ``0 + value``
         (``np.add.reduce`` starts from the identity, so −0.0 becomes 0.0 in both; integer and
         other arrays keep the reduction, whose dtype may differ from the addition's)."""
-        out = {}
-        for name, kind in cls._combine_plan():
-            v = getattr(r, name)
-            if v is None and kind != "gathered":
-                out[name] = None
-            elif kind == "gathered":
+        kinds = cls._combine_kinds()
+        out = dict(r.__dict__)  # the record's fields; those not None are replaced by their totals
+        for name, v in r.__dict__.items():
+            kind = kinds[name]
+            if kind == "gathered":
                 out[name] = (v,)
+            elif v is None:
+                continue
             elif kind == "python":
                 out[name] = 0 + v
             elif kind == "max":
@@ -89,18 +90,21 @@ class PassResult:
 
     @classmethod
     def make(cls, values: dict):
-        """``cls(**values)`` (the fields not given take their defaults) without the frozen
-        dataclass's ``__init__``, which sets them one by one through ``object.__setattr__``: a
-        pass's record, built a few times an atom."""
+        """``cls(**values)`` (the fields not given take their defaults; an unknown or a missing one is
+        a TypeError) without the frozen dataclass's ``__init__``, which sets the fields one by one
+        through ``object.__setattr__``: a pass's record, built a few times an atom."""
         spec = cls.__dict__.get("_spec")
         if spec is None:
-            spec = cls._spec = ({f.name: f.default for f in fields(cls) if f.default is not MISSING},
-                                tuple(f.name for f in fields(cls) if f.default is MISSING))
-        defaults, required = spec
-        for name in required:
-            if name not in values:
+            spec = cls._spec = tuple((f.name, f.default) for f in fields(cls))
+        if len(values) > len(spec) or not values.keys() <= {name for name, _ in spec}:
+            raise TypeError(f"{cls.__name__}.make() got unknown fields {sorted(set(values) - {n for n, _ in spec})}")
+        out = {}
+        for name, default in spec:
+            v = values.get(name, default)
+            if v is MISSING:
                 raise TypeError(f"{cls.__name__}.make() missing the field {name!r}")
-        return cls._record({**defaults, **values})
+            out[name] = v
+        return cls._record(out)
 
     @classmethod
     def _record(cls, values: dict):
@@ -109,6 +113,14 @@ class PassResult:
         new = object.__new__(cls)
         new.__dict__.update(values)
         return new
+
+    @classmethod
+    def _combine_kinds(cls) -> dict:
+        """``{field name: how it is totalled}`` (:meth:`_combine_plan` as a dict)."""
+        kinds = cls.__dict__.get("_kinds")
+        if kinds is None:
+            kinds = cls._kinds = dict(cls._combine_plan())
+        return kinds
 
     @classmethod
     def _combine_plan(cls) -> tuple:

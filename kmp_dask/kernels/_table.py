@@ -293,12 +293,12 @@ def _key(X: np.ndarray) -> tuple:
     then found by the object's identity: an array object's data address never changes, and its
     shape, strides and dtype are checked (cheap attributes)."""
     seen = _KEYS.get(id(X))
-    if seen is not None and seen[0] is X and seen[1][1:] == (X.shape, X.strides, X.dtype.str):
+    if seen is not None and seen[0] is X and X.dtype is seen[2] and X.shape == seen[1][1] and X.strides == seen[1][2]:
         return seen[1]
     key = (X.__array_interface__["data"][0], X.shape, X.strides, X.dtype.str)
     if len(_KEYS) >= KEYS_KEPT:
         _KEYS.clear()
-    _KEYS[id(X)] = (X, key)
+    _KEYS[id(X)] = (X, key, X.dtype)
     return key
 
 

@@ -58,3 +58,36 @@ def test_rs_score_total_holds_every_partitions_candidates():
     assert len(cands) == 6 and all(len(c["index"]) == 2 for c in cands)
     best = int(np.argmax((F**2).sum(axis=1) / k.diag(X)))
     assert best in np.concatenate([c["index"] for c in cands]).tolist()
+
+
+def test_make_is_the_constructor_and_one_record_totals_as_a_reduction_over_one():
+    """``PassResult.make`` builds the record the dataclass constructor builds (fields, order, values;
+    unknown or missing fields refused); the total of one record (``_combine_one``) holds what the
+    general path's ``np.add.reduce`` over a one-element list gives — ``-0.0`` summed to ``0.0``,
+    integer arrays reduced, Python sums, gathered pieces in a tuple."""
+    from kmp_dask.blockops._results import ColumnStats, ScoreStats
+
+    values = {"rss": np.array([-0.0, 2.5]), "rsum": np.array([1.0, -0.0]), "n_above": 3,
+              "corr": np.array([[-0.0, 1.0], [2.0, 3.0]]), "sqn": np.array([1.0, -0.0]), "val_n": 7.0,
+              "fetched": (np.array([1, 2]), np.ones((2, 3)))}
+    made, built = ScoreStats.make(values), ScoreStats(**values)
+    assert list(made.__dict__) == list(built.__dict__) and made == built
+    with pytest.raises(TypeError, match="missing"):
+        ScoreStats.make({"rss": 1.0})
+    with pytest.raises(TypeError, match="unknown"):
+        ColumnStats.make({"sqn": 1.0, "corr": 2.0, "bogus": 3})
+    one = ScoreStats.combine([made])
+    for name, kind in ScoreStats._combine_plan():
+        v = getattr(made, name)
+        if kind == "gathered":
+            assert getattr(one, name) == (v,) or getattr(one, name)[0] is v
+        elif v is None:
+            assert getattr(one, name) is None
+        elif kind == "python":
+            assert getattr(one, name) == sum([v]) and type(getattr(one, name)) is type(sum([v]))
+        else:
+            ref = np.add.reduce([v])
+            assert getattr(one, name).tobytes() == ref.tobytes() and getattr(one, name).dtype == ref.dtype
+    col = ColumnStats.combine([ColumnStats.make({"sqn": -0.0, "corr": np.array([-0.0]), "cross": np.arange(3)})])
+    assert col.sqn == 0.0 and np.copysign(1.0, col.sqn) == 1.0 and type(col.sqn) is float
+    assert np.copysign(1.0, col.corr[0]) == 1.0 and col.cross.dtype == np.add.reduce([np.arange(3)]).dtype
