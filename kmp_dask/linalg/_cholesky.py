@@ -110,6 +110,38 @@ def _update_trailing(T: np.ndarray, x: np.ndarray) -> None:
             x[j + 1 :] = c * x[j + 1 :] - s * T[j + 1 :, j]
 
 
+class _FortranCopy:
+    """The leading ``n × n`` block of a factor's buffer as a Fortran-contiguous array — the copy
+    LAPACK's wrapper makes of the C-ordered, capacity-strided block at every call (a transposing
+    copy of n² values: most of a solve's time once n passes ~50) — kept between calls. Appends only
+    add rows below the block, so it grows by copying itself (a column-wise copy) and the new rows
+    into the other of two reused flat buffers (a fresh array per atom faulted its pages in: slower
+    than the copy). The same values in the same layout: the solves round as before. Whoever changes
+    the buffer other than by appending drops it (:meth:`IncrementalCholesky._changed`)."""
+
+    def __init__(self):
+        self.kept, self.flats, self.cur = None, None, 0
+
+    def of(self, B: np.ndarray, n: int) -> np.ndarray:
+        kept = self.kept
+        if kept is not None and kept.shape[0] == n:
+            return kept
+        if self.flats is None or self.flats[0].size < n * n:
+            size = max(2 * n * n, 4096)
+            self.flats = [np.empty(size), np.empty(size)]
+        self.cur = 1 - self.cur
+        F = self.flats[self.cur][: n * n].reshape((n, n), order="F")
+        k = 0 if kept is None or kept.shape[0] > n else kept.shape[0]
+        if k:
+            F[:k, :k] = kept
+            F[:k, k:] = B[:k, k:n]
+            F[k:, :] = B[k:n, :n]
+        else:
+            F[...] = B[:n, :n]
+        self.kept = F
+        return F
+
+
 class IncrementalCholesky:
     """Lower Cholesky factor ``L`` of ``G + ridge * I``, grown one column at a time.
 
@@ -274,36 +306,13 @@ class IncrementalCholesky:
         return _cho_solve(self._fortran_factor(), b)
 
     def _fortran_factor(self) -> np.ndarray:
-        """The factor (size × size) as a Fortran-contiguous array — the copy LAPACK's wrapper makes of
-        the buffer's C-ordered, capacity-strided block at every call (a transposing copy of n² values:
-        most of a solve's time once n passes ~50), kept between calls. Appends only add rows below it,
-        so it grows by copying itself (a column-wise copy) and the new rows, into the other of two
-        reused flat buffers (a fresh array per atom faulted its pages in: slower than the copy); any
-        other change of the buffer drops it (:meth:`_changed`). The same values in the same layout:
-        the solves round as before."""
-        n, kept = self._size, self.__dict__.get("_fcopy")
-        if kept is not None and kept.shape[0] == n:
-            return kept
-        flats, cur = self.__dict__.get("_fflat"), self.__dict__.get("_fcur", 0)
-        if flats is None or flats[0].size < n * n:
-            size = max(2 * n * n, 4096)
-            flats = self._fflat = [np.empty(size), np.empty(size)]
-        cur = 1 - cur
-        F = flats[cur][: n * n].reshape((n, n), order="F")
-        B = self._buffer
-        k = 0 if kept is None or kept.shape[0] > n else kept.shape[0]
-        if k:
-            F[:k, :k] = kept
-            F[:k, k:] = B[:k, k:n]
-            F[k:, :] = B[k:n, :n]
-        else:
-            F[...] = B[:n, :n]
-        self._fcopy, self._fcur = F, cur
-        return F
+        """The factor as a Fortran-contiguous array, kept between solves (:class:`_FortranCopy`)."""
+        kept = self.__dict__.get("_fortran") or self.__dict__.setdefault("_fortran", _FortranCopy())
+        return kept.of(self._buffer, self._size)
 
     def _changed(self) -> None:
         """The buffer changed other than by appending rows: the Fortran copy is stale."""
-        self._fcopy = None
+        self.__dict__.pop("_fortran", None)
 
     def append(self, cross: np.ndarray, diag: float) -> bool:
         """Add one atom to the factor unless it is numerically dependent.
