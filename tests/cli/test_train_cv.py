@@ -125,3 +125,43 @@ def test_train_cv_checkpoint_and_resume_give_the_uninterrupted_model(store_path,
     (tmp_path / "w.npy").write_bytes(b"")
     r = _invoke(*args, "--model", tmp_path / "w", "--sample-weight", tmp_path / "w.npy")
     assert r.exit_code != 0 and "--cv cannot be combined with --sample-weight" in r.output, r.output
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_pipeline_cv_step_killed_in_its_search_resumes_to_the_same_model(tmp_path, monkeypatch):
+    """A pipeline's ``[model] cv = 3`` step gets the run's checkpoint: a run that dies in the
+    search's third pursuit, resumed, saves the model of an uninterrupted run (bit for bit)."""
+    from kmp_dask.pipeline import load_spec, run_pipeline
+
+    (tmp_path / "p.toml").write_text('[data.train]\nsource = "synthetic:classification"\nn_rows = 200\n'
+                                     '[model]\ncv = 3\n[model.params]\nn_basis = 12\nrandom_state = 0\n')
+    spec = load_spec(tmp_path / "p.toml")
+    quiet = {"client": "sync", "log": lambda *a, **k: None}
+    calls, original = [], _kmp_cv._BaseKMPCV._fold_fit
+    counted = lambda self, *a, **k: calls.append(1) or original(self, *a, **k)
+    with monkeypatch.context() as m:
+        m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", counted)
+        run_pipeline(spec, tmp_path / "ref", **quiet)
+    n_units = len(calls)
+    calls.clear()
+
+    def fold_fit(self, *a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            raise _Killed()
+        return original(self, *a, **k)
+
+    with monkeypatch.context() as m:
+        m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", fold_fit)
+        with pytest.raises(_Killed):
+            run_pipeline(spec, tmp_path / "run", **quiet)
+    assert any((tmp_path / "run" / "checkpoint").glob("unit-*.ckpt"))  # the search's first two pursuits
+    calls.clear()
+    with monkeypatch.context() as m:
+        m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", counted)
+        run_pipeline(spec, tmp_path / "run", resume=True, **quiet)
+    ref, resumed = load(tmp_path / "ref" / "model"), load(tmp_path / "run" / "model")
+    assert np.array_equal(resumed.dual_coef_, ref.dual_coef_) and resumed.cv_search_["best_n_basis"] == \
+        ref.cv_search_["best_n_basis"]
+    assert_array_equal(resumed.cv_search_["scores"], ref.cv_search_["scores"])
+    assert len(calls) == n_units - 2  # the two recorded pursuits are not fitted again

@@ -233,3 +233,80 @@ def test_foreign_files_in_the_directory_are_left_alone(tmp_path):
     KMPClassifierCV(gammas=[1.0], n_basis=5, cv=K, random_state=0).fit(X, y, checkpoint=tmp_path / "ck")
     assert (tmp_path / "ck" / "notes.txt").read_text() == "mine"
     assert checkpoint_info(tmp_path / "ck")["complete"]
+
+
+_DRIVER = """
+import sys
+import numpy as np
+from kmp_dask import KMPClassifierCV, save
+store, ckpt, model = sys.argv[1:4]
+est = KMPClassifierCV(random_state=0, cv=3, client="sync")
+est.fit(store, **({} if ckpt == "-" else {"checkpoint": ckpt, "checkpoint_every": 5, "resume": True}))
+save(est.best_estimator_, model, overwrite=True)  # a kill may fall in the save; with cv_search_: the widths, every held-out score, the choice
+print("DONE", flush=True)
+"""
+
+
+def _driver(tmp_path, store, ckpt, model, kill_after=None):
+    """Run the driver in its own session; SIGKILL its process group ``kill_after`` seconds after
+    the start unless it ended. Returns (seconds, killed)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(store), str(ckpt), str(model)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        proc.wait(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver's own process group, started above
+        proc.wait()
+        return time.perf_counter() - t0, True
+    out, err = proc.communicate()
+    assert proc.returncode == 0 and b"DONE" in out, err.decode()[-3000:]
+    return time.perf_counter() - t0, False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_a_driver_killed_at_random_times_resumes_to_the_identical_model(tmp_path):
+    """A real killed driver: ``KMPClassifierCV().fit(store, checkpoint=DIR, resume=True)`` in a
+    subprocess, SIGKILLed at a time drawn uniformly in (0, T) (T: an uninterrupted driver's wall
+    time, imports included), restarted until it completes; its saved model (refit, ``cv_search_``
+    with every held-out score) is compared bit for bit with the uninterrupted driver's, which is
+    itself the driver's without a checkpoint."""
+    import random
+    import sys
+    from pathlib import Path
+
+    from _cv_checks import checkerboard
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import driver_kills as DK
+
+    X, y = checkerboard(n=900, seed=1)
+    store = create_store(tmp_path / "d.zarr", X, y, chunk_rows=300).url
+    T, _ = _driver(tmp_path, store, "-", tmp_path / "plain")
+    _driver(tmp_path, store, tmp_path / "control", tmp_path / "control.model")
+    assert DK.compare_models(tmp_path / "plain", tmp_path / "control.model")["identical"]
+    rng, runs = random.Random(0), []
+    for i in range(6):
+        ckpt, model = tmp_path / f"ck{i}", tmp_path / f"m{i}"
+        kills, seconds = [], rng.uniform(0.2, 1.0) * T
+        while True:
+            _, killed = _driver(tmp_path, store, ckpt, model, kill_after=seconds if len(kills) < 2 else None)
+            if not killed:
+                break
+            kills.append((round(seconds, 2), len(list(ckpt.glob("unit-*.ckpt")))))  # units recorded by then
+            seconds = rng.uniform(0.1, 1.0) * T
+        runs.append((kills, DK.compare_models(tmp_path / "plain", model)))
+    killed_runs = [r for r in runs if r[0]]
+    assert len(killed_runs) >= 4, runs  # most draws kill the driver before it ends
+    assert any(units > 0 for kills, _ in runs for _, units in kills), runs  # some killed mid-search
+    assert all(same["identical"] for _, same in runs), runs
