@@ -13,7 +13,9 @@ measured in the same run:
   ``numpy`` input, and (``--store``) the same rows as a zarr store (folds by row hash, prefix
   scorers recorded instead of scores).
 - ``plain`` and ``checkpoint``: a whole ``KMPClassifierCV(random_state=0)`` fit, in a rotating
-  order per repeat (``--repeats``; medians of wall and CPU seconds; a fresh directory each time).
+  order per repeat (``--repeats``; medians of wall and CPU seconds; a fresh directory each time);
+  every checkpoint write (``Checkpoint._write``: pickle, fsync, rename) timed, ``write_share`` =
+  median write seconds / median plain wall seconds (the direct cost, free of the load's noise).
   The two searches are compared bit for bit (``scores_``, choice, refitted coefficients).
 - ``resume_complete``: the same fit with ``resume=True`` on a complete directory (every unit read
   back, the refit's complete checkpoint returned).
@@ -88,6 +90,22 @@ def _counted(fail_at=0):
     return calls, lambda: setattr(_kmp_cv._BaseKMPCV, "_fold_fit", original)
 
 
+def _timed_writes():
+    """Wrap ``Checkpoint._write`` (every file the search writes: main, units, the refit's) to time
+    it; returns (records, undo), a record per write: (seconds, bytes)."""
+    from kmp_dask.greedy import _checkpoint
+
+    records, real = [], _checkpoint.Checkpoint._write
+
+    def timed(ck, payload, **status):
+        t0 = time.perf_counter()
+        real(ck, payload, **status)
+        records.append((time.perf_counter() - t0, ck.path.stat().st_size))
+
+    _checkpoint.Checkpoint._write = timed
+    return records, lambda: setattr(_checkpoint.Checkpoint, "_write", real)
+
+
 def _dir_size(d: Path):
     files = [f for f in d.rglob("*") if f.is_file()]
     return len(files), sum(f.stat().st_size for f in files)
@@ -100,7 +118,12 @@ def _one(data, repeats, tmp: Path):
         for kind in (("plain", "checkpoint") if r % 2 == 0 else ("checkpoint", "plain")):
             d = tmp / f"ck-{r}"
             shutil.rmtree(d, ignore_errors=True)
+            writes, undo = _timed_writes()
             est, wall, cpu = _fit(data, d if kind == "checkpoint" else None)
+            undo()
+            if kind == "checkpoint":
+                out["checkpoint"].setdefault("write_seconds", []).append(sum(w for w, _ in writes))
+                out["checkpoint"]["writes"] = len(writes)
             out[kind]["wall"].append(wall)
             out[kind]["cpu"].append(cpu)
             if kind == "plain":
@@ -115,6 +138,7 @@ def _one(data, repeats, tmp: Path):
     out["cpu_ratio"] = out["checkpoint"]["cpu_median"] / out["plain"]["cpu_median"]
     out["wall_ratio"] = out["checkpoint"]["wall_median"] / out["plain"]["wall_median"]
     out["identical"] = _same(ref, ckpt_est)
+    out["write_share"] = statistics.median(out["checkpoint"]["write_seconds"]) / out["plain"]["wall_median"]
     est, wall, _ = _fit(data, tmp / "ck-0", resume=True)
     out["resume_complete"] = {"wall": wall, "identical": _same(ref, est)}
     calls, undo = _counted()
@@ -166,7 +190,7 @@ def run(argv=None):
             for kind, data in inputs.items():
                 H.log(f"{name} ({kind}, {len(X)} rows)")
                 results[f"{name}/{kind}"] = r = _one(data, args.repeats, tmp / f"{name}-{kind}")
-                H.log(f"  cpu ratio {r['cpu_ratio']:.3f}, wall ratio {r['wall_ratio']:.3f}, identical {r['identical']}, "
+                H.log(f"  writes {r['write_share']:.4f} of the plain wall, cpu ratio {r['cpu_ratio']:.3f}, wall ratio {r['wall_ratio']:.3f}, identical {r['identical']}, "
                       f"{r['checkpoint']['files']} files {r['checkpoint']['bytes'] / 1e6:.2f} MB; resume complete "
                       f"{r['resume_complete']['wall']:.2f} s; half: {r['resume_half']}")
                 H.write_json(out, result)
