@@ -11,24 +11,28 @@ fitting it again (docs/cross_validation.md, "Checkpoints: a killed driver"):
   complete once the refit is done;
 * ``unit-<γ bits>-f<fold>-c<cap>.ckpt`` — one per finished unit: its result (numpy input: the
   held-out score of every prefix, a float array; store / dask input: the prefix scorer, which the
-  stage's one pass over the rows scores), its seconds and whether it stopped before its cap;
+  stage's one pass over the rows scores), its seconds, whether it stopped before its cap, and
+  (``n_basis="auto"``) the pursuit's state kept for a doubled cap (``PursuitExtension.saved``: the
+  driver's state and the engine's journal, as a KMP checkpoint holds), so that a resumed search
+  continues it as the uninterrupted one does; numpy input's kernel tables are named by tokens kept
+  in ``state.ckpt``, which such a state refers to;
 * ``refit/`` — the refit on all rows, through the KMP estimator's own checkpoint.
 
 Every file is written by the package's checkpoint writer (temporary file, fsync, ``os.replace``: a
 kill mid-write leaves the previous state) with the search's header, and read back — after the
 header check — by its restricted unpickler. A unit being fitted when the driver died is fitted
-again from atom 1, and so is a unit that an uninterrupted search would have continued from its
-in-memory extension state (``PursuitExtension``, lost with the process): both give the same atoms,
-scores and stop (a pursuit is deterministic; one continued to a doubled cap is the one run to it).
+again from atom 1 (a pursuit is deterministic: the same atoms, scores and stop).
 No dask here: the store is only fingerprinted through its own reader.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from pathlib import Path
 
 from ..greedy._checkpoint import STATE_FILE, Checkpoint
+from ..greedy._kmp import PursuitExtension
 from ._base import open_fit_checkpoint
 from ._inputs import fit_input, is_store_like
 
@@ -62,23 +66,42 @@ class CVCheckpoint:
         saved = self.main.restore_payload()
         if saved is not None and "seeds" in saved:
             return tuple(int(s) for s in saved["seeds"])
-        self.main.save_payload({"seeds": (int(split_seed), int(fit_seed))}, iteration=0)
         self.main.saved = {"seeds": (int(split_seed), int(fit_seed))}
+        self.main.save_payload(self.main.saved, iteration=0)
         return int(split_seed), int(fit_seed)
 
-    def unit(self, gamma, fold, cap, fit):
+    def unit(self, gamma, fold, cap, fit, kept=None):
         """``fit()``'s ``((result, seconds), stopped)`` for the unit (γ, fold, cap): recorded on
-        resume, else computed and recorded (atomically) before it is returned."""
+        resume, else computed and recorded (atomically) before it is returned. ``kept``: the
+        search's (γ, fold) → :class:`PursuitExtension` (``n_basis="auto"``): the unit's kept state
+        is recorded with it and, on resume, put back, so a later stage continues it as the
+        uninterrupted search does."""
+        key = (float(gamma), int(fold))
         part = self.main.part(_unit_name(gamma, fold, cap))
         saved = part.restore_payload()
         if saved is not None:
             self.n_replayed += 1
+            if kept is not None and saved.get("extension") is not None:
+                kept.setdefault(key, PursuitExtension()).saved = saved["extension"]
             return (saved["result"], float(saved["seconds"])), bool(saved["stopped"])
         (result, seconds), stopped = fit()
-        part.save_payload({"result": result, "seconds": float(seconds), "stopped": bool(stopped)},
-                          iteration=int(cap), gamma=float(gamma), fold=int(fold))
+        extension = kept[key].saved if kept is not None and key in kept else None
+        part.save_payload({"result": result, "seconds": float(seconds), "stopped": bool(stopped),
+                           "extension": extension}, iteration=int(cap), gamma=float(gamma), fold=int(fold))
         self.n_recorded += 1
         return (result, seconds), stopped
+
+    def table_tokens(self, tokens: dict, gammas) -> None:
+        """Name each width's in-process kernel table (numpy input) by a token kept in ``state.ckpt``:
+        a recorded pursuit state names its table, so a resumed search registers the table under the
+        same name (a token of this process's counter could be another width's)."""
+        saved = self.main.saved.setdefault("tokens", {})
+        for g in gammas:
+            bits = struct.pack(">d", float(g)).hex()
+            if bits not in saved:
+                saved[bits] = f"row-table-cv-{uuid.uuid4().hex}"
+                self.main.save_payload(self.main.saved, iteration=0)
+            tokens.setdefault(float(g), saved[bits])
 
     def has_units(self, gamma, folds, cap) -> bool:
         """Whether every unit (γ, f, cap), f in ``folds``, is recorded (then none is fitted)."""

@@ -435,7 +435,7 @@ class _BaseKMPCV(BaseEstimator):
         key = (float(gamma), int(fold))
         if self._stopped is not None and key in self._stopped:
             return self._stopped[key]
-        kept, stopped = fit() if self._ckpt is None else self._ckpt.unit(gamma, fold, self._cap, fit)  # recorded
+        kept, stopped = fit() if self._ckpt is None else self._ckpt.unit(gamma, fold, self._cap, fit, self._kept)
         if stopped and self._stopped is not None:
             self._stopped[key] = kept
         return kept
@@ -467,6 +467,8 @@ class _BaseKMPCV(BaseEstimator):
             X = (np.asarray(_numeric(X), dtype=np.float64) - shift[0]) / shift[1]
         self.gammas_ = self._gammas(_numeric(X))
         shared = _table_rows(X, client)  # None: every pursuit computes its kernel blocks
+        if shared is not None and self._ckpt is not None:  # tables named as the recorded pursuit states name them
+            self._ckpt.table_tokens(self._tokens, self.gammas_)
         self._resolve_atoms_per_pass(table=shared is not None)
         scores, times = [], []
         for gamma in self.gammas_:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _cv_checks import assert_same_search
+from _cv_checks import assert_same_search, continued_pursuits
 from sklearn.model_selection import PredefinedSplit
 
 from kmp_dask import KMPClassifierCV, KMPRegressorCV
@@ -89,20 +89,24 @@ def _interrupt_then_resume(staged, make, X, y, ckpt, at):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_numpy_search_interrupted_at_several_units_resumes_to_the_same_fit(staged, tmp_path):
+def test_numpy_search_interrupted_at_several_units_resumes_to_the_same_fit(staged, monkeypatch, tmp_path):
     folds = np.arange(150) % K
     X, y = _data(folds)
     make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=PredefinedSplit(folds), random_state=0, client="sync")
+    continued = continued_pursuits(monkeypatch)
     reference = make().fit(X, y)
-    units = list(staged)
+    units, n_continued = list(staged), len(continued)
     assert reference.sizes_[-1] == 40 and len({c for _, _, c in units}) == 3  # the precondition: three stages
+    assert n_continued > 0  # and pursuits continued to a doubled cap
     for at in (1, 4, len(units) - 2, len(units)):
+        continued.clear()
         resumed, refitted = _interrupt_then_resume(staged, make, X, y, tmp_path / f"ck{at}", at)
         _assert_same_fit(reference, resumed, X)
         # the units recorded before the kill are not fitted again; the one the fit died in and every
-        # later one are (a pursuit the uninterrupted search continued from its in-memory state
-        # of the previous cap is fitted from atom 1 when that state was recorded in another process)
+        # later one are, and a pursuit the uninterrupted search continued from its kept state is
+        # continued from the recorded one (in the killed process or in the resumed one, once)
         assert refitted == units[at - 1:]
+        assert len(continued) == n_continued
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -147,7 +151,7 @@ def test_interrupted_refit_resumes_from_its_own_checkpoint(staged, monkeypatch, 
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_store_search_interrupted_resumes_to_the_same_fit(staged, tmp_path):
+def test_store_search_interrupted_resumes_to_the_same_fit(staged, monkeypatch, tmp_path):
     """A zarr store (folds by row hash, the held-out scores from one pass over the recorded scorers)."""
     from kmp_dask.estimators._kmp_cv import check_random_state
 
@@ -155,10 +159,12 @@ def test_store_search_interrupted_resumes_to_the_same_fit(staged, tmp_path):
     X, y = _data(row_folds(150, K, split_seed))
     url = create_store(tmp_path / "d.zarr", X, y, chunk_rows=50).url
     make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=K, random_state=0, client="sync")
+    continued = continued_pursuits(monkeypatch)
     reference = make().fit(url)
-    units = list(staged)
-    assert reference.sizes_[-1] == 40
+    units, n_continued = list(staged), len(continued)
+    assert reference.sizes_[-1] == 40 and n_continued > 0
     for at in (2, len(units) - 1):
+        continued.clear()
         staged.clear()
         staged.fold_fit.fail_at = at
         with pytest.raises(Interrupted):
@@ -166,6 +172,7 @@ def test_store_search_interrupted_resumes_to_the_same_fit(staged, tmp_path):
         staged.fold_fit.fail_at = 0
         resumed = make().fit(url, checkpoint=tmp_path / f"ck{at}", resume=True)
         _assert_same_fit(reference, resumed, X)
+        assert len(continued) == n_continued  # the kept states were recorded and continued after the resume
 
 
 def test_random_state_none_resumes_with_the_seeds_it_began_with(staged, tmp_path):
