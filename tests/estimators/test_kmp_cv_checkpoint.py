@@ -313,6 +313,8 @@ def test_a_driver_killed_at_random_times_resumes_to_the_identical_model(tmp_path
             kills.append((round(seconds, 2), len(list(ckpt.glob("unit-*.ckpt")))))  # units recorded by then
             seconds = rng.uniform(0.1, 1.0) * T
         runs.append((kills, DK.compare_models(tmp_path / "plain", model)))
+    print("runs (kills: (seconds after the start, units recorded by then)), T =", round(T, 2), "s:",
+          [(kills, same["identical"]) for kills, same in runs])
     killed_runs = [r for r in runs if r[0]]
     assert len(killed_runs) >= 4, runs  # most draws kill the driver before it ends
     assert any(units > 0 for kills, _ in runs for _, units in kills), runs  # some killed mid-search
