@@ -281,14 +281,14 @@ class _BaseKMPCV(BaseEstimator):
             Targets / labels; None when ``X`` is a store.
         checkpoint : str, path or None
             A directory where the search keeps its state: the seeds, each finished (γ, fold)
-            pursuit's held-out scores (store / dask input: its prefix scorer), and the refit's own
-            checkpoint in ``refit/`` (every ``checkpoint_every`` iterations). A checkpoint already
-            there is never overwritten: pass ``resume=True`` to continue it (same estimator,
-            parameters and data, else ``ValueError`` naming the difference), or remove it. A
-            resumed search fits only the pursuits not yet recorded (and those it would have
-            continued from memory: again from atom 1) and ends with the same ``scores_``,
-            ``cv_results_`` (but the fit times), ``best_params_`` and refitted model as an
-            uninterrupted one. Resume only your own checkpoints (docs/cross_validation.md,
+            pursuit's held-out scores (store / dask input: its prefix scorer) and the state it
+            keeps for a doubled cap, and the refit's own checkpoint in ``refit/`` (every
+            ``checkpoint_every`` iterations). A checkpoint already there is never overwritten:
+            pass ``resume=True`` to continue it (same estimator, parameters and data, else
+            ``ValueError`` naming the difference), or remove it. A resumed search fits only the
+            pursuits not yet recorded and ends with the same ``scores_``, ``cv_results_`` (but
+            the fit times), ``best_params_`` and refitted model as an uninterrupted one. The
+            files are pickles: resume only your own checkpoints (docs/cross_validation.md,
             "Checkpoints: a killed driver").
         checkpoint_every : int, default=10
             Iterations of the refit between two saves of its checkpoint.
