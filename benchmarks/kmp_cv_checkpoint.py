@@ -20,8 +20,9 @@ measured in the same run:
 - ``resume_complete``: the same fit with ``resume=True`` on a complete directory (every unit read
   back, the refit's complete checkpoint returned).
 - ``resume_half``: a search interrupted in its ⌈U/2⌉-th unit (U the units of the search; an
-  exception raised from ``_fold_fit``, as a kill there), then resumed: the units the resume fitted
-  and its wall seconds, and a bit-for-bit comparison with the uninterrupted search.
+  exception raised from ``_fold_fit``, as a kill there), then resumed: the units the resume fitted,
+  its wall and CPU seconds (and CPU over the plain search's median), and a bit-for-bit comparison
+  with the uninterrupted search.
 
 Usage::
 
@@ -153,10 +154,11 @@ def _one(data, repeats, tmp: Path):
         pass
     undo()
     calls, undo = _counted()
-    est, wall, _ = _fit(data, tmp / "half", resume=True)
+    est, wall, cpu = _fit(data, tmp / "half", resume=True)
     undo()
     out["resume_half"] = {"units": units, "killed_in_unit": (units + 1) // 2, "units_fitted_on_resume": len(calls),
-                          "wall": wall, "identical": _same(ref, est)}
+                          "wall": wall, "cpu": cpu, "cpu_over_plain": cpu / out["plain"]["cpu_median"],
+                          "identical": _same(ref, est)}
     out["choice"] = ref.best_params_
     out["cap"] = int(ref.sizes_[-1])
     out["n_gammas"] = len(ref.gammas_)
