@@ -16,6 +16,8 @@ fitting it again (docs/cross_validation.md, "Checkpoints: a killed driver"):
   driver's state and the engine's journal, as a KMP checkpoint holds), so that a resumed search
   continues it as the uninterrupted one does; numpy input's kernel tables are named by tokens kept
   in ``state.ckpt``, which such a state refers to;
+* ``stage-<γ grid digest>-c<cap>.ckpt`` — store / dask input: a stage's held-out scores, once its
+  one pass over the rows has ended (a resumed search does not pass again for it);
 * ``refit/`` — the refit on all rows, through the KMP estimator's own checkpoint.
 
 Every file is written by the package's checkpoint writer (temporary file, fsync, ``os.replace``: a
@@ -27,6 +29,7 @@ No dask here: the store is only fingerprinted through its own reader.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import uuid
 from pathlib import Path
@@ -102,6 +105,18 @@ class CVCheckpoint:
                 saved[bits] = f"row-table-cv-{uuid.uuid4().hex}"
                 self.main.save_payload(self.main.saved, iteration=0)
             tokens.setdefault(float(g), saved[bits])
+
+    def stage_scores(self, gammas, cap, scores=None):
+        """Store / dask input: the held-out scores of a stage's units from its one pass over the
+        rows — recorded (``scores`` given), or the recorded ones (None: not recorded), so that a
+        resumed search does not pass over the rows again for a stage whose pass had ended."""
+        name = "stage-" + hashlib.sha256(b"".join(struct.pack(">d", float(g)) for g in gammas)).hexdigest()[:16]
+        part = self.main.part(f"{name}-c{int(cap)}")
+        if scores is not None:
+            part.save_payload({"scores": [list(row) for row in scores]}, iteration=int(cap))
+            return scores
+        saved = part.restore_payload()
+        return None if saved is None else [list(row) for row in saved["scores"]]
 
     def has_units(self, gamma, folds, cap) -> bool:
         """Whether every unit (γ, f, cap), f in ``folds``, is recorded (then none is fitted)."""

@@ -538,8 +538,12 @@ class _BaseKMPCV(BaseEstimator):
                     trow.append(seconds)
                 scorers.append(row)
                 times.append(trow)
-            stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
-        scores = [[sc.scores(s) for sc, s in zip(row, srow)] for row, srow in zip(scorers, stats)]
+            scores = None if self._ckpt is None else self._ckpt.stage_scores(self.gammas_, self._cap)  # recorded
+            if scores is None:
+                stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
+                scores = [[sc.scores(s) for sc, s in zip(row, srow)] for row, srow in zip(scorers, stats)]
+                if self._ckpt is not None:
+                    self._ckpt.stage_scores(self.gammas_, self._cap, scores)
         return scores, np.asarray(times)
 
     def _choose(self, scores, times):

@@ -173,6 +173,14 @@ def test_store_search_interrupted_resumes_to_the_same_fit(staged, monkeypatch, t
         resumed = make().fit(url, checkpoint=tmp_path / f"ck{at}", resume=True)
         _assert_same_fit(reference, resumed, X)
         assert len(continued) == n_continued  # the kept states were recorded and continued after the resume
+    from kmp_dask.parallel import _cv_scores
+
+    passes, original = [], _cv_scores.held_out_prefix_stats
+    monkeypatch.setattr(_cv_scores, "held_out_prefix_stats", lambda *a, **k: passes.append(1) or original(*a, **k))
+    staged.clear()
+    again = make().fit(url, checkpoint=tmp_path / f"ck{at}", resume=True)  # complete: no pursuit, no pass
+    assert staged == [] and passes == []
+    _assert_same_fit(reference, again, X)
 
 
 def test_random_state_none_resumes_with_the_seeds_it_began_with(staged, tmp_path):
