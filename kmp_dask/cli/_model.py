@@ -222,7 +222,7 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
     if algorithm not in ALGORITHMS:
         raise click.BadParameter(f"unknown algorithm {algorithm!r}; use one of {', '.join(sorted(ALGORITHMS))}",
                                  param_hint="algorithm (in --config)")
-    algorithm = _cv_algorithm(algorithm, cv, checkpoint, weights_path)
+    algorithm = _cv_algorithm(algorithm, cv, weights_path)
     _check_output_free(model_path, overwrite, "--model", "model")
     if resume and not checkpoint:
         raise click.UsageError("--resume needs --checkpoint DIR (the directory of the interrupted fit)")
@@ -249,17 +249,17 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
                    f"saved to {model_path}")
 
 
-def _cv_algorithm(algorithm: str, cv, checkpoint, weights_path) -> str:
-    """``--cv K``: the kmp algorithm as ``kmp-cv`` (refused with the other algorithms, a checkpoint or
-    sample weights, which the cross-validated search does not take)."""
+def _cv_algorithm(algorithm: str, cv, weights_path) -> str:
+    """``--cv K``: the kmp algorithm as ``kmp-cv`` (refused with the other algorithms and with sample
+    weights, which the cross-validated search does not take; ``--checkpoint`` keeps its units and refit)."""
     if cv is None:
         return algorithm
     if algorithm not in ("kmp", "kmp-cv"):
         raise click.UsageError(f"--cv works with --algorithm kmp only (got {algorithm}); choose C / gamma of "
                                f"{algorithm} by hand or leave --cv out")
-    if checkpoint or weights_path:
-        raise click.UsageError("--cv cannot be combined with --checkpoint or --sample-weight: the cross-validated "
-                               "search keeps no checkpoint and takes no weights")
+    if weights_path:
+        raise click.UsageError("--cv cannot be combined with --sample-weight: the cross-validated search takes no "
+                               "weights; leave --sample-weight out, or train --algorithm kmp with a fixed gamma")
     return "kmp-cv"
 
 

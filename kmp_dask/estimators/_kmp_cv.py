@@ -39,6 +39,7 @@ from ..greedy._kmp import PursuitExtension, extending
 from ..kernels import Kernel, get_kernel
 from ..kernels._table import kernel_table, row_tables, table_token
 from ..parallel._session import client_session
+from ._cv_checkpoint import open_cv_checkpoint
 from ._inputs import check_class_labels, fit_input, is_dask_array, is_store_like
 from ._kmp import KMPClassifier, KMPRegressor, _check_params
 from ._scale import scale_gamma, standardization
@@ -269,7 +270,7 @@ class _BaseKMPCV(BaseEstimator):
         self.standardized_ = found is not None
         return None if found is None else found[:2]
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Cross-validate (γ, n_basis), then fit ``best_estimator_`` on all rows.
 
         Parameters
@@ -278,6 +279,21 @@ class _BaseKMPCV(BaseEstimator):
             Training rows, or a store (or its path / URL) holding ``X`` and ``y``.
         y : array-like or dask array, or None
             Targets / labels; None when ``X`` is a store.
+        checkpoint : str, path or None
+            A directory where the search keeps its state: the seeds, each finished (γ, fold)
+            pursuit's held-out scores (store / dask input: its prefix scorer) and the state it
+            keeps for a doubled cap, and the refit's own checkpoint in ``refit/`` (every
+            ``checkpoint_every`` iterations). A checkpoint already there is never overwritten:
+            pass ``resume=True`` to continue it (same estimator, parameters and data, else
+            ``ValueError`` naming the difference), or remove it. A resumed search fits only the
+            pursuits not yet recorded and ends with the same ``scores_``, ``cv_results_`` (but
+            the fit times), ``best_params_`` and refitted model as an uninterrupted one. The
+            files are pickles: resume only your own checkpoints (docs/cross_validation.md,
+            "Checkpoints: a killed driver").
+        checkpoint_every : int, default=10
+            Iterations of the refit between two saves of its checkpoint.
+        resume : bool, default=False
+            Continue the search saved in ``checkpoint``; with none there, it starts from scratch.
 
         Returns
         -------
@@ -286,7 +302,6 @@ class _BaseKMPCV(BaseEstimator):
         _check_cv_params(self)
         rs = check_random_state(self.random_state)
         split_seed, fit_seed = (int(rs.randint(0, 2**31 - 1)) for _ in range(2))
-        self.split_seed_ = split_seed
         in_memory = not (is_store_like(X) or is_dask_array(X))
         if self._is_classifier and y is not None and not is_dask_array(y):
             check_class_labels(y)
@@ -294,6 +309,9 @@ class _BaseKMPCV(BaseEstimator):
             raise ValueError(f"cv must be an int for store or dask input, or 'auto' (folds by a hash of the row "
                              f"index); got cv={self.cv!r}. Pass the number of folds, or numpy arrays to use a "
                              "splitter.")
+        self._ckpt = ckpt = open_cv_checkpoint(self, X, y, checkpoint, checkpoint_every, resume)  # before a cluster
+        split_seed, fit_seed = (split_seed, fit_seed) if ckpt is None else ckpt.seeds(split_seed, fit_seed)
+        self.split_seed_ = split_seed
         with client_session(self.client, in_memory=in_memory) as client:
             inner_client = "sync" if client is None else client
             if in_memory:
@@ -302,10 +320,12 @@ class _BaseKMPCV(BaseEstimator):
                 scores, times = self._adaptive(lambda: self._cv_store(X, y, split_seed, fit_seed, client,
                                                                       inner_client))
             self._choose(scores, times)
-            del self._cap, self._only, self._kept, self._tokens, self._tables, self._sized, self._stopped
+            del self._cap, self._only, self._kept, self._tokens, self._tables, self._sized, self._stopped, self._ckpt
             best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client,
                                standardize=self.standardized_)
-            best.fit(X, y)
+            best.fit(X, y, **({} if ckpt is None else ckpt.refit_kw()))
+        if ckpt is not None:
+            ckpt.complete(best_params=self.best_params_)
         best.set_params(client=self.client)
         best.cv_search_ = _cv_record(self)  # saved with the model: the report's score-vs-size figure
         self.best_estimator_ = best
@@ -415,7 +435,7 @@ class _BaseKMPCV(BaseEstimator):
         key = (float(gamma), int(fold))
         if self._stopped is not None and key in self._stopped:
             return self._stopped[key]
-        kept, stopped = fit()
+        kept, stopped = fit() if self._ckpt is None else self._ckpt.unit(gamma, fold, self._cap, fit, self._kept)
         if stopped and self._stopped is not None:
             self._stopped[key] = kept
         return kept
@@ -447,10 +467,13 @@ class _BaseKMPCV(BaseEstimator):
             X = (np.asarray(_numeric(X), dtype=np.float64) - shift[0]) / shift[1]
         self.gammas_ = self._gammas(_numeric(X))
         shared = _table_rows(X, client)  # None: every pursuit computes its kernel blocks
+        if shared is not None and self._ckpt is not None:  # tables named as the recorded pursuit states name them
+            self._ckpt.table_tokens(self._tokens, self.gammas_)
         self._resolve_atoms_per_pass(table=shared is not None)
         scores, times = [], []
         for gamma in self.gammas_:
-            with self._fold_kernel(gamma, X, shared) as (kernel, t_table):
+            recorded = self._ckpt is not None and self._ckpt.has_units(gamma, range(len(splits)), self._cap)
+            with self._fold_kernel(gamma, X, None if recorded else shared) as (kernel, t_table):  # no table to replay
                 row, trow = [], []
                 for f, (train, test) in enumerate(splits):
                     def fit(f=f, train=train, test=test, gamma=gamma):
@@ -515,8 +538,12 @@ class _BaseKMPCV(BaseEstimator):
                     trow.append(seconds)
                 scorers.append(row)
                 times.append(trow)
-            stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
-        scores = [[sc.scores(s) for sc, s in zip(row, srow)] for row, srow in zip(scorers, stats)]
+            scores = None if self._ckpt is None else self._ckpt.stage_scores(self.gammas_, self._cap)  # recorded
+            if scores is None:
+                stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
+                scores = [[sc.scores(s) for sc, s in zip(row, srow)] for row, srow in zip(scorers, stats)]
+                if self._ckpt is not None:
+                    self._ckpt.stage_scores(self.gammas_, self._cap, scores)
         return scores, np.asarray(times)
 
     def _choose(self, scores, times):

@@ -118,7 +118,7 @@ def model_step(spec, run, client, *, resume=False):
     est.set_params(client=client)
     if "verbose" in est.get_params() and "verbose" not in m.get("params", {}):
         est.set_params(verbose=run.verbose)
-    # the CV search keeps no checkpoint: a killed run redoes it (its folds and refit are seeded: same model)
+    # every fit takes a checkpoint (the CV search: its finished (γ, fold) pursuits and its refit): a killed run resumes
     est.fit(st.url, **(_fit_kw(m, run, resume) if _checkpoints(est) else {}))
     est.set_params(client=None)
     chosen = getattr(est, "best_estimator_", None)  # kmp-cv: the model refitted with the chosen γ and size
@@ -135,7 +135,7 @@ def model_step(spec, run, client, *, resume=False):
 
 
 def _checkpoints(est) -> bool:
-    """Whether ``est.fit`` takes a checkpoint directory (every family's estimator; not the CV search)."""
+    """Whether ``est.fit`` takes a checkpoint directory (every family's estimator and the CV search)."""
     import inspect
 
     return "checkpoint" in inspect.signature(est.fit).parameters

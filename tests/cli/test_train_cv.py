@@ -90,3 +90,78 @@ def test_cvm_parameters_are_refused_before_a_cluster_starts(store_path, tmp_path
     r = _invoke("train", store_path, "--model", tmp_path / "c", "--algorithm", "cvm", *flags, "--scheduler", "local")
     assert r.exit_code == 1 and message in r.output and "a cluster was started" not in str(r.exception), r.output
     assert not (tmp_path / "c").exists()
+
+
+class _Killed(Exception):
+    """Raised in the search's third (γ, fold) pursuit: the train dies there."""
+
+
+def test_train_cv_checkpoint_and_resume_give_the_uninterrupted_model(store_path, tmp_path, no_cluster, monkeypatch):
+    """``--cv 3 --checkpoint DIR``: a train that dies in its third (γ, fold) pursuit, then the same
+    command with ``--resume``, saves the model of an uninterrupted train (bit for bit); without
+    ``--resume`` the checkpoint is refused, and ``--cv`` with ``--sample-weight`` still is."""
+    args = ("train", store_path, "--cv", 3, "--n-basis", 12, "--random-state", 0, "--scheduler", "sync", "--quiet")
+    assert _invoke(*args, "--model", tmp_path / "ref").exit_code == 0
+    calls, original = [], _kmp_cv._BaseKMPCV._fold_fit
+
+    def fold_fit(self, *a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            raise _Killed()
+        return original(self, *a, **k)
+
+    with monkeypatch.context() as m:
+        m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", fold_fit)
+        r = _invoke(*args, "--model", tmp_path / "m", "--checkpoint", tmp_path / "ck")
+    assert isinstance(r.exception, _Killed) and not (tmp_path / "m").exists(), r.output
+    r = _invoke(*args, "--model", tmp_path / "m", "--checkpoint", tmp_path / "ck")
+    assert r.exit_code != 0 and "pass resume=True to continue it" in r.output + str(r.exception)
+    r = _invoke(*args, "--model", tmp_path / "m", "--checkpoint", tmp_path / "ck", "--resume")
+    assert r.exit_code == 0, r.output
+    ref, resumed = load(tmp_path / "ref"), load(tmp_path / "m")
+    assert resumed.cv_search_["best_n_basis"] == ref.cv_search_["best_n_basis"]
+    assert_array_equal(resumed.cv_search_["scores"], ref.cv_search_["scores"])
+    assert np.array_equal(resumed.dual_coef_, ref.dual_coef_) and np.array_equal(resumed.intercept_, ref.intercept_)
+    (tmp_path / "w.npy").write_bytes(b"")
+    r = _invoke(*args, "--model", tmp_path / "w", "--sample-weight", tmp_path / "w.npy")
+    assert r.exit_code != 0 and "--cv cannot be combined with --sample-weight" in r.output, r.output
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_pipeline_cv_step_killed_in_its_search_resumes_to_the_same_model(tmp_path, monkeypatch):
+    """A pipeline's ``[model] cv = 3`` step gets the run's checkpoint: a run that dies in the
+    search's third pursuit, resumed, saves the model of an uninterrupted run (bit for bit)."""
+    from kmp_dask.pipeline import load_spec, run_pipeline
+
+    (tmp_path / "p.toml").write_text('[data.train]\nsource = "synthetic:classification"\nn_rows = 200\n'
+                                     '[model]\ncv = 3\n[model.params]\nn_basis = 12\nrandom_state = 0\n')
+    spec = load_spec(tmp_path / "p.toml")
+    quiet = {"client": "sync", "log": lambda *a, **k: None}
+    calls, original = [], _kmp_cv._BaseKMPCV._fold_fit
+    counted = lambda self, *a, **k: calls.append(1) or original(self, *a, **k)
+    with monkeypatch.context() as m:
+        m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", counted)
+        run_pipeline(spec, tmp_path / "ref", **quiet)
+    n_units = len(calls)
+    calls.clear()
+
+    def fold_fit(self, *a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            raise _Killed()
+        return original(self, *a, **k)
+
+    with monkeypatch.context() as m:
+        m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", fold_fit)
+        with pytest.raises(_Killed):
+            run_pipeline(spec, tmp_path / "run", **quiet)
+    assert any((tmp_path / "run" / "checkpoint").glob("unit-*.ckpt"))  # the search's first two pursuits
+    calls.clear()
+    with monkeypatch.context() as m:
+        m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", counted)
+        run_pipeline(spec, tmp_path / "run", resume=True, **quiet)
+    ref, resumed = load(tmp_path / "ref" / "model"), load(tmp_path / "run" / "model")
+    assert np.array_equal(resumed.dual_coef_, ref.dual_coef_) and resumed.cv_search_["best_n_basis"] == \
+        ref.cv_search_["best_n_basis"]
+    assert_array_equal(resumed.cv_search_["scores"], ref.cv_search_["scores"])
+    assert len(calls) == n_units - 2  # the two recorded pursuits are not fitted again
