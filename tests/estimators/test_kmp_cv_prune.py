@@ -56,6 +56,20 @@ def test_to_extend_prunes_by_hand(monkeypatch):
     assert _kmp_cv._to_extend(short, 10) == [1]
 
 
+def test_projected_gain_keeps_a_width_still_rising(monkeypatch):
+    # widths 0 and 2 below the z = 1 bar (0.95 - 0.011547); width 0 flat over the last half (0.89 -> 0.90),
+    # width 2 still rising (0.7175 at 5 atoms -> 0.935 at 10): best + gain 0.90 + 0.01 < bar < 0.935 + 0.2175
+    scores = _curves([0.90, 0.95, 0.935], folds={1: [0.93, 0.95, 0.97]})
+    scores[0] = [np.r_[np.linspace(0.5, 0.89, 6), np.linspace(0.8925, 0.90, 5)] for _ in range(3)]
+    assert _kmp_cv._within_se(scores, 10, 1.0).tolist() == [False, True, False]
+    assert _kmp_cv._within_se(scores, 10, 1.0, project=True).tolist() == [False, True, True]
+    monkeypatch.setattr(_kmp_cv, "PRUNE_SE", 1.0)
+    monkeypatch.setattr(_kmp_cv, "PRUNE_PROJECT", True)
+    assert _kmp_cv._to_extend(scores, 10) == [1, 2]
+    monkeypatch.setattr(_kmp_cv, "PRUNE_SE", None)
+    assert _kmp_cv._to_extend(scores, 10) == [0, 1, 2]
+
+
 def _fitted_widths(monkeypatch):
     """Record every (γ, fold) pursuit fitted: (γ, cap)."""
     calls, original = [], _kmp_cv._BaseKMPCV._fold_fit
