@@ -81,6 +81,32 @@ def load(name, max_rows):
     return Xtr, Xte, ytr, yte, n_rows
 
 
+def timed_default_search(Xtr, ytr, Xte, yte, constants):
+    """``KMPClassifierCV(random_state=0).fit(Xtr, ytr)`` with ``kmp_dask.estimators._kmp_cv``'s module
+    constants set from ``constants`` (a dict) for the fit and restored after it, warnings silenced:
+    ``(est, record)``, the record with the wall and CPU seconds, the choice, the cap reached, the
+    widths searched and the test accuracy. The tuning studies of the CV's search rules share it."""
+    from kmp_dask import KMPClassifierCV
+    from kmp_dask.estimators import _kmp_cv
+
+    saved = {k: getattr(_kmp_cv, k) for k in constants}
+    for k, v in constants.items():
+        setattr(_kmp_cv, k, v)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            wall, cpu = time.perf_counter(), time.process_time()
+            est = KMPClassifierCV(random_state=0).fit(Xtr, ytr)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    finally:
+        for k, v in saved.items():
+            setattr(_kmp_cv, k, v)
+    correct = int((est.predict(Xte) == yte).sum())
+    return est, {"seconds": wall, "cpu_seconds": cpu, "best_params": est.best_params_, "n_basis": int(est.n_basis_),
+                 "cap_reached": int(est.sizes_[-1]), "gammas": [float(g) for g in est.gammas_],
+                 "test_correct": correct, "test_accuracy": correct / len(yte)}
+
+
 def run_variants(fit, keys, repeats, reference, log=None):
     """Every variant ``fit(key)`` (a dict with ``seconds``, ``cpu_seconds``, ``best_params``), each
     ``repeats`` times in a rotating order; per key the last run's record with the median (and every)

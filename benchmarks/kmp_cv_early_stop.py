@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import sys
 import time
-import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -62,25 +61,14 @@ import numpy as np
 
 
 def fit_variant(share, Xtr, ytr, Xte, yte):
-    from kmp_dask import KMPClassifierCV
+    from kmp_cv_accuracy import timed_default_search
+
     from kmp_dask.estimators import _kmp_cv
 
-    saved = _kmp_cv.FIRST_CAP_SHARE, _kmp_cv.SMALL_CAP_SHARE
     first, _, small = (share or "").partition(":")
-    _kmp_cv.FIRST_CAP_SHARE = float(first) if first else None
-    _kmp_cv.SMALL_CAP_SHARE = float(small) if small else _kmp_cv.CAP_SHARE
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            wall, cpu = time.perf_counter(), time.process_time()
-            est = KMPClassifierCV(random_state=0).fit(Xtr, ytr)
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    finally:
-        _kmp_cv.FIRST_CAP_SHARE, _kmp_cv.SMALL_CAP_SHARE = saved
-    correct = int((est.predict(Xte) == yte).sum())
-    return {"seconds": wall, "cpu_seconds": cpu, "best_params": est.best_params_, "n_basis": int(est.n_basis_),
-            "cap_reached": int(est.sizes_[-1]), "gammas": [float(g) for g in est.gammas_],
-            "test_correct": correct, "test_accuracy": correct / len(yte)}
+    constants = {"FIRST_CAP_SHARE": float(first) if first else None,
+                 "SMALL_CAP_SHARE": float(small) if small else _kmp_cv.CAP_SHARE}
+    return timed_default_search(Xtr, ytr, Xte, yte, constants)[1]
 
 
 def run_set(name, shares, repeats, max_rows):

@@ -45,7 +45,6 @@ import json
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -97,25 +96,13 @@ def _stage_log():
 
 
 def fit_variant(z, Xtr, ytr, Xte, yte, counts, stages):
-    from kmp_dask import KMPClassifierCV
-    from kmp_dask.estimators import _kmp_cv
+    from kmp_cv_accuracy import timed_default_search
 
-    saved = _kmp_cv.PRUNE_SE, _kmp_cv.PRUNE_PROJECT
-    _kmp_cv.PRUNE_SE, _kmp_cv.PRUNE_PROJECT = z if isinstance(z, tuple) else (z, False)
+    prune_se, project = z if isinstance(z, tuple) else (z, False)
     before = dict(counts)
     del stages[:]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            wall, cpu = time.perf_counter(), time.process_time()
-            est = KMPClassifierCV(random_state=0).fit(Xtr, ytr)
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    finally:
-        _kmp_cv.PRUNE_SE, _kmp_cv.PRUNE_PROJECT = saved
-    correct = int((est.predict(Xte) == yte).sum())
-    return {"seconds": wall, "cpu_seconds": cpu, "best_params": est.best_params_, "n_basis": int(est.n_basis_),
-            "cap_reached": int(est.sizes_[-1]), "gammas": [float(g) for g in est.gammas_],
-            "n_splits": int(est.n_splits_), "test_correct": correct, "test_accuracy": correct / len(yte),
+    est, record = timed_default_search(Xtr, ytr, Xte, yte, {"PRUNE_SE": prune_se, "PRUNE_PROJECT": project})
+    return {**record, "n_splits": int(est.n_splits_),
             "pursuits": counts["pursuits"] - before["pursuits"],
             "atoms_computed": counts["scoring_passes"] - before["scoring_passes"],
             "pursuits_continued": counts["continued"] - before["continued"], "doublings": list(stages)}
