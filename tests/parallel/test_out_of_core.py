@@ -51,9 +51,11 @@ def test_auto_recomputes_the_columns_when_the_budget_cannot_hold_them(store, pro
     """basis_columns="auto" asks the workers' budgets: with room it stores the columns; with a
     budget below rows + columns it recomputes them — the same model as an in-process recomputed
     fit, bit for bit (the choice, not the cluster, decides the rounding)."""
-    kw = {**KW, "basis_columns": "auto", "n_basis": 60}  # columns 120k × 62 × 4 B: more than 2 × 20 MiB holds
+    # columns + residual state 120k × (22 × 4 + 3 × 24) B = 19.2 MB: more than 2 × 10 MiB minus the rows
+    # (120k × 88 B) leaves
+    kw = {**KW, "basis_columns": "auto", "n_basis": 20}
     roomy = KMPClassifier(client=process_client, **kw).fit(store)
-    with dask.config.set({"kmp_dask.budget-bytes": 20 << 20}):
+    with dask.config.set({"kmp_dask.budget-bytes": 10 << 20}):
         tight = KMPClassifier(client=process_client, **kw).fit(store)
     local = KMPClassifier(client=None, **{**kw, "basis_columns": "recomputed"}).fit(store)
     assert (roomy.basis_columns_, tight.basis_columns_) == ("stored", "recomputed")
