@@ -57,7 +57,7 @@ def test_auto_recomputes_the_columns_when_the_budget_cannot_hold_them(store, pro
     roomy = KMPClassifier(client=process_client, **kw).fit(store)
     with dask.config.set({"kmp_dask.budget-bytes": 10 << 20}):
         tight = KMPClassifier(client=process_client, **kw).fit(store)
-    local = KMPClassifier(client=None, **{**kw, "basis_columns": "recomputed"}).fit(store)
+    local = KMPClassifier(client="sync", **{**kw, "basis_columns": "recomputed"}).fit(store)
     assert (roomy.basis_columns_, tight.basis_columns_) == ("stored", "recomputed")
     assert tight.basis_indices_.tolist() == local.basis_indices_.tolist()
     assert np.array_equal(tight.dual_coef_, local.dual_coef_)
