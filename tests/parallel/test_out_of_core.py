@@ -227,7 +227,7 @@ def test_streamed_basis_cache_past_two_full_blocks_is_exact():
     def fit(engine):
         return kernel_matching_pursuit(engine, kernel=get_kernel("rbf", gamma=2.0), n_rows=store.n_rows, n_features=2,
                                        dtype=store.dtype, targets={"kind": "ovr", "classes": [0, 1]}, n_basis=70,
-                                       candidates=20, random_state=0)
+                                       candidates=5, random_state=0)
 
     eng = HolderEngine()
     try:
