@@ -46,7 +46,7 @@ def test_pipeline1_on_embedded_cluster(pipeline1):
     assert again.returncode == 1 and "--overwrite" in again.stderr  # nothing overwritten
 
 
-# pipeline 1 on the cluster/ start scripts' scheduler + workers: tests/cluster/test_cluster_live.py
+# pipeline 1 on the cluster/ start scripts' scheduler + workers: tests/cluster/test_cluster_live.py (-m slow)
 
 
 @pytest.mark.parametrize("name,check", [
