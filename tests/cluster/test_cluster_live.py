@@ -16,10 +16,9 @@ from _cluster_helpers import CLUSTER, scheduler_address, script_env
 pytestmark = pytest.mark.timeout(900)
 
 
-def test_scripts_start_a_loopback_cluster_that_fits_kmp(tmp_path, procs):
-    from kmp_dask import KMPClassifier
-    from kmp_dask.datasets import make_classification_store
-
+def _start_cluster(tmp_path, procs):
+    """start-scheduler.sh + start-worker.sh (2 worker processes); their logs checked; the scheduler
+    file, the workers' scratch directory and the two script processes."""
     sched_file = tmp_path / "scheduler.json"
     scratch = tmp_path / "scratch"
     sched = procs.start("start-scheduler.sh", "scheduler.log", KMP_SCHEDULER_PORT=0, KMP_SCHEDULER_FILE=sched_file)
@@ -33,6 +32,14 @@ def test_scripts_start_a_loopback_cluster_that_fits_kmp(tmp_path, procs):
     assert "dask worker --scheduler-file" in log and "--memory-limit 1.5GiB" in log
     assert f"--local-directory {scratch}" in log and "--nworkers 2 --nthreads 1" in log
     assert "check_versions: OK" in (tmp_path / "scheduler.log").read_text() and "check_versions: OK" in log
+    return sched_file, scratch, sched, worker
+
+
+def test_scripts_start_a_loopback_cluster_that_fits_kmp(tmp_path, procs):
+    from kmp_dask import KMPClassifier
+    from kmp_dask.datasets import make_classification_store
+
+    sched_file, scratch, sched, worker = _start_cluster(tmp_path, procs)
     address = scheduler_address(sched_file)
     assert address.startswith("tcp://127.0.0.1:")
 
@@ -52,19 +59,6 @@ def test_scripts_start_a_loopback_cluster_that_fits_kmp(tmp_path, procs):
     # the workers' scratch went where --local-directory said
     assert any(scratch.iterdir()), "workers did not use KMP_LOCAL_DIRECTORY"
 
-    # issue 14: pipeline 1 (small) end to end through `kmp-dask run` on these scripts' cluster
-    import json
-    import shutil
-
-    kmp = shutil.which("kmp-dask", path=str(Path(sys.executable).parent)) or "kmp-dask"
-    run = subprocess.run([kmp, "run", str(CLUSTER.parent / "pipelines" / "covertype_skmp.toml"), "--small",
-                          "--output", str(tmp_path / "run"), "--scheduler-file", str(sched_file)],
-                         capture_output=True, text=True, timeout=600, env=script_env())
-    assert run.returncode == 0, run.stderr
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["steps"]["model"]["n_basis"] == 25 and summary["steps"]["evaluate"]["accuracy"] > 0.3
-    assert len(summary["memory"]["workers_peak_rss_bytes"]) == 2
-
     # every listening socket of the scripts' processes is on 127.0.0.1 (HTTP servers included)
     pids = subprocess.run(["ps", "-o", "pid=", "-g", f"{sched.pid},{worker.pid}"], capture_output=True,
                           text=True, timeout=30).stdout.split()
@@ -74,3 +68,23 @@ def test_scripts_start_a_loopback_cluster_that_fits_kmp(tmp_path, procs):
     mine = [line for line in ss.stdout.splitlines() if any(f"pid={p}," in line for p in pids)]
     assert mine, ss.stdout
     assert all(line.split()[3].startswith("127.0.0.1:") for line in mine), "\n".join(mine)
+
+
+@pytest.mark.slow  # in the default run: pipeline 1 (small) on an embedded cluster of 2 workers with their
+# memory, tests/cli/test_pipelines.py::test_pipeline1_on_embedded_cluster; the CLI on a real `dask scheduler` +
+# `dask worker` cluster by --scheduler-file, tests/cli/test_chain.py; these scripts' cluster, the test above
+def test_pipeline1_on_the_scripts_cluster(tmp_path, procs):
+    """Issue 14: pipeline 1 (small) end to end through ``kmp-dask run`` on these scripts' cluster."""
+    import json
+    import shutil
+
+    sched_file, _, _, _ = _start_cluster(tmp_path, procs)
+    kmp = shutil.which("kmp-dask", path=str(Path(sys.executable).parent)) or "kmp-dask"
+    run = subprocess.run([kmp, "run", str(CLUSTER.parent / "pipelines" / "covertype_skmp.toml"), "--small",
+                          "--output", str(tmp_path / "run"), "--scheduler-file", str(sched_file)],
+                         capture_output=True, text=True, timeout=600, env=script_env())
+    assert run.returncode == 0, run.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["steps"]["model"]["n_basis"] == 25 and summary["steps"]["evaluate"]["accuracy"] > 0.3
+    assert len(summary["memory"]["workers_peak_rss_bytes"]) == 2
+

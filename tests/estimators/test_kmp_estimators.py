@@ -173,7 +173,7 @@ def test_end_to_end_on_dask_scheduler_and_worker_processes(cli_cluster, tmp_path
         # ingest through the cluster: one task per whole chunk, written by the worker processes
         store = make_classification_store(tmp_path / "synth.zarr", 20_000, n_features=10, n_classes=3,
                                           chunk_rows=2500, random_state=0, dtype="float64", client=client)
-        clf = KMPClassifier(n_basis=40, random_state=0, client=client).fit(store)
+        clf = KMPClassifier(n_basis=20, random_state=0, client=client).fit(store)
         F = client.compute(clf.decision_function(store)).result()
     _, y = store.read_range(0, store.n_rows)
     acc = np.mean(np.asarray(clf.classes_)[F.argmax(axis=1)] == np.asarray(clf.classes_)[y])
@@ -182,7 +182,7 @@ def test_end_to_end_on_dask_scheduler_and_worker_processes(cli_cluster, tmp_path
     local = make_classification_store(tmp_path / "local.zarr", 20_000, n_features=10, n_classes=3,
                                       chunk_rows=2500, random_state=0, dtype="float64")
     np.testing.assert_array_equal(store.read_range(0, 20_000)[0], local.read_range(0, 20_000)[0])
-    ref = KMPClassifier(n_basis=40, random_state=0, client="sync").fit(local)
+    ref = KMPClassifier(n_basis=20, random_state=0, client="sync").fit(local)
     np.testing.assert_array_equal(clf.basis_indices_, ref.basis_indices_)
 
 

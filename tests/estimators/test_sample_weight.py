@@ -142,7 +142,7 @@ def test_weighted_fit_on_a_process_cluster_streamed_equals_in_process(store, pro
     partitions paged to scratch (tiny budget) — the same model bit for bit."""
     w = _store_weights(store)
     kw = dict(n_basis=10, candidates=40, gamma=0.1, random_state=0, basis_columns="stored")
-    local = KMPClassifier(client=None, **kw).fit(store, sample_weight=w)
+    local = KMPClassifier(client="sync", **kw).fit(store, sample_weight=w)
     cluster = KMPClassifier(client=process_client, **kw).fit(store, sample_weight=w)
     with dask.config.set({"kmp_dask.budget-bytes": 3 << 20}):
         streamed = KMPClassifier(client=process_client, **kw).fit(store, sample_weight=w)
@@ -150,7 +150,7 @@ def test_weighted_fit_on_a_process_cluster_streamed_equals_in_process(store, pro
         assert est.basis_indices_.tolist() == local.basis_indices_.tolist()
         assert np.array_equal(est.dual_coef_, local.dual_coef_)
     assert (w[local.basis_indices_] > 0).all()
-    unweighted = KMPClassifier(client=None, **kw).fit(store)
+    unweighted = KMPClassifier(client="sync", **kw).fit(store)
     assert unweighted.basis_indices_.tolist() != local.basis_indices_.tolist()
 
 

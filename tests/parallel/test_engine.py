@@ -51,28 +51,27 @@ LOGISTIC = {"loss": LogisticLoss(), "targets": {"kind": "ovr", "classes": [0, 1]
 
 @pytest.mark.parametrize("kw", [{}, LOGISTIC, {"basis_columns": "recomputed"}],
                          ids=["squared", "logistic-backfit", "recomputed-columns"])
-def test_lost_worker_is_rebuilt_and_model_unchanged(tmp_path, kw):
-    """SIGKILL a worker mid-fit: its partitions are rebuilt from the driver's state."""
-    from distributed import Client, LocalCluster
-
+def test_lost_worker_is_rebuilt_and_model_unchanged(tmp_path, kw, process_client):
+    """SIGKILL a worker mid-fit: its partitions are rebuilt from the driver's state. On the
+    session's process cluster (its nanny restarts the worker; the fixture waits for it)."""
     X, y = _data()
     if kw:
         y = (y > 0).astype(int)
     store = create_store(tmp_path / "d.zarr", X, y, chunk_rows=1000)
     with InProcessEngine(partition_specs(store)) as eng:
         ref = _pursuit(eng, X, **kw)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=":0") as cluster, Client(cluster, set_as_default=False) as client:
-        pids = client.run(os.getpid)
-        eng = ActorEngine(client, partition_specs(store))
-        victim = eng._holders[0]["addr"]
+    pids = process_client.run(os.getpid)
+    eng = ActorEngine(process_client, partition_specs(store))
+    victim = eng._holders[0]["addr"]
 
-        def kill(rec):
-            if rec["iteration"] == 6:
-                os.kill(pids[victim], signal.SIGKILL)
+    def kill(rec):
+        if rec["iteration"] == 6:
+            os.kill(pids[victim], signal.SIGKILL)
 
+    try:
         res = _pursuit(eng, X, callback=kill, **kw)
         assert eng.n_restarts >= 1
+    finally:
         eng.close()
     np.testing.assert_array_equal(res.basis_indices, ref.basis_indices)
     assert res.coef.tobytes() == ref.coef.tobytes()

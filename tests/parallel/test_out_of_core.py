@@ -51,11 +51,13 @@ def test_auto_recomputes_the_columns_when_the_budget_cannot_hold_them(store, pro
     """basis_columns="auto" asks the workers' budgets: with room it stores the columns; with a
     budget below rows + columns it recomputes them — the same model as an in-process recomputed
     fit, bit for bit (the choice, not the cluster, decides the rounding)."""
-    kw = {**KW, "basis_columns": "auto", "n_basis": 60}  # columns 120k × 62 × 4 B: more than 2 × 20 MiB holds
+    # columns + residual state 120k × (22 × 4 + 3 × 24) B = 19.2 MB: more than 2 × 10 MiB minus the rows
+    # (120k × 88 B) leaves
+    kw = {**KW, "basis_columns": "auto", "n_basis": 20}
     roomy = KMPClassifier(client=process_client, **kw).fit(store)
-    with dask.config.set({"kmp_dask.budget-bytes": 20 << 20}):
+    with dask.config.set({"kmp_dask.budget-bytes": 10 << 20}):
         tight = KMPClassifier(client=process_client, **kw).fit(store)
-    local = KMPClassifier(client=None, **{**kw, "basis_columns": "recomputed"}).fit(store)
+    local = KMPClassifier(client="sync", **{**kw, "basis_columns": "recomputed"}).fit(store)
     assert (roomy.basis_columns_, tight.basis_columns_) == ("stored", "recomputed")
     assert tight.basis_indices_.tolist() == local.basis_indices_.tolist()
     assert np.array_equal(tight.dual_coef_, local.dual_coef_)
@@ -225,7 +227,7 @@ def test_streamed_basis_cache_past_two_full_blocks_is_exact():
     def fit(engine):
         return kernel_matching_pursuit(engine, kernel=get_kernel("rbf", gamma=2.0), n_rows=store.n_rows, n_features=2,
                                        dtype=store.dtype, targets={"kind": "ovr", "classes": [0, 1]}, n_basis=70,
-                                       candidates=20, random_state=0)
+                                       candidates=5, random_state=0)
 
     eng = HolderEngine()
     try:

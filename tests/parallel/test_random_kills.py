@@ -30,13 +30,13 @@ def _explain(doc):
 
 
 def test_two_random_worker_kills_give_the_identical_model(tmp_path):
-    """Fast: a small fit (12,000 rows in 6 partitions, 20 atoms), 2 kills at random times and one
-    right after a random engine call."""
-    doc = RK.run_random_kills(tmp_path, kills=2, between_kills=1, scheduler_kills=0, rows=12_000, chunk_rows=2_000,
+    """Fast: a small fit (12,000 rows in 6 partitions, 20 atoms), one kill at a random time and one
+    right after a random engine call (more random times: the slow test below)."""
+    doc = RK.run_random_kills(tmp_path, kills=1, between_kills=1, scheduler_kills=0, rows=12_000, chunk_rows=2_000,
                               n_basis=20, seed=1, controls=0, warmup=False, fit_timeout=120, max_misses=8)
     assert doc["reference"]["n_basis"] == 20
     c = doc["counts"]["worker_kills_at_random_times"]
-    assert c["runs"] == 2 and c["identical"] == 2, _explain(doc)
+    assert c["runs"] == 1 and c["identical"] == 1, _explain(doc)
     c = doc["counts"]["worker_kills_between_calls"]
     assert c["runs"] == 1 and c["identical"] == 1, _explain(doc)
     assert doc["between_call_kills"][0]["phase"] == "between_calls"
