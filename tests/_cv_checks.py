@@ -24,6 +24,18 @@ def checkerboard(n=400, seed=0):
     return X, (np.sin(2 * X[:, 0]) * np.sin(2 * X[:, 1]) > 0).astype(int)
 
 
+def fold_copies(folds, n_distinct=5, seed=0):
+    """Rows of fold 0: distinct uniform points (checkerboard labels); the other rows: copies of
+    ``n_distinct`` points. Fold 0's pursuit trains on the copies only (and stops before its cap),
+    the others on fold 0's rows."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, size=(len(folds), 2))
+    few = rng.uniform(-3, 3, size=(n_distinct, 2))
+    rest = np.flatnonzero(folds != 0)
+    X[rest] = few[np.arange(len(rest)) % n_distinct]
+    return X, (np.sin(2 * X[:, 0]) * np.sin(2 * X[:, 1]) > 0).astype(int)
+
+
 def continued_pursuits(monkeypatch):
     """A list that gets one entry per (γ, fold) pursuit continued from a kept state (the extend hook)."""
     from kmp_dask.greedy import _kmp as greedy_kmp

@@ -96,6 +96,17 @@ class _Killed(Exception):
     """Raised in the search's third (γ, fold) pursuit: the train dies there."""
 
 
+def _dies_in_call(n, calls, original):
+    """A stand-in for ``_BaseKMPCV._fold_fit`` that counts its calls in ``calls`` and raises
+    :class:`_Killed` in the ``n``-th (the driver dying inside that pursuit)."""
+    def fold_fit(self, *a, **k):
+        calls.append(1)
+        if len(calls) == n:
+            raise _Killed()
+        return original(self, *a, **k)
+    return fold_fit
+
+
 def test_train_cv_checkpoint_and_resume_give_the_uninterrupted_model(store_path, tmp_path, no_cluster, monkeypatch):
     """``--cv 3 --checkpoint DIR``: a train that dies in its third (γ, fold) pursuit, then the same
     command with ``--resume``, saves the model of an uninterrupted train (bit for bit); without
@@ -104,11 +115,7 @@ def test_train_cv_checkpoint_and_resume_give_the_uninterrupted_model(store_path,
     assert _invoke(*args, "--model", tmp_path / "ref").exit_code == 0
     calls, original = [], _kmp_cv._BaseKMPCV._fold_fit
 
-    def fold_fit(self, *a, **k):
-        calls.append(1)
-        if len(calls) == 3:
-            raise _Killed()
-        return original(self, *a, **k)
+    fold_fit = _dies_in_call(3, calls, original)
 
     with monkeypatch.context() as m:
         m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", fold_fit)
@@ -145,11 +152,7 @@ def test_pipeline_cv_step_killed_in_its_search_resumes_to_the_same_model(tmp_pat
     n_units = len(calls)
     calls.clear()
 
-    def fold_fit(self, *a, **k):
-        calls.append(1)
-        if len(calls) == 3:
-            raise _Killed()
-        return original(self, *a, **k)
+    fold_fit = _dies_in_call(3, calls, original)
 
     with monkeypatch.context() as m:
         m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", fold_fit)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _cv_checks import assert_same_search, continued_pursuits
+from _cv_checks import assert_same_search, continued_pursuits, fold_copies
 from sklearn.model_selection import PredefinedSplit
 
 from kmp_dask import KMPClassifierCV, KMPRegressorCV
@@ -35,15 +35,6 @@ class _Units(list):
     """The units fitted, (γ, fold, cap) each; ``fold_fit.fail_at``: the call that raises (0: none)."""
 
 
-def _data(folds, n_distinct=5, seed=0):
-    """Fold 0: distinct checkerboard points; the other rows copies of ``n_distinct`` points (fold
-    0's pursuit trains on the copies and stops before its cap)."""
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-3, 3, size=(len(folds), 2))
-    few = rng.uniform(-3, 3, size=(n_distinct, 2))
-    rest = np.flatnonzero(folds != 0)
-    X[rest] = few[np.arange(len(rest)) % n_distinct]
-    return X, (np.sin(2 * X[:, 0]) * np.sin(2 * X[:, 1]) > 0).astype(int)
 
 
 @pytest.fixture
@@ -91,7 +82,7 @@ def _interrupt_then_resume(staged, make, X, y, ckpt, at):
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_numpy_search_interrupted_at_several_units_resumes_to_the_same_fit(staged, monkeypatch, tmp_path):
     folds = np.arange(150) % K
-    X, y = _data(folds)
+    X, y = fold_copies(folds)
     make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=PredefinedSplit(folds), random_state=0, client="sync")
     continued = continued_pursuits(monkeypatch)
     reference = make().fit(X, y)
@@ -111,7 +102,7 @@ def test_numpy_search_interrupted_at_several_units_resumes_to_the_same_fit(stage
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_regressor_and_a_complete_checkpoint(staged, tmp_path):
-    X, y = _data(np.arange(120) % K, seed=1)
+    X, y = fold_copies(np.arange(120) % K, seed=1)
     target = np.sin(X[:, 0]) + 0.5 * y
     make = lambda: KMPRegressorCV(gammas=[1.0], cv=K, random_state=3)
     reference = make().fit(X, target)
@@ -125,7 +116,7 @@ def test_regressor_and_a_complete_checkpoint(staged, tmp_path):
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_interrupted_refit_resumes_from_its_own_checkpoint(staged, monkeypatch, tmp_path):
-    X, y = _data(np.arange(150) % K)
+    X, y = fold_copies(np.arange(150) % K)
     make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=K, random_state=0, client="sync")
     reference = make().fit(X, y)
     chosen, original = [], _kmp_cv._BaseKMPCV._choose
@@ -156,7 +147,7 @@ def test_store_search_interrupted_resumes_to_the_same_fit(staged, monkeypatch, t
     from kmp_dask.estimators._kmp_cv import check_random_state
 
     split_seed = int(check_random_state(0).randint(0, 2**31 - 1))
-    X, y = _data(row_folds(150, K, split_seed))
+    X, y = fold_copies(row_folds(150, K, split_seed))
     url = create_store(tmp_path / "d.zarr", X, y, chunk_rows=50).url
     make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=K, random_state=0, client="sync")
     continued = continued_pursuits(monkeypatch)
@@ -184,7 +175,7 @@ def test_store_search_interrupted_resumes_to_the_same_fit(staged, monkeypatch, t
 
 
 def test_random_state_none_resumes_with_the_seeds_it_began_with(staged, tmp_path):
-    X, y = _data(np.arange(90) % K)
+    X, y = fold_copies(np.arange(90) % K)
     staged.fold_fit.fail_at = 2
     est = KMPClassifierCV(gammas=[1.0], n_basis=6, cv=K)
     with pytest.raises(Interrupted):
@@ -206,7 +197,7 @@ def _refuse_clusters(monkeypatch):
 
 
 def test_checkpoint_errors_before_any_cluster(tmp_path, monkeypatch):
-    X, y = _data(np.arange(90) % K)
+    X, y = fold_copies(np.arange(90) % K)
     params = {"gammas": [1.0], "n_basis": 5, "cv": K, "random_state": 0}
     KMPClassifierCV(**params).fit(X, y, checkpoint=tmp_path / "ck")
     before = (tmp_path / "ck" / STATE_FILE).read_bytes()
@@ -242,7 +233,7 @@ def test_checkpoint_errors_before_any_cluster(tmp_path, monkeypatch):
 
 
 def test_foreign_files_in_the_directory_are_left_alone(tmp_path):
-    X, y = _data(np.arange(90) % K)
+    X, y = fold_copies(np.arange(90) % K)
     (tmp_path / "ck").mkdir()
     (tmp_path / "ck" / "notes.txt").write_text("mine")
     KMPClassifierCV(gammas=[1.0], n_basis=5, cv=K, random_state=0).fit(X, y, checkpoint=tmp_path / "ck")

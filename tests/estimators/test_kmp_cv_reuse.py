@@ -14,7 +14,7 @@ import pytest
 from sklearn.model_selection import PredefinedSplit
 from sklearn.utils import check_random_state
 
-from _cv_checks import assert_same_search
+from _cv_checks import assert_same_search, fold_copies
 from kmp_dask import KMPClassifierCV, KMPRegressorCV
 from kmp_dask.estimators import _kmp_cv
 from kmp_dask.greedy._cv_path import row_folds
@@ -22,15 +22,6 @@ from kmp_dask.greedy._cv_path import row_folds
 K = 3
 
 
-def _data(folds, n_distinct=5, seed=0):
-    """Rows of fold 0: distinct uniform points (checkerboard labels); the other rows: copies of
-    ``n_distinct`` points. Fold 0's pursuit trains on the copies only, the others on fold 0's rows."""
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-3, 3, size=(len(folds), 2))
-    few = rng.uniform(-3, 3, size=(n_distinct, 2))
-    rest = np.flatnonzero(folds != 0)
-    X[rest] = few[np.arange(len(rest)) % n_distinct]
-    return X, (np.sin(2 * X[:, 0]) * np.sin(2 * X[:, 1]) > 0).astype(int)
 
 
 def _counting(monkeypatch):
@@ -73,7 +64,7 @@ def _check_fitted_once(before, after):
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_stopped_fold_pursuit_is_fitted_once_with_the_same_results(monkeypatch):
     folds = np.arange(150) % K
-    X, y = _data(folds)
+    X, y = fold_copies(folds)
     make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=PredefinedSplit(folds), random_state=0, client="sync")
     reference, reused, before, after = _both(monkeypatch, make, X, y)
     assert reference.sizes_[-1] == 40  # the precondition: two doublings
@@ -90,7 +81,7 @@ def test_stopped_fold_pursuit_is_fitted_once_with_the_same_results(monkeypatch):
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_regressor_stopped_fold_pursuit_is_fitted_once(monkeypatch):
     folds = np.arange(150) % K
-    X, y = _data(folds)
+    X, y = fold_copies(folds)
     target = np.sin(X[:, 0]) + 0.5 * y
     make = lambda: KMPRegressorCV(gammas=[1.0], cv=PredefinedSplit(folds), random_state=0, client="sync")
     reference, reused, before, after = _both(monkeypatch, make, X, target)
@@ -105,7 +96,7 @@ def test_store_input_stopped_fold_pursuit_is_fitted_once(monkeypatch):
 
     n = 150
     split_seed = int(check_random_state(0).randint(0, 2**31 - 1))  # KMPClassifierCV's first draw
-    X, y = _data(row_folds(n, K, split_seed))
+    X, y = fold_copies(row_folds(n, K, split_seed))
     Xd, yd = da.from_array(X, chunks=60), da.from_array(y, chunks=60)
     make = lambda: KMPClassifierCV(gammas=[0.5, 2.0], cv=K, random_state=0, client="sync")
     reference, reused, before, after = _both(monkeypatch, make, Xd, yd)
