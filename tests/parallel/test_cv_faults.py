@@ -245,11 +245,12 @@ def test_search_on_a_store_three_times_the_memory_limit_gives_the_in_process_sea
 @pytest.mark.timeout(1800)
 def test_workers_killed_at_random_times_of_the_search_give_the_undisturbed_search(tmp_path, monkeypatch):
     """Real ``dask scheduler`` + 2 × ``dask worker --nanny`` processes (``benchmarks/random_kills.py``'s
-    ``CliCluster``): RUNS searches, each with one worker *process* (never its nanny) SIGKILLed at a
+    ``CliCluster``): 10 searches, each with one worker *process* (never its nanny) SIGKILLed at a
     uniformly random time within the undisturbed search's duration D (a draw that lands after the
     search has returned kills nothing and is drawn again); every search equals the undisturbed one
     bit for bit. The phase each kill landed in (which (γ, fold) pursuit, the scoring pass, the
-    refit) is printed."""
+    refit) is printed. Measured at load 5–10: D = 17 s, 10 kills in 11 draws (1 landed after the
+    search returned), all 10 identical, 374 s in all."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     import random_kills as RK
 
