@@ -31,7 +31,6 @@ from kmp_dask.datasets import make_classification_store
 from kmp_dask.estimators import _kmp_cv
 from kmp_dask.estimators._progress import iteration_listener
 from kmp_dask.parallel import _cv_scores, _engine
-from kmp_dask.parallel._paging import MemoryBudgetError
 
 pytestmark = [pytest.mark.timeout(600),
               # the small grids put the best score at the cap / an end of the grid: the search says so
@@ -183,22 +182,16 @@ def _recomputed_columns(monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-@pytest.mark.xfail(strict=True, raises=MemoryBudgetError, reason=(
-    "kmp_dask bug: after a streamed fit a worker's RSS stays near its plan (measured on 2 x 400 MB "
-    "LocalCluster workers: 62 MiB idle, 170 MiB after one KMPClassifier(n_basis=8, candidates=20, "
-    "basis_columns='recomputed') fit of a 2e6 x 54 float32 store), and the next engine's budget check "
-    "(parallel/_engine.py check_budgets) counts it as already used: the 2nd fit on the same workers raises "
-    "MemoryBudgetError ('5 MiB, less than the 12 MiB'). The CV search is 7 engines in a row, so on workers "
-    "whose memory_limit binds it fails at a later pursuit (here: RSS 166 MiB at 400 MB, 216 MiB at 500 MB)"))
 def test_search_on_a_store_three_times_the_memory_limit_gives_the_in_process_search(tmp_path, monkeypatch):
     """Real memory limits: a 1.5 GB store (float32, 7·10⁶ × 54) on 2 workers × 500 MB — 3× each
     worker's memory_limit, 1.5× their total (smaller workers are refused: the plan is half the
     limit minus what the worker process already holds, measured at 133 MiB before the first
-    pursuit; 300 MB workers fail the first engine's check) — should run the whole CV search
+    pursuit; 300 MB workers fail the first engine's check) — runs the whole CV search
     (2 widths × 3 folds, the scoring pass, the refit) with every engine streaming on both workers
-    and no worker ever paused or restarted (polled every 0.5 s), and give the same search in
-    process (client="sync") bit for bit. It does not: a later pursuit's engine refuses the
-    worker's budget (the xfail reason)."""
+    and no worker ever paused or restarted (polled every 0.5 s), and gives the same search in
+    process (client="sync") bit for bit. Before ``ActorEngine.close`` waited for its holders to
+    leave their workers, a later pursuit's budget check counted the previous engine's holder as
+    the worker's own memory and raised MemoryBudgetError part-way (passes since; 603 s under load)."""
     from distributed import Client, LocalCluster
 
     rows = 7_000_000
