@@ -14,12 +14,24 @@ import numpy as np
 __all__ = ["row_block_sums"]
 
 
+SCATTER_RETRIES = 2
+"""Times :func:`row_block_sums` scatters ``args`` again: a worker left while they were sent, or every
+worker holding them died before the pass ended."""
+
+SCATTER_TIMEOUT, SCATTER_PAUSE = 120.0, 1.0
+"""Seconds a scatter may take (then ``TimeoutError``, an ``OSError``), and the pause before another."""
+
+
 def row_block_sums(fn, X, y, args: tuple, *, client=None) -> np.ndarray:
     """``Σ_b fn(X_b, y_b, start_b, *args)`` over the row blocks ``b`` of the dask arrays ``X`` and ``y``.
 
-    ``fn`` should be a module-level function and ``args`` small values: they are one key of the
-    graph, shipped once per worker. With ``client`` (a ``distributed.Client``) the pass runs on
-    its workers, else in this process (dask's synchronous scheduler).
+    ``fn`` should be a module-level function. With ``client`` (a ``distributed.Client``) the pass
+    runs on its workers, and ``args`` (the prefix scorers of a cross-validated search: tens of MB at
+    a cap of 800 atoms) are scattered to every worker once, not put in the graph: a graph carrying
+    them went through the scheduler whole (dask warned "Sending large graph of size 42 MiB" on a
+    12,000-row store). A copy on every worker survives a killed worker; if every copy is lost the
+    pass is submitted again with a new scatter, at most :data:`SCATTER_RETRIES` times. Without
+    ``client`` it runs in this process (dask's synchronous scheduler).
     """
     import uuid
 
@@ -27,17 +39,54 @@ def row_block_sums(fn, X, y, args: tuple, *, client=None) -> np.ndarray:
 
     X = X.rechunk({1: -1}) if X.ndim == 2 and X.numblocks[1] != 1 else X
     y = y.rechunk((X.chunks[0],) + tuple((-1,) * (y.ndim - 1)))
-    shared = dask.delayed(args, name=f"row-block-args-{uuid.uuid4().hex}", traverse=False)
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(np.int64)
-    parts = [dask.delayed(_call, pure=True)(fn, xb, yb, int(s), shared)
-             for xb, yb, s in zip(X.to_delayed().ravel(), y.to_delayed().ravel(), starts)]
-    if not parts:
+    blocks = list(zip(X.to_delayed().ravel(), y.to_delayed().ravel(), starts))
+    if not blocks:
         raise ValueError("row_block_sums needs at least one row block; got an empty array")
-    if client is not None:
-        results = client.gather(client.compute(parts))
+    if client is None:
+        shared = dask.delayed(args, name=f"row-block-args-{uuid.uuid4().hex}", traverse=False)  # not tokenized
+        results = dask.compute(*_parts(fn, blocks, shared), scheduler="sync")
     else:
-        results = dask.compute(*parts, scheduler="sync")
+        results = _on_workers(client, fn, blocks, args)
     return np.sum(np.stack([np.asarray(r, dtype=np.float64) for r in results]), axis=0)
+
+
+def _parts(fn, blocks, shared):
+    import dask
+
+    return [dask.delayed(_call, pure=True)(fn, xb, yb, int(s), shared) for xb, yb, s in blocks]
+
+
+def _on_workers(client, fn, blocks, args):
+    """The blocks' results on ``client``'s workers, ``args`` scattered to every worker."""
+    from concurrent.futures import CancelledError
+
+    for attempt in range(SCATTER_RETRIES + 1):
+        shared = _scatter(client, args, last=attempt == SCATTER_RETRIES)
+        if shared is None:
+            continue
+        try:
+            return client.gather(client.compute(_parts(fn, blocks, shared)))
+        except CancelledError:  # every worker holding the scattered args died: scatter them again
+            if attempt == SCATTER_RETRIES:
+                raise
+        finally:
+            shared.release()
+
+
+def _scatter(client, args, last: bool):
+    """A future of ``args`` on every worker; None (after a short pause) if a worker left while they
+    were sent (the scheduler still listed it: a ``KeyError`` or a closed comm), unless ``last``."""
+    import time
+
+    try:
+        [shared] = client.scatter([args], broadcast=True, hash=False, timeout=SCATTER_TIMEOUT)
+        return shared
+    except (KeyError, OSError):
+        if last:
+            raise
+        time.sleep(SCATTER_PAUSE)
+        return None
 
 
 def _call(fn, X, y, start, args):
