@@ -17,7 +17,25 @@ __all__ = [
     "StoreExistsError",
     "StoreContentError",
     "StoreSchemaError",
+    "user_stacklevel",
 ]
+
+
+def user_stacklevel() -> int:
+    """``stacklevel`` for ``warnings.warn`` that names the first caller outside kmp_dask.
+
+    Called in the function that warns: every frame from there up that is kmp_dask's own code is
+    skipped, so a warning points at the user's line (``clf.fit(X, y)``) whatever the depth of the
+    call inside the package — as pandas' ``find_stack_level``. (Python 3.12's ``skip_file_prefixes``
+    does this, but not on 3.11.)"""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1  # the function that warns is stacklevel 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class StoreSchemaError(ValueError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import warnings
 
 import click
 
@@ -102,6 +103,12 @@ class _Main(click.Group):
             raise click.ClickException(one_line_message(exc)) from None
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    """A warning as the CLI shows it: ``Warning (Category): message`` on one line of stderr — not the
+    Python file and source line that raised it (``--traceback`` shows those)."""
+    click.echo(f"Warning ({category.__name__}): {' '.join(str(message).split())}", err=True)
+
+
 def _want_progress(flag) -> bool:
     """``--progress/--no-progress``; by default only when stderr is a terminal."""
     return sys.stderr.isatty() if flag is None else bool(flag)
@@ -115,3 +122,7 @@ def _want_progress(flag) -> bool:
 def main(ctx, show_traceback):
     """Sparse kernel learning (kernel matching pursuit) on chunked zarr data with dask."""
     ctx.meta["kmp_dask.traceback"] = show_traceback
+    if not show_traceback:
+        shown = warnings.showwarning
+        warnings.showwarning = _one_line_warning
+        ctx.call_on_close(lambda: setattr(warnings, "showwarning", shown))

@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from ..exceptions import DegenerateFitWarning, KernelWidthWarning
+from ..exceptions import DegenerateFitWarning, KernelWidthWarning, user_stacklevel
 from ..expansion import KernelExpansion
 from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for
 from ..greedy._labels import partition_labels
@@ -272,7 +272,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         if best == self.n_basis_ == int(self.n_basis) and len(bounds) > 1 and bounds[-1] < bounds[-2]:
             from ._kpca import warn_bound_at_cap
 
-            warn_bound_at_cap(type(self).__name__, int(self.n_basis), "n_basis", bounds, stacklevel=7)
+            warn_bound_at_cap(type(self).__name__, int(self.n_basis), "n_basis", bounds)
         if best < self.n_basis_ and self._path is not None:
             self._truncate_to(best)
             self.stop_reason_ = "bound"
@@ -335,7 +335,7 @@ def _warn_if_degenerate(est, Z):
             "their kernel columns are equal up to rounding, so the model is a constant plus fitted rounding "
             f"noise (stop_reason_={est.stop_reason_!r}). Remove the duplicate rows (np.unique(X, axis=0)), or "
             "check that X holds the features you meant; changing `gamma` or `ridge` cannot help.",
-            DegenerateFitWarning, stacklevel=4)
+            DegenerateFitWarning, stacklevel=user_stacklevel())
         return
     if Z is None or len(Z) < 2 or any(k.name not in _DISTANCE_KERNELS or k.get("gamma") is None for k in est.kernels_):
         return
@@ -369,7 +369,7 @@ def _warn_if_degenerate(est, Z):
         f"The kernel width does not fit the data ({given}; measured on {len(Z)} sampled rows): "
         + "; ".join(problems) + ". Standardising X (e.g. sklearn.preprocessing.StandardScaler) and using "
         "gamma='scale' also works when the features are on different scales.",
-        KernelWidthWarning, stacklevel=4)
+        KernelWidthWarning, stacklevel=user_stacklevel())
 
 
 _PARAMETERS = """

@@ -33,7 +33,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_is_fitted, check_random_state
 
-from ..exceptions import DegenerateFitWarning, KernelWidthWarning
+from ..exceptions import DegenerateFitWarning, KernelWidthWarning, user_stacklevel
 from ..greedy._cv_path import factor_prefix_scorer, hash_folds, prefix_scorer, row_folds
 from ..greedy._kmp import PursuitExtension, extending
 from ..kernels import Kernel, get_kernel
@@ -858,7 +858,7 @@ def _warn_if_at_edge(est, mean):
                         f"e.g. gammas=[..., {factor} × {est.gammas_[g0]:.4g}]")
     if problems:
         warnings.warn(f"{type(est).__name__}: " + "; ".join(problems) + f" (best_params_={est.best_params_}).",
-                      UserWarning, stacklevel=3)
+                      UserWarning, stacklevel=user_stacklevel())
     return problems
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from ..exceptions import BoundAtCapWarning, DegenerateFitWarning
+from ..exceptions import BoundAtCapWarning, DegenerateFitWarning, user_stacklevel
 from ..expansion import KernelExpansion
 from ..greedy._sampling import resolve_candidates
 from ..greedy._sparse_kpca import principal_directions, sparse_kernel_pca
@@ -37,13 +37,13 @@ def _select(est, store, in_memory, *, n_components, seed, desc, unit, checkpoint
                                  rank_tol=float(est.rank_tol), callback=cb, checkpoint=checkpoint, **kw)
 
 
-def warn_bound_at_cap(owner, cap, param, path, stacklevel=5):
+def warn_bound_at_cap(owner, cap, param, path):
     """:class:`~kmp_dask.exceptions.BoundAtCapWarning`: the bound's minimum is the last size of a
     path cut at ``cap`` (``param``) while the bound was still falling."""
     warnings.warn(
         f"{owner}: the bound is smallest at the path's last size, {cap} = {param}, and was still falling there "
         f"({path[-2]:.6g} → {path[-1]:.6g}): a longer path may reach a smaller bound, so the chosen size is "
-        f"suspect. Raise {param} (e.g. {param}={2 * cap}) and fit again.", BoundAtCapWarning, stacklevel=stacklevel)
+        f"suspect. Raise {param} (e.g. {param}={2 * cap}) and fit again.", BoundAtCapWarning, stacklevel=user_stacklevel())
 
 
 class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ExpansionEstimatorMixin, BaseEstimator):
@@ -218,7 +218,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Expansi
                 f"SparseKernelPCA chose {self.n_components_} points, fewer than n_components={self.n_components}: "
                 f"stop_reason={self.stop_reason_!r} (every remaining point lies in the span of the chosen ones to "
                 f"rank_tol={self.rank_tol}; the kernel matrix has numerical rank {self.n_components_}). "
-                "Ask for fewer components, or a narrower kernel (larger gamma).", DegenerateFitWarning, stacklevel=4)
+                "Ask for fewer components, or a narrower kernel (larger gamma).", DegenerateFitWarning, stacklevel=user_stacklevel())
         return self
 
     def _cut_at_bound_minimum(self, res):
@@ -237,7 +237,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Expansi
         best = int(ks[keep][int(np.argmin(self.bound_path_))])
         cap = int(self.max_components)
         if best == len(res.index) == cap and len(self.bound_path_) > 1 and self.bound_path_[-1] < self.bound_path_[-2]:
-            warn_bound_at_cap(type(self).__name__, cap, "max_components", self.bound_path_, stacklevel=7)
+            warn_bound_at_cap(type(self).__name__, cap, "max_components", self.bound_path_)
         return truncate(res, best) if best < len(res.index) else res
 
     def transform(self, X):
@@ -401,7 +401,7 @@ class SparseKCCA(BaseEstimator):
             warnings.warn(
                 f"SparseKCCA chose {self.n_components_} rows, fewer than n_components={self.n_components}: "
                 f"stop_reason={self.stop_reason_!r} (one view's kernel matrix reached its numerical rank). "
-                "Ask for fewer components.", DegenerateFitWarning, stacklevel=2)
+                "Ask for fewer components.", DegenerateFitWarning, stacklevel=user_stacklevel())
         return self
 
     def transform(self, X, Y=None):

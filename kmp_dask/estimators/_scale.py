@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from ..exceptions import FeatureScaleWarning
+from ..exceptions import FeatureScaleWarning, user_stacklevel
 from ._inputs import is_dask_array, is_store_like
 
 SMALL_FEATURE = 0.1
@@ -141,7 +141,7 @@ def warn_if_mixed_scales(X, owner: str, name: str = "gamma") -> None:
         f"{len(live)} features have a standard deviation below {SMALL_FEATURE:g} × the features' RMS std "
         f"({rms:.3g}): {shown}. The kernel hardly sees them. {_standardise_hint(owner, name)}; measured in "
         "docs/defaults.md, this gained up to 20 accuracy points.",
-        FeatureScaleWarning, stacklevel=4)
+        FeatureScaleWarning, stacklevel=user_stacklevel())
 
 
 def resolve_gamma(gamma, store, *, kernel="rbf", sample_weight=None, owner="the estimator", name="gamma"):

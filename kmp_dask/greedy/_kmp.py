@@ -46,7 +46,7 @@ import numpy as np
 
 from ..blockops import BIAS_ATOM, ColumnStats, Engine, KMPSetup, ScoreQuery, ScoreStats, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
 from ..blockops._safe_pickle import restricted_loads
-from ..exceptions import DegenerateFitWarning, PrematureStopWarning
+from ..exceptions import DegenerateFitWarning, PrematureStopWarning, user_stacklevel
 from ..linalg import IncrementalCholesky, one_blas_thread
 from ._candidates import CandidateSet, gather_fetched
 from ._checkpoint import NO_CHECKPOINT
@@ -397,7 +397,7 @@ class Pursuit:
                       None: StopReason.NO_USABLE_CANDIDATE}[cause]
             why, fix = _CAUSES[cause or "uncorrelated"]
         warnings.warn(_NO_BASIS.format(reason=reason.value, why=why.format(**info), fix=fix.format(**info)),
-                      DegenerateFitWarning, stacklevel=4)
+                      DegenerateFitWarning, stacklevel=user_stacklevel())
         return reason
 
     def _kernel_is_constant(self, sample, info) -> bool:
@@ -466,11 +466,11 @@ class Pursuit:
             if not atom.is_bias:
                 self.excluded.add(atom.index)
             if not warned:
-                warnings.warn(_DEPENDENT.format(idx=atom.index), PrematureStopWarning, stacklevel=4)
+                warnings.warn(_DEPENDENT.format(idx=atom.index), PrematureStopWarning, stacklevel=user_stacklevel())
                 warned = True
         n_atoms = self._n_row_atoms()
         if n_atoms:  # with no basis function, run() names the reason (DegenerateFitWarning)
-            warnings.warn(_PREMATURE.format(n=n_atoms, k=self.max_tries), PrematureStopWarning, stacklevel=4)
+            warnings.warn(_PREMATURE.format(n=n_atoms, k=self.max_tries), PrematureStopWarning, stacklevel=user_stacklevel())
         return None
 
     def _scored_column(self, atom, j):

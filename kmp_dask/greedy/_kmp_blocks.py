@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 
 from ..blockops import BlockQuery, BlockStats, kmp_block_stats
-from ..exceptions import PrematureStopWarning
+from ..exceptions import PrematureStopWarning, user_stacklevel
 from ._result import StopReason
 
 __all__ = ["KEEP_FACTOR", "admit_block", "run_blocks"]
@@ -125,7 +125,7 @@ def _admit(p, b, t):
         alive[i] = False
         if not p.chol.append(_cross_now(b, chosen)[i], float(b["gram"][i, i])):
             p.excluded.add(atoms[i].index)
-            warnings.warn(_DEPENDENT.format(idx=atoms[i].index), PrematureStopWarning, stacklevel=4)
+            warnings.warn(_DEPENDENT.format(idx=atoms[i].index), PrematureStopWarning, stacklevel=user_stacklevel())
             continue
         chosen.append(i)
         p._append(atoms[i])

@@ -13,7 +13,7 @@ import numpy as np
 from scipy.linalg import solve
 
 from ..blockops import LineQuery, LineStats, RefitQuery, kmp_linesearch, kmp_refit_stats
-from ..exceptions import NumericalWarning
+from ..exceptions import NumericalWarning, user_stacklevel
 
 __all__ = ["line_search", "newton_refit", "refit_due"]
 
@@ -87,7 +87,7 @@ def _newton_direction(H, G, pen, coef):
             warnings.warn(
                 f"Newton refit: the curvature of output {j} is not positive definite at n={n} atoms, even "
                 "shifted by 1e-2 of its mean diagonal; the step uses a least-squares solve. Increase `ridge`.",
-                NumericalWarning, stacklevel=3,
+                NumericalWarning, stacklevel=user_stacklevel(),
             )
             delta[:, j] = -np.linalg.lstsq(A, b, rcond=None)[0]
     return delta

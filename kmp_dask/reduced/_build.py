@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 
+from ..exceptions import user_stacklevel
 from ..expansion import KernelExpansion
 from ..greedy._exchange import engine_exchange, exchange_vectors
 from ._level import _Level, eval_positions, exact_rkhs_error
@@ -244,7 +245,7 @@ def prefix_guard(est, model, rows, y) -> None:
         f"{est.target_.source}'s own first {prefix.n_vectors} atoms ({err_p:.4g}): keeping that prefix "
         "(used_prefix_ = True; it is model.expansion_at(k)). A pursuit of k atoms fits the data, a compression "
         "fits the whole model; pass a larger n_vectors to compress, or use the prefix directly",
-        PrefixKeptWarning, stacklevel=3)
+        PrefixKeptWarning, stacklevel=user_stacklevel())
     est.used_prefix_ = True
     est.expansion_ = prefix
     est.n_vectors_ = prefix.n_vectors

@@ -84,6 +84,8 @@ import scipy.linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import lasso_path
 
+from ..exceptions import user_stacklevel
+
 __all__ = ["SparseLevel", "l0_path", "l1_path", "refit_on_support", "rkhs_error"]
 
 _JITTER = 1e-10  # relative to mean(diag(Kzz)): the ε of Kzz + εI = L Lᵀ
@@ -510,7 +512,7 @@ def _lasso_coefficients(A, T, lams, group, tol, max_iter):
             "supports there may be off (refit=True still gives the best β on each). Raise max_iter "
             "or tol, or use a shorter alphas grid.",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
     return path
 
@@ -713,6 +715,6 @@ def l0_path(Kzz, f, wsq, *, gammas=None, n_levels=10, coupled=True, refit=True, 
             f"l0_path: in {unsettled} of {runs} rescaling runs the {what} at max_iter={max_iter} "
             f"sweeps (tol={tol:g}); their current state is used. Raise max_iter.",
             ConvergenceWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     return _collect(candidates, n_levels)

@@ -168,6 +168,9 @@ def test_kernel_width_warning_stops_train_unless_force(ws, tmp_path, no_cluster)
     r = _invoke(*base, "--force")
     assert r.exit_code == 0, r.output
     assert load(tmp_path / "m.kmp").n_basis_ == 5
+    shown = [ln for ln in r.output.splitlines() if "KernelWidthWarning" in ln]  # one line, no Python file
+    assert len(shown) == 1 and shown[0].startswith("Warning (KernelWidthWarning): "), r.output
+    assert ".py:" not in r.output, r.output
 
 
 # -- progress and fit times of every family -----------------------------------------------------
