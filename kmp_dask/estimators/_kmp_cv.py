@@ -591,6 +591,21 @@ class _BaseKMPCV(BaseEstimator):
         check_is_fitted(self, "best_estimator_")
         return self.best_estimator_.expansion_at(k)
 
+    def staged_predict(self, X):
+        """``best_estimator_.staged_predict(X)``: predictions of its prefix models, sizes 1 … ``n_basis_``."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.staged_predict(X)
+
+    def staged_decision_function(self, X):
+        """``best_estimator_.staged_decision_function(X)``: decision values of its prefix models."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.staged_decision_function(X)
+
+    def prefix(self, k):
+        """``best_estimator_.prefix(k)``: the fitted estimator of its first ``k`` basis functions."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.prefix(k)
+
     @property
     def expansion_(self):
         """The refitted model as a :class:`~kmp_dask.KernelExpansion`."""

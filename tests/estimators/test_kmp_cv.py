@@ -90,6 +90,24 @@ def test_refit_equals_the_prefix_of_a_full_pursuit():
     assert clf.score(X, y) == best.score(X, y)
 
 
+@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+def test_staged_predictions_and_prefixes_are_the_best_estimators(kind):
+    X, y = _moons() if kind == "classifier" else _reg()
+    cls = KMPClassifierCV if kind == "classifier" else KMPRegressorCV
+    est = cls(gammas=[1.0], n_basis=12, cv=3, random_state=0, client="sync").fit(X, y)
+    best, k = est.best_estimator_, est.n_basis_
+    for mine, theirs in ((est.staged_predict(X), best.staged_predict(X)),
+                         (est.staged_decision_function(X), best.staged_decision_function(X))):
+        stages = list(mine)
+        assert len(stages) == k
+        for a, b in zip(stages, theirs):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(list(est.staged_predict(X))[-1], est.predict(X))
+    small = est.prefix(max(1, k // 2))
+    assert small.n_basis_ == max(1, k // 2)
+    np.testing.assert_array_equal(small.predict(X), best.prefix(max(1, k // 2)).predict(X))
+
+
 def test_cv_results_are_gridsearch_shaped():
     X, y = _moons()
     clf = KMPClassifierCV(gammas=[0.5, 2.0], n_basis=10, cv=4, random_state=0, client="sync").fit(X, y)
