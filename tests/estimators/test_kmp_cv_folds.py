@@ -88,18 +88,20 @@ def test_sklearn_compatible_with_auto(estimator, check):
     check(estimator)
 
 
-@pytest.mark.slow  # the regressor's default is cv=5; its checks in the default run: test_kmp_cv.py::
-# test_sklearn_compatible (cv=3); "auto" resolves as for the classifier above (test_auto_on_a_small_store_keeps_five_folds)
+@pytest.mark.slow  # the regressor's checks in the default run: test_kmp_cv.py::test_sklearn_compatible (cv=3);
+# "auto" resolves as for the classifier above (test_auto_on_a_small_store_keeps_five_folds)
 @parametrize_with_checks([KMPRegressorCV(n_basis=8, cv="auto")])
 def test_regressor_sklearn_compatible_with_auto(estimator, check):
     check(estimator)
 
 
-def test_defaults_auto_for_the_classifier_five_for_the_regressor():
-    """The study's decision (docs/cross_validation.md, "Defaults"): only the classifier's default changed;
-    the signature shows it, so get_params / clone / repr agree."""
+def test_defaults_auto_for_the_classifier_and_the_regressor():
+    """The studies' decisions (docs/cross_validation.md, "Defaults"; benchmarks/kmp_cv_folds.py and
+    kmp_cv_folds_regression.py): "auto" for both; the signature shows it, so get_params / clone / repr
+    agree."""
     from sklearn.base import clone
 
-    assert KMPClassifierCV().cv == "auto" and KMPRegressorCV().cv == 5
+    assert KMPClassifierCV().cv == "auto" and KMPRegressorCV().cv == "auto"
+    assert clone(KMPRegressorCV()).get_params()["cv"] == "auto" and repr(KMPRegressorCV(cv=5)).count("cv=5") == 1
     assert clone(KMPClassifierCV()).get_params()["cv"] == "auto" and repr(KMPClassifierCV(cv=5)).count("cv=5") == 1
     assert set(KMPClassifierCV().get_params()) == set(KMPRegressorCV().get_params())
