@@ -19,9 +19,16 @@ Protocol, fixed before measuring, per set, one BLAS thread, in process:
 - Decision rule: ``KMPRegressorCV`` takes ``cv="auto"`` iff (a) the mean test R² over the sets drops by
   at most 0.005, (b) no set's test R² drops by more than 0.02, (c) total CPU time ≤ 0.70 of cv=5's.
 
+``--study rule`` (after ``cv="auto"`` became the default): the same tasks, ``KMPRegressorCV(random_state=0)``
+with ``rule="1se"`` (its "auto" rule), ``"half_se"`` (the classifier's) and ``"best"``; the same
+pursuits, another choice and refit. Rule fixed before measuring: the regressor's "auto" rule becomes
+``half_se`` iff its mean test R² over the sets is at least 0.002 above ``1se``'s and no set loses more
+than 0.005; else it stays ``1se``.
+
 Usage::
 
     python benchmarks/kmp_cv_folds_regression.py --out benchmarks/results/kmp_cv_folds_regression.json
+    python benchmarks/kmp_cv_folds_regression.py --study rule --out benchmarks/results/kmp_cv_rule_regression.json
     python benchmarks/kmp_cv_folds_regression.py --sets banana --max-rows 2000 --quick
 """
 
@@ -39,8 +46,10 @@ import _harness as H
 NAME = "kmp_cv_folds_regression"
 SETS = "banana,twonorm,magic,texture,satimage,optdigits,penbased,letter,marketing"
 FORBIDDEN = {"ring", "phoneme", "spambase", "wdbc", "vowel"}  # keel_cv.py's acceptance sets
-VARIANTS = {"cv5": 5, "cv3": 3}
-RULE = {"mean_r2_drop": 0.005, "worst_set_r2_drop": 0.02, "cpu_ratio": 0.70}  # fixed before measuring
+STUDIES = {"folds": {"cv5": {"cv": 5}, "cv3": {"cv": 3}},
+           "rule": {"1se": {"rule": "1se"}, "half_se": {"rule": "half_se"}, "best": {"rule": "best"}}}
+RULE = {"mean_r2_drop": 0.005, "worst_set_r2_drop": 0.02, "cpu_ratio": 0.70}  # fixed before measuring (folds)
+RULE_STUDY = {"mean_r2_gain": 0.002, "worst_set_r2_drop": 0.005}  # fixed before measuring (rule)
 MIN_DISTINCT = 20
 
 
@@ -49,6 +58,7 @@ def _arguments(p):
     p.add_argument("--repeats", type=int, default=1, help="repeats of every variant (medians)")
     p.add_argument("--max-rows", type=int, default=6000, help="larger sets: a seeded random subset")
     p.add_argument("--quick", action="store_true", help="output under $TMPDIR (smoke test)")
+    p.add_argument("--study", choices=sorted(STUDIES), default="folds", help="cv=5 against 3, or the selection rules")
 
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
@@ -76,13 +86,13 @@ def load_task(name, max_rows):
     return Xtr, Xte, ytr, yte, {"n_rows_in_set": n_rows, "target_column": int(target)}
 
 
-def fit_variant(k, Xtr, ytr, Xte, yte):
+def fit_variant(params, Xtr, ytr, Xte, yte):
     from kmp_dask import KMPRegressorCV
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         wall, cpu = time.perf_counter(), time.process_time()
-        est = KMPRegressorCV(random_state=0, cv=k).fit(Xtr, ytr)
+        est = KMPRegressorCV(random_state=0, **params).fit(Xtr, ytr)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {"seconds": wall, "cpu_seconds": cpu, "n_splits": int(est.n_splits_), "best_params": est.best_params_,
             "n_basis": int(est.n_basis_), "cap_reached": int(est.sizes_[-1]),
@@ -90,7 +100,7 @@ def fit_variant(k, Xtr, ytr, Xte, yte):
             "test_r2": float(est.score(Xte, yte))}
 
 
-def run_set(name, repeats, max_rows):
+def run_set(name, repeats, max_rows, variants):
     from kmp_cv_accuracy import run_variants
 
     task = load_task(name, max_rows)
@@ -99,22 +109,36 @@ def run_set(name, repeats, max_rows):
         return {"skipped": f"no column with >= {MIN_DISTINCT} distinct values"}
     Xtr, Xte, ytr, yte, info = task
     row = {**info, "n_train": len(Xtr), "n_test": len(Xte), "n_features": int(Xtr.shape[1]),
-           "variants": run_variants(lambda k: fit_variant(VARIANTS[k], Xtr, ytr, Xte, yte), list(VARIANTS), repeats,
-                                    "cv5")}
+           "variants": run_variants(lambda k: fit_variant(variants[k], Xtr, ytr, Xte, yte), list(variants), repeats,
+                                    next(iter(variants)))}
     H.log(f"{name} (n_train {len(Xtr)}, target column {info['target_column']}): " + "  ".join(
         f"{k}: {v['seconds']:.1f}s (cpu {v['cpu_seconds']:.1f}) R² {v['test_r2']:.4f} n {v['n_basis']} "
         f"cap {v['cap_reached']}" for k, v in row["variants"].items()))
     return row
 
 
+def summarize_rule(sets):
+    done = {n: s for n, s in sets.items() if "variants" in s}
+    if not done:
+        return {"sets_measured": 0}
+    r2 = {k: {n: s["variants"][k]["test_r2"] for n, s in done.items()} for k in STUDIES["rule"]}
+    mean = {k: float(np.mean(list(v.values()))) for k, v in r2.items()}
+    change = {k: {n: r2[k][n] - r2["1se"][n] for n in done} for k in ("half_se", "best")}
+    size = {k: {n: s["variants"][k]["n_basis"] for n, s in done.items()} for k in STUDIES["rule"]}
+    gain, worst = mean["half_se"] - mean["1se"], min(change["half_se"].values())
+    return {"sets_measured": len(done), "mean_test_r2": mean, "r2_change_over_1se": change, "sizes": size,
+            "rule": RULE_STUDY, "checks": {"mean_gain": gain, "worst_set_change": worst},
+            "decision_half_se": bool(gain >= RULE_STUDY["mean_r2_gain"] and worst >= -RULE_STUDY["worst_set_r2_drop"])}
+
+
 def summarize(sets):
     done = {n: s for n, s in sets.items() if "variants" in s}
     if not done:
         return {"sets_measured": 0}
-    r2 = {k: {n: s["variants"][k]["test_r2"] for n, s in done.items()} for k in VARIANTS}
+    r2 = {k: {n: s["variants"][k]["test_r2"] for n, s in done.items()} for k in STUDIES["folds"]}
     change = {n: r2["cv3"][n] - r2["cv5"][n] for n in done}
-    cpu = {k: sum(s["variants"][k]["cpu_seconds"] for s in done.values()) for k in VARIANTS}
-    wall = {k: sum(s["variants"][k]["seconds"] for s in done.values()) for k in VARIANTS}
+    cpu = {k: sum(s["variants"][k]["cpu_seconds"] for s in done.values()) for k in STUDIES["folds"]}
+    wall = {k: sum(s["variants"][k]["seconds"] for s in done.values()) for k in STUDIES["folds"]}
     mean = {k: float(np.mean(list(v.values()))) for k, v in r2.items()}
     checks = {"a_mean_r2_drop": mean["cv5"] - mean["cv3"], "a_ok": mean["cv5"] - mean["cv3"] <= RULE["mean_r2_drop"],
               "b_worst_set_r2_change": min(change.values()),
@@ -129,17 +153,21 @@ def summarize(sets):
 
 def main(args):
     t0 = time.perf_counter()
-    out = H.output_path(NAME, args.out, quick=args.quick)
+    out = H.output_path(NAME if args.study == "folds" else "kmp_cv_rule_regression", args.out, quick=args.quick)
+    summary = summarize if args.study == "folds" else summarize_rule
     result = {"environment": H.environment(), "settings": vars(args), "load_average_start": os.getloadavg(),
               "protocol": __doc__, "sets": {}}
     for name in [s for s in args.sets.split(",") if s]:
-        result["sets"][name] = run_set(name, args.repeats, args.max_rows)
-        result["summary"] = summarize(result["sets"])
+        result["sets"][name] = run_set(name, args.repeats, args.max_rows, STUDIES[args.study])
+        result["summary"] = summary(result["sets"])
         result["load_average_end"] = os.getloadavg()
         H.write_json(out, result)
     H.finish(result, out, t0)
     s = result["summary"]
-    if s.get("sets_measured"):
+    if args.study == "rule" and s.get("sets_measured"):
+        H.log(f"mean R² {s['mean_test_r2']}; half_se over 1se {s['checks']['mean_gain']:+.4f}, worst set "
+              f"{s['checks']['worst_set_change']:+.4f}; half_se as the regressor's auto rule: {s['decision_half_se']}")
+    elif s.get("sets_measured"):
         H.log(f"cv3 vs cv5: mean R² {s['mean_test_r2']['cv3']:.4f} vs {s['mean_test_r2']['cv5']:.4f}, worst set "
               f"{s['checks']['b_worst_set_r2_change']:+.4f}, cpu × {s['checks']['c_cpu_ratio']:.3f}, wall × "
               f"{s['wall_ratio']:.3f}; auto as default: {s['decision_auto_default']}")

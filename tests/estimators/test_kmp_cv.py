@@ -142,13 +142,15 @@ def test_one_standard_error_rule_by_hand():
     assert one_standard_error(S2) == (1, 1)
 
 
-def test_fitted_choice_follows_the_rule_on_its_own_scores():
+@pytest.mark.parametrize("rule,share", [("1se", 1.0), ("auto", 0.5)])  # "auto": half_se (AUTO_RULE)
+def test_fitted_choice_follows_the_rule_on_its_own_scores(rule, share):
     X, y = _reg(300)
-    est = KMPRegressorCV(gammas=[0.1, 0.5, 2.0], n_basis=25, cv=5, random_state=3, client="sync").fit(X, y)
+    est = KMPRegressorCV(gammas=[0.1, 0.5, 2.0], n_basis=25, cv=5, rule=rule, random_state=3, client="sync").fit(X, y)
+    assert est.rule_ == ("1se" if rule == "1se" else "half_se")
     mean = est.scores_.mean(axis=1)
     g0, s0 = np.unravel_index(np.argmax(mean), mean.shape)
-    se = est.scores_[g0, :, s0].std(ddof=1) / np.sqrt(5)
-    s = next(j for j in range(25) if (mean[:, j] >= mean[g0, s0] - se).any())  # smallest size within 1 SE
+    se = share * est.scores_[g0, :, s0].std(ddof=1) / np.sqrt(5)
+    s = next(j for j in range(25) if (mean[:, j] >= mean[g0, s0] - se).any())  # smallest size within (½) SE
     g = max((g for g in range(3) if mean[g, s] >= mean[g0, s0] - se), key=lambda g: mean[g, s])
     assert est.best_params_ == {"gamma": [0.1, 0.5, 2.0][g], "n_basis": s + 1}
     assert est.n_basis_ <= s0 + 1

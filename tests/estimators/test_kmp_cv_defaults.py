@@ -115,15 +115,15 @@ def test_given_grid_is_not_widened(monkeypatch):
 
 
 def test_selection_rule_defaults_by_hand():
-    """rule="auto": the classifier takes the smallest model within half a standard error of the best
-    mean held-out accuracy, the regressor within one; checked against the bar computed here."""
+    """rule="auto": the classifier and the regressor take the smallest model within half a standard
+    error of the best mean held-out score; checked against the bar computed here."""
     from kmp_dask import KMPRegressorCV
 
     assert KMPClassifierCV().rule == "auto" and _kmp_cv.AUTO_RULE == "half_se"
     X, y = make_moons(300, noise=0.3, random_state=0)
     kw = {"gammas": [0.5, 2.0, 8.0], "n_basis": 30, "cv": 3, "random_state": 0, "client": "sync"}
     for est, width, rule in ((KMPClassifierCV(**kw).fit(X, y), 0.5, "half_se"),
-                             (KMPRegressorCV(**kw).fit(X, np.sin(2 * X[:, 0]) + 0.3 * y), 1.0, "1se")):
+                             (KMPRegressorCV(**kw).fit(X, np.sin(2 * X[:, 0]) + 0.3 * y), 0.5, "half_se")):
         m = est.scores_.mean(axis=1)
         best = m.max()
         s0 = int(np.flatnonzero(m.max(axis=0) == best)[0])  # the smallest size holding the best mean
