@@ -610,8 +610,8 @@ _DOC = """
     For each γ in ``gammas`` and each of the ``cv`` folds, ONE pursuit to ``n_basis`` atoms
     (squared loss, {inner}); every prefix size 1 … ``n_basis`` of it is scored exactly on the
     held-out fold ({metric}). γ and the size are chosen by ``rule`` — the smallest size at which
-    some γ's mean score is within one standard error of the best mean (regressor default; half a
-    standard error: classifier default) — and ``best_estimator_`` is fitted on all rows with them
+    some γ's mean score is within half a standard error of the best mean (the default, "half_se";
+    "1se": within one) — and ``best_estimator_`` is fitted on all rows with them
     (the same model as the prefix of that size of an ``n_basis``-atom pursuit with the same seed).
 
     Folds: numpy / pandas input uses {folds} (shuffled with ``random_state``), or any
