@@ -76,6 +76,42 @@ class WorkerRestartLoopError(RuntimeError):
     """The embedded cluster's workers kept dying as soon as they started."""
 
 
+class UnguardedMainError(RuntimeError):
+    """An embedded cluster was asked for while Python imported the user's script in a new process."""
+
+
+_UNGUARDED = (
+    "kmp_dask was asked to start its embedded dask cluster (client={what}) while Python was importing your "
+    "script {script!r} in a new worker process: worker processes start by importing the main script, so "
+    "code at its top level that fits a model runs again in each of them. Put that code under "
+    "`if __name__ == \"__main__\":` (Python's 'safe importing of main module' rule for multiprocessing), or "
+    "pass client='sync' (in process) or a scheduler address.")
+
+
+_START_FAILED = (
+    "the embedded LocalCluster's worker processes failed to start ({error}). If the output above shows "
+    "UnguardedMainError, put the code of your script that fits under `if __name__ == \"__main__\":`; "
+    "otherwise the worker processes' errors above say why. To run without a cluster pass client='sync'.")
+
+
+def check_not_importing_main(what: str = "'embedded'") -> None:
+    """Refuse to start an embedded cluster inside a process that is still importing ``__main__``.
+
+    dask's nannies start workers with multiprocessing's "spawn": each new process imports the main
+    script first. A script without the ``__main__`` guard then fits again in every worker process,
+    which asks for a cluster of its own; multiprocessing refuses to spawn from there, the worker
+    never starts and — measured — the parent's ``LocalCluster`` waited past 300 s without an error.
+    Raised here, the worker process ends at once with this message (on the same terminal) and the
+    parent's start fails (:func:`embedded_cluster` names the likely cause)."""
+    import multiprocessing
+    import sys
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        main = sys.modules.get("__mp_main__") or sys.modules.get("__main__")  # spawn imports it as __mp_main__
+        script = getattr(main, "__file__", None) or "<main>"
+        raise UnguardedMainError(_UNGUARDED.format(what=what, script=script))
+
+
 _FIX = (
     "Pass None (local default), 'sync', 'embedded', a distributed.Client, a scheduler address "
     "such as 'tcp://127.0.0.1:8786' (printed by `dask scheduler`), or the path of a scheduler "
@@ -253,20 +289,24 @@ def embedded_cluster(n_workers: int | None = None, *, threads_per_worker: int = 
     """
     from distributed import LocalCluster
 
+    check_not_importing_main()
     memory_limit = check_memory_limit(memory_limit)
     n = n_workers or max(1, min(os.cpu_count() or 1, 8))
     kw = {"local_directory": str(local_directory)} if local_directory is not None else {}
     watch = _RestartWatch(memory_limit)
-    cluster = LocalCluster(
-        n_workers=n,
-        threads_per_worker=int(threads_per_worker),
-        memory_limit=memory_limit,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0" if dashboard else None,
-        worker_class=watch.nanny_class(),
-        **kw,
-    )
+    try:
+        cluster = LocalCluster(
+            n_workers=n,
+            threads_per_worker=int(threads_per_worker),
+            memory_limit=memory_limit,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0" if dashboard else None,
+            worker_class=watch.nanny_class(),
+            **kw,
+        )
+    except RuntimeError as exc:  # a worker process died while starting: dask says only "failed to start"
+        raise NoWorkersError(_START_FAILED.format(error=exc)) from exc
     try:
         with _new_client(cluster, _connect_timeout(timeout), what="the embedded LocalCluster") as client:
             watch.client = client

@@ -193,3 +193,33 @@ def test_embedded_cluster_sockets_are_loopback_only(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+# -- a script without the __main__ guard -----------------------------------------------------------
+
+
+def test_embedded_cluster_refused_while_a_worker_process_imports_the_script(monkeypatch):
+    import multiprocessing
+
+    from kmp_dask.parallel._client import UnguardedMainError, check_not_importing_main
+
+    check_not_importing_main()  # this process is not importing __main__: nothing happens
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    with pytest.raises(UnguardedMainError, match=r'if __name__ == "__main__":.*client=\'sync\''):
+        check_not_importing_main()
+
+
+def test_a_script_without_the_main_guard_fails_fast_and_names_the_fix(tmp_path):
+    """Without the guard every spawned worker imports the script and asks for a cluster of its own:
+    the parent's LocalCluster used to wait for workers that never started (measured: past 300 s, no
+    error). Now each worker process ends with UnguardedMainError and the parent with NoWorkersError."""
+    script = tmp_path / "unguarded.py"
+    script.write_text("from kmp_dask.parallel._client import embedded_cluster\n"
+                      "with embedded_cluster(n_workers=1, dashboard=False):\n"
+                      "    print('started')\n")
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode != 0 and "started" not in proc.stdout, proc.stdout + proc.stderr
+    assert "UnguardedMainError" in proc.stderr and str(script) in proc.stderr, proc.stderr
+    assert "NoWorkersError" in proc.stderr and 'if __name__ == "__main__":' in proc.stderr, proc.stderr
+    print(f"failed in {time.monotonic() - t0:.1f} s")
