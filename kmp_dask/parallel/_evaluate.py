@@ -111,8 +111,8 @@ def warm_workers(client, module: str, timeout: float = WARM_TIMEOUT) -> None:
 
     Unpickling a kmp_dask estimator on a fresh worker imports its class's module and with it
     scikit-learn, scipy.stats and pandas: 2.2-2.3 s of CPU in a worker process (1.3 s in a plain
-    one), most of a cold worker's first ``evaluate``. A scattered model reaches the first worker,
-    then the others copy it from there, each import after the previous one; imported here first,
+    one), most of a cold worker's first ``evaluate``. A scattered model reaches one worker, and the
+    others copy it from there once it is unpickled: two imports in series; imported here first,
     they overlap.
     """
     from distributed import wait
