@@ -50,13 +50,16 @@ def _imported(name):
 
 @pytest.mark.parametrize("current", [True, False], ids=["current-client", "client-argument-only"])
 def test_the_model_is_unpickled_once_per_worker_and_never_by_the_scheduler(tmp_path, process_client, current):
-    """8 row chunks on 2 workers: each worker unpickles the model once (not once per task), and the
-    scheduler (in this process: a LocalCluster's) never; the metrics are those of the in-process pass.
+    """40 row chunks on 2 workers: each worker unpickles the model once (not once per task: 20
+    each), and the scheduler (in this process: a LocalCluster's) never; the metrics are those of
+    the in-process pass. Up to 3 per worker: dask's active memory manager may drop a worker's
+    replica when no task waits for it there, and a later task fetches it again (seen once in 5
+    runs: 2).
 
     Before: with the client current (the CLI's), the scheduler unpickled it (the assertion below);
     with the client only passed as ``client=``, the pass ran in this process, not on its workers."""
     client = process_client
-    store = make_classification_store(tmp_path / "s.zarr", 2000, n_features=4, n_classes=2, chunk_rows=250,
+    store = make_classification_store(tmp_path / "s.zarr", 2000, n_features=4, n_classes=2, chunk_rows=50,
                                       random_state=0)
     model = _CountedModel([1.0, -0.5, 0.25, 0.0], [0, 1])
     here, workers = UNPICKLED, client.run(_count)
@@ -64,7 +67,8 @@ def test_the_model_is_unpickled_once_per_worker_and_never_by_the_scheduler(tmp_p
         got = evaluate(model, store, client=client)
     assert UNPICKLED == here, "the scheduler unpickled the model: it travelled inside the graph"
     after = client.run(_count)
-    assert {w: after[w] - workers.get(w, 0) for w in after} == {w: 1 for w in after}
+    per_worker = {w: after[w] - workers.get(w, 0) for w in after}
+    assert all(1 <= n <= 3 for n in per_worker.values()), per_worker
     assert got == evaluate(model, store, client="sync")
 
 
