@@ -18,6 +18,7 @@ model's classes is refused before any pass (its codes would mean nothing to the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -118,6 +119,17 @@ def check_evaluate(model, store) -> str:
     return kind
 
 
+@contextlib.contextmanager
+def _passes_on(client):
+    """The client :func:`~kmp_dask.parallel.resolve_client` gives for ``client`` (None: in process),
+    current for the passes inside: the model is scattered with it, so its graphs are computed there."""
+    from .parallel import resolve_client
+
+    with resolve_client(client, in_memory=False) as c:
+        with c.as_current() if c is not None else contextlib.nullcontext():
+            yield c
+
+
 def _probe(store):
     X, _ = store.read_range(0, min(store.n_rows, 2))
     return np.asarray(X)
@@ -132,14 +144,13 @@ def evaluate(model, data, *, client=None) -> dict:
     matched to the model's ``classes_`` by name; a store sharing no class name with the model
     is refused (ValueError), as is one with other columns (:func:`check_model_data`).
     """
-    from .parallel import resolve_client
-    from .parallel._evaluate import chunkwise
+    from .parallel._evaluate import chunkwise, ship_model
 
     store = _open(data)
     kind = check_evaluate(model, store)
-    with resolve_client(client, in_memory=False):
+    with _passes_on(client) as on:
         y = _store_labels(store)
-        pred = chunkwise(model, store.to_dask("X"), "predict", _probe(store))
+        pred = chunkwise(model, store.to_dask("X"), "predict", _probe(store), ship_model(model, on))
         if kind == "classifier":
             return _classification_metrics(model.classes_, pred, y, store.n_rows)
         return _regression_metrics(pred, y)
@@ -263,7 +274,6 @@ def predict_to_store(model, data, target, *, overwrite: bool = False, client=Non
     downstream model directly). Written atomically; an existing ``target`` is refused unless
     ``overwrite``.
     """
-    from .parallel import resolve_client
     from .store import check_target_free, store_from_dask
 
     check_target_free(target, overwrite=overwrite)
@@ -272,8 +282,8 @@ def predict_to_store(model, data, target, *, overwrite: bool = False, client=Non
     _check_not_input(store, target)
     check_model_data(model, store)
     prov = {"command": "predict", "model": type(model).__name__, "source": store.url, **(provenance or {})}
-    with resolve_client(client, in_memory=False):
-        X, y, classes = _outputs(model, kind, store, output)
+    with _passes_on(client) as on:
+        X, y, classes = _outputs(model, kind, store, output, on)
         return store_from_dask(target, X, y, classes=classes, overwrite=overwrite, provenance=prov)
 
 
@@ -296,22 +306,22 @@ def _two_d(a):
     return a.reshape(a.shape[0], 1) if a.ndim == 1 else a
 
 
-def _outputs(model, kind, store, output="auto"):
-    from .parallel._evaluate import chunkwise, label_codes
+def _outputs(model, kind, store, output="auto", client=None):
+    from .parallel._evaluate import chunkwise, label_codes, ship_model
 
-    X, probe = store.to_dask("X"), _probe(store)
+    X, probe, m = store.to_dask("X"), _probe(store), ship_model(model, client)  # one model for all passes
     if kind == "transformer":
         y = store.to_dask("y") if store.has_y else None
-        return _two_d(chunkwise(model, X, "transform", probe)), y, store.attrs.get("classes")
+        return _two_d(chunkwise(model, X, "transform", probe, m)), y, store.attrs.get("classes")
     if kind == "regressor":
-        P = chunkwise(model, X, "predict", probe)
+        P = chunkwise(model, X, "predict", probe, m)
         return _two_d(P), P, None
     F = None
     if output == "proba":
-        F = chunkwise(model, X, "predict_proba", probe)
+        F = chunkwise(model, X, "predict_proba", probe, m)
     elif _has(model, "decision_function"):
-        F = _two_d(chunkwise(model, X, "decision_function", probe))
-    pred = chunkwise(model, X, "predict", probe)
+        F = _two_d(chunkwise(model, X, "decision_function", probe, m))
+    pred = chunkwise(model, X, "predict", probe, m)
     codes = label_codes(pred, model.classes_)
     if F is None:
         F = _two_d(codes.astype(np.float32))
@@ -366,11 +376,10 @@ def predict_to_file(model, data, path, *, output: str = "auto", overwrite: bool 
     store = _open(data)
     _check_not_input(store, path)
     check_model_data(model, store)
-    from .parallel import resolve_client
-    from .parallel._evaluate import chunkwise
+    from .parallel._evaluate import chunkwise, ship_model
 
-    with resolve_client(client, in_memory=False):
-        values = chunkwise(model, store.to_dask("X"), _method(kind, output), _probe(store))
+    with _passes_on(client) as on:
+        values = chunkwise(model, store.to_dask("X"), _method(kind, output), _probe(store), ship_model(model, on))
         width = 64  # .npy of object labels: fixed-width unicode, as wide as the longest class name
         if values.dtype.kind == "O" and kind == "classifier":
             width = max(1, *(len(str(c)) for c in np.asarray(model.classes_).tolist()))

@@ -7,9 +7,12 @@ sums behind R² / MSE / MAE), so no full column of predictions is ever gathered 
 
 from __future__ import annotations
 
+import uuid
+import weakref
+
 import numpy as np
 
-__all__ = ["confusion_counts", "regression_sums", "label_codes", "chunkwise", "computed_blocks"]
+__all__ = ["confusion_counts", "regression_sums", "label_codes", "chunkwise", "ship_model", "computed_blocks"]
 
 
 def _as_dask(a, chunks):
@@ -65,24 +68,90 @@ def _shipped(model):
     return model
 
 
-def chunkwise(model, X, method, probe):
+def ship_model(model, client=None):
+    """``model`` as the predict tasks of :func:`chunkwise` take it: shipped once, every call of
+    :func:`chunkwise` of one pass sharing it.
+
+    With a ``distributed`` client, the model is scattered to every worker (``broadcast``; a key of
+    this call only) and the graphs refer to it by that key. It is never a literal of the graph:
+    dask's scheduler unpickles every graph it receives, so a model inside one was unpickled in the
+    scheduler process too (importing kmp_dask.estimators, scikit-learn, scipy.stats and pandas
+    there, before any task ran), and then by the one worker that computed its key before any other
+    worker could fetch it (docs/engine.md, "A cold worker's first evaluate"). Without a client
+    (in process): one key of a delayed graph.
+    """
+    import dask
+
+    model = _shipped(model)
+    if client is None:
+        return dask.delayed(model, name=f"model-{uuid.uuid4().hex}", traverse=False)
+    warm_workers(client, type(model).__module__)
+    [future] = client.scatter([model], broadcast=True, hash=False)
+    return future
+
+
+#: Longest wait (seconds) for every worker to import the module of a model's class before it is
+#: scattered; a worker not done by then imports it when it unpickles the model, as without it.
+WARM_TIMEOUT = 120.0
+
+
+_WARMED = weakref.WeakKeyDictionary()  #: client -> {(worker address, module)} imported by warm_workers
+
+
+def _import_module(name):
+    import importlib
+
+    importlib.import_module(name)
+
+
+def warm_workers(client, module: str, timeout: float = WARM_TIMEOUT) -> None:
+    """Import ``module`` on every worker of ``client`` at once, one task per worker (bounded by
+    ``timeout``; an import that fails is left to the unpickling that follows, which names it).
+    A worker that imported it for this client before is not asked again.
+
+    Unpickling a kmp_dask estimator on a fresh worker imports its class's module and with it
+    scikit-learn, scipy.stats and pandas: 2.2-2.3 s of CPU in a worker process (1.3 s in a plain
+    one), most of a cold worker's first ``evaluate``. A scattered model reaches one worker, and the
+    others copy it from there once it is unpickled: two imports in series; imported here first,
+    they overlap.
+    """
+    from distributed import wait
+
+    if module in ("__main__", "builtins") or not module:
+        return
+    done = _WARMED.setdefault(client, set())
+    todo = [w for w in client.nthreads() if (w, module) not in done]
+    if not todo:
+        return
+    futures = {client.submit(_import_module, module, workers=[w], allow_other_workers=False, pure=False,
+                             key=f"import-{module}-{uuid.uuid4().hex}"): w for w in todo}
+    try:
+        with client.as_current():  # distributed.wait waits with the current client
+            wait(list(futures), timeout=timeout)
+    except TimeoutError:
+        pass
+    finally:
+        done.update((w, module) for f, w in futures.items() if f.status == "finished")
+        client.cancel(list(futures))
+
+
+def chunkwise(model, X, method, probe, shipped=None):
     """``model.<method>`` over the dask array ``X`` as a lazy dask array, one task per row chunk of
     ``X`` (the model is one key of the graph, shipped once per worker, not per task).
 
     ``probe`` (a few rows of ``X`` as numpy) gives the output's dtype and trailing shape without a
-    pass over the data. This is the one data pass behind ``evaluate``, ``predict_to_store`` and
-    ``predict_to_file``: any model with that method (kmp_dask's, scikit-learn's, a compressed
+    pass over the data; ``shipped``: ``model`` as :func:`ship_model` gave it (default: shipped
+    here, without a client). This is the one data pass behind ``evaluate``, ``predict_to_store``
+    and ``predict_to_file``: any model with that method (kmp_dask's, scikit-learn's, a compressed
     model) predicts here, block by block, in the input's row order.
     """
-    import uuid
-
     import dask
     import dask.array as da
 
     out0 = _apply(model, method, probe)
     tail, dtype = out0.shape[1:], out0.dtype
     X = X.rechunk({1: -1})
-    m = dask.delayed(_shipped(model), name=f"model-{uuid.uuid4().hex}", traverse=False)
+    m = ship_model(model) if shipped is None else shipped
     parts = [da.from_delayed(dask.delayed(_apply, pure=True)(m, method, b), shape=(int(n),) + tail, dtype=dtype)
              for b, n in zip(X.to_delayed().ravel(), X.chunks[0])]
     if not parts:
