@@ -12,6 +12,8 @@ import weakref
 
 import numpy as np
 
+from ._scatter import scatter_to_all
+
 __all__ = ["confusion_counts", "regression_sums", "label_codes", "chunkwise", "ship_model", "computed_blocks"]
 
 
@@ -86,8 +88,7 @@ def ship_model(model, client=None):
     if client is None:
         return dask.delayed(model, name=f"model-{uuid.uuid4().hex}", traverse=False)
     warm_workers(client, type(model).__module__)
-    [future] = client.scatter([model], broadcast=True, hash=False)
-    return future
+    return scatter_to_all(client, model)
 
 
 #: Longest wait (seconds) for every worker to import the module of a model's class before it is

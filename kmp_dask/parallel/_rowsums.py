@@ -11,15 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._scatter import SCATTER_RETRIES, scatter_to_all
+
 __all__ = ["row_block_sums"]
-
-
-SCATTER_RETRIES = 2
-"""Times :func:`row_block_sums` scatters ``args`` again: a worker left while they were sent, or every
-worker holding them died before the pass ended."""
-
-SCATTER_TIMEOUT, SCATTER_PAUSE = 120.0, 1.0
-"""Seconds a scatter may take (then ``TimeoutError``, an ``OSError``), and the pause before another."""
 
 
 def row_block_sums(fn, X, y, args: tuple, *, client=None) -> np.ndarray:
@@ -62,9 +56,7 @@ def _on_workers(client, fn, blocks, args):
     from concurrent.futures import CancelledError
 
     for attempt in range(SCATTER_RETRIES + 1):
-        shared = _scatter(client, args, last=attempt == SCATTER_RETRIES)
-        if shared is None:
-            continue
+        shared = scatter_to_all(client, args)
         try:
             return client.gather(client.compute(_parts(fn, blocks, shared)))
         except CancelledError:  # every worker holding the scattered args died: scatter them again
@@ -72,21 +64,6 @@ def _on_workers(client, fn, blocks, args):
                 raise
         finally:
             shared.release()
-
-
-def _scatter(client, args, last: bool):
-    """A future of ``args`` on every worker; None (after a short pause) if a worker left while they
-    were sent (the scheduler still listed it: a ``KeyError`` or a closed comm), unless ``last``."""
-    import time
-
-    try:
-        [shared] = client.scatter([args], broadcast=True, hash=False, timeout=SCATTER_TIMEOUT)
-        return shared
-    except (KeyError, OSError):
-        if last:
-            raise
-        time.sleep(SCATTER_PAUSE)
-        return None
 
 
 def _call(fn, X, y, start, args):

@@ -10,7 +10,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from kmp_dask.parallel import _rowsums
+from kmp_dask.parallel import _scatter
 from kmp_dask.parallel._rowsums import row_block_sums
 
 
@@ -69,7 +69,7 @@ class _Flaky:
 
 @pytest.mark.parametrize("fail", [{"fail_scatter": 1}, {"fail_gather": 1}, {"fail_scatter": 1, "fail_gather": 1}])
 def test_a_lost_scatter_is_sent_again(process_client, monkeypatch, fail):
-    monkeypatch.setattr(_rowsums, "SCATTER_PAUSE", 0.0)
+    monkeypatch.setattr(_scatter, "SCATTER_PAUSE", 0.0)
     X, y, dX, dy = _data()
     w = np.array([2.0])
     flaky = _Flaky(process_client, **fail)
@@ -80,9 +80,9 @@ def test_a_lost_scatter_is_sent_again(process_client, monkeypatch, fail):
 
 @pytest.mark.parametrize("kind", ["fail_scatter", "fail_gather"])
 def test_retries_are_bounded(process_client, monkeypatch, kind):
-    monkeypatch.setattr(_rowsums, "SCATTER_PAUSE", 0.0)
+    monkeypatch.setattr(_scatter, "SCATTER_PAUSE", 0.0)
     _, _, dX, dy = _data()
-    flaky = _Flaky(process_client, **{kind: _rowsums.SCATTER_RETRIES + 1})
+    flaky = _Flaky(process_client, **{kind: _scatter.SCATTER_RETRIES + 1})
     with pytest.raises(KeyError if kind == "fail_scatter" else CancelledError):
         row_block_sums(_weighted_sum, dX, dy, (np.array([1.0]),), client=flaky)
-    assert flaky.calls.count("scatter") == _rowsums.SCATTER_RETRIES + 1
+    assert flaky.calls.count("scatter") == _scatter.SCATTER_RETRIES + 1
