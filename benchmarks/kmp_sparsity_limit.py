@@ -18,6 +18,7 @@ size) and its gap to the SVC in points.
 Usage::
 
     python benchmarks/kmp_sparsity_limit.py --sets phoneme,spambase
+    python benchmarks/kmp_sparsity_limit.py --sets phoneme,spambase,vowel --share 5   # the plain-default target
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ FACTORS = "0.0625,0.25,1,4,8,16,32,64"
 def _arguments(p):
     p.add_argument("--sets", default="phoneme,spambase", help="comma-separated keel_cv.py sets")
     p.add_argument("--factors", default=FACTORS, help="γ as multiples of 1/d on standardised features")
+    p.add_argument("--share", type=int, default=3, help="the cap: ⌊#SV / share⌋ atoms (3: the CV target; 5: the "
+                   "plain-default target, KMPClassifier(n_basis=#SV/5) within 3 points)")
     p.add_argument("--quick", action="store_true", help="output under $TMPDIR (smoke test)")
 
 
@@ -46,7 +49,7 @@ ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" el
 import numpy as np  # noqa: E402
 
 
-def run_set(name, factors, svc):
+def run_set(name, factors, svc, share):
     from keel_cv import load_split
     from sklearn.preprocessing import StandardScaler
 
@@ -55,7 +58,7 @@ def run_set(name, factors, svc):
     Xtr, Xte, ytr, yte = load_split(name)
     scaler = StandardScaler().fit(Xtr)
     Ztr, Zte = scaler.transform(Xtr), scaler.transform(Xte)
-    cap = int(svc["n_support_vectors"]) // 3
+    cap = int(svc["n_support_vectors"]) // share
     widths = {}
     for f in factors:
         t0 = time.perf_counter()
@@ -73,18 +76,19 @@ def run_set(name, factors, svc):
             "widths": widths, "best_width_factor": float(best_f), "best_size": best["best_size"],
             "best_accuracy": best["best_accuracy"],
             "best_gap_points": 100 * (best["best_accuracy"] - svc["accuracy"]),
-            "within_1.5_points_possible": bool(100 * (svc["accuracy"] - best["best_accuracy"]) <= 1.5)}
+            "within_1.5_points_possible": bool(100 * (svc["accuracy"] - best["best_accuracy"]) <= 1.5),
+            "within_3_points_possible": bool(100 * (svc["accuracy"] - best["best_accuracy"]) <= 3.0)}
 
 
 def main(args):
     t0 = time.perf_counter()
-    out = H.output_path(NAME, args.out, quick=args.quick)
+    out = H.output_path(NAME if args.share == 3 else f"{NAME}_share{args.share}", args.out, quick=args.quick)
     keel = json.loads((Path(__file__).resolve().parent / "results" / "keel_cv.json").read_text())
     factors = [float(f) for f in args.factors.split(",")]
-    result = {"environment": H.environment(), "protocol": __doc__, "factors": factors,
+    result = {"environment": H.environment(), "protocol": __doc__, "factors": factors, "share": args.share,
               "svc_from": keel["environment"].get("git_commit"), "sets": {}}
     for name in [s for s in args.sets.split(",") if s]:
-        result["sets"][name] = run_set(name, factors, keel["sets"][name]["svc"])
+        result["sets"][name] = run_set(name, factors, keel["sets"][name]["svc"], args.share)
         H.write_json(out, result)
         r = result["sets"][name]
         H.log(f"{name}: best {r['best_accuracy']:.4f} (γ={r['best_width_factor']}/d, {r['best_size']} atoms ≤ "
