@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import gc
 import logging
 import os
 import time
@@ -619,10 +618,10 @@ class ActorEngine:
                 pass
             keys.setdefault(h["addr"], []).append(h["future"].key)
             h["future"].release()
-            h.clear()  # the actor proxy holds a future of its own: no reference to it may outlive close
+            _release_proxy(h["actor"])
+            h.clear()
         self._holders = []
         if keys:
-            gc.collect()  # a proxy caught in a reference cycle would keep its holder alive until the next collection
             _await_released(self.client, keys)
 
     def __enter__(self):
@@ -630,6 +629,19 @@ class ActorEngine:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _release_proxy(actor) -> None:
+    """Release the future of its holder's key that an actor proxy holds itself.
+
+    distributed's proxy binds a future of its own when it finds a client (the default one), and
+    every method call leaves the proxy in a reference cycle (the call's closure refers to itself),
+    so the proxy outlives ``close`` until the next full garbage collection, and its future keeps
+    the holder on its worker. Releasing that future frees the holder at once (releasing twice is
+    a no-op); a ``gc.collect()`` here did the same at 0.1-2.5 s a close in a large process."""
+    own = getattr(actor, "_future", None)
+    if own is not None:
+        own.release()
 
 
 RELEASE_WAIT = 10.0
