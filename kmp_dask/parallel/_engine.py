@@ -611,9 +611,11 @@ class ActorEngine:
 
     def close(self) -> None:
         keys = {}
+        live = self._live_addresses() if self._holders else None
         for h in self._holders:
-            try:
-                h["actor"].close().result(timeout=30)
+            try:  # a gone worker's holder is not asked: the call would wait out its 30 s
+                if live is None or h["addr"] in live:
+                    h["actor"].close().result(timeout=30)
             except Exception:  # the worker may be gone; its scratch goes with its local directory
                 pass
             keys.setdefault(h["addr"], []).append(h["future"].key)
@@ -621,8 +623,18 @@ class ActorEngine:
             _release_proxy(h["actor"])
             h.clear()
         self._holders = []
+        if live is not None:  # nor polled: a gone worker's holders went with it
+            keys = {a: k for a, k in keys.items() if a in live}
         if keys:
             _await_released(self.client, keys)
+
+    def _live_addresses(self):
+        """The scheduler's workers now, or None when it cannot say (then close asks every holder)."""
+        try:
+            info = scheduler_identity(self.client)
+        except Exception:
+            return None
+        return set(info["workers"]) if isinstance(info, dict) and "workers" in info else None
 
     def __enter__(self):
         return self
