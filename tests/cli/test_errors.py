@@ -126,15 +126,18 @@ def test_compress_a_trusted_scikit_learn_file(tmp_path):
 
 @pytest.mark.parametrize("algorithm,extra", [("cvm", ["--C", "10"]), ("mmda", ["--n-components", "2"]),
                                              ("skpca", ["--n-components", "5"])])
-def test_train_other_algorithms(tmp_path, algorithm, extra):
+def test_train_other_algorithms(tmp_path, algorithm, extra, process_client, process_cluster):
+    """Each family trains from the command line on a cluster's workers: the session's process cluster
+    by address (an embedded cluster per algorithm cost 2-6 s each; ``train --workers N`` starting
+    one is covered by test_train_with_sample_weights_equals_the_python_fit and test_resume.py)."""
     from kmp_dask import load
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(400, 3))
     create_store(tmp_path / "train.zarr", X, (X[:, 0] * X[:, 1] > 0).astype(int), classes=["a", "b"])
     r = CliRunner().invoke(main, ["train", str(tmp_path / "train.zarr"), "--model", str(tmp_path / "m.kmp"),
-                                  "--algorithm", algorithm, "--random-state", "0", "--workers", "1", "--quiet",
-                                  *extra])
+                                  "--algorithm", algorithm, "--random-state", "0", "--quiet",
+                                  "--scheduler", process_cluster.scheduler_address, *extra])
     assert r.exit_code == 0, r.output
     model = load(tmp_path / "m.kmp")
     assert type(model).__name__ == {"cvm": "CVMClassifier", "mmda": "MMDA", "skpca": "SparseKernelPCA"}[algorithm]

@@ -129,3 +129,40 @@ def test_worker_lost_while_its_holder_starts_is_replaced(process_client, monkeyp
     with InProcessEngine(specs) as ref:
         expected = ref.run(kmp_stats, StatsQuery({"kind": "regression"}))
     assert [r["y_sum"].tobytes() for r in res] == [r["y_sum"].tobytes() for r in expected]
+
+
+def test_close_frees_the_holders_at_once_with_the_garbage_collector_off(process_cluster):
+    """With a *default* client, distributed's actor proxy binds a future of the holder's key of its
+    own, and every method call leaves the proxy in a reference cycle (its call closures refer to
+    themselves), so until a full garbage collection the proxy kept the holder on its worker and the
+    next engine's budget check counted it as the worker's own memory (MemoryBudgetError on the next
+    streamed fit; the slow 3x-memory_limit search of test_cv_faults.py). ``close`` releases the
+    proxy's future: the holders have left their workers when it returns, with no collection."""
+    import gc
+    import time
+
+    from _loaded_machine import wait_for_workers
+    from distributed import Client
+
+    from kmp_dask.parallel._engine import RELEASE_WAIT, _held_actors
+
+    X, y = _data(n=1000)
+    specs = partition_specs(InMemoryStore(X, y, chunk_rows=250))
+    was_enabled = gc.isenabled()
+    with Client(process_cluster) as client:  # the default client while open: the proxies bind to it
+        wait_for_workers(client, 2, process_cluster)
+        gc.disable()
+        try:
+            eng = ActorEngine(client, specs)
+            eng.run(kmp_stats, StatsQuery({"kind": "regression"}))
+            keys = [h["future"].key for h in eng._holders]
+            assert all(h["actor"]._future is not h["future"] for h in eng._holders)  # a future of its own
+            t0 = time.monotonic()
+            eng.close()
+            seconds = time.monotonic() - t0
+            held = client.run(_held_actors, keys)
+        finally:
+            if was_enabled:
+                gc.enable()
+    assert held and all(v == [] for v in held.values()), held
+    assert seconds < RELEASE_WAIT / 2, seconds
