@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from ._scatter import scatter_to_all
+from ._scatter import scatter_value
 
 __all__ = ["confusion_counts", "regression_sums", "label_codes", "chunkwise", "ship_model", "computed_blocks"]
 
@@ -74,8 +74,9 @@ def ship_model(model, client=None):
     """``model`` as the predict tasks of :func:`chunkwise` take it: shipped once, every call of
     :func:`chunkwise` of one pass sharing it.
 
-    With a ``distributed`` client, the model is scattered to every worker (``broadcast``; a key of
-    this call only) and the graphs refer to it by that key. It is never a literal of the graph:
+    With a ``distributed`` client, the model is scattered (:func:`~._scatter.scatter_value`: one
+    copy, bounded, a key of this call only; the other workers fetch it from there) and the graphs
+    refer to it by that key. It is never a literal of the graph:
     dask's scheduler unpickles every graph it receives, so a model inside one was unpickled in the
     scheduler process too (importing kmp_dask.estimators, scikit-learn, scipy.stats and pandas
     there, before any task ran), and then by the one worker that computed its key before any other
@@ -88,7 +89,7 @@ def ship_model(model, client=None):
     if client is None:
         return dask.delayed(model, name=f"model-{uuid.uuid4().hex}", traverse=False)
     warm_workers(client, type(model).__module__)
-    return scatter_to_all(client, model)
+    return scatter_value(client, model)
 
 
 #: Longest wait (seconds) for every worker to import the module of a model's class before it is

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._scatter import SCATTER_RETRIES, scatter_to_all
+from ._scatter import SCATTER_RETRIES, scatter_value
 
 __all__ = ["row_block_sums"]
 
@@ -21,10 +21,10 @@ def row_block_sums(fn, X, y, args: tuple, *, client=None) -> np.ndarray:
 
     ``fn`` should be a module-level function. With ``client`` (a ``distributed.Client``) the pass
     runs on its workers, and ``args`` (the prefix scorers of a cross-validated search: tens of MB at
-    a cap of 800 atoms) are scattered to every worker once, not put in the graph: a graph carrying
-    them went through the scheduler whole (dask warned "Sending large graph of size 42 MiB" on a
-    12,000-row store). A copy on every worker survives a killed worker; if every copy is lost the
-    pass is submitted again with a new scatter, at most :data:`SCATTER_RETRIES` times. Without
+    a cap of 800 atoms) are scattered once (:func:`~._scatter.scatter_value`), not put in the graph:
+    a graph carrying them went through the scheduler whole (dask warned "Sending large graph of size
+    42 MiB" on a 12,000-row store). If the worker holding them dies before the pass ends, the pass
+    is submitted again with a new scatter, at most :data:`SCATTER_RETRIES` times. Without
     ``client`` it runs in this process (dask's synchronous scheduler).
     """
     import uuid
@@ -52,14 +52,14 @@ def _parts(fn, blocks, shared):
 
 
 def _on_workers(client, fn, blocks, args):
-    """The blocks' results on ``client``'s workers, ``args`` scattered to every worker."""
+    """The blocks' results on ``client``'s workers, ``args`` scattered once for all blocks."""
     from concurrent.futures import CancelledError
 
     for attempt in range(SCATTER_RETRIES + 1):
-        shared = scatter_to_all(client, args)
+        shared = scatter_value(client, args)
         try:
             return client.gather(client.compute(_parts(fn, blocks, shared)))
-        except CancelledError:  # every worker holding the scattered args died: scatter them again
+        except CancelledError:  # the worker holding the scattered args died: scatter them again
             if attempt == SCATTER_RETRIES:
                 raise
         finally:

@@ -1,14 +1,21 @@
-"""Read-only values sent once to every worker, outside any task graph (dask orchestration).
+"""Read-only values sent once to the workers, outside any task graph (dask orchestration).
 
 A value written into a graph goes through the scheduler, which unpickles every graph it receives
 (a kmp_dask estimator there imports scikit-learn in the scheduler process), and dask warns above
-10 MB ("Sending large graph"). :func:`scatter_to_all` sends it to every worker directly instead:
-``client.scatter(..., broadcast=True)``, so a killed worker leaves copies on the others. A scatter
-that meets a worker the scheduler still lists but which has just died fails with a ``KeyError`` (or
-a closed comm, an ``OSError``): it is sent again after :data:`SCATTER_PAUSE`, at most
-:data:`SCATTER_RETRIES` times, each bounded by :data:`SCATTER_TIMEOUT`.
+10 MB ("Sending large graph"). :func:`scatter_value` scatters it instead (``client.scatter``): one
+worker receives it and the tasks of other workers fetch it from there, unpickled by workers only.
 
-Used by the held-out scoring pass of the CV estimators (``_rowsums``) and by evaluate / predict
+Bounded and retried. ``client.scatter``'s own ``timeout`` bounds only the wait for a worker, not the
+transfer: with ``broadcast=True`` to a worker SIGKILLed a moment before (the scheduler still listed
+it) the call never returned (measured in tests/parallel/test_cv_faults.py; dask's replicate to the
+dead worker), so the scatter here runs under ``callback_timeout`` = :data:`SCATTER_TIMEOUT` and sends
+one copy (dask's active memory manager drops extra replicas no task waits for anyway). A scatter
+that meets a worker the scheduler still lists but which has died fails with a ``KeyError``, a closed
+comm or that timeout (``OSError``s): it is sent again after :data:`SCATTER_PAUSE`, at most
+:data:`SCATTER_RETRIES` times.
+
+Used by the held-out scoring pass of the CV estimators (``_rowsums``, which also scatters again
+when the worker holding the value died before the pass ended) and by evaluate / predict
 (``_evaluate.ship_model``).
 """
 
@@ -16,23 +23,23 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["scatter_to_all", "SCATTER_RETRIES", "SCATTER_TIMEOUT", "SCATTER_PAUSE"]
+__all__ = ["scatter_value", "SCATTER_RETRIES", "SCATTER_TIMEOUT", "SCATTER_PAUSE"]
 
 SCATTER_RETRIES = 2
 """Times a scatter is sent again after a worker left while it was sent (and, in ``row_block_sums``,
-after every worker holding it died before the pass ended)."""
+after the worker holding it died before the pass ended)."""
 
-SCATTER_TIMEOUT, SCATTER_PAUSE = 120.0, 1.0
-"""Seconds a scatter may take (then ``TimeoutError``, an ``OSError``), and the pause before another."""
+SCATTER_TIMEOUT, SCATTER_PAUSE = 60.0, 1.0
+"""Seconds one scatter may take (then ``TimeoutError``, an ``OSError``), and the pause before another."""
 
 
-def scatter_to_all(client, value):
-    """A future of ``value`` held by every worker of ``client`` (a key of this call only)."""
+def scatter_value(client, value):
+    """A future of ``value`` on ``client``'s workers (a key of this call only)."""
     for attempt in range(SCATTER_RETRIES + 1):
         try:
-            [future] = client.scatter([value], broadcast=True, hash=False, timeout=SCATTER_TIMEOUT)
+            [future] = client.sync(client._scatter, [value], hash=False, callback_timeout=SCATTER_TIMEOUT)
             return future
-        except (KeyError, OSError):  # a worker left while the value was sent to it
+        except (KeyError, OSError):  # a worker left while the value was sent to it, or the send hung
             if attempt == SCATTER_RETRIES:
                 raise
             time.sleep(SCATTER_PAUSE)

@@ -44,17 +44,19 @@ def test_large_arguments_are_scattered_not_sent_in_the_graph(process_client):
 
 
 class _Flaky:
-    """A client whose first ``scatter`` (or first ``gather``) fails as when a worker has just died."""
+    """A client whose first scatter (or first gather) fails as when a worker has just died."""
 
     def __init__(self, client, fail_scatter=0, fail_gather=0):
         self.client, self.fail_scatter, self.fail_gather, self.calls = client, fail_scatter, fail_gather, []
+        self._scatter = client._scatter
 
-    def scatter(self, *a, **k):
+    def sync(self, fn, *a, **k):  # scatter_value's bounded call of client._scatter
+        assert fn == self.client._scatter and k.get("callback_timeout") == _scatter.SCATTER_TIMEOUT
         self.calls.append("scatter")
         if self.fail_scatter:
             self.fail_scatter -= 1
             raise KeyError("tcp://127.0.0.1:1")  # the scheduler's error for a worker it still listed
-        return self.client.scatter(*a, **k)
+        return self.client.sync(fn, *a, **k)
 
     def compute(self, *a, **k):
         return self.client.compute(*a, **k)
@@ -65,6 +67,20 @@ class _Flaky:
             self.fail_gather -= 1
             raise CancelledError("lost dependencies")
         return self.client.gather(futures)
+
+
+def test_a_hung_scatter_ends_in_a_timeout(process_client, monkeypatch):
+    """``client.scatter``'s own timeout does not bound the transfer: ``scatter_value``'s does."""
+    import asyncio
+
+    async def never(*a, **k):
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(_scatter, "SCATTER_TIMEOUT", 0.5)
+    monkeypatch.setattr(_scatter, "SCATTER_PAUSE", 0.0)
+    monkeypatch.setattr(process_client, "_scatter", never)
+    with pytest.raises(TimeoutError):
+        _scatter.scatter_value(process_client, np.zeros(3))
 
 
 @pytest.mark.parametrize("fail", [{"fail_scatter": 1}, {"fail_gather": 1}, {"fail_scatter": 1, "fail_gather": 1}])
