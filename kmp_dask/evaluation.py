@@ -148,12 +148,33 @@ def evaluate(model, data, *, client=None) -> dict:
 
     store = _open(data)
     kind = check_evaluate(model, store)
-    with _passes_on(client) as on:
+    def metrics(on):
         y = _store_labels(store)
         pred = chunkwise(model, store.to_dask("X"), "predict", _probe(store), ship_model(model, on))
         if kind == "classifier":
             return _classification_metrics(model.classes_, pred, y, store.n_rows)
         return _regression_metrics(pred, y)
+
+    with _passes_on(client) as on:
+        return _model_lost_retried(lambda: metrics(on))
+
+
+def _model_lost_retried(run):
+    """``run()`` again (which ships the model again) when the worker holding the scattered model
+    died before the pass ended (its tasks then fail with ``CancelledError``: a scattered value, unlike
+    a graph key, is not recomputed), at most ``SCATTER_RETRIES`` times. Every pass here is pure or
+    writes atomically, so a repeated one gives the same result."""
+    from concurrent.futures import CancelledError
+
+    from .parallel._scatter import SCATTER_RETRIES
+
+    for attempt in range(SCATTER_RETRIES + 1):
+        try:
+            return run()
+        except CancelledError:
+            if attempt == SCATTER_RETRIES:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _classification_metrics(classes, pred, y, n_rows) -> dict:
@@ -282,9 +303,12 @@ def predict_to_store(model, data, target, *, overwrite: bool = False, client=Non
     _check_not_input(store, target)
     check_model_data(model, store)
     prov = {"command": "predict", "model": type(model).__name__, "source": store.url, **(provenance or {})}
-    with _passes_on(client) as on:
+    def write(on):
         X, y, classes = _outputs(model, kind, store, output, on)
         return store_from_dask(target, X, y, classes=classes, overwrite=overwrite, provenance=prov)
+
+    with _passes_on(client) as on:
+        return _model_lost_retried(lambda: write(on))
 
 
 def _check_not_input(store, target) -> None:
@@ -376,18 +400,23 @@ def predict_to_file(model, data, path, *, output: str = "auto", overwrite: bool 
     store = _open(data)
     _check_not_input(store, path)
     check_model_data(model, store)
+    with _passes_on(client) as on:
+        n_rows, columns = _model_lost_retried(lambda: _write_file(model, kind, output, store, path, fmt, batch, on))
+    return {"path": os.path.abspath(os.path.expanduser(text)), "format": fmt, "n_rows": n_rows, "columns": columns}
+
+
+def _write_file(model, kind, output, store, path, fmt, batch, on):
+    """One pass of :func:`predict_to_file`: ``(n_rows, columns)`` of the file written atomically."""
     from .parallel._evaluate import chunkwise, ship_model
 
-    with _passes_on(client) as on:
-        values = chunkwise(model, store.to_dask("X"), _method(kind, output), _probe(store), ship_model(model, on))
-        width = 64  # .npy of object labels: fixed-width unicode, as wide as the longest class name
-        if values.dtype.kind == "O" and kind == "classifier":
-            width = max(1, *(len(str(c)) for c in np.asarray(model.classes_).tolist()))
-        n_cols = 1 if values.ndim == 1 else int(values.shape[1])
-        columns = _columns(model, kind, output, n_cols)
-        _write_atomic(path, lambda tmp: _WRITERS[fmt](tmp, values, columns, batch, width))
-    return {"path": os.path.abspath(os.path.expanduser(text)), "format": fmt, "n_rows": int(values.shape[0]),
-            "columns": columns}
+    values = chunkwise(model, store.to_dask("X"), _method(kind, output), _probe(store), ship_model(model, on))
+    width = 64  # .npy of object labels: fixed-width unicode, as wide as the longest class name
+    if values.dtype.kind == "O" and kind == "classifier":
+        width = max(1, *(len(str(c)) for c in np.asarray(model.classes_).tolist()))
+    n_cols = 1 if values.ndim == 1 else int(values.shape[1])
+    columns = _columns(model, kind, output, n_cols)
+    _write_atomic(path, lambda tmp: _WRITERS[fmt](tmp, values, columns, batch, width))
+    return int(values.shape[0]), columns
 
 
 def _check_file_free(path, overwrite) -> None:

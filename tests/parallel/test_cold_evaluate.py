@@ -79,3 +79,40 @@ def test_warm_workers_imports_a_module_on_every_worker(process_client):
     assert all(client.run(_imported, "wave").values())
     warm_workers(client, "kmp_dask_no_such_module")  # left to the unpickling that follows: no error here
     warm_workers(client, "__main__")  # a class of the driver's script: nothing to import on a worker
+
+
+@pytest.mark.parametrize("what", ["evaluate", "predict_to_file", "predict_to_store"])
+def test_a_lost_model_is_shipped_again(tmp_path, process_client, monkeypatch, what):
+    """The scattered model is not recomputed like a graph key: when it is lost (here: the first
+    shipment cancelled before the pass, as when the one worker holding it dies), the pass runs
+    again with the model shipped again, and gives what an undisturbed pass gives."""
+    from kmp_dask import evaluation
+    from kmp_dask.parallel import _evaluate
+
+    store = make_classification_store(tmp_path / "s.zarr", 400, n_features=4, n_classes=2, chunk_rows=50,
+                                      random_state=0)
+    model = _CountedModel([1.0, -0.5, 0.25, 0.0], [0, 1])
+    ship, shipped = _evaluate.ship_model, []
+
+    def lost_first(m, client=None):
+        future = ship(m, client)
+        shipped.append(future)
+        if len(shipped) == 1:
+            process_client.cancel(future)  # gone before the pass reads it
+        return future
+
+    monkeypatch.setattr(_evaluate, "ship_model", lost_first)
+    if what == "evaluate":
+        got, want = evaluate(model, store, client=process_client), evaluate(model, store, client="sync")
+    elif what == "predict_to_file":
+        evaluation.predict_to_file(model, store, tmp_path / "p.csv", client=process_client)
+        evaluation.predict_to_file(model, store, tmp_path / "q.csv", client="sync")
+        got, want = (tmp_path / "p.csv").read_text(), (tmp_path / "q.csv").read_text()
+    else:
+        got, want = (np.asarray(evaluation.predict_to_store(model, store, tmp_path / name, client=c).read_range(0, 400)[1])
+                     for name, c in (("p.zarr", process_client), ("q.zarr", "sync")))
+    assert len(shipped) >= 2 and shipped[0].status == "cancelled"
+    if isinstance(got, np.ndarray):
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert got == want
