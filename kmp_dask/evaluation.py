@@ -145,6 +145,7 @@ def evaluate(model, data, *, client=None) -> dict:
     is refused (ValueError), as is one with other columns (:func:`check_model_data`).
     """
     from .parallel._evaluate import chunkwise, ship_model
+    from .parallel._scatter import rerun_if_lost
 
     store = _open(data)
     kind = check_evaluate(model, store)
@@ -156,25 +157,7 @@ def evaluate(model, data, *, client=None) -> dict:
         return _regression_metrics(pred, y)
 
     with _passes_on(client) as on:
-        return _model_lost_retried(lambda: metrics(on))
-
-
-def _model_lost_retried(run):
-    """``run()`` again (which ships the model again) when the worker holding the scattered model
-    died before the pass ended (its tasks then fail with ``CancelledError``: a scattered value, unlike
-    a graph key, is not recomputed), at most ``SCATTER_RETRIES`` times. Every pass here is pure or
-    writes atomically, so a repeated one gives the same result."""
-    from concurrent.futures import CancelledError
-
-    from .parallel._scatter import SCATTER_RETRIES
-
-    for attempt in range(SCATTER_RETRIES + 1):
-        try:
-            return run()
-        except CancelledError:
-            if attempt == SCATTER_RETRIES:
-                raise
-    raise AssertionError("unreachable")
+        return rerun_if_lost(lambda: metrics(on))
 
 
 def _classification_metrics(classes, pred, y, n_rows) -> dict:
@@ -295,6 +278,7 @@ def predict_to_store(model, data, target, *, overwrite: bool = False, client=Non
     downstream model directly). Written atomically; an existing ``target`` is refused unless
     ``overwrite``.
     """
+    from .parallel._scatter import rerun_if_lost
     from .store import check_target_free, store_from_dask
 
     check_target_free(target, overwrite=overwrite)
@@ -308,7 +292,7 @@ def predict_to_store(model, data, target, *, overwrite: bool = False, client=Non
         return store_from_dask(target, X, y, classes=classes, overwrite=overwrite, provenance=prov)
 
     with _passes_on(client) as on:
-        return _model_lost_retried(lambda: write(on))
+        return rerun_if_lost(lambda: write(on))
 
 
 def _check_not_input(store, target) -> None:
@@ -400,8 +384,10 @@ def predict_to_file(model, data, path, *, output: str = "auto", overwrite: bool 
     store = _open(data)
     _check_not_input(store, path)
     check_model_data(model, store)
+    from .parallel._scatter import rerun_if_lost
+
     with _passes_on(client) as on:
-        n_rows, columns = _model_lost_retried(lambda: _write_file(model, kind, output, store, path, fmt, batch, on))
+        n_rows, columns = rerun_if_lost(lambda: _write_file(model, kind, output, store, path, fmt, batch, on))
     return {"path": os.path.abspath(os.path.expanduser(text)), "format": fmt, "n_rows": n_rows, "columns": columns}
 
 

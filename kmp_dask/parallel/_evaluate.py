@@ -139,7 +139,7 @@ def warm_workers(client, module: str, timeout: float = WARM_TIMEOUT) -> None:
 
 def chunkwise(model, X, method, probe, shipped=None):
     """``model.<method>`` over the dask array ``X`` as a lazy dask array, one task per row chunk of
-    ``X`` (the model is one key of the graph, shipped once per worker, not per task).
+    ``X`` (the model shipped once for all tasks: :func:`ship_model`, not once per task).
 
     ``probe`` (a few rows of ``X`` as numpy) gives the output's dtype and trailing shape without a
     pass over the data; ``shipped``: ``model`` as :func:`ship_model` gave it (default: shipped

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._scatter import SCATTER_RETRIES, scatter_value
+from ._scatter import SCATTER_RETRIES, rerun_if_lost, scatter_value
 
 __all__ = ["row_block_sums"]
 
@@ -52,18 +52,17 @@ def _parts(fn, blocks, shared):
 
 
 def _on_workers(client, fn, blocks, args):
-    """The blocks' results on ``client``'s workers, ``args`` scattered once for all blocks."""
-    from concurrent.futures import CancelledError
+    """The blocks' results on ``client``'s workers, ``args`` scattered once for all blocks (and again
+    if the worker holding them died: :func:`~._scatter.rerun_if_lost`)."""
 
-    for attempt in range(SCATTER_RETRIES + 1):
+    def once():
         shared = scatter_value(client, args)
         try:
             return client.gather(client.compute(_parts(fn, blocks, shared)))
-        except CancelledError:  # the worker holding the scattered args died: scatter them again
-            if attempt == SCATTER_RETRIES:
-                raise
         finally:
             shared.release()
+
+    return rerun_if_lost(once)
 
 
 def _call(fn, X, y, start, args):

@@ -14,16 +14,19 @@ that meets a worker the scheduler still lists but which has died fails with a ``
 comm or that timeout (``OSError``s): it is sent again after :data:`SCATTER_PAUSE`, at most
 :data:`SCATTER_RETRIES` times.
 
-Used by the held-out scoring pass of the CV estimators (``_rowsums``, which also scatters again
-when the worker holding the value died before the pass ended) and by evaluate / predict
-(``_evaluate.ship_model``).
+A scattered value, unlike a graph key, is not recomputed: when the worker holding it dies, the
+tasks reading it fail with ``CancelledError``. :func:`rerun_if_lost` runs such a pass again (it
+scatters again), at most :data:`SCATTER_RETRIES` times.
+
+Used by the held-out scoring pass of the CV estimators (``_rowsums``) and by evaluate / predict
+(``_evaluate.ship_model``, ``kmp_dask.evaluation``).
 """
 
 from __future__ import annotations
 
 import time
 
-__all__ = ["scatter_value", "SCATTER_RETRIES", "SCATTER_TIMEOUT", "SCATTER_PAUSE"]
+__all__ = ["scatter_value", "rerun_if_lost", "SCATTER_RETRIES", "SCATTER_TIMEOUT", "SCATTER_PAUSE"]
 
 SCATTER_RETRIES = 2
 """Times a scatter is sent again after a worker left while it was sent (and, in ``row_block_sums``,
@@ -43,4 +46,19 @@ def scatter_value(client, value):
             if attempt == SCATTER_RETRIES:
                 raise
             time.sleep(SCATTER_PAUSE)
+    raise AssertionError("unreachable")
+
+
+def rerun_if_lost(run):
+    """``run()``, called again when it fails with ``CancelledError`` (the worker holding a value it
+    scattered died before it ended), at most :data:`SCATTER_RETRIES` times. ``run`` scatters its
+    values itself and must be pure or write atomically, so a repeated run gives the same result."""
+    from concurrent.futures import CancelledError
+
+    for attempt in range(SCATTER_RETRIES + 1):
+        try:
+            return run()
+        except CancelledError:
+            if attempt == SCATTER_RETRIES:
+                raise
     raise AssertionError("unreachable")
