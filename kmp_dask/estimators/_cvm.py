@@ -389,5 +389,5 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
         self.training_kernel_evaluations_ = int(sum(res.kernel_evaluations for f in problems for res, _ in f))
 
     def transform(self, X):
-        """Features ``u_qᵀφ(x)`` (n_samples, n_features_out_); numpy or lazy dask for dask/store input."""
+        """Features ``u_qᵀφ(x)`` (n_samples, ``n_features_out_``); numpy or lazy dask for dask/store input."""
         return self._decision(X)
