@@ -385,8 +385,8 @@ _PARAMETERS = """
         Kernel width (rbf, laplacian) or scale (polynomial, sigmoid). "scale" means
         ``1 / (n_features · Var(X))`` as scikit-learn's ``SVC(gamma="scale")``, from the training
         rows (a store's own mean / std, no pass; one pass over a dask array); for laplacian
-        ``1 / (n_features · std(X))``. None means ``1 / n_features`` (the default before issue
-        25, right for standardised features only). A list gives one kernel per value (e.g. RBF of
+        ``1 / (n_features · std(X))``. None means ``1 / n_features`` (the former default, right
+        for standardised features only). A list gives one kernel per value (e.g. RBF of
         three widths). The resolved values are in ``kernels_``. A
         :class:`~kmp_dask.exceptions.KernelWidthWarning` after the fit says when the width is far
         off the data's scale; features on very different scales are better standardised first
