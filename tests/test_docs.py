@@ -31,7 +31,10 @@ PUBLIC_MODULES = ["kmp_dask", "kmp_dask.estimators", "kmp_dask.expansion", "kmp_
 def code_blocks(page: Path) -> list[tuple[str, int, str]]:
     """``(language, line, body)`` of every fenced block of a Markdown page, in order (``line``: the
     0-based line of the block's first code line)."""
-    text = page.read_text(encoding="utf-8")
+    return code_blocks_of(page.read_text(encoding="utf-8"))
+
+
+def code_blocks_of(text: str) -> list[tuple[str, int, str]]:
     return [(m.group(1), text.count("\n", 0, m.start(2)), m.group(2)) for m in FENCE.finditer(text)]
 
 
@@ -113,3 +116,22 @@ def test_reference_lists_only_real_names():
     """An entry that names nothing would be a broken page (the build catches it too, later)."""
     bad = [f"{m}.{n}" for m, n in reference_entries() if not hasattr(importlib.import_module(m), n)]
     assert not bad
+
+
+def test_readme_ten_line_example_runs(tmp_path, monkeypatch):
+    """README's "In ten lines" block, on a CSV of features and a ``label`` column."""
+    import numpy as np
+    import pandas as pd
+    from sklearn.datasets import make_moons
+
+    readme = DOCS.parent / "README.md"
+    section = readme.read_text(encoding="utf-8").split("## In ten lines", 1)[1].split("\n## ", 1)[0]
+    body = next(b for lang, _, b in code_blocks_of(section) if lang == "python")
+    assert len(body.strip().splitlines()) <= 10
+    X, y = make_moons(300, noise=0.2, random_state=0)
+    frame = pd.DataFrame(X, columns=["a", "b"]).assign(label=np.where(y == 1, "yes", "no"))
+    monkeypatch.chdir(tmp_path)
+    frame.iloc[:240].to_csv("mine.csv", index=False)
+    frame.iloc[240:].to_csv("new.csv", index=False)
+    exec(compile(body, "README.md", "exec"), {"__name__": "__readme__"})
+    assert (tmp_path / "mine.model").is_dir()
