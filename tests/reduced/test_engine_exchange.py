@@ -11,7 +11,7 @@ import signal
 
 import numpy as np
 import pytest
-from _loaded_machine import WORKER_WAIT  # generous on a loaded machine (issue 29)
+from _loaded_machine import WORKER_WAIT  # generous on a loaded machine
 
 from kmp_dask import KernelExpansion
 from kmp_dask.blockops import apply_effects
