@@ -140,9 +140,9 @@ SUITE = (
 BY_NAME = {b.name: b for b in SUITE}
 
 
-def summarise(bench: Benchmark, results: Path = RESULTS) -> dict:
+def summarise(bench: Benchmark, results: Path | None = None) -> dict:
     """One benchmark's record in the suite's format, from its script's JSON."""
-    source = results / f"{bench.name}.json"
+    source = (results or RESULTS) / f"{bench.name}.json"
     data = json.loads(source.read_text(encoding="utf-8"))
     env = data.get("environment") or {}
     return {"benchmark": bench.name, "question": bench.question, "source": f"results/{source.name}",
