@@ -89,7 +89,8 @@ def _out_of_core(d):
 def _large_n(d):
     out = [_row(f"{d['rows']:,} rows, {mode}", "time per iteration / backfit stored, test accuracy",
                 f"{m['time_ratio_vs_backfit_stored']:.2f}, {m['test_accuracy']:.4f}")
-           for mode, m in d["modes"].items() if mode in ("backfit/recomputed", "basic/recomputed", "refit-auto/recomputed")]
+           for mode, m in d["modes"].items()
+           if mode in ("backfit/recomputed", "basic/recomputed", "refit-auto/recomputed")]
     big = d.get("large_run")
     if big:
         out.append(_row(f"{big['rows']:,} rows, {big['fit_mode']}, {big['n_basis']} atoms",
@@ -211,7 +212,8 @@ def main(argv=None) -> int:
     sub.add_parser("list", help="the headline benchmarks")
     r = sub.add_parser("run", help="run one benchmark (or all), then regenerate the table")
     r.add_argument("name", choices=[*BY_NAME, "all"])
-    r.add_argument("--quick", action="store_true", help="smoke-test sizes; outputs in $TMPDIR, nothing committed changes")
+    r.add_argument("--quick", action="store_true",
+                   help="smoke-test sizes; outputs in $TMPDIR, nothing committed changes")
     r.add_argument("extra", nargs=argparse.REMAINDER, help="after --: options for the benchmark's own script")
     t = sub.add_parser("table", help="results/*.json -> results/suite.json and README.md's table")
     t.add_argument("--check", action="store_true", help="exit 1 when either is out of date; write nothing")

@@ -48,5 +48,6 @@ def test_every_benchmark_has_a_script_and_rows():
     for bench in suite.SUITE:
         assert (BENCH / bench.script).is_file()
         record = suite.summarise(bench)
-        assert record["rows"] and all(set(r) == {"case", "metric", "value", "unit", "reference"} for r in record["rows"])
+        fields = {"case", "metric", "value", "unit", "reference"}
+        assert record["rows"] and all(set(r) == fields for r in record["rows"])
         json.dumps(record)  # the one results format is plain JSON
