@@ -214,17 +214,17 @@ def main(argv=None) -> int:
     r.add_argument("name", choices=[*BY_NAME, "all"])
     r.add_argument("--quick", action="store_true",
                    help="smoke-test sizes; outputs in $TMPDIR, nothing committed changes")
-    r.add_argument("extra", nargs=argparse.REMAINDER, help="after --: options for the benchmark's own script")
     t = sub.add_parser("table", help="results/*.json -> results/suite.json and README.md's table")
     t.add_argument("--check", action="store_true", help="exit 1 when either is out of date; write nothing")
-    args = p.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []  # after --: the benchmark script's own options
+    args = p.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     if args.command == "list":
         for b in SUITE:
             print(f"{b.name:<13} {b.runtime:<10} {b.script:<17} {b.question}")
         return 0
     if args.command == "table":
         return table(args.check)
-    extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra
     return run(list(BY_NAME) if args.name == "all" else [args.name], args.quick, extra)
 
 
