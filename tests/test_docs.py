@@ -135,3 +135,31 @@ def test_readme_ten_line_example_runs(tmp_path, monkeypatch):
     frame.iloc[240:].to_csv("new.csv", index=False)
     exec(compile(body, "README.md", "exec"), {"__name__": "__readme__"})
     assert (tmp_path / "mine.model").is_dir()
+
+
+def _reference_doctests():
+    """The ``>>>`` examples of every public class and function (the API reference shows them)."""
+    import doctest
+    import inspect
+
+    finder, seen, found = doctest.DocTestFinder(), set(), []
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if name.startswith("__") or not callable(obj) or id(obj) in seen:
+                continue  # constants show int's or str's docstring, not ours
+            seen.add(id(obj))
+            tests = finder.find(obj, name=f"{module_name}.{name}", module=inspect.getmodule(obj))
+            found += [t for t in tests if t.examples]
+    return found
+
+
+@pytest.mark.parametrize("doctest_case", _reference_doctests(), ids=lambda t: t.name)
+def test_reference_examples_run(doctest_case):
+    import doctest
+
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report: list[str] = []
+    result = runner.run(doctest_case, out=report.append)
+    assert result.failed == 0, "".join(report)
