@@ -50,7 +50,7 @@ myst_heading_anchors = 3
 
 autosummary_generate = True
 autosummary_imported_members = True
-autodoc_default_options = {"members": True, "inherited-members": False, "show-inheritance": False}
+autodoc_default_options = {"members": True, "inherited-members": True, "show-inheritance": False}
 autodoc_typehints = "none"  # the numpydoc "Parameters" sections say the types
 numpydoc_show_class_members = False  # one page per class, its methods documented on it
 numpydoc_class_members_toctree = False
@@ -73,9 +73,13 @@ def _write_generated(app):
 
 
 def _skip_inherited(app, what, name, obj, skip, options):
-    """Leave out what scikit-learn defines (``score``, ``set_params``, ``set_fit_request`` ...):
-    its docstrings cross-reference scikit-learn's own site, which an offline build cannot reach."""
+    """Members inherited from kmp_dask's own mixins are shown (``staged_predict``, ``prefix``,
+    ``expansion_at`` ...); what scikit-learn or Python define (``set_params``, ``set_fit_request``,
+    ...) is left out: its docstrings cross-reference scikit-learn's own site, which an offline
+    build cannot reach, and it is documented there."""
     module = getattr(obj, "__module__", None) or ""
+    if not module.startswith("kmp_dask"):
+        return True
     if module.startswith("sklearn") or (name.startswith("set_") and name.endswith("_request")):
         return True
     return skip
