@@ -10,6 +10,7 @@ built by ``.ci/run`` (``python -m sphinx -W``); these tests need no Sphinx.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 import shlex
 from pathlib import Path
@@ -163,3 +164,17 @@ def test_reference_examples_run(doctest_case):
     report: list[str] = []
     result = runner.run(doctest_case, out=report.append)
     assert result.failed == 0, "".join(report)
+
+
+def test_troubleshooting_lists_every_catalogue_case():
+    """The troubleshooting page's tables (generated at build time) hold every row of the failure
+    catalogue in docs/store.md exactly once, under an exit status or an exception class."""
+    spec = importlib.util.spec_from_file_location("catalogue_page", DOCS / "_catalogue_page.py")
+    page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page)
+    rows = page.catalogue_rows(DOCS / "store.md")
+    text = page.render(rows)
+    body = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| what you did")]
+    assert len(rows) > 100 and len(body) == len(rows)
+    assert all(text.count(f"| {case} |") >= 1 for case, _, _ in rows)
+    assert "status 1" in text and "`ValueError`" in text
