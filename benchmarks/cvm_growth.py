@@ -1,4 +1,4 @@
-"""How CVMClassifier()'s fit time grows with N on issue 28's data (acceptance: linear from 10⁵ to 10⁶).
+"""How CVMClassifier()'s fit time grows with N on the covertype-like data (acceptance: linear from 10⁵ to 10⁶).
 
 Data: ``make_classification(n_features=54, n_informative=20, random_state=0)``, 2 classes, float32.
 Default (**nested**): ONE draw of max(sizes) + test rows; the last ``--test-rows`` rows are the
