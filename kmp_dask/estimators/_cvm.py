@@ -231,7 +231,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         SVC's 0.900; 1e-4 reached 0.8995 (452 core vectors, 4.5 s for 2,000 rows). At a fixed
         eps the core set stays about the same size whatever N (linear time), and on data with
         label noise held-out accuracy then falls as N grows past ~10⁵ rows; a smaller eps restores
-        it at superlinear cost (docs/cvm.md "Growth with N").
+        it at superlinear cost (benchmarks/notes/cvm_measurements.md, "Growth with N").
     kernel : "rbf" or "laplacian"; kernel_params
         A kernel with constant k(x, x) (the ball view needs it).
     gamma : "scale", float or None, default="scale"
