@@ -187,7 +187,8 @@ def _fit_one(res, args, data, n, c_rule, eps_rule):
 
 
 def _mechanism(est, X, y, train_errors):
-    """benchmarks/notes/cvm_measurements.md "Growth with N": the stopping tolerance eps·R² against the margin ρ = αᵀK̃α (a
+    """benchmarks/notes/cvm_measurements.md "Growth with N": the stopping tolerance eps·R² against the
+    margin ρ = αᵀK̃α (a
     row outside the core set passes the full pass's certificate iff ``y f(x) ≥ ρ − (eps + eps²/2)·R²``),
     and the training errors among the core vectors (each core vector holds α = C·(ρ − y f) of the
     simplex's total 1, so at most 1 / (C·ρ) of them are errors); with ``train_errors`` the margins
