@@ -56,7 +56,7 @@ from ._build import (
 from ._checks import METHODS, REFIT, SELECT, check_params, check_target, prepare_pool
 from ._level import _Level  # noqa: F401 (model files written before the split name it here)
 from ._level import exact_rkhs_error as _exact_rkhs_error  # noqa: F401 (benchmarks/reduced_sets.py)
-from ._models import _ovr_transform, as_compression_target
+from ._models import _ovr_transform, as_compression_target, final_estimator
 from ._routes import DENSE_HMP_LIMIT, DENSE_POOL_LIMIT, baseline_levels, hmp_levels
 from ._saves import array_digest, model_digest, restored_levels, result_payload
 
@@ -216,9 +216,14 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
 
         Parameters
         ----------
-        model : fitted SVC, NuSVC, SVR, NuSVR, KernelRidge, KMPClassifier, KMPRegressor or KernelExpansion
+        model : fitted SVC, NuSVC, SVR, NuSVR, KernelRidge, KMPClassifier, KMPRegressor, ..., KernelExpansion, or Pipeline
+            A scikit-learn ``Pipeline`` of linear scalers (StandardScaler, MinMaxScaler,
+            MaxAbsScaler, RobustScaler) ending in one of those models: the scalers are composed
+            into one per-feature map that the compressed model applies itself (``expansion_``
+            takes raw rows, ``X_pool`` / ``X_val`` are raw rows); any other step is refused.
         X_pool : array (P, d), store or path, optional
-            Candidate vectors (default: the model's own support vectors / training points).
+            Candidate vectors (default: the model's own support vectors / training points); raw
+            rows, as the model (or pipeline) takes them.
         y : array (P,), optional
             Labels / targets of the pool rows: threshold re-optimisation and ``train_error``.
         X_val, y_val : arrays, optional
@@ -239,6 +244,7 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
         """
         check_params(self)
         target, X_pool, X_val, shift = _model_space(as_compression_target(model), X_pool, X_val)
+        model = final_estimator(model)  # a Pipeline's scalers are in ``shift`` now
         exp = target.expansion
         check_target(self, exp, X_pool, y, X_val, y_val)
         store, rows, pool_coef, in_memory, n_keep = prepare_pool(self, target, X_pool, y)
