@@ -562,7 +562,7 @@ _PARAMETERS = """
         products of the 2k best, and up to k of them join one at a time exactly as sequential
         backfitting restricted to those 2k would — two passes per k atoms instead of 2k.
         Validation scores (early stopping) are then measured once per k atoms.
-"""
+{probability}"""
 
 _ATTRIBUTES = """
     Attributes
@@ -631,6 +631,18 @@ _ATTRIBUTES = """
         one), ``y`` is read from the store, chunk by chunk, as in ``fit``.
 """
 
+_PROBABILITY = """    probability : bool, default=False
+        Give ``predict_proba`` for any loss, as ``SVC(probability=True)``: the decision values are
+        mapped to class probabilities by a multinomial logistic regression on them (Platt's
+        sigmoid for two classes; ``calibrator_``) fitted on rows the fit holds out — the
+        ``validation_fraction`` rows, or, when that is 0, 10 % of the rows held out by the same
+        hash of the row index (``PROBABILITY_HOLDOUT``; the model is then trained on the other
+        90 %). One extra read of the held-out rows (at most ~50,000 of them). With
+        ``loss="logistic"`` the outputs are log-odds already and its ``predict_proba`` is used
+        unchanged (docs/estimators.md, "Probabilities").
+"""
+
+
 def _fill(template: str, **fields) -> str:
     """``template`` with each ``{name}`` replaced (the docstrings hold other braces)."""
     for name, text in fields.items():
@@ -658,7 +670,7 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
 """
         + _INPUT
         + _fill(_PARAMETERS, loss='"squared" (exact least squares), "huber" (``loss_params={"delta": ...}``)\n'
-                             "        or a :class:`~kmp_dask.losses.Loss`.")
+                             "        or a :class:`~kmp_dask.losses.Loss`.", probability="")
         + _fill(_ATTRIBUTES, extra="", outputs=" (one column per target)", val="−MSE on the held-out rows,\n        "
                              "or −mean loss for other losses; None without validation",
                              score="R² of ``predict(X)``,\n        averaged uniformly over outputs")
@@ -767,7 +779,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         + _INPUT
         + _fill(_PARAMETERS, loss='"squared" (least squares on ±1 targets), "tanh" (KMP-tanh, targets\n'
                              '        ±0.65 by default), "logistic" (gives ``predict_proba``), "exponential",\n'
-                             '        "squared_hinge", or a :class:`~kmp_dask.losses.Loss`.')
+                             '        "squared_hinge", or a :class:`~kmp_dask.losses.Loss`.', probability=_PROBABILITY)
         + _fill(_ATTRIBUTES, extra="    classes_ : ndarray of shape (n_classes,)\n        The class labels"
                              " (a store's ``attrs['classes']`` when it has them).\n",
                              outputs=" (one column for a binary problem, else one per class)",
