@@ -27,6 +27,8 @@ hash, ``docs/estimators.md``). The map is a plain value saved with the model in 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 __all__ = ["PlattCalibrator", "PROBABILITY_HOLDOUT", "CALIBRATION_ROWS", "calibration_fraction"]
@@ -71,32 +73,37 @@ class PlattCalibrator:
         """Fit on decision values ``F`` (n, m) of held-out rows whose classes are ``codes`` (n,)
         (indices into the model's ``classes_``); ``sample_weight``: the rows' weights or None.
 
-        Raises a ValueError when the held-out rows hold fewer than two classes."""
+        Held-out rows of one class give that class's smoothed share everywhere (and a warning)."""
         from sklearn.linear_model import LogisticRegression
 
         F = _two_d(F)
         codes = np.asarray(codes, dtype=np.int64).reshape(-1)
         seen = np.unique(codes)
-        if len(seen) < 2:
-            raise ValueError(
-                f"probability=True: the {len(codes)} held-out rows hold {len(seen)} class(es); the probabilities "
-                "are calibrated on rows of at least two classes. Hold out more rows (validation_fraction, e.g. "
-                "0.2) or fit on more data")
-        lr = LogisticRegression(C=1.0, max_iter=1000).fit(F, codes, sample_weight=sample_weight)
         present = np.zeros(n_classes, dtype=bool)
         present[seen] = True
+        floor = 1.0 / (len(codes) + n_classes)
+        if len(seen) < 2:  # nothing to fit: the smoothed share of the held-out rows' one class
+            warnings.warn(
+                f"probability=True: the {len(codes)} held-out rows hold {len(seen)} class; predict_proba gives "
+                f"{1 - floor * (n_classes - 1):.3g} to it and {floor:.3g} to each other class, whatever the row. "
+                "Hold out more rows (validation_fraction, e.g. 0.2) or fit on more data", UserWarning, stacklevel=3)
+            coef, intercept = np.zeros((F.shape[1], 1 if n_classes == 2 else n_classes)), np.zeros(n_classes)
+            if n_classes == 2:  # one sigmoid: its intercept gives the present class 1 − floor
+                intercept = np.array([np.log((1 - floor) / floor) * (1 if present[1] else -1)])
+            return cls(coef, intercept, present, floor, len(codes))
+        lr = LogisticRegression(C=1.0, max_iter=1000).fit(F, codes, sample_weight=sample_weight)
         if n_classes == 2:
             return cls(lr.coef_.T, lr.intercept_, present, 0.0, len(codes))
         coef = np.zeros((F.shape[1], n_classes))
         intercept = np.zeros(n_classes)
         coef[:, seen] = lr.coef_.T if len(seen) > 2 else np.hstack([-lr.coef_.T, lr.coef_.T]) / 2
         intercept[seen] = lr.intercept_ if len(seen) > 2 else np.array([-lr.intercept_[0], lr.intercept_[0]]) / 2
-        return cls(coef, intercept, present, 1.0 / (len(codes) + n_classes), len(codes))
+        return cls(coef, intercept, present, floor, len(codes))
 
     def predict_proba(self, F) -> np.ndarray:
         """Class probabilities (n, k) of decision values ``F`` (n, m); rows sum to 1."""
         Z = _two_d(F).astype(np.float64) @ self.coef + self.intercept
-        if self.present.size == 2:
+        if self.present.size == 2:  # (present marks the absent class of a one-class fit: its sigmoid says so)
             p1 = 1.0 / (1.0 + np.exp(-np.clip(Z[:, 0], -500, 500)))
             return np.column_stack([1.0 - p1, p1])
         Z = np.where(self.present, Z, -np.inf)

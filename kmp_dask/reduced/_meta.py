@@ -69,6 +69,8 @@ def _calibration_split(X, y, random_state):
 
     seed = random_state if isinstance(random_state, (int, np.integer)) else 0
     n_held = max(int(round(PROBABILITY_HOLDOUT * len(y))), len(np.unique(y)))
+    if n_held >= len(y):  # too few rows to hold any out: calibrate on the pool (the model's errors follow)
+        return X, y, None, None
     try:
         X_fit, X_cal, y_fit, y_cal = train_test_split(X, y, test_size=n_held, random_state=seed, stratify=y)
     except ValueError:  # a class with a single row: no stratified split

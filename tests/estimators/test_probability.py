@@ -129,8 +129,12 @@ def test_calibrator_gives_absent_classes_a_small_probability():
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
     np.testing.assert_allclose(P[:, 2], 1.0 / 63)
     assert np.mean(P[:, :2].argmax(axis=1) == codes) > 0.9
-    with pytest.raises(ValueError, match="at least two classes"):
-        PlattCalibrator.fit(F, np.zeros(60, dtype=int), 3)
+    with pytest.warns(UserWarning, match="hold 1 class"):
+        one = PlattCalibrator.fit(F, np.zeros(60, dtype=int), 3)
+    np.testing.assert_allclose(one.predict_proba(F[:5]), np.tile([1 - 2 / 63, 1 / 63, 1 / 63], (5, 1)))
+    with pytest.warns(UserWarning, match="hold 1 class"):
+        two = PlattCalibrator.fit(F[:, :1], np.ones(60, dtype=int), 2)
+    np.testing.assert_allclose(two.predict_proba(F[:5, :1]), np.tile([1 / 62, 1 - 1 / 62], (5, 1)))
 
 
 def test_cli_predict_proba_works_for_a_classifier_trained_with_probability(tmp_path):
