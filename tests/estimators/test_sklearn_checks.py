@@ -11,9 +11,8 @@ _REPEATED_ROWS = (
 )
 _EXPECTED = {
     # the held-out rows are a hash of the global row index: repeating rows changes which are held out
-    "validation": "validation_fraction > 0 (or probability=True) holds out rows by a hash of their index, so the "
-                  "repeated data set has a different held-out split than the weighted one (by design: the split is "
-                  "chunking-free).",
+    "validation": "validation_fraction > 0 holds out rows by a hash of their index, so the repeated data set "
+                  "has a different validation split than the weighted one (by design: the split is chunking-free).",
     # fit_mode='basic' may pick a copy of a row already in the basis (another index, the same function)
     "basic": _REPEATED_ROWS.format(why="in fit_mode='basic' the repeated data set offers copies of a basis row "
                                        "as new candidates and the pursuit re-selects them, while a weighted row "
@@ -34,8 +33,7 @@ PROBA_ARGMAX = (
 
 def _expected_failures(est):
     if getattr(est, "probability", False):
-        return {"check_classifiers_train": PROBA_ARGMAX,
-                "check_sample_weight_equivalence_on_dense_data": _EXPECTED["validation"]}
+        return {"check_classifiers_train": PROBA_ARGMAX}
     if est.validation_fraction > 0:
         why = _EXPECTED["validation"]
     elif est.fit_mode == "basic":
