@@ -18,7 +18,7 @@ The machine is shared (2 cores, other jobs running): times are medians over spli
 spread, the load average is recorded at the start and the end. Results:
 benchmarks/results/pipelines_probability.json.
 
-Usage: ``python benchmarks/pipelines_probability.py [--splits 3]``
+Usage: ``python benchmarks/pipelines_probability.py [--splits 5]``
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as H  # noqa: E402
 
 PIPELINE_SETS = ("wdbc", "segment", "german", "heart")
-PROBABILITY_SETS = ("banana", "segment", "magic", "spambase", "satimage")
+PROBABILITY_SETS = ("heart", "wdbc", "german", "banana", "segment", "magic", "spambase", "satimage")
 
 
 def _split(X, y, seed):
@@ -121,7 +121,7 @@ def probabilities(splits):
 
 def main(argv=None):
     def add(p):
-        p.add_argument("--splits", type=int, default=3, help="stratified 70/30 splits per set (default 3)")
+        p.add_argument("--splits", type=int, default=5, help="stratified 70/30 splits per set (default 5)")
 
     args = H.parse_main_args("pipelines_probability", __doc__, add, argv)
     t0 = time.perf_counter()
