@@ -1,7 +1,8 @@
 """Reduced-set compression of fitted kernel models: :class:`ReducedSetCompressor` and :func:`compress`.
 
 A fitted model (scikit-learn ``SVC``/``NuSVC``/``SVR``/``NuSVR``/``KernelRidge``, a kmp_dask
-model, or a :class:`~kmp_dask.KernelExpansion`) is turned into ``w = Σ_i α_i φ(x_i)`` with m
+model, a :class:`~kmp_dask.KernelExpansion`, or a scikit-learn ``Pipeline`` of linear scalers
+ending in one of those — the scalers become the expansion's input map) is turned into ``w = Σ_i α_i φ(x_i)`` with m
 outputs (:func:`~kmp_dask.reduced.as_compression_target`; one-vs-one SVCs give one output per
 pair of classes) and approximated by ``ŵ = Σ_{j∈S} β_j φ(z_j)`` over a candidate pool (default:
 the model's own support vectors / training points).
