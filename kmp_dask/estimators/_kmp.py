@@ -14,8 +14,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning, user_stacklevel
 from ..expansion import KernelExpansion
-from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for
-from ..blockops import HeldOutQuery, held_out_rows
+from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for, read_held_out_rows
 from ..greedy._labels import partition_labels
 from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
@@ -244,11 +243,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         back from the partitions in the fit's space (None when there are no probabilities to calibrate)."""
         if not self._calibrates():
             return None
-        parts = engine.run(held_out_rows, HeldOutQuery(calibration_fraction(self._held_out_fraction(), n_rows), seed))
-        X = np.concatenate([p[0] for p in parts])
-        y = np.concatenate([p[1] for p in parts])
-        w = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
-        return X, y, w
+        return read_held_out_rows(engine, calibration_fraction(self._held_out_fraction(), n_rows), seed)
 
     def _finish_fit(self, out, run):
         result, sample, held = out
