@@ -154,3 +154,13 @@ def test_cli_predict_proba_works_for_a_classifier_trained_with_probability(tmp_p
     classes = kmp_dask.load(tmp_path / "m").classes_
     P = df[[f"proba_{c}" for c in classes]].to_numpy()
     assert log_loss(yte, P, labels=classes) < _constant_log_loss(ytr, yte, classes)
+
+
+@pytest.mark.slow
+def test_a_cluster_fit_calibrates_on_the_same_rows_as_in_process(tmp_path):
+    Xtr, Xte, ytr, yte = _keel("banana", 1500)
+    store = create_store(tmp_path / "tr.zarr", Xtr, ytr, chunk_rows=128)
+    here = KMPClassifier(n_basis=20, probability=True, random_state=0, client="sync").fit(store)
+    there = KMPClassifier(n_basis=20, probability=True, random_state=0, client="embedded").fit(store)
+    assert there.calibrator_.n_rows == here.calibrator_.n_rows
+    np.testing.assert_allclose(there.predict_proba(Xte), here.predict_proba(Xte), rtol=1e-6, atol=1e-9)
