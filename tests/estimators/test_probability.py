@@ -154,6 +154,14 @@ def test_cli_predict_proba_works_for_a_classifier_trained_with_probability(tmp_p
     classes = kmp_dask.load(tmp_path / "m").classes_
     P = df[[f"proba_{c}" for c in classes]].to_numpy()
     assert log_loss(yte, P, labels=classes) < _constant_log_loss(ytr, yte, classes)
+    # trained without it: one Error: line that says how to get probabilities
+    r = run(main, ["train", str(tmp_path / "tr.zarr"), "--model", str(tmp_path / "plain"), "--n-basis", "10",
+                   "--task", "classification", "--random-state", "0", "--scheduler", "sync", "--quiet"])
+    assert r.exit_code == 0, r.output
+    r = run(main, ["predict", str(tmp_path / "plain"), str(tmp_path / "te.zarr"), "--output",
+                   str(tmp_path / "q.csv"), "--proba", "--quiet", "--scheduler", "sync"])
+    assert r.exit_code != 0 and "--probability true" in r.output
+    assert [line for line in r.output.splitlines() if line.strip()][-1].startswith("Error:")
 
 
 @pytest.mark.slow
