@@ -235,7 +235,8 @@ def _why(model, kind) -> str:
     if kind != "classifier":
         return f" (it is a {kind})"
     if getattr(model, "loss", None) is not None and type(model).__name__ == "KMPClassifier":
-        return f" (loss={getattr(model.loss, 'name', model.loss)!r}; probabilities need loss='logistic')"
+        return (f" (loss={getattr(model.loss, 'name', model.loss)!r}; probabilities need loss='logistic', or a "
+                "model trained with probability=True: kmp-dask train ... --probability true)")
     return ""
 
 

@@ -10,8 +10,8 @@ from ._engine import Engine
 from ._expansion import predict_block
 from ._journal import Effect, Journal, apply_effects
 from ._kmp import (
-    BIAS_ATOM, Atom, BlockQuery, KMPSetup, KMPState, LineQuery, Move, RefitQuery, ScoreQuery, StatsQuery, ValQuery,
-    accept_column, kmp_column_stats, kmp_effects, kmp_init, kmp_gram, kmp_linesearch, kmp_refit_stats, kmp_score, kmp_stats,
+    BIAS_ATOM, Atom, BlockQuery, HeldOutQuery, KMPSetup, KMPState, LineQuery, Move, RefitQuery, ScoreQuery, StatsQuery, ValQuery,
+    accept_column, kmp_column_stats, kmp_effects, kmp_init, kmp_gram, kmp_linesearch, kmp_refit_stats, kmp_score, kmp_stats, held_out_rows,
     kmp_block_stats, move_fit, pend_column, set_coef, target_matrix,
 )
 from ._reduced import (
@@ -26,7 +26,7 @@ __all__ = [
     "Effect", "Journal", "apply_effects", "Engine", "PassResult", "ScoreStats", "ColumnStats", "LineStats", "GramStats",
     "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm",
     "Atom", "BIAS_ATOM", "KMPSetup", "KMPState", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery",
-    "Move", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column", "set_coef", "move_fit",
+    "Move", "HeldOutQuery", "held_out_rows", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column", "set_coef", "move_fit",
     "kmp_score", "kmp_column_stats", "kmp_linesearch", "kmp_refit_stats", "kmp_gram", "kmp_effects",
     "BlockQuery", "BlockStats", "kmp_block_stats",
     "RSSetup", "RSStart", "RSScoreQuery", "RSValuesQuery", "RSState", "rs_init", "rs_start", "rs_stats", "rs_score",

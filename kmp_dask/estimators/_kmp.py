@@ -14,13 +14,14 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning, user_stacklevel
 from ..expansion import KernelExpansion
-from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for
+from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for, read_held_out_rows
 from ..greedy._labels import partition_labels
 from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
 from ..parallel import map_blocks_rows
 from ..parallel._session import engine_session
 from ..store import as_store
+from ._calibration import PROBABILITY_HOLDOUT, PlattCalibrator, calibration_fraction, proba_block
 from ._base import ExpansionEstimatorMixin, class_codes, draw_seed, progress_session, squeeze_outputs, take_labels
 from ._inputs import check_class_labels, is_dask_array, is_store_like, sample_rows
 from ._progress import progress_callback
@@ -31,22 +32,23 @@ from ._staged import StagedMixin
 __all__ = ["KMPRegressor", "KMPClassifier"]
 
 
-class _needs_logistic_loss:
-    """Like scikit-learn's ``available_if(_is_logistic)`` — ``hasattr(est, "predict_proba")`` is
-    False unless ``loss="logistic"`` — but the AttributeError says why and what to change
-    (scikit-learn's says only "has no attribute 'predict_proba'")."""
+class _needs_probabilities:
+    """Like scikit-learn's ``available_if`` — ``hasattr(est, "predict_proba")`` is False unless
+    ``loss="logistic"`` or the model was fitted with ``probability=True`` — but the AttributeError
+    says why and what to change (scikit-learn's says only "has no attribute 'predict_proba'")."""
 
     def __init__(self, fn):
         self.fn = fn
         update_wrapper(self, fn)
 
     def _check(self, obj):
-        if not obj._is_logistic():
+        if not (obj._is_logistic() or getattr(obj, "calibrator_", None) is not None):
             name = self.fn.__name__
             raise AttributeError(
-                f"{name} is available with loss='logistic' only; this {type(obj).__name__} has "
-                f"loss={obj.loss!r}, whose decision values are not probabilities. Fit with "
-                f"{type(obj).__name__}(loss='logistic') for {name}, or use decision_function for scores.",
+                f"{name} is available with loss='logistic' or probability=True; this {type(obj).__name__} has "
+                f"loss={obj.loss!r}, probability={getattr(obj, 'probability', False)!r}, whose decision values are "
+                f"not probabilities. Fit with {type(obj).__name__}(probability=True) (probabilities calibrated on "
+                f"held-out rows) or loss='logistic' for {name}, or use decision_function for scores.",
                 name=name, obj=obj,
             )
 
@@ -216,16 +218,35 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
                     dtype=store.dtype, targets=targets, n_basis=int(self.n_basis),
                     fit_mode=self.fit_mode, candidates=self._n_candidates(),
                     random_state=np.random.default_rng(seed), ridge=float(self.ridge), tol=self.tol,
-                    fit_intercept=self.fit_intercept, validation_fraction=float(self.validation_fraction),
+                    fit_intercept=self.fit_intercept, validation_fraction=self._held_out_fraction(),
                     n_iter_no_change=self.n_iter_no_change, split_seed=seed, callback=cb,
                     loss=self.loss_, refit_every=self.refit_every, error_threshold=self._bound_threshold(),
                     checkpoint=run.checkpoint, basis_columns=self.basis_columns,
                     atoms_per_pass=int(self.atoms_per_pass),
                 )
-        return result, sample_rows(store)
+            held = self._calibration_rows(engine, store.n_rows, seed)
+        return result, sample_rows(store), held
+
+    def _held_out_fraction(self) -> float:
+        """Rows held out of the fit: ``validation_fraction``; for ``probability=True`` without a
+        validation split of its own, :data:`~._calibration.PROBABILITY_HOLDOUT`."""
+        if self._calibrates() and not self.validation_fraction > 0:
+            return PROBABILITY_HOLDOUT
+        return float(self.validation_fraction)
+
+    def _calibrates(self) -> bool:
+        """Probabilities to calibrate on held-out rows (``probability=True``; classifiers only)."""
+        return False
+
+    def _calibration_rows(self, engine, n_rows, seed):
+        """``(X, y, w)`` of (up to :data:`~._calibration.CALIBRATION_ROWS` of) the held-out rows, read
+        back from the partitions in the fit's space (None when there are no probabilities to calibrate)."""
+        if not self._calibrates():
+            return None
+        return read_held_out_rows(engine, calibration_fraction(self._held_out_fraction(), n_rows), seed)
 
     def _finish_fit(self, out, run):
-        result, sample = out
+        result, sample, held = out
         self.basis_indices_ = result.basis_indices
         self.basis_columns_ = getattr(result, "basis_columns", "stored")
         self.basis_kernels_ = result.basis_kernels
@@ -242,7 +263,20 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         if self.stopping == "bound":
             self._cut_at_bound_minimum(result)
         _warn_if_degenerate(self, sample)
+        self._calibrate(held)
         return self
+
+    def _calibrate(self, held) -> None:
+        """``calibrator_``: the map from decision values to probabilities, fitted on the held-out
+        rows ``held`` (in the fit's space) — after any cut of the model (bound, early stopping)."""
+        if not self._is_classifier:
+            return
+        self.calibrator_ = None
+        if held is None:
+            return
+        X, y, w = held
+        F = self.expansion_.without_input_transform().decision_function(X)
+        self.calibrator_ = PlattCalibrator.fit(F, _code_of(self._codes, y), len(self.classes_), w)
 
     def _bound_threshold(self):
         if self.stopping != "bound":
@@ -523,7 +557,7 @@ _PARAMETERS = """
         products of the 2k best, and up to k of them join one at a time exactly as sequential
         backfitting restricted to those 2k would — two passes per k atoms instead of 2k.
         Validation scores (early stopping) are then measured once per k atoms.
-"""
+{probability}"""
 
 _ATTRIBUTES = """
     Attributes
@@ -592,6 +626,18 @@ _ATTRIBUTES = """
         one), ``y`` is read from the store, chunk by chunk, as in ``fit``.
 """
 
+_PROBABILITY = """    probability : bool, default=False
+        Give ``predict_proba`` for any loss, as ``SVC(probability=True)``: the decision values are
+        mapped to class probabilities by a multinomial logistic regression on them (Platt's
+        sigmoid for two classes; ``calibrator_``) fitted on rows the fit holds out — the
+        ``validation_fraction`` rows, or, when that is 0, 10 % of the rows held out by the same
+        hash of the row index (``PROBABILITY_HOLDOUT``; the model is then trained on the other
+        90 %). One extra read of the held-out rows (at most ~50,000 of them). With
+        ``loss="logistic"`` the outputs are log-odds already and its ``predict_proba`` is used
+        unchanged (docs/estimators.md, "Probabilities").
+"""
+
+
 def _fill(template: str, **fields) -> str:
     """``template`` with each ``{name}`` replaced (the docstrings hold other braces)."""
     for name, text in fields.items():
@@ -619,7 +665,7 @@ class KMPRegressor(RegressorMixin, _BaseKMP):
 """
         + _INPUT
         + _fill(_PARAMETERS, loss='"squared" (exact least squares), "huber" (``loss_params={"delta": ...}``)\n'
-                             "        or a :class:`~kmp_dask.losses.Loss`.")
+                             "        or a :class:`~kmp_dask.losses.Loss`.", probability="")
         + _fill(_ATTRIBUTES, extra="", outputs=" (one column per target)", val="−MSE on the held-out rows,\n        "
                              "or −mean loss for other losses; None without validation",
                              score="R² of ``predict(X)``,\n        averaged uniformly over outputs")
@@ -728,7 +774,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         + _INPUT
         + _fill(_PARAMETERS, loss='"squared" (least squares on ±1 targets), "tanh" (KMP-tanh, targets\n'
                              '        ±0.65 by default), "logistic" (gives ``predict_proba``), "exponential",\n'
-                             '        "squared_hinge", or a :class:`~kmp_dask.losses.Loss`.')
+                             '        "squared_hinge", or a :class:`~kmp_dask.losses.Loss`.', probability=_PROBABILITY)
         + _fill(_ATTRIBUTES, extra="    classes_ : ndarray of shape (n_classes,)\n        The class labels"
                              " (a store's ``attrs['classes']`` when it has them).\n",
                              outputs=" (one column for a binary problem, else one per class)",
@@ -751,6 +797,21 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
     )
 
     _is_classifier = True
+
+    def __init__(self, *, kernel="rbf", gamma="scale", degree=3, coef0=1.0, kernel_params=None, n_basis=100,
+                 fit_mode="backfit", candidates="auto", eps=0.05, q=0.95, tol=None, ridge=1e-10, fit_intercept=True,
+                 validation_fraction=0.0, n_iter_no_change=None, random_state=None, client=None, chunk_rows=None,
+                 verbose=0, loss="squared", loss_params=None, refit_every="auto", stopping=None,
+                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto", atoms_per_pass=1,
+                 probability=False):
+        super().__init__(
+            kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params, n_basis=n_basis,
+            fit_mode=fit_mode, candidates=candidates, eps=eps, q=q, tol=tol, ridge=ridge, fit_intercept=fit_intercept,
+            validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, random_state=random_state,
+            client=client, chunk_rows=chunk_rows, verbose=verbose, loss=loss, loss_params=loss_params,
+            refit_every=refit_every, stopping=stopping, bound_threshold=bound_threshold, bound_delta=bound_delta,
+            basis_columns=basis_columns, standardize=standardize, atoms_per_pass=atoms_per_pass)
+        self.probability = probability
 
     @records_fit_warnings
     def fit(self, X, y=None, sample_weight=None, *, checkpoint=None, checkpoint_every=10, resume=False):
@@ -778,7 +839,12 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
     def _check_fit_args(self, X, y):
         if y is not None and not is_dask_array(y):  # the labels first (scikit-learn's target-type errors)
             check_class_labels(y)
+        if not isinstance(self.probability, (bool, np.bool_)):
+            raise ValueError(f"probability must be True or False; got {self.probability!r}")
         super()._check_fit_args(X, y)
+
+    def _calibrates(self) -> bool:
+        return bool(self.probability) and not self._is_logistic()  # logistic outputs are log-odds already
 
     def _targets(self, engine, store):
         names = store.attrs.get("classes")
@@ -802,14 +868,22 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
     def _is_logistic(self):
         return getattr(self.loss, "name", self.loss) == "logistic"
 
-    @_needs_logistic_loss
+    @_needs_probabilities
     def predict_proba(self, X):
-        """Class probabilities from the logistic loss: σ(f) per one-vs-rest output, normalised.
+        """Class probabilities (n, n_classes).
 
-        Available with ``loss="logistic"`` only (``hasattr(clf, "predict_proba")`` is False
-        otherwise, and the AttributeError says so).
+        ``loss="logistic"``: σ(f) per one-vs-rest output, normalised. ``probability=True`` (other
+        losses): the decision values mapped by ``calibrator_``, a multinomial logistic regression
+        on them fitted on held-out rows (Platt scaling for two classes; docs/estimators.md).
+        Not available otherwise (``hasattr(clf, "predict_proba")`` is False, and the
+        AttributeError says why).
         """
         F = self._decision(X)
+        cal = getattr(self, "calibrator_", None) if not self._is_logistic() else None
+        if cal is not None:
+            if is_dask_array(F):
+                return map_blocks_rows(proba_block, F, cal, dtype=np.float64, n_cols=len(self.classes_))
+            return cal.predict_proba(F)
         if is_dask_array(F):
             return map_blocks_rows(_proba, F, dtype=np.float64, n_cols=len(self.classes_))
         return _proba(F)
@@ -846,6 +920,14 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
         if y is None:
             return _store_score(self, X, sample_weight, regression=False)
         return super().score(X, y, sample_weight=sample_weight)
+
+
+def _code_of(codes, y):
+    """Index of each label of ``y`` in ``codes`` (labels that do not sort)."""
+    out = np.empty(len(y), dtype=np.int64)
+    for c, label in enumerate(codes):
+        out[np.asarray(y) == label] = c
+    return out
 
 
 def _proba(F):

@@ -45,6 +45,7 @@ import warnings
 import numpy as np
 
 from ..blockops import BIAS_ATOM, ColumnStats, Engine, KMPSetup, ScoreQuery, ScoreStats, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
+from ..blockops import HeldOutQuery, held_out_rows
 from ..blockops._safe_pickle import restricted_loads
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning, user_stacklevel
 from ..linalg import IncrementalCholesky, one_blas_thread
@@ -57,7 +58,19 @@ from ._result import PursuitResult, StopReason, make_result, prefix_coef
 from ._sampling import AllCandidates, RandomCandidates, validation_eligibility
 from ._strategies import make_strategy
 
-__all__ = ["kernel_matching_pursuit", "FIT_MODES", "BASIS_COLUMNS", "Pursuit", "RESYNC_EVERY", "resolve_basis_columns"]
+__all__ = ["kernel_matching_pursuit", "FIT_MODES", "BASIS_COLUMNS", "Pursuit", "RESYNC_EVERY", "resolve_basis_columns",
+           "read_held_out_rows"]
+
+
+def read_held_out_rows(engine, fraction: float, split_seed: int):
+    """``(X, y, w)`` of the rows a split holds out (hash ``u < fraction`` of the global row index, as
+    the validation split), gathered from the engine's partitions in partition order; ``w`` None
+    when unweighted. One query pass, no effect (a ``probability=True`` fit calibrates on them)."""
+    parts = engine.run(held_out_rows, HeldOutQuery(float(fraction), int(split_seed)))
+    X = np.concatenate([p[0] for p in parts])
+    y = np.concatenate([p[1] for p in parts])
+    w = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
+    return X, y, w
 
 
 RESYNC_EVERY = 32

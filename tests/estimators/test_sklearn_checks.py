@@ -24,7 +24,16 @@ _EXPECTED = {
 }
 
 
+PROBA_ARGMAX = (
+    "predict is the model's own rule (the sign / argmax of the decision values); probability=True maps those "
+    "values through a calibration fitted on held-out rows (Platt's sigmoid with its intercept), which may move "
+    "the 0.5 point, so argmax(predict_proba) can differ from predict on rows near the boundary — as for "
+    "scikit-learn's SVC(probability=True).")
+
+
 def _expected_failures(est):
+    if getattr(est, "probability", False):
+        return {"check_classifiers_train": PROBA_ARGMAX}
     if est.validation_fraction > 0:
         why = _EXPECTED["validation"]
     elif est.fit_mode == "basic":
@@ -42,6 +51,7 @@ def _expected_failures(est):
     KMPRegressor(n_basis=20, fit_mode="prefit", candidates="all"),
     KMPClassifier(n_basis=20, fit_mode="basic", validation_fraction=0.2, n_iter_no_change=3),
     KMPClassifier(n_basis=15, loss="logistic"),
+    KMPClassifier(n_basis=15, probability=True),
     KMPClassifier(n_basis=15, loss="tanh", fit_mode="basic", gamma=[0.1, 1.0]),
     KMPRegressor(n_basis=15, loss="huber"),
 ], expected_failed_checks=_expected_failures)
