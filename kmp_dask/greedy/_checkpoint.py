@@ -251,11 +251,29 @@ def _check_header(path: Path, saved: dict, header: dict) -> None:
     diffs = (_differences({"estimator": saved.get("estimator")}, {"estimator": header["estimator"]}, "")
              + _differences(saved.get("params", {}), header["params"], "parameter ")
              + _differences(saved.get("data", {}), header["data"], "data "))
+    _check_data_files(path, saved.get("data", {}), header["data"], diffs)
     if diffs:
         raise ValueError(
             f"the checkpoint {path} is of another fit; resume needs the same estimator, parameters and data. "
             "Differences: " + "; ".join(diffs) + ". Fit with the checkpoint's settings, or remove it / pass "
             "another checkpoint directory to start a new fit.")
+
+
+def _check_data_files(path: Path, saved: dict, now: dict, diffs: list) -> None:
+    """Refuse a resume whose store changed in place (its file listing differs), or whose file
+    listing cannot tell (checkpoint or store without one): a fit resumed on other data would end in
+    a model of neither."""
+    if "files" not in now and "files" not in saved:
+        return  # in-memory input: every row is hashed (rows_sha256); a fit's own copy of dask input
+    if now.get("files") is None or saved.get("files") is None:
+        which = "the store" if now.get("files") is None else "the checkpoint"
+        raise ValueError(
+            f"the checkpoint {path} cannot be resumed safely: {which} has no listing of the store's files with "
+            "their sizes and modification times / ETags, so a chunk changed in place could not be seen. Remove the "
+            "checkpoint to start again, or resume from a local or S3 store.")
+    if saved.get("files") != now.get("files") and len(diffs) == 1:
+        diffs[0] = ("data files: the store's chunk files changed since the checkpoint was written (a size, a "
+                    "modification time or an ETag differs; the data was rewritten in place, or the store was copied)")
 
 
 def _load(path: Path, header: dict) -> dict:
@@ -334,7 +352,13 @@ def _jsonable_params(params: dict) -> dict:
 def data_fingerprint(store, *, with_location: bool = True) -> dict:
     """What identifies the data of a fit: location, shape, dtype, chunking, the store's summary
     statistics (mean / std of every column over all rows) and a SHA-256 of rows — all of them for
-    a store without a location (in memory), else the first and the last storage chunk."""
+    a store without a location (in memory), else the first and the last storage chunk — and, for a
+    store with a location, a SHA-256 of its file listing (``files``: every chunk's and metadata
+    file's name, size and modification time or ETag, :meth:`ZarrStore.file_manifest`): a chunk
+    rewritten in place anywhere changes it, at the cost of one listing (no chunk is read;
+    benchmarks/resume_fingerprint.py measures it). A store whose listing cannot tell (no
+    ``file_manifest``, or a file system reporting neither modification times nor ETags) gets
+    ``files: None``, and resuming on it is refused (:func:`_check_header`)."""
     attrs = store.attrs
     summary = {k: attrs.get(k) for k in ("n_rows", "mean", "std", "classes", "feature_names")}
     sizes = [int(c) for c in store.row_chunks]
@@ -351,5 +375,15 @@ def data_fingerprint(store, *, with_location: bool = True) -> dict:
         "n_rows": int(store.n_rows), "n_features": int(store.n_features), "dtype": str(np.dtype(store.dtype)),
         "y_shape": list(store.y_shape or ()), "row_chunks": hashlib.sha256(str(sizes).encode()).hexdigest()[:16],
         "summary_sha256": hashlib.sha256(json.dumps(_jsonable(summary), sort_keys=True).encode()).hexdigest(),
-        "rows_sha256": h.hexdigest(),
+        "rows_sha256": h.hexdigest(), **({"files": _files_digest(store)} if store.url is not None and with_location else {}),
     }
+
+
+def _files_digest(store) -> str | None:
+    """SHA-256 of the store's file listing (name, size, version of every file), or None when the
+    store cannot list its files with a version."""
+    manifest = getattr(store, "file_manifest", None)
+    listing = manifest() if callable(manifest) else None
+    if listing is None:
+        return None
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()

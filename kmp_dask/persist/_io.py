@@ -26,9 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ._checks import ModelFileError, check_array_name, check_depth, check_npy_size, check_values
 from ._codec import ALLOWED, Encoder, decode, qualname, resolve
 
-__all__ = ["save", "load", "model_info", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["save", "load", "model_info", "FORMAT", "FORMAT_VERSION", "ModelFileError"]
 
 FORMAT = "kmp_dask-model"
 FORMAT_VERSION = 1
@@ -124,6 +125,11 @@ def _read_document(path) -> tuple[Path, dict]:
         doc = json.loads(meta.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise ValueError(f"{str(path)!r} is not a kmp_dask model: model.json is not JSON ({exc})") from None
+    except RecursionError:  # nested deeper than the JSON parser goes
+        raise ModelFileError(f"{str(path)!r}: model.json is nested too deeply to read, which kmp_dask.save never "
+                             "writes; the model cannot be loaded — save it again (kmp_dask.save / kmp-dask train)"
+                             ) from None
+    check_depth(doc, path)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"{str(path)!r} is not a kmp_dask model: model.json has format "
                          f"{doc.get('format') if isinstance(doc, dict) else None!r}, not {FORMAT!r}")
@@ -141,10 +147,11 @@ def load(path):
     root = path.resolve()
 
     def load_array(name):
-        f = (path / name).resolve()
+        f = (path / check_array_name(name, path)).resolve()
         if root not in f.parents:
             raise ValueError(f"{str(path)!r}: array reference {name!r} points outside the model directory")
         try:
+            check_npy_size(f, name, path)  # the header's claim against the file's size, before any allocation
             return np.load(f, allow_pickle=False)
         except FileNotFoundError:
             raise ModelFileError(f"{str(path)!r}: the array file {name!r} that model.json refers to is missing; the "
@@ -160,7 +167,11 @@ def load(path):
         raise ModelFileError(f"{str(path)!r}: model.json has no 'state' object; the file is damaged — save the model again")
     obj = cls.__new__(cls)
     for k, v in state.items():
+        if not isinstance(k, str) or not k.isidentifier():
+            raise ModelFileError(f"{str(path)!r}: model.json names the attribute {k!r}, which is not a Python name; "
+                                 "the file is damaged — save the model again (kmp_dask.save / kmp-dask train)")
         object.__setattr__(obj, k, decode(v, load_array))
+    check_values(obj, path)  # finite coefficients, valid kernels
     _default_new_params(obj)
     return obj
 
@@ -178,10 +189,6 @@ def _default_new_params(obj) -> None:
     for name, p in signature.parameters.items():
         if name != "self" and p.default is not inspect.Parameter.empty and not hasattr(obj, name):
             object.__setattr__(obj, name, p.default)
-
-
-class ModelFileError(ValueError):
-    """A saved model's files are damaged or incomplete (a truncated .npy, a missing array)."""
 
 
 def model_info(path) -> dict:
