@@ -34,12 +34,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Temporary", "GRACE_SECONDS", "check_name_fits", "name_max", "pid_alive", "remove_stale",
-           "stale_temporaries", "temporary", "temporary_path"]
+__all__ = ["Temporary", "GRACE_SECONDS", "check_name_fits", "check_output_path", "hashed_stem", "name_max", "pid_alive", "remove_stale",
+           "sibling_name", "stale_temporaries", "temporary", "temporary_path"]
 
 #: A temporary whose lock is free is stale once it is this old, even if a process with its pid exists.
 GRACE_SECONDS = 60.0
 _SUFFIX = re.compile(r"\.tmp-(\d+)-[0-9a-f]{8}$")
+#: the names earlier versions gave these temporaries (no pid: stale once unlocked and GRACE_SECONDS old)
+_LEGACY = re.compile(r"\.tmp-(?:[0-9a-f]{32}|[a-z0-9_]{8})$")
 
 
 def name_max(directory) -> int:
@@ -52,7 +54,21 @@ def name_max(directory) -> int:
 
 def _stems(path: Path) -> tuple[str, str]:
     """The two name stems a temporary of ``path`` may have: ``.NAME`` and ``.<hash of NAME>``."""
-    return f".{path.name}", "." + hashlib.sha256(path.name.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    return f".{path.name}", hashed_stem(path.name)
+
+
+def sibling_name(path: str, suffix: str) -> str:
+    """``path + suffix`` (a store's temporary ``NAME.tmp-<hex>``), or ``.<hash of NAME> + suffix`` beside
+    it when that name would be longer than the directory accepts."""
+    parent, name = os.path.split(path.rstrip(os.sep))
+    if len((name + suffix).encode("utf-8", "surrogateescape")) <= name_max(parent or "."):
+        return path.rstrip(os.sep) + suffix
+    return os.path.join(parent, hashed_stem(name) + suffix)
+
+
+def hashed_stem(name: str) -> str:
+    """``.<20 hex of SHA-256(name)>``: the stem of the temporaries of a name at the length limit."""
+    return "." + hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:20]
 
 
 def check_name_fits(path, option: str = "path") -> None:
@@ -62,8 +78,24 @@ def check_name_fits(path, option: str = "path") -> None:
     limit = name_max(parent if parent.is_dir() else ".")
     size = len(p.name.encode("utf-8", "surrogateescape"))
     if size > limit:
-        raise ValueError(f"{option} {str(path)!r}: the name {p.name[:40]!r}... is {size} bytes long; the file system "
-                         f"accepts at most {limit}. Use a shorter name.")
+        shown = str(path) if len(str(path)) <= 80 else str(path)[:40] + "..." + str(path)[-20:]
+        raise ValueError(f"{option} {shown!r}: its name is {size} bytes long; the file system there accepts at most "
+                         f"{limit} bytes per name. Use a shorter name.")
+
+
+def check_output_path(path, option: str = "path", *, file: bool = True) -> None:
+    """Before any work: refuse an output ``path`` that cannot be written in place — a name longer than
+    its file system allows, a symbolic link to nothing, or (``file=True``: a file is to be written) a
+    directory. One line each, naming ``option``."""
+    check_name_fits(path, option)
+    p = Path(path).expanduser()
+    if p.is_symlink() and not p.exists():
+        raise ValueError(f"{option} {str(path)!r} is a symbolic link to {os.readlink(p)!r}, which does not exist; "
+                         "kmp_dask replaces an output by renaming a complete temporary over it and does not write "
+                         "through a dangling link: remove the link, or give another path.")
+    if file and p.is_dir():
+        raise IsADirectoryError(f"{option} {str(path)!r} is a directory; give the path of a file to write "
+                                f"(e.g. {str(p / ('out' + (p.suffix or '.csv')))!r}).")
 
 
 def temporary_path(path) -> Path:
@@ -159,22 +191,28 @@ def stale_temporaries(path) -> list[Temporary]:
         return []
     out = []
     for entry in names:
-        stem = next((s for s in _stems(p) if entry.startswith(s) and _SUFFIX.fullmatch(entry[len(s):])), None)
-        if stem is None:
-            continue
-        tmp, pid = parent / entry, int(_SUFFIX.fullmatch(entry[len(stem):]).group(1))
-        try:
-            age = time.time() - tmp.lstat().st_mtime
-        except OSError:
-            continue
-        if _locked(tmp):
-            out.append(Temporary(str(tmp), False, f"its writer (pid {pid}) is still writing it", _nbytes(tmp)))
-        elif not pid_alive(pid) or age > GRACE_SECONDS:
-            why = f"pid {pid} has ended" if not pid_alive(pid) else f"unlocked for {age:.0f} s"
-            out.append(Temporary(str(tmp), True, f"left by a killed write ({why})", _nbytes(tmp)))
-        else:
-            out.append(Temporary(str(tmp), False, f"pid {pid} is running and it is {age:.0f} s old", _nbytes(tmp)))
+        stem = next((s for s in _stems(p) if entry.startswith(s) and (_SUFFIX.fullmatch(entry[len(s):])
+                                                                       or _LEGACY.fullmatch(entry[len(s):]))), None)
+        if stem is not None:
+            found = _SUFFIX.fullmatch(entry[len(stem):])
+            out += _judged(parent / entry, int(found.group(1)) if found else None)
     return out
+
+
+def _judged(tmp: Path, pid: int | None) -> list[Temporary]:
+    """``[Temporary]`` for ``tmp`` written by ``pid`` (None: an earlier version's name), or [] if gone."""
+    try:
+        age, size = time.time() - tmp.lstat().st_mtime, _nbytes(tmp)
+    except OSError:
+        return []
+    who = "its writer" if pid is None else f"pid {pid}"
+    if _locked(tmp):
+        return [Temporary(str(tmp), False, f"{who} is still writing it", size)]
+    gone = pid is not None and not pid_alive(pid)
+    if gone or age > GRACE_SECONDS:
+        why = f"pid {pid} has ended" if gone else f"unlocked for {age:.0f} s"
+        return [Temporary(str(tmp), True, f"left by a killed write ({why})", size)]
+    return [Temporary(str(tmp), False, f"{who} may still be writing it ({age:.0f} s old)", size)]
 
 
 def _remove(p: Path) -> None:

@@ -409,7 +409,9 @@ def _check_file_free(path, overwrite) -> None:
     from pathlib import Path
 
     from ._overwrite import check_replaceable
+    from ._temporaries import check_output_path
 
+    check_output_path(path, "output")
     p = Path(path).expanduser()
     if os.path.lexists(p) and not overwrite:
         raise FileExistsError(f"output {str(path)!r} already exists; pass overwrite=True (--overwrite) to replace it")
@@ -418,17 +420,17 @@ def _check_file_free(path, overwrite) -> None:
 
 
 def _write_atomic(path, write) -> None:
-    import uuid
+    """``write(tmp)`` a locked temporary beside ``path`` (kmp_dask/_temporaries.py), then rename it
+    over ``path``; the temporaries of earlier writes to ``path`` that were killed are removed first."""
     from pathlib import Path
 
+    from ._temporaries import remove_stale, temporary
+
     p = Path(path).expanduser()
-    tmp = p.parent / f".{p.name}.tmp-{uuid.uuid4().hex}"
-    try:
+    remove_stale(p)
+    with temporary(p) as tmp:
         write(tmp)
         os.replace(tmp, p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _frame(block, columns, start):

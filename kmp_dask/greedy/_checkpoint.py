@@ -58,6 +58,7 @@ import json
 import logging
 import os
 import pickle
+import socket
 import threading
 import time
 from pathlib import Path
@@ -68,7 +69,7 @@ from .._version import __version__
 from ..blockops._engine import Engine
 from ..blockops._safe_pickle import UnsafePickleError, restricted_loads
 
-__all__ = ["Checkpoint", "NO_CHECKPOINT", "open_checkpoint", "checkpoint_info", "data_fingerprint",
+__all__ = ["Checkpoint", "CheckpointInUseError", "NO_CHECKPOINT", "open_checkpoint", "checkpoint_info", "data_fingerprint",
            "FORMAT_VERSION", "STATE_FILE"]
 
 logger = logging.getLogger(__name__)
@@ -106,6 +107,16 @@ class Checkpoint:
         self.directory, self.every, self.header, self.saved = Path(directory), int(every), header, saved
         self.resuming, self.name = bool(resuming or saved is not None), str(name)
         self.n_saves, self.seconds, self.nbytes = 0, 0.0, 0  #: measured, for benchmarks and logs
+        self._lock = None  #: the directory's lock (open_checkpoint's checkpoint only; never pickled)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_lock": None}
+
+    def release(self) -> None:
+        """Release the directory's lock (also done when this object is collected or the process ends)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     @property
     def path(self) -> Path:
@@ -324,10 +335,68 @@ def open_checkpoint(directory, *, every=10, resume=False, estimator: str, params
                 "new fit")
     header = {"format": FORMAT_VERSION, "kmp_dask_version": __version__, "estimator": estimator,
               "params": _jsonable_params(params), "data": data_fingerprint(store, with_location=store_is_input)}
+    lock = _DirectoryLock.acquire(Path(directory))  # before the state is read: one writer per directory
     saved = _load(path, header) if path.exists() else None
     if resume and saved is None:
         logger.info("no checkpoint at %s: the fit starts from scratch", path)
-    return Checkpoint(directory, int(every), header, saved, resuming=bool(resume))
+    ckpt = Checkpoint(directory, int(every), header, saved, resuming=bool(resume))
+    ckpt._lock = lock
+    return ckpt
+
+
+class CheckpointInUseError(FileExistsError):
+    """Another process holds the lock of a checkpoint directory: it is fitting into it now."""
+
+
+class _DirectoryLock:
+    """An exclusive ``flock`` on ``<directory>/.kmp_dask-lock``, held by the fit that writes the
+    directory: a second process opening it is refused at once (two writers would replace each
+    other's ``state.ckpt``); the kernel releases it when the process ends, however it ends. Within one
+    process the lock is shared (counted): a fit may open its own directory again."""
+
+    _held: dict = {}  #: resolved directory -> [fd, count], this process's locks
+    NAME = ".kmp_dask-lock"
+
+    def __init__(self, key: str):
+        self.key = key
+
+    @classmethod
+    def acquire(cls, directory: Path) -> "_DirectoryLock":
+        import fcntl
+
+        directory.mkdir(parents=True, exist_ok=True)
+        key = str(directory.resolve())
+        if key in cls._held:
+            cls._held[key][1] += 1
+            return cls(key)
+        fd = os.open(directory / cls.NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise CheckpointInUseError(
+                f"the checkpoint directory {str(directory)!r} is in use by another fit ({holder}): two fits cannot "
+                "write one checkpoint. Wait for that fit to end (then resume=True / --resume continues it), or "
+                "give this fit another checkpoint directory.") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+        cls._held[key] = [fd, 1]
+        return cls(key)
+
+    def release(self) -> None:
+        entry = self._held.get(self.key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del self._held[self.key]
+            os.close(entry[0])  # closing the descriptor releases the flock
+        self.key = None
+
+    def __del__(self):
+        if getattr(self, "key", None) is not None:
+            self.release()
 
 
 def _jsonable(v):

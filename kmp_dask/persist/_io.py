@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._temporaries import check_output_path, remove_stale, temporary
 from ._checks import ModelFileError, check_array_name, check_depth, check_npy_size, check_values
 from ._codec import ALLOWED, Encoder, decode, qualname, resolve
 
@@ -75,6 +76,7 @@ def _document(model) -> tuple[dict, dict]:
 def save(model, path, *, overwrite: bool = False) -> Path:
     """Save a fitted kmp_dask model (or a KernelExpansion) to the directory ``path``."""
     _check_model(model)
+    check_output_path(path, "path", file=False)
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"path {str(path)!r} already exists; pass overwrite=True to replace it")
@@ -84,16 +86,13 @@ def save(model, path, *, overwrite: bool = False) -> Path:
         check_replaceable(path, ("model",), option="path")
     doc, arrays = _document(model)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    try:
+    remove_stale(path)  # the temporaries of earlier saves to ``path`` that were killed
+    with temporary(path, directory=True) as tmp:  # locked until renamed (kmp_dask/_temporaries.py)
         (tmp / "arrays").mkdir()
         for name, a in arrays.items():
             np.save(tmp / name, a, allow_pickle=False)
         (tmp / "model.json").write_text(json.dumps(doc, indent=1, allow_nan=True), encoding="utf-8")
         _swap_in(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return path
 
 

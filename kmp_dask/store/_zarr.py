@@ -101,7 +101,12 @@ class Location:
         return fs.exists(self.path)
 
     def sibling(self, suffix: str) -> Location:
-        """A location next to this one whose name ends with ``suffix``."""
+        """A location next to this one whose name ends with ``suffix`` (a local name that would pass the
+        file system's length limit: ``.<hash of the name>`` + ``suffix``, kmp_dask/_temporaries.py)."""
+        if self.is_local:
+            from .._temporaries import sibling_name
+
+            return Location(sibling_name(self.url, suffix), self.storage_options)
         return Location(self.url + suffix, self.storage_options)
 
     def remove(self) -> None:
@@ -200,6 +205,10 @@ def check_target_free(target: str | os.PathLike, *, overwrite: bool,
     final = Location.parse(target, storage_options)
     if not final.is_local:
         _check_bucket(final)
+    else:
+        from .._temporaries import check_output_path
+
+        check_output_path(final.url, "target", file=False)
     if final.exists() and not overwrite:
         raise StoreExistsError(
             f"a store already exists at {final.url!r}; pass overwrite=True to replace it."
@@ -359,7 +368,10 @@ class ZarrSink:
     def __init__(self, location, *, n_rows, n_features, dtype, chunk_rows, y_trailing=None,
                  y_dtype=None):
         self.chunk_rows = int(chunk_rows)
-        self._group = zarr.open_group(store=location.zarr_store(read_only=False), mode="w")
+        # a local temporary already made by its writer (holding only the in-use marker, store/_ingest.py)
+        # is opened without clearing it; anything else is created afresh
+        fresh = location.is_local and os.path.isdir(location.url)
+        self._group = zarr.open_group(store=location.zarr_store(read_only=False), mode="a" if fresh else "w")
         self._X = self._create("X", (n_rows, n_features), dtype)
         self._y = None if y_trailing is None else self._create("y", (n_rows, *y_trailing), y_dtype)
 
