@@ -58,7 +58,6 @@ import json
 import logging
 import os
 import pickle
-import socket
 import threading
 import time
 from pathlib import Path
@@ -349,13 +348,12 @@ class CheckpointInUseError(FileExistsError):
 
 
 class _DirectoryLock:
-    """An exclusive ``flock`` on ``<directory>/.kmp_dask-lock``, held by the fit that writes the
-    directory: a second process opening it is refused at once (two writers would replace each
-    other's ``state.ckpt``); the kernel releases it when the process ends, however it ends. Within one
-    process the lock is shared (counted): a fit may open its own directory again."""
+    """An exclusive ``flock`` on the checkpoint directory itself (no file is added to it), held by the
+    fit that writes the directory: a second process opening it is refused at once (two writers would
+    replace each other's ``state.ckpt``); the kernel releases it when the process ends, however it
+    ends. Within one process the lock is shared (counted): a fit may open its own directory again."""
 
     _held: dict = {}  #: resolved directory -> [fd, count], this process's locks
-    NAME = ".kmp_dask-lock"
 
     def __init__(self, key: str):
         self.key = key
@@ -369,18 +367,15 @@ class _DirectoryLock:
         if key in cls._held:
             cls._held[key][1] += 1
             return cls(key)
-        fd = os.open(directory / cls.NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(directory, os.O_RDONLY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
             os.close(fd)
             raise CheckpointInUseError(
-                f"the checkpoint directory {str(directory)!r} is in use by another fit ({holder}): two fits cannot "
-                "write one checkpoint. Wait for that fit to end (then resume=True / --resume continues it), or "
-                "give this fit another checkpoint directory.") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+                f"the checkpoint directory {str(directory)!r} is in use by another fit (another process holds its "
+                "lock): two fits cannot write one checkpoint. Wait for that fit to end (then resume=True / --resume "
+                "continues it), or give this fit another checkpoint directory.") from None
         cls._held[key] = [fd, 1]
         return cls(key)
 
