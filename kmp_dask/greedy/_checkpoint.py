@@ -335,12 +335,23 @@ def open_checkpoint(directory, *, every=10, resume=False, estimator: str, params
     header = {"format": FORMAT_VERSION, "kmp_dask_version": __version__, "estimator": estimator,
               "params": _jsonable_params(params), "data": data_fingerprint(store, with_location=store_is_input)}
     lock = _DirectoryLock.acquire(Path(directory))  # before the state is read: one writer per directory
-    saved = _load(path, header) if path.exists() else None
+    try:
+        saved = _load(path, header) if path.exists() else None
+    except BaseException:
+        lock.release()
+        raise
     if resume and saved is None:
         logger.info("no checkpoint at %s: the fit starts from scratch", path)
     ckpt = Checkpoint(directory, int(every), header, saved, resuming=bool(resume))
     ckpt._lock = lock
     return ckpt
+
+
+def _remove_if_empty(directory: Path) -> None:
+    try:
+        directory.rmdir()
+    except OSError:
+        pass
 
 
 class CheckpointInUseError(FileExistsError):
@@ -362,6 +373,7 @@ class _DirectoryLock:
     def acquire(cls, directory: Path) -> "_DirectoryLock":
         import fcntl
 
+        created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
         key = str(directory.resolve())
         if key in cls._held:
@@ -372,11 +384,13 @@ class _DirectoryLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
+            if created:
+                _remove_if_empty(directory)
             raise CheckpointInUseError(
                 f"the checkpoint directory {str(directory)!r} is in use by another fit (another process holds its "
                 "lock): two fits cannot write one checkpoint. Wait for that fit to end (then resume=True / --resume "
                 "continues it), or give this fit another checkpoint directory.") from None
-        cls._held[key] = [fd, 1]
+        cls._held[key] = [fd, 1, directory if created else None]
         return cls(key)
 
     def release(self) -> None:
@@ -386,6 +400,8 @@ class _DirectoryLock:
         entry[1] -= 1
         if entry[1] <= 0:
             del self._held[self.key]
+            if entry[2] is not None:  # made for this fit and nothing saved in it: leave nothing behind
+                _remove_if_empty(entry[2])
             os.close(entry[0])  # closing the descriptor releases the flock
         self.key = None
 

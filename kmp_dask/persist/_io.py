@@ -152,6 +152,8 @@ def load(path):
         try:
             check_npy_size(f, name, path)  # the header's claim against the file's size, before any allocation
             return np.load(f, allow_pickle=False)
+        except ModelFileError:
+            raise
         except FileNotFoundError:
             raise ModelFileError(f"{str(path)!r}: the array file {name!r} that model.json refers to is missing; the "
                                  "model is incomplete — save it again (kmp_dask.save / kmp-dask train)") from None
