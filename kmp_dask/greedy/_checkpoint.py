@@ -407,7 +407,10 @@ class _DirectoryLock:
 
     def __del__(self):
         if getattr(self, "key", None) is not None:
-            self.release()
+            try:
+                self.release()
+            except Exception:  # noqa: BLE001 - at interpreter exit; the kernel drops the lock anyway
+                pass
 
 
 def _jsonable(v):

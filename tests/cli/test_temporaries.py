@@ -88,6 +88,7 @@ def test_a_killed_predict_leaves_a_temporary_info_clean_lists_and_removes(ws):
     assert _temporaries(ws) == [] and not (ws / "out.csv").exists()
 
 
+@pytest.mark.slow  # the same removal (remove_stale) as `info --clean` above, called by the next write
 def test_the_next_predict_removes_a_killed_predicts_temporary(ws):
     proc = _stuck_predict(ws)
     try:
