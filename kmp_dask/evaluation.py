@@ -120,12 +120,15 @@ def check_evaluate(model, store) -> str:
 
 
 @contextlib.contextmanager
-def _passes_on(client):
+def _passes_on(client, store=None):
     """The client :func:`~kmp_dask.parallel.resolve_client` gives for ``client`` (None: in process),
-    current for the passes inside: the model is scattered with it, so its graphs are computed there."""
+    current for the passes inside: the model is scattered with it, so its graphs are computed there.
+    A ``store`` its workers cannot see (``memory://``) is refused before any pass."""
     from .parallel import resolve_client
+    from .parallel._setup import check_store_visible
 
     with resolve_client(client, in_memory=False) as c:
+        check_store_visible(c, store)
         with c.as_current() if c is not None else contextlib.nullcontext():
             yield c
 
@@ -156,7 +159,7 @@ def evaluate(model, data, *, client=None) -> dict:
             return _classification_metrics(model.classes_, pred, y, store.n_rows)
         return _regression_metrics(pred, y)
 
-    with _passes_on(client) as on:
+    with _passes_on(client, store) as on:
         return rerun_if_lost(lambda: metrics(on))
 
 
@@ -292,7 +295,7 @@ def predict_to_store(model, data, target, *, overwrite: bool = False, client=Non
         X, y, classes = _outputs(model, kind, store, output, on)
         return store_from_dask(target, X, y, classes=classes, overwrite=overwrite, provenance=prov)
 
-    with _passes_on(client) as on:
+    with _passes_on(client, store) as on:
         return rerun_if_lost(lambda: write(on))
 
 
@@ -387,7 +390,7 @@ def predict_to_file(model, data, path, *, output: str = "auto", overwrite: bool 
     check_model_data(model, store)
     from .parallel._scatter import rerun_if_lost
 
-    with _passes_on(client) as on:
+    with _passes_on(client, store) as on:
         n_rows, columns = rerun_if_lost(lambda: _write_file(model, kind, output, store, path, fmt, batch, on))
     return {"path": os.path.abspath(os.path.expanduser(text)), "format": fmt, "n_rows": n_rows, "columns": columns}
 
@@ -410,7 +413,9 @@ def _check_file_free(path, overwrite) -> None:
     from pathlib import Path
 
     from ._overwrite import check_replaceable
+    from ._temporaries import check_output_path
 
+    check_output_path(path, "output")
     p = Path(path).expanduser()
     if os.path.lexists(p) and not overwrite:
         raise FileExistsError(f"output {str(path)!r} already exists; pass overwrite=True (--overwrite) to replace it")
@@ -419,17 +424,17 @@ def _check_file_free(path, overwrite) -> None:
 
 
 def _write_atomic(path, write) -> None:
-    import uuid
+    """``write(tmp)`` a locked temporary beside ``path`` (kmp_dask/_temporaries.py), then rename it
+    over ``path``; the temporaries of earlier writes to ``path`` that were killed are removed first."""
     from pathlib import Path
 
+    from ._temporaries import remove_stale, temporary
+
     p = Path(path).expanduser()
-    tmp = p.parent / f".{p.name}.tmp-{uuid.uuid4().hex}"
-    try:
+    remove_stale(p)
+    with temporary(p) as tmp:
         write(tmp)
         os.replace(tmp, p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _frame(block, columns, start):

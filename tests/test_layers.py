@@ -33,7 +33,7 @@ ESTIMATOR_LAYERS = ("estimators", "reduced", "report", "persist")  #: scikit-lea
 EXPANSION_LAZY_OK = ("kmp_dask.parallel", "kmp_dask.store")
 
 
-FOUNDATION = ("_version", "exceptions")  #: every room may import these
+FOUNDATION = ("_version", "exceptions", "_temporaries")  #: every room may import these (standard library only)
 _NUMERIC = ("kernels", "linalg", "losses", "bounds")
 _BELOW_ESTIMATORS = (*_NUMERIC, "blockops", "expansion", "greedy", "parallel", "store")
 
@@ -43,6 +43,7 @@ _BELOW_ESTIMATORS = (*_NUMERIC, "blockops", "expansion", "greedy", "parallel", "
 ALLOWED = {
     "_version": (),
     "exceptions": (),
+    "_temporaries": (),
     "kernels": (),
     "linalg": (),
     "losses": (),

@@ -94,16 +94,25 @@ def _delimiter(value):
 
 
 @main.command(short_help="Summarise a store or a saved model (--verify reads every chunk).",
-              epilog="\b\nExamples:\n  kmp-dask info train.zarr --verify\n  kmp-dask info kmp.model")
+              epilog="\b\nExamples:\n  kmp-dask info train.zarr --verify\n  kmp-dask info kmp.model\n"
+                     "  kmp-dask info pred.csv --clean     # remove what killed writes of pred.csv left")
 @click.argument("target")
 @click.option("--verify", is_flag=True,
               help="Read every chunk of X and y back and check it; exit 1 naming the first corrupt chunk.")
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar while verifying (default: only on a terminal).")
-def info(target, verify, progress):
+@click.option("--clean", is_flag=True,
+              help="First remove the temporaries killed writes of TARGET left beside it (an ingest's TARGET.tmp-*, "
+                   "a predict/evaluate/train output's .TARGET.tmp-*) whose writer is gone, listing each; "
+                   "temporaries still being written are kept. TARGET need not exist.")
+def info(target, verify, progress, clean):
     """Print what the store or saved model at TARGET holds (shape, chunks, attributes / class, sizes)."""
     from ..store import open_store
 
+    if clean:
+        _clean(target)
+        if not Path(target).exists() and "://" not in target:
+            return
     if (Path(target) / "model.json").is_file():
         from ..persist import model_info
 
@@ -143,6 +152,17 @@ def info(target, verify, progress):
         click.echo(f"  verify: chunks not read; `kmp-dask info {shlex.quote(target)} --verify` reads every one back")
     if temporaries:
         click.echo(f"  temporaries: {_temporaries_text(temporaries, target)}")
+
+
+def _clean(target) -> None:
+    """``info --clean``: remove the stale temporaries of ``target`` and list them (one line each)."""
+    from .._temporaries import remove_stale
+    from ..store._ingest import clean_stale_temporaries
+
+    removed = list(clean_stale_temporaries(target, quiet=True)) + remove_stale(target)
+    for t in removed:
+        click.echo(f"removed {t.path} ({t.why}; {t.nbytes} bytes)")
+    click.echo(f"clean: {len(removed)} temporar{'y' if len(removed) == 1 else 'ies'} of {target} removed")
 
 
 def _temporaries_text(temporaries, target) -> str:

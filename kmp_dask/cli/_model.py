@@ -25,7 +25,9 @@ def _check_output_free(path, overwrite: bool, option: str, kind: str) -> None:
     """Before any work: ``path`` is free, or ``--overwrite`` and it is kmp_dask's own ``kind``
     of output (a model, store, report, metrics file: kmp_dask/_overwrite.py)."""
     from .._overwrite import check_replaceable
+    from .._temporaries import check_output_path
 
+    check_output_path(path, option, file=kind not in ("model", "store", "run"))
     p = Path(path)
     if p.exists() and not overwrite:
         raise FileExistsError(f"{option} {str(p)!r} already exists; pass --overwrite to replace it")
@@ -361,17 +363,14 @@ def _metrics_text(m) -> str:
 
 def _atomic_write_text(path, text: str) -> None:
     import os
-    import tempfile
+
+    from .._temporaries import remove_stale, temporary
 
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent if str(p.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+    remove_stale(p)
+    with temporary(p) as tmp:
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @main.command(short_help="Predictions, probabilities or features to .csv/.parquet/.npy/.zarr.",

@@ -129,6 +129,12 @@ def check_where(where: Where) -> None:
             if not Path(s).is_file():
                 raise click.BadParameter(f"no scheduler file at {s!r}. {_FIX}", param_hint="--scheduler")
         else:
+            if s.startswith("inproc://"):
+                raise click.BadParameter(
+                    f"{s!r} is an inproc:// address: it names a scheduler inside one Python process, which a "
+                    "kmp-dask command (a process of its own) cannot reach. Give the cluster's tcp:// address (the "
+                    "one `dask scheduler` prints, e.g. tcp://127.0.0.1:8786), its scheduler file, or --scheduler "
+                    "local for an embedded cluster.", param_hint="--scheduler")
             try:
                 check_scheduler_address(s, name="--scheduler", fix=_FIX)
             except ValueError as exc:

@@ -182,6 +182,7 @@ def _check_run(run: dict, path) -> None:
             check_memory_limit(run["memory_limit"], name="memory_limit")
         except ValueError as exc:
             raise SpecError(f"{path}: [run] {exc}") from None
+    _check_counts(run, path)
     s = run.get("scheduler")
     if s is None or s in SCHEDULER_MODES or (isinstance(s, str) and s.startswith(("tcp://", "tls://", "inproc://"))):
         return
@@ -197,6 +198,17 @@ def _check_run(run: dict, path) -> None:
     raise SpecError(f"{path}: [run] scheduler = {s!r}: use \"auto\" (the default: in process for small data), "
                     "\"sync\" (in process), \"local\" (an embedded cluster), an address such as "
                     "\"tcp://127.0.0.1:8786\" or a scheduler file (.json)")
+
+
+def _check_counts(run: dict, path) -> None:
+    """``[run] workers`` and ``threads_per_worker``: whole numbers in 1..256 (the CLI's ``--workers`` /
+    ``--threads-per-worker``), checked with the rest of the file, before any step runs."""
+    for key in ("workers", "threads_per_worker"):
+        v = run.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 256):
+            raise SpecError(f"{path}: [run] {key} = {v!r}: give a whole number from 1 to 256 "
+                            f"({'worker processes of the embedded cluster' if key == 'workers' else 'threads per worker'}"
+                            f"), or leave it out for the default")
 
 
 #: Bytes per value of the synthetic generators' stores (float32) and their default feature counts.

@@ -4,7 +4,6 @@ and the atomic write."""
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import replace
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -253,14 +252,12 @@ def write_report(models, output, *, X=None, y=None, evaluations=None, title=None
 
 def _atomic_write(path: Path, data: bytes) -> None:
     """A temporary file in the target's directory, flushed to disk, then renamed over ``path``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
+    from .._temporaries import remove_stale, temporary
+
+    remove_stale(path)
+    with temporary(path) as tmp:
+        with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .._temporaries import hashed_stem, pid_alive
 from ..exceptions import DataValidationError
 from ._base import DataStore, default_chunk_rows
 from ._schema import (
@@ -81,11 +82,17 @@ def _start_time(pid: int) -> str | None:
 
 
 def _mark_in_use(tmp) -> None:
-    """Write the in-use marker into the temporary store ``tmp`` (local locations only)."""
+    """Create the temporary store ``tmp`` holding only the in-use marker (local locations only), before
+    anything else is written there: a temporary of ours never lacks its marker (the sink then opens the
+    directory without clearing it). A no-op when the marker is there."""
     if tmp.is_local:
+        marker = os.path.join(tmp.url, INGEST_MARKER)
+        if os.path.exists(marker):
+            return
+        os.makedirs(tmp.url, exist_ok=True)
         info = {"host": socket.gethostname(), "pid": os.getpid(), "start_time": _start_time(os.getpid()),
                 "started": time.time()}
-        with open(os.path.join(tmp.url, INGEST_MARKER), "w", encoding="utf-8") as fh:
+        with open(marker, "w", encoding="utf-8") as fh:
             json.dump(info, fh)
 
 
@@ -98,14 +105,12 @@ def _unmark(tmp) -> None:
 
 
 def _alive(pid: int, start_time) -> bool:
+    """Whether the ingest ``pid`` started at ``start_time`` still runs: not a zombie (a killed ingest
+    its parent has not reaped: it writes nothing more), not a pid reused by a later process."""
     if pid == os.getpid():
         return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return False
-    except PermissionError:
-        pass  # another user's process: it exists
     now = _start_time(pid)
     return start_time is None or now is None or now == start_time  # a different start time: pid reused
 
@@ -143,10 +148,11 @@ def ingest_temporaries(target) -> list[IngestTemporary]:
     except OSError:
         return []
     out = []
+    stems = (name, hashed_stem(name))  # a name at the length limit: its temporaries' names are hashed
     for entry in sorted(names):
         path = os.path.join(parent, entry)
-        if not (entry.startswith(name) and _TMP_SUFFIX.fullmatch(entry[len(name):])) or not os.path.isdir(path) \
-                or os.path.islink(path):
+        if not any(entry.startswith(s) and _TMP_SUFFIX.fullmatch(entry[len(s):]) for s in stems) \
+                or not os.path.isdir(path) or os.path.islink(path):
             continue
         try:
             with open(os.path.join(path, INGEST_MARKER), encoding="utf-8") as fh:
@@ -166,14 +172,16 @@ def ingest_temporaries(target) -> list[IngestTemporary]:
     return out
 
 
-def clean_stale_temporaries(target) -> list[IngestTemporary]:
-    """Remove the stale temporaries of killed ingests of ``target`` (see the module doc)."""
+def clean_stale_temporaries(target, *, quiet: bool = False) -> list[IngestTemporary]:
+    """Remove the stale temporaries of killed ingests of ``target`` (see the module doc); each is
+    logged (a warning) unless ``quiet`` (the caller lists them)."""
     removed = []
     for t in ingest_temporaries(target):
         if t.stale:
             shutil.rmtree(t.path, ignore_errors=True)
             removed.append(t)
-            _log.warning("removed %s, the temporary of a killed ingest (%s; %d bytes)", t.path, t.why, t.nbytes)
+            if not quiet:
+                _log.warning("removed %s, the temporary of a killed ingest (%s; %d bytes)", t.path, t.why, t.nbytes)
     return removed
 
 
@@ -313,10 +321,10 @@ def _write_batches(tmp, batches: Iterator[Block], meta: _Meta,
     for X, y in batches:
         if sink is None:
             meta = _clamp_chunks(meta, X.shape[0])
+            _mark_in_use(tmp)
             sink = ZarrSink(tmp, n_rows=0, n_features=meta.n_features, dtype=meta.dtype,
                             chunk_rows=meta.chunk_rows, y_trailing=meta.y_trailing,
                             y_dtype=meta.y_dtype)
-            _mark_in_use(tmp)
         X, y = _prepare_block(X, y, start, meta)
         sink.write(start, X, y)
         stats = stats.merge(RunningStats.of_block(X))
@@ -433,10 +441,10 @@ def _parallel_ingest(target, tasks_for, meta: _Meta, n_rows: int, *, overwrite, 
     """Pre-size the arrays, run one write task per whole chunk, then write attributes."""
     clean_stale_temporaries(target)
     with atomic_target(target, overwrite=overwrite, storage_options=storage_options) as tmp:
+        _mark_in_use(tmp)
         sink = ZarrSink(tmp, n_rows=n_rows, n_features=meta.n_features, dtype=meta.dtype,
                         chunk_rows=meta.chunk_rows, y_trailing=meta.y_trailing,
                         y_dtype=meta.y_dtype)
-        _mark_in_use(tmp)
         results = compute(tasks_for(sink.block_writer()))
         sink.finish(meta.attrs(_reduce_results(results, meta.n_features)))
         _unmark(tmp)
@@ -878,9 +886,9 @@ class _PushWriter:
         if self.sink is None:
             self.meta = _clamp_chunks(self.meta, X.shape[0])
             m = self.meta
+            _mark_in_use(self.tmp)
             self.sink = ZarrSink(self.tmp, n_rows=0, n_features=m.n_features, dtype=m.dtype, chunk_rows=m.chunk_rows,
                                  y_trailing=m.y_trailing, y_dtype=m.y_dtype)
-            _mark_in_use(self.tmp)
         X, y = _prepare_block(X, y, self.start, self.meta)
         self.sink.write(self.start, X, y)
         self.stats = self.stats.merge(RunningStats.of_block(X))

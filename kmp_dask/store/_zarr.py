@@ -36,6 +36,10 @@ from ._validation import (
 #: file (zarr's ``write_empty_chunks``), so a missing chunk file means lost data, not zeros.
 COMPLETE_KEY = "all_chunks_written"
 
+#: What an fsspec listing may report that changes whenever an object is rewritten, in order of
+#: preference (S3: ETag; GCS: md5Hash / generation; local and memory: mtime / created).
+_VERSION_KEYS = ("ETag", "etag", "generation", "md5Hash", "LastModified", "last_modified", "mtime", "created")
+
 #: zarr array config of every array kmp_dask writes: all-zero chunks are written too.
 WRITE_CONFIG = {"write_empty_chunks": True}
 
@@ -97,7 +101,12 @@ class Location:
         return fs.exists(self.path)
 
     def sibling(self, suffix: str) -> Location:
-        """A location next to this one whose name ends with ``suffix``."""
+        """A location next to this one whose name ends with ``suffix`` (a local name that would pass the
+        file system's length limit: ``.<hash of the name>`` + ``suffix``, kmp_dask/_temporaries.py)."""
+        if self.is_local:
+            from .._temporaries import sibling_name
+
+            return Location(sibling_name(self.url, suffix), self.storage_options)
         return Location(self.url + suffix, self.storage_options)
 
     def remove(self) -> None:
@@ -196,6 +205,10 @@ def check_target_free(target: str | os.PathLike, *, overwrite: bool,
     final = Location.parse(target, storage_options)
     if not final.is_local:
         _check_bucket(final)
+    else:
+        from .._temporaries import check_output_path
+
+        check_output_path(final.url, "target", file=False)
     if final.exists() and not overwrite:
         raise StoreExistsError(
             f"a store already exists at {final.url!r}; pass overwrite=True to replace it."
@@ -355,7 +368,10 @@ class ZarrSink:
     def __init__(self, location, *, n_rows, n_features, dtype, chunk_rows, y_trailing=None,
                  y_dtype=None):
         self.chunk_rows = int(chunk_rows)
-        self._group = zarr.open_group(store=location.zarr_store(read_only=False), mode="w")
+        # a local temporary already made by its writer (holding only the in-use marker, store/_ingest.py)
+        # is opened without clearing it; anything else is created afresh
+        fresh = location.is_local and os.path.isdir(location.url)
+        self._group = zarr.open_group(store=location.zarr_store(read_only=False), mode="a" if fresh else "w")
         self._X = self._create("X", (n_rows, n_features), dtype)
         self._y = None if y_trailing is None else self._create("y", (n_rows, *y_trailing), y_dtype)
 
@@ -625,6 +641,35 @@ class ZarrStore:
                 if callback is not None:
                     callback(done, total)
         return done
+
+    def file_manifest(self) -> list[tuple[str, int, str]] | None:
+        """Every file of the store (chunks and metadata) as ``(key, size, version)``, sorted: what
+        changes when any byte of the data is rewritten in place, read without reading the data.
+
+        ``version`` is the modification time in ns for a local store; for an object store the
+        object's ETag (or its checksum / modification time, whichever the file system reports).
+        None when the file system reports none of them for some file: then a change that keeps a
+        file's size cannot be seen from its listing (resuming a fit on such a store is refused).
+        """
+        loc = self._loc
+        if loc.is_local:
+            out = []
+            for dirpath, _, files in os.walk(loc.url):
+                for f in files:
+                    full = os.path.join(dirpath, f)
+                    st = os.stat(full)
+                    out.append((os.path.relpath(full, loc.url).replace(os.sep, "/"), int(st.st_size),
+                                str(st.st_mtime_ns)))
+            return sorted(out)
+        root, fs = loc.path.rstrip("/"), loc.fs
+        fs.invalidate_cache(root)
+        out = []
+        for p, info in sorted(fs.find(root, detail=True).items()):
+            version = next((info[k] for k in _VERSION_KEYS if info.get(k) not in (None, "")), None)
+            if version is None:
+                return None
+            out.append((p[len(root) + 1:], int(info.get("size") or 0), str(version)))
+        return out
 
     def reader(self) -> ZarrRowReader:
         """A picklable reader for worker processes (``memory://`` works in-process only); it

@@ -116,7 +116,7 @@ def test_fit_and_predict_on_s3_on_a_cluster_same_as_local(pair):
     from distributed import Client, LocalCluster
 
     local, remote = pair
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as lc, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as lc, \
             Client(lc) as client:
         a = KMPClassifier(n_basis=6, candidates=20, gamma=0.5, random_state=0, client=client).fit(local)
         b = KMPClassifier(n_basis=6, candidates=20, gamma=0.5, random_state=0, client=client).fit(remote)
