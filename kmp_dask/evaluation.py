@@ -365,8 +365,9 @@ def _chain_first(first, rest):
 def _check_not_input(data, target) -> None:
     url = getattr(data, "url", None)
     if isinstance(url, str) and "://" not in url and _same_path(url, target):
-        raise ValueError(f"target {str(target)!r} is the data the predictions are computed from; write them to "
-                         "another path (replacing the input would lose it)")
+        what = "store" if getattr(data, "store", None) is not None else "file"
+        raise ValueError(f"target {str(target)!r} is the {what} the predictions are computed from; write them to "
+                         f"another path (replacing the input {what} would lose it)")
 
 
 def _same_path(a, b) -> bool:
