@@ -81,9 +81,9 @@ def scoring_data(model, data, *, label=_UNSET, labels=None, delimiter=None, head
     n = getattr(model, "n_features_in_", None)
     if n is not None and data.n_features is not None and int(n) != data.n_features:
         raise DataValidationError(
-            f"data {data.name} has {data.n_features} feature columns but {type(model).__name__} was fitted on "
-            f"{int(n)}; score data with the training data's columns (a file: the same columns, any order when they "
-            "are named; a label column among them: name it with --label COL)")
+            f"data {data.name} has {data.n_features} features but {type(model).__name__} was fitted on {int(n)}; "
+            "score data with the training data's columns (named columns: in any order; a label column among "
+            "unnamed ones: name it with --label COL)")
     return data
 
 

@@ -240,7 +240,8 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
     fit_kw = {"checkpoint": checkpoint, "checkpoint_every": checkpoint_every, "resume": resume} if checkpoint else {}
     if weights_path:
         fit_kw["sample_weight"] = _read_weights(weights_path)
-    _check_n_basis(est, st)
+    if "n_basis" in flags or "n_basis" in config:  # the default is capped at the rows by the fit itself
+        _check_n_basis(est, st)
     try:
         seconds = _fit(est, st, where, quiet, log_json, algorithm, fit_kw, force)
     except KeyboardInterrupt:

@@ -235,4 +235,4 @@ def test_positional_sources_npy_npz_libsvm(trained, tmp_path, no_cluster):
     np.save(tmp_path / "x3.npy", X[:, :3])
     line = _error_line("predict", root / "m.kmp", tmp_path / "x3.npy", "--output", tmp_path / "e.csv",
                        "--scheduler", "sync")
-    assert "3 feature columns" in line and "fitted on 4" in line
+    assert "has 3 features" in line and "fitted on 4" in line
