@@ -19,6 +19,7 @@ Examples:
   kmp-dask ingest mine.csv train.zarr --label species --drop id --test-size 0.25
                                    # train.zarr + train-test.zarr
   kmp-dask ingest mine.csv mine.zarr --label 0 --delimiter ';'
+  kmp-dask ingest new.csv new.zarr --no-label                # features only: a store to predict
   kmp-dask ingest raw.csv raw.zarr --no-header --label 0     # no header line: columns 0, 1, ...
   kmp-dask ingest mine.parquet mine.zarr --label species --n-rows 100000
   kmp-dask ingest X.npy data.zarr --labels y.npy
@@ -31,7 +32,10 @@ Examples:
 @click.argument("source")
 @click.argument("target", type=click.Path())
 @click.option("--label", default=None,
-              help="CSV/TSV, Parquet: the label column, by name or 0-based position (default: the last column).")
+              help="CSV/TSV, Parquet: the label column, by name or 0-based position (this or --no-label is "
+                   "required for them: the label is never guessed).")
+@click.option("--no-label", is_flag=True,
+              help="CSV/TSV, Parquet: no label column; a store of the features only (to score with predict).")
 @click.option("--drop", multiple=True,
               help="CSV/TSV, Parquet: a column to leave out, by name or position (repeat, or comma-separated).")
 @click.option("--delimiter", default=None, help="CSV/TSV: the field delimiter (default: detected from the first lines).")
@@ -53,12 +57,12 @@ Examples:
               help="Show a progress bar of rows written (default: only on a terminal).")
 @click.option("--labels", default=None, type=click.Path(exists=True, dir_okay=False),
               help="For a .npy SOURCE: a .npy file of labels (one per row).")
-def ingest(source, target, label, drop, delimiter, no_header, n_rows, test_size, test_target, chunk_rows, overwrite, seed,
+def ingest(source, target, label, no_label, drop, delimiter, no_header, n_rows, test_size, test_target, chunk_rows, overwrite, seed,
            start_row, progress, labels):
     """Write SOURCE into a zarr store at TARGET.
 
     SOURCE is keel:NAME, sklearn:NAME, synthetic:classification, synthetic:regression,
-    a path to a .csv/.tsv file (delimiter detected; label: the last column unless --label),
+    a path to a .csv/.tsv file (delimiter detected; --label COL or --no-label required),
     a .parquet file (read by row groups), a .libsvm/.svm/.txt file, a .npy file (X; labels
     with --labels), a .npz file (arrays X and optionally y), a directory of .npz (or .npy)
     files concatenated in name order, or an existing store (copied chunk by chunk). An
@@ -71,10 +75,14 @@ def ingest(source, target, label, drop, delimiter, no_header, n_rows, test_size,
         store.source_kind(source)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="SOURCE") from None
+    if label is not None and no_label:
+        raise click.UsageError("--label and --no-label exclude each other: name the label column, or say there is none")
     drops = [c.strip() for value in drop for c in value.split(",") if c.strip()] or None
     progress = _want_progress(progress)
     options = {k: v for k, v in (("label", label), ("delimiter", _delimiter(delimiter)), ("labels", labels))
                if v is not None}
+    if no_label:
+        options["label"] = None
     out = store.ingest(source, target, drop=drops, n_rows=n_rows, test_size=test_size, test_target=test_target,
                        seed=seed, start_row=start_row, chunk_rows=chunk_rows or None, overwrite=overwrite,
                        progress=progress, header=not no_header, **options)

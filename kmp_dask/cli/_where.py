@@ -180,6 +180,17 @@ def store_nbytes(store) -> int:
     return int(store.n_rows) * int(store.n_features) * np.dtype(store.dtype).itemsize
 
 
+def data_nbytes(data) -> int | None:
+    """What ``--scheduler auto`` weighs for data to score: a store's ``X``, a file's size on disk
+    (None for a remote file)."""
+    import os
+
+    if data.store is not None:
+        return store_nbytes(data.store)
+    url = str(data.url)
+    return os.path.getsize(url) if "://" not in url and os.path.isfile(url) else None
+
+
 def mode(where: Where, nbytes: int | None) -> str:
     """``sync``, ``local`` or ``address``: where a command on ``nbytes`` of data runs (module doc)."""
     s = where.scheduler or "auto"

@@ -601,11 +601,13 @@ _ATTRIBUTES = """
         The resolved loss.
     n_features_in_ : int
         Number of features seen in ``fit``.
-    feature_names_in_ : ndarray of shape (``n_features_in_``,)
-        Column names of a pandas ``X``; only when ``X`` had string column names.
-    store_feature_names_ : ndarray of shape (``n_features_in_``,)
-        The training store's ``feature_names`` (only when fitted on a store with names other than
-        ``x0, x1, ...``); a store given to predict / score must list the same (docs/store.md).
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of a pandas ``X`` (only when it had string column names), or the training
+        store's ``feature_names`` (only when they are other than ``x0, x1, ...``). A store or
+        DataFrame given to predict / score is matched to them by name (docs/store.md).
+    store_feature_names_ : ndarray of shape (n_features_in_,)
+        The training store's ``feature_names``, as ``feature_names_in_`` (kept for models saved
+        before a store-fitted model had ``feature_names_in_``).
 
     Methods
     -------

@@ -14,7 +14,8 @@ import numpy as np
 
 from ._scatter import scatter_value
 
-__all__ = ["confusion_counts", "regression_sums", "label_codes", "chunkwise", "ship_model", "computed_blocks"]
+__all__ = ["confusion_counts", "regression_sums", "label_codes", "chunkwise", "ship_model", "computed_blocks",
+           "data_parts"]
 
 
 def _as_dask(a, chunks):
@@ -207,3 +208,41 @@ def regression_sums(pred, true) -> dict:
              for p, t in zip(pred.to_delayed().ravel(), true.to_delayed().ravel())]
     n, s, s2, sse, sae = np.sum(dask.compute(*parts), axis=0)
     return {"n": n, "sum": s, "sumsq": s2, "sse": sse, "sae": sae}
+
+
+def _block_array(blocks, client):
+    """Numpy row blocks as one dask array, one chunk per block: scattered to the workers first
+    with a client (:func:`~._scatter.scatter_value`, not literals of a graph), in process else."""
+    import dask.array as da
+
+    if client is None:
+        parts = [da.from_array(b, chunks=(len(b),) + tuple(-1 for _ in b.shape[1:])) for b in blocks]
+    else:
+        parts = [da.from_delayed(scatter_value(client, b), shape=b.shape, dtype=b.dtype) for b in blocks]
+    return da.concatenate(parts, axis=0)
+
+
+def data_parts(data, client=None, batch: int = 8):
+    """The rows of ``data`` (:class:`~kmp_dask.store._scoring.ScoringData`) as ``(X, y, probe)``
+    parts for :func:`chunkwise`: a store in one part (its lazy arrays, read by the tasks), a
+    streamed file in parts of ``batch`` row blocks read here in order, each sent to the workers
+    before its pass (one part in this process's memory at once), ``y`` None without labels."""
+    import itertools
+
+    from ..store._scoring import probe_rows
+
+    if not data.is_stream:
+        y = data.store.to_dask("y") if data.has_y else None
+        yield data.store_X(), y, probe_rows(data)
+        return
+    blocks = data.plan.blocks()
+    while True:
+        raw = list(itertools.islice(blocks, batch))
+        if not raw:
+            return
+        part = [(np.asarray(X), y) for X, y in raw if len(X)]
+        if not part:
+            continue
+        X = _block_array([b[0] for b in part], client)
+        y = _block_array([np.asarray(b[1]) for b in part], client) if data.has_y and part[0][1] is not None else None
+        yield X, y, part[0][0][:2]

@@ -20,7 +20,7 @@ __all__ = ["load_spec", "SpecError"]
 TABLES = {"name", "description", "output", "data", "model", "compress", "features", "downstream", "evaluate",
           "report", "run", "small"}
 DATA_KEYS = {"source", "n_rows", "seed", "start_row", "part", "test_size", "chunk_rows", "n_features", "n_classes",
-             "label", "drop", "delimiter", "header"}
+             "label", "no_label", "drop", "delimiter", "header"}
 #: ``test_size`` of a data set that names a ``part`` but no ``test_size``.
 DEFAULT_TEST_SIZE = 0.3
 MODEL_KEYS = {"algorithm", "task", "params", "checkpoint_every", "estimator", "cv"}
@@ -118,6 +118,8 @@ def validate(spec: dict, path) -> None:
         _check_name(spec["name"], "name", path)
     if "output" in spec and (not isinstance(spec["output"], str) or not spec["output"].strip()):
         raise SpecError(f"{path}: output = {spec['output']!r} must be a non-empty path of the run directory")
+    if "output" in spec:  # "~/x": the home directory, once for every step (never a literal ./~/x as well)
+        spec["output"] = os.path.expanduser(spec["output"])
     for name, d in spec["data"].items():
         _check_name(name, f"[data.{name!r}]", path)
         _check_keys(f"data.{name}", d, DATA_KEYS, path)
@@ -243,6 +245,21 @@ def _path_nbytes(src: str) -> int:
     return os.path.getsize(src) if os.path.isfile(src) else 0
 
 
+def source_options(d: dict) -> dict:
+    """A ``[data.NAME]`` table's options for ``ingest``: ``label``, ``drop``, ``delimiter``,
+    ``header``; ``no_label = true`` is ``label=None`` (a store of the features only). A CSV or
+    Parquet source needs one of ``label`` and ``no_label`` (the label is never guessed)."""
+    options = {k: d[k] for k in ("label", "drop", "delimiter", "header") if k in d}
+    if "no_label" in d:
+        if not isinstance(d["no_label"], bool):
+            raise ValueError(f"no_label = {d['no_label']!r}: give true (no label column) or leave it out")
+        if d["no_label"] and "label" in d:
+            raise ValueError(f"label = {d['label']!r} and no_label = true exclude each other; keep one")
+        if d["no_label"]:
+            options["label"] = None
+    return options
+
+
 def _check_source(name: str, d: dict, path) -> None:
     """One ``[data.NAME]``'s source and keys, checked without writing anything: a file or store
     path is resolved relative to the pipeline file (``d["source"]`` becomes the absolute path),
@@ -271,7 +288,7 @@ def _check_source(name: str, d: dict, path) -> None:
         if "test_size" in d and "part" not in d:
             raise ValueError(f"test_size = {d['test_size']!r} needs part = 'train' or 'test' (which part this "
                              "data set is); add a second [data.*] table for the other part")
-        options = {k: d[k] for k in ("label", "drop", "delimiter", "header") if k in d}
+        options = source_options(d)
         check_source(src, n_rows=d.get("n_rows"), test_size=test_size, part=d.get("part"), **options)
         if src.startswith("synthetic:") and "n_rows" not in d:
             raise ValueError("a synthetic source needs n_rows")
@@ -321,6 +338,41 @@ def _check_params(spec: dict, path) -> None:
             raise SpecError(f"{path}: {key} has unknown parameter {unknown[0]!r} for {classes[0].__name__}"
                             + (f" (did you mean {close[0]!r}?)" if close else "")
                             + f"; accepted: {', '.join(sorted(accepted))}")
+        _check_values(key, params, classes, path)
+
+
+def _check_values(key: str, params: dict, classes: list, path) -> None:
+    """The parameter *values* of a table, checked as the estimator's fit checks them first (before
+    any data is read), so a bad value ends the run before the data step: one class of ``classes``
+    (classifier or regressor) must accept them."""
+    errors = []
+    for cls in classes:
+        if not set(params) <= _accepted(cls):
+            continue
+        try:
+            _check_estimator_values(cls(**params))
+            return
+        except (ValueError, TypeError) as exc:
+            errors.append(exc)
+    if errors:
+        raise SpecError(f"{path}: {key}: {' '.join(str(errors[0]).split())}")
+
+
+def _check_estimator_values(est) -> None:
+    """``est``'s own parameter check, without data: kmp_dask's (the fit's first step) or
+    scikit-learn's parameter constraints."""
+    from ..estimators._kmp_cv import _BaseKMPCV, _check_cv_params
+
+    if isinstance(est, _BaseKMPCV):
+        _check_cv_params(est)
+    elif type(est).__name__ == "ReducedSetCompressor":
+        from ..reduced._checks import check_params
+
+        check_params(est)
+    elif hasattr(est, "_check_fit_args"):
+        est._check_fit_args(None, None)
+    elif hasattr(est, "_validate_params"):
+        est._validate_params()
 
 
 def load_spec(path, *, small: bool = False) -> dict:

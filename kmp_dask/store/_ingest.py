@@ -586,10 +586,20 @@ def resolve_column(columns: list, value, *, what: str, where: str, option: str) 
     return columns[idx]
 
 
+#: ``label_column`` of a CSV / Parquet plan when neither a label column nor "no label" was given:
+#: the plan refuses the file listing its columns (the label is never guessed: docs/store.md).
+LABEL_REQUIRED = object()
+
+
 def _resolve_label(columns: list, label_column, where: str = "the file") -> Any:
     """Column label of the target column (None for no target)."""
     if label_column is None:
         return None
+    if label_column is LABEL_REQUIRED:
+        shown = [str(c) for c in columns[:30]] + (["..."] if len(columns) > 30 else [])
+        raise ValueError(f"which column of {where} is the label? Its columns are {shown}. Pass --label COL (a name or "
+                         "0-based position; label= in Python and pipeline files), or --no-label (label=None; "
+                         "no_label = true in a pipeline) for a store of the features only, to score with predict.")
     return resolve_column(columns, label_column, what="label column", where=where,
                           option="--label (label= in Python and pipeline files)")
 
@@ -651,6 +661,7 @@ class SourcePlan:
     source: str
     chunk_rows: int
     n_rows: int | None = None  # total rows, when known without a pass
+    n_features: int | None = None  # columns, when known without names (a LIBSVM file's scan)
 
 
 def write_plan(target, plan: SourcePlan, *, select=None, overwrite=False, storage_options=None, progress=None,
@@ -694,6 +705,27 @@ class _CsvSource:
             return pd.read_csv(self.path, **self.read_kw, **kw)
         except pd.errors.ParserError as exc:
             raise self._parser_error(exc) from None
+        except pd.errors.EmptyDataError:
+            raise DataValidationError(f"CSV file {self.name!r} is empty (no header line, no rows): there is nothing "
+                                      "to read; check the path, or write the data into it first.") from None
+
+    @property
+    def where(self) -> str:
+        return f"CSV file {self.name!r} (delimiter {self.delimiter!r})"
+
+    def probe(self):
+        """The first two rows, checked: a readable header, not one column by a wrong delimiter,
+        at least one data row (a header-only file is refused as such, not as "not numeric")."""
+        probe = self.read(nrows=2)
+        self.check_probe(probe)
+        columns = list(probe.columns)
+        self.check_columns(columns)
+        self.n_columns = len(columns)
+        if probe.empty:
+            raise DataValidationError(
+                f"{self.where} has a header line {[str(c) for c in columns][:30]} but no data rows: there is nothing "
+                "to read; give a file with rows below its header (or --no-header if that line is data).")
+        return probe
 
     def frames(self, chunk_rows: int, **kw) -> Iterator:
         """Chunks of ``chunk_rows`` rows (continuing row index), tokenizer errors translated."""
@@ -833,19 +865,20 @@ def _csv_classes(source: _CsvSource, label, n_rows=None) -> list:
     return sorted(labels)
 
 
-def _csv_blocks(source: _CsvSource, label, drop: list, classes, chunk_rows: int, n_rows=None) -> Iterator[Block]:
-    """Stream ``(X, y)`` blocks of ``chunk_rows`` rows from a CSV file."""
+def _csv_blocks(source: _CsvSource, label, features: list, classes, chunk_rows: int, n_rows=None) -> Iterator[Block]:
+    """Stream ``(X, y)`` blocks of ``chunk_rows`` rows from a CSV file: the columns ``features``
+    in that order (any other column but the label is left out)."""
     codes = None if classes is None else {c: i for i, c in enumerate(classes)}
     for df in source.frames(chunk_rows, nrows=n_rows):
-        yield _csv_frame_block(df, label, drop, codes, source)
+        yield _csv_frame_block(df, label, features, codes, source)
 
 
-def _csv_frame_block(df, label, drop: list, codes: dict | None, source: _CsvSource) -> Block:
-    """``(X, y)`` of one CSV chunk, refusing short rows, missing and non-numeric values."""
-    if drop:
-        df = df.drop(columns=drop)
+def _csv_frame_block(df, label, features: list, codes: dict | None, source: _CsvSource) -> Block:
+    """``(X, y)`` of one CSV chunk, refusing short rows, missing and non-numeric values (of the
+    columns kept: ``features`` and the label)."""
+    df = df[list(features) + ([] if label is None else [label])]
     source.check_missing(df)
-    feats = df if label is None else df.drop(columns=[label])
+    feats = df[list(features)]
     source.check_numeric(feats)
     return feats.to_numpy(), None if label is None else _encode_labels(df[label], codes)
 
@@ -960,24 +993,25 @@ def _check_file(path, kind: str) -> None:
 
 
 def csv_plan(path, *, label_column=-1, drop=None, delimiter=None, header="infer", chunk_rows=None,
-             feature_names=None, dtype=None, n_rows=None, provenance=None) -> SourcePlan:
+             feature_names=None, dtype=None, n_rows=None, provenance=None, features=None) -> SourcePlan:
     """Read a CSV file's header and settle its columns (label, dropped, features): a
     :class:`SourcePlan` that streams it. Raises before any row is stored for a bad delimiter,
-    label or drop column, or no feature column left."""
+    label or drop column, or no feature column left. ``features``, if given, is called with the
+    feature columns (those neither label nor dropped, in the file's order) and returns the ones
+    to read, in the order to read them (scoring: the columns a model was fitted on, by name)."""
     import pandas as pd
 
     _check_file(path, "CSV")
     source = _CsvSource(path, delimiter, header)
-    probe = source.read(nrows=2)
-    source.check_probe(probe)
+    probe = source.probe()
     columns = list(probe.columns)
-    source.check_columns(columns)
-    source.n_columns = len(columns)
-    where = f"CSV file {source.name!r} (delimiter {source.delimiter!r})"
+    where = source.where
     label = _resolve_label(columns, label_column, where)
     source.label = label
     dropped = _resolve_drop(columns, drop, label, where)
     feat_cols = [c for c in columns if c != label and c not in dropped]
+    if features is not None and feat_cols:
+        feat_cols = list(features(feat_cols))
     if not feat_cols:
         raise DataValidationError(
             f"{where} has no feature column left (columns {[str(c) for c in columns]}, label {str(label)!r}, "
@@ -991,7 +1025,7 @@ def csv_plan(path, *, label_column=-1, drop=None, delimiter=None, header="infer"
     chunk_rows = chunk_rows or default_chunk_rows(2**31, max(1, len(feat_cols)), itemsize)
     prov = {"path": os.fspath(path), "label_column": str(label), "delimiter": source.delimiter,
             **({"dropped": [str(c) for c in dropped]} if dropped else {}), **(provenance or {})}
-    return SourcePlan(blocks=lambda: _csv_blocks(source, label, dropped, classes, chunk_rows, n_rows),
+    return SourcePlan(blocks=lambda: _csv_blocks(source, label, feat_cols, classes, chunk_rows, n_rows),
                       feature_names=feature_names, classes=classes, provenance=prov, source="csv",
                       chunk_rows=chunk_rows)
 
