@@ -247,6 +247,16 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
         how = "" if chosen is None else f" (chosen by {est.n_splits_}-fold CV: {est.best_params_})"
         click.echo(f"trained {type(est).__name__} on {st.n_rows} rows in {seconds:.1f} s: {_size(est)}{how}; "
                    f"saved to {model_path}")
+        _echo_growth(est if chosen is None else chosen)
+
+
+def _echo_growth(est) -> None:
+    """``n_basis=auto``: the size kept and why the growth stopped (one line)."""
+    from ..estimators._kmp import growth_summary
+
+    line = growth_summary(est) if hasattr(est, "val_scores_") else None
+    if line:
+        click.echo(line)
 
 
 def _cv_algorithm(algorithm: str, cv, weights_path) -> str:

@@ -12,9 +12,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from ..exceptions import DegenerateFitWarning, KernelWidthWarning, user_stacklevel
+from ..exceptions import DegenerateFitWarning, KernelWidthWarning, PrematureStopWarning, user_stacklevel
 from ..expansion import KernelExpansion
 from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for
+from ..greedy._kmp import auto_n_basis
+from ..greedy._record import patience_atoms
 from ..greedy._labels import partition_labels
 from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
@@ -29,6 +31,16 @@ from ._suspect import records_fit_warnings
 from ._staged import StagedMixin
 
 __all__ = ["KMPRegressor", "KMPClassifier"]
+
+AUTO_VALIDATION_FRACTION = 0.1
+"""``n_basis="auto"`` with ``validation_fraction="auto"``: the share of rows held out (by a hash of the
+row index) to decide when the pursuit stops growing (docs/choosing.md has the study behind it)."""
+
+AUTO_PATIENCE = (20, 0.5)
+"""``n_basis="auto"`` with ``n_iter_no_change="auto"``: ``(min_atoms, share)`` — the pursuit stops
+once ``max(min_atoms, ⌈share · b⌉)`` atoms have passed without a better held-out score, ``b`` the
+size of the best one so far, and is cut back to ``b`` (:func:`~kmp_dask.greedy._record.patience_atoms`;
+docs/choosing.md)."""
 
 
 class _needs_logistic_loss:
@@ -65,8 +77,10 @@ def _check_params(est):
     def bad(name, want):
         raise ValueError(f"{name} must be {want}; got {getattr(est, name)!r}")
 
-    if isinstance(est.n_basis, bool) or not isinstance(est.n_basis, numbers.Integral) or est.n_basis < 1:
-        bad("n_basis", "a positive int (a fit uses at most one atom per training row and kernel)")
+    if not _is_auto(est.n_basis) and (isinstance(est.n_basis, bool) or not isinstance(est.n_basis, numbers.Integral)
+                                      or est.n_basis < 1):
+        bad("n_basis", "'auto' (grow while a held-out score improves) or a positive int (a fixed size; a fit uses at "
+                       "most one atom per training row and kernel)")
     if isinstance(est.gamma, (list, tuple)) and not est.gamma:
         raise ValueError("gamma must be 'scale', a positive number, None (1 / n_features) or a non-empty list of "
                          "them (a dictionary of RBF widths, e.g. gamma=[0.1, 1.0, 10.0]); got []")
@@ -89,13 +103,7 @@ def _check_params(est):
         bad("ridge", "a float >= 0")
     if est.tol is not None and not (isinstance(est.tol, numbers.Real) and 0 <= est.tol < 1):
         bad("tol", "None or a float in [0, 1)")
-    if not (isinstance(est.validation_fraction, numbers.Real) and 0 <= est.validation_fraction < 1):
-        bad("validation_fraction", "a float in [0, 1)")
-    if est.n_iter_no_change is not None:
-        if not isinstance(est.n_iter_no_change, numbers.Integral) or est.n_iter_no_change < 1:
-            bad("n_iter_no_change", "None or a positive int")
-        if est.validation_fraction == 0:
-            raise ValueError("n_iter_no_change needs a validation split: set validation_fraction > 0 (e.g. 0.1)")
+    _check_growth(est, bad)
     if est.chunk_rows is not None and (not isinstance(est.chunk_rows, numbers.Integral) or est.chunk_rows < 1):
         bad("chunk_rows", "None or a positive int")
     re = est.refit_every
@@ -110,6 +118,35 @@ def _check_params(est):
             f"fit_mode={est.fit_mode!r} is defined for the squared loss only; got loss={est.loss!r}. "
             "Use fit_mode='backfit' (Newton refits on the refit_every schedule) or 'basic'."
         )
+
+
+def _is_auto(value) -> bool:
+    return isinstance(value, str) and value == "auto"
+
+
+def _check_growth(est, bad):
+    """``validation_fraction``, ``n_iter_no_change``, ``max_time`` and how they go with ``n_basis="auto"``
+    (part of :func:`_check_params`)."""
+    vf = est.validation_fraction
+    if not (_is_auto(vf) or (isinstance(vf, numbers.Real) and not isinstance(vf, bool) and 0 <= vf < 1)):
+        bad("validation_fraction", "'auto' or a float in [0, 1)")
+    n = est.n_iter_no_change
+    if n is not None and not _is_auto(n):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            bad("n_iter_no_change", "'auto', None or a positive int")
+        if not _is_auto(vf) and vf == 0 or _is_auto(vf) and not _is_auto(est.n_basis):
+            raise ValueError("n_iter_no_change needs a validation split: set validation_fraction > 0 (e.g. 0.1)")
+    mt = est.max_time
+    if mt is not None and not (isinstance(mt, numbers.Real) and not isinstance(mt, bool) and np.isfinite(mt) and mt > 0):
+        bad("max_time", "None or a positive number of seconds (a time budget for the pursuit)")
+    if _is_auto(est.n_basis):
+        if not _is_auto(vf) and vf == 0:
+            raise ValueError("n_basis='auto' grows the model while the score on held-out rows improves, so it needs "
+                             "validation_fraction > 0 or 'auto'; got validation_fraction=0. Pass a fraction (e.g. "
+                             "0.1), or an int n_basis for a fixed size.")
+        if est.stopping == "bound":
+            raise ValueError("stopping='bound' grows the path to an int n_basis and keeps the bound's minimum; got "
+                             "n_basis='auto'. Pass an int n_basis (e.g. 200) with stopping='bound'.")
 
 
 def _check_stopping(est, bad):
@@ -136,11 +173,12 @@ def _check_stopping(est, bad):
 class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
     """Shared parameters, fit and prediction of the KMP estimators."""
 
-    def __init__(self, *, kernel="rbf", gamma="scale", degree=3, coef0=1.0, kernel_params=None, n_basis=100,
+    def __init__(self, *, kernel="rbf", gamma="scale", degree=3, coef0=1.0, kernel_params=None, n_basis="auto",
                  fit_mode="backfit", candidates="auto", eps=0.05, q=0.95, tol=None, ridge=1e-10, fit_intercept=True,
-                 validation_fraction=0.0, n_iter_no_change=None, random_state=None, client=None, chunk_rows=None,
+                 validation_fraction="auto", n_iter_no_change="auto", random_state=None, client=None, chunk_rows=None,
                  verbose=0, loss="squared", loss_params=None, refit_every="auto", stopping=None,
-                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto", atoms_per_pass=1):
+                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto", atoms_per_pass=1,
+                 max_time=None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -169,6 +207,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         self.basis_columns = basis_columns
         self.standardize = standardize
         self.atoms_per_pass = atoms_per_pass
+        self.max_time = max_time
 
     _is_classifier = False
     _fitted_attr = "dual_coef_"
@@ -208,21 +247,44 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         self.kernel_ = self.kernels_[0]
         self.loss_ = get_loss(self.loss, kind="classification" if self._is_classifier else "regression",
                               params=self.loss_params)
+        vf, patience = self._growth()
         with engine_session(self.client, store, in_memory=run.in_memory, sample_weight=run.weights) as engine:
             targets = self._targets(engine, store)
-            with progress_session(progress_callback(self.verbose, self.n_basis)) as (cb, _):
+            n_basis = self._cap(engine, store, targets)
+            with progress_session(progress_callback(self.verbose, n_basis)) as (cb, _):
                 result = kernel_matching_pursuit(
                     engine, kernel=self.kernels_, n_rows=store.n_rows, n_features=store.n_features,
-                    dtype=store.dtype, targets=targets, n_basis=int(self.n_basis),
+                    dtype=store.dtype, targets=targets, n_basis=n_basis,
                     fit_mode=self.fit_mode, candidates=self._n_candidates(),
                     random_state=np.random.default_rng(seed), ridge=float(self.ridge), tol=self.tol,
-                    fit_intercept=self.fit_intercept, validation_fraction=float(self.validation_fraction),
-                    n_iter_no_change=self.n_iter_no_change, split_seed=seed, callback=cb,
+                    fit_intercept=self.fit_intercept, validation_fraction=vf,
+                    n_iter_no_change=patience, split_seed=seed, callback=cb,
                     loss=self.loss_, refit_every=self.refit_every, error_threshold=self._bound_threshold(),
                     checkpoint=run.checkpoint, basis_columns=self.basis_columns,
-                    atoms_per_pass=int(self.atoms_per_pass),
+                    atoms_per_pass=int(self.atoms_per_pass), max_time=self.max_time,
                 )
         return result, sample_rows(store)
+
+    def _growth(self):
+        """``(validation_fraction, n_iter_no_change)`` the pursuit gets: with ``n_basis="auto"``,
+        "auto" means :data:`AUTO_VALIDATION_FRACTION` and the relative patience :data:`AUTO_PATIENCE`;
+        with an int ``n_basis``, 0.0 and None (no early stopping, as before "auto" existed)."""
+        auto = _is_auto(self.n_basis)
+        vf = self.validation_fraction
+        vf = (AUTO_VALIDATION_FRACTION if auto else 0.0) if _is_auto(vf) else float(vf)
+        n = self.n_iter_no_change
+        patience = (AUTO_PATIENCE if auto else None) if _is_auto(n) else n
+        return vf, patience
+
+    def _cap(self, engine, store, targets) -> int:
+        """``n_basis``, or with "auto" the cap from the data (:func:`~kmp_dask.greedy._kmp.auto_n_basis`:
+        rows and memory); sets ``n_basis_cap_`` and ``cap_reason_``."""
+        if not _is_auto(self.n_basis):
+            self.n_basis_cap_, self.cap_reason_ = int(self.n_basis), "n_basis"
+            return int(self.n_basis)
+        m = len(targets.get("classes", ())) if targets["kind"] == "ovr" else max(1, int(np.prod(store.y_shape[1:])))
+        self.n_basis_cap_, self.cap_reason_ = auto_n_basis(engine, store.n_rows, len(self.kernels_), store.dtype, m)
+        return self.n_basis_cap_
 
     def _finish_fit(self, out, run):
         result, sample = out
@@ -241,8 +303,37 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         self._path = result if result.has_prefix_models else None
         if self.stopping == "bound":
             self._cut_at_bound_minimum(result)
+        self._record_growth(result)
         _warn_if_degenerate(self, sample)
         return self
+
+    def _record_growth(self, result):
+        """The held-out path (``val_sizes_``, ``val_scores_``) and, with ``n_basis="auto"``, why the
+        growth ended (``stop_reason_``: the loop's reason, ``"early_stopping"`` for the patience) and
+        whether it was cut short while the held-out score still improved (``still_improving_``:
+        the cap or the time budget ended it inside the patience; a :class:`PrematureStopWarning`)."""
+        self.val_sizes_, self.val_scores_ = result.val_sizes, result.val_scores
+        self.still_improving_ = False
+        if not _is_auto(self.n_basis) or result.loop_stop is None:
+            return
+        loop = result.loop_stop.value
+        self.stop_reason_ = loop
+        _, patience = self._growth()
+        if loop not in ("n_basis", "max_time") or result.val_scores is None or not len(result.val_scores):
+            return
+        best = int(np.argmax(result.val_scores))
+        size, last = int(result.val_sizes[best]), int(result.val_sizes[-1])
+        window = patience_atoms(patience, size) if isinstance(patience, tuple) else 0
+        self.still_improving_ = patience is not None and last - size < window
+        if self.still_improving_:
+            what = (f"its time budget max_time={self.max_time:g} s" if loop == "max_time" else
+                    f"its cap of {self.n_basis_cap_} atoms (set by the {self.cap_reason_})")
+            warnings.warn(
+                f"{type(self).__name__}(n_basis='auto') stopped at {last} atoms by {what} while the held-out score "
+                f"was still improving (best {float(result.val_scores[best]):.4g} at {size} atoms, kept); more atoms "
+                "may help: " + ("raise max_time, or pass " if loop == "max_time" else "pass ")
+                + "an int n_basis above it with validation_fraction and n_iter_no_change set.",
+                PrematureStopWarning, stacklevel=user_stacklevel())
 
     def _bound_threshold(self):
         if self.stopping != "bound":
@@ -291,6 +382,33 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
                 f"loss={self.loss!r}, fit_mode={self.fit_mode!r}. Refit with those settings, or fit with n_basis=k."
             )
         return self._path.prefix_expansion(k)
+
+
+_LOOP_STOPS = {"converged": "no candidate correlated with the residual any more",
+               "exhausted": "no candidate rows were left", "tol": "the training residual reached tol",
+               "linear_dependence": "the best candidates were linearly dependent on the basis"}
+
+
+def growth_summary(est) -> str | None:
+    """One line on how ``n_basis="auto"`` chose the size of the fitted ``est`` (the CLI's ``train``
+    prints it, the report shows it); None for a fixed ``n_basis`` or a model without the record."""
+    if not _is_auto(getattr(est, "n_basis", None)) or getattr(est, "val_scores_", None) is None:
+        return None
+    sizes, scores = np.asarray(est.val_sizes_), np.asarray(est.val_scores_)
+    metric = "accuracy" if est._is_classifier else ("−MSE" if getattr(est.loss_, "name", "") == "squared" else "−loss")
+    best = int(np.argmax(scores))
+    kept = f"kept {est.n_basis_} basis functions (best held-out {metric} {scores[best]:.4g})"
+    reason = est.stop_reason_
+    if reason == "early_stopping":
+        _, patience = est._growth()
+        window = patience_atoms(patience, int(sizes[best])) if isinstance(patience, tuple) else patience
+        return f"n_basis=auto: {kept}; stopped at {int(sizes[-1])}: no gain for {window} atoms"
+    if reason in ("n_basis", "max_time"):
+        what = (f"its time budget (max_time={est.max_time:g} s)" if reason == "max_time"
+                else f"its cap of {est.n_basis_cap_} atoms (set by the {est.cap_reason_})")
+        still = " while the held-out score was still improving" if est.still_improving_ else ""
+        return f"n_basis=auto: {kept}; stopped at {int(sizes[-1])} by {what}{still}"
+    return f"n_basis=auto: {kept}; stopped at {int(sizes[-1])}: {_LOOP_STOPS.get(reason, reason)}"
 
 
 WIDTH_NARROW = 5.0
@@ -413,10 +531,19 @@ _PARAMETERS = """
         Constant term of the polynomial and sigmoid kernels.
     kernel_params : dict or None, default=None
         Further parameters of a registered kernel.
-    n_basis : int, default=100
-        Maximum number of basis functions (kernel functions centred on training rows). The fit
-        may stop earlier (``tol``, early stopping, or nothing left to gain): see
-        ``stop_reason_``.
+    n_basis : "auto" or int, default="auto"
+        Number of basis functions (kernel functions centred on training rows). "auto": the
+        pursuit grows while the score on held-out rows improves (``validation_fraction`` of
+        the rows, chosen by a hash of the row index: the same rows whatever the chunking or the
+        number of workers), stops once ``n_iter_no_change`` finds no gain, and keeps the
+        prefix model of the best held-out size — the fit's own model at that size
+        (``expansion_at``), not refitted: its coefficients are fitted on the training rows only.
+        The growth is capped by the data (one atom per row, and the memory of the basis columns
+        and factor: ``n_basis_cap_``, ``cap_reason_``) and by ``max_time``; a fit that the cap
+        or the time budget ends while the held-out score still improves warns
+        (:class:`~kmp_dask.exceptions.PrematureStopWarning`; ``still_improving_``). An int: at
+        most that many, with no held-out rows unless ``validation_fraction`` says so — the fit
+        of earlier versions' ``n_basis=100`` default, bit for bit. docs/choosing.md.
     fit_mode : {"basic", "backfit", "prefit", "refit", "basic_reselect"}, default="backfit"
         How coefficients are fitted and candidates scored (Vincent & Bengio, 2002):
 
@@ -466,13 +593,21 @@ _PARAMETERS = """
         Fit a constant. Squared loss: a column of ones refitted with every basis function
         (``"basic"``: centred targets). Other losses: the constant function is an atom of the
         dictionary.
-    validation_fraction : float in [0, 1), default=0.0
+    validation_fraction : "auto" or float in [0, 1), default="auto"
         Fraction of rows held out for early stopping, chosen by a hash of the row index (the
-        same rows whatever the chunking or the number of workers).
-    n_iter_no_change : int or None, default=None
-        Stop when the validation score has not improved for that many iterations; the model is
-        cut back to the basis size with the best validation score. Needs
-        ``validation_fraction > 0``.
+        same rows whatever the chunking or the number of workers). "auto": 0.1
+        (``AUTO_VALIDATION_FRACTION``) with ``n_basis="auto"``, 0 (none) with an int.
+    n_iter_no_change : "auto", int or None, default="auto"
+        Stop when the validation score has not improved for that many iterations (scoring
+        passes); the model is cut back to the basis size with the best validation score. Needs
+        ``validation_fraction > 0``. "auto": with ``n_basis="auto"``, when no better score came
+        in the last ``max(20, ⌈b / 2⌉)`` atoms, ``b`` the best size so far (``AUTO_PATIENCE``);
+        with an int ``n_basis``, None (no early stopping).
+    max_time : float or None, default=None
+        A time budget in seconds for the pursuit: at the first iteration past it the fit stops
+        (``stop_reason_="max_time"``) and keeps the best held-out size when it has held-out rows
+        (else the model reached). None: no budget. With a budget the size depends on the
+        machine's speed.
     random_state : int, RandomState instance or None, default=None
         Seeds the candidate draws and the validation split.
     client : None, "sync", "embedded", str or distributed.Client, default=None
@@ -542,8 +677,19 @@ _ATTRIBUTES = """
         The constant of the model.
     n_basis_ : int
         Number of basis functions selected (≤ ``n_basis``; the intercept is not counted).
+    n_basis_cap_ : int
+        The largest size the fit could reach: ``n_basis``, or with "auto" the cap from the data.
+    cap_reason_ : str
+        What set ``n_basis_cap_``: "n_basis" (an int), "rows" or "memory" (``n_basis="auto"``).
+    val_sizes_, val_scores_ : ndarray or None
+        The held-out score at each basis size measured (the whole path, also past the size kept),
+        or None without held-out rows.
+    still_improving_ : bool
+        ``n_basis="auto"``: the cap or ``max_time`` ended the growth before the patience found a
+        plateau (the fit warned); False otherwise.
     stop_reason_ : str
-        Why the selection ended: "n_basis" (the requested number was reached), "tol",
+        Why the selection ended: "n_basis" (the requested number, or with "auto" the cap, was
+        reached), "max_time", "tol",
         "early_stopping", "converged" (no candidate correlates with the residual any more),
         "exhausted" (no candidate rows left), "linear_dependence" (the best candidates were all
         dependent on the basis), or, for a fit that selected no basis function and warned with

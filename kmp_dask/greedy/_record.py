@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Recorder", "PathRecorder"]
+__all__ = ["Recorder", "PathRecorder", "patience_atoms"]
 
 
 class Recorder:
@@ -57,10 +57,16 @@ class Recorder:
         self.last_rss = rss
 
     def no_improvement(self) -> bool:
-        """Early stopping: no better validation score for ``n_iter_no_change`` passes."""
+        """Early stopping: no better validation score for ``n_iter_no_change`` passes — or, when it
+        is a pair ``(min_atoms, share)`` (a relative patience, ``n_basis="auto"``), since
+        ``max(min_atoms, ⌈share · b⌉)`` atoms, ``b`` the basis size of the best score so far."""
         if self.val_query is None or not self.n_iter_no_change:
             return False
-        return len(self.val_scores) - 1 - int(np.argmax(self.val_scores)) >= self.n_iter_no_change
+        best = int(np.argmax(self.val_scores))
+        if isinstance(self.n_iter_no_change, tuple):
+            return self.val_sizes[-1] - self.val_sizes[best] >= patience_atoms(self.n_iter_no_change,
+                                                                               self.val_sizes[best])
+        return len(self.val_scores) - 1 - best >= self.n_iter_no_change
 
     def best_snapshot(self):
         """(basis size, coefficients) with the best validation score, when early stopping is on."""
@@ -75,6 +81,13 @@ class Recorder:
             "best_score": float(finite.max()), "median_score": median(finite),
             "n_candidates": int(len(finite)), "residual_norm": None, "loss": None, "val_score": None, "seconds": 0.0,
         })
+
+
+def patience_atoms(patience: tuple, best_size: int) -> int:
+    """Atoms without a better held-out score after which a relative patience ``(min_atoms, share)``
+    stops the pursuit: ``max(min_atoms, ⌈share · best_size⌉)``."""
+    min_atoms, share = patience
+    return max(int(min_atoms), int(np.ceil(float(share) * int(best_size))))
 
 
 def median(a: np.ndarray) -> float:
