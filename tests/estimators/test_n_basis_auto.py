@@ -80,15 +80,18 @@ def test_auto_chosen_size_does_not_depend_on_the_chunking(moons):
 
 
 def test_auto_chosen_size_does_not_depend_on_the_workers(moons, thread_client):
+    """In process (one partition) and on a 2-worker cluster with 4 or 3 partitions: the same held-out
+    rows (by hash), the same path, the same size kept."""
     import dask.array as da
 
     X, y = moons
     ref = KMPClassifier(random_state=0, client="sync").fit(X, y)
-    Xd, yd = da.from_array(X, chunks=(200, -1)), da.from_array(y, chunks=200)
-    for workers in (1, 2):
-        est = KMPClassifier(random_state=0, client=thread_client).fit(Xd, yd)  # thread cluster, 2 workers
-        assert est.n_basis_ == ref.n_basis_, workers
+    for rows in (200, 270):
+        Xd, yd = da.from_array(X, chunks=(rows, -1)), da.from_array(y, chunks=rows)
+        est = KMPClassifier(random_state=0, client=thread_client).fit(Xd, yd)
+        assert est.n_basis_ == ref.n_basis_, rows
         assert_array_equal(est.basis_indices_, ref.basis_indices_)
+        assert_array_equal(est.val_sizes_, ref.val_sizes_)
 
 
 @pytest.mark.parametrize("cls", [KMPClassifier, KMPRegressor])
