@@ -50,7 +50,7 @@ NAME = "kmp_auto_study"
 FORBIDDEN = {"ring", "phoneme", "spambase", "wdbc", "vowel"}  # the acceptance sets
 SETS = "banana,pima,german,vehicle,australian,segment,titanic,twonorm"
 REG_SETS = "magic,texture"
-PATIENCES = [(10, 0.25), (20, 0.25), (20, 0.5), (40, 0.5), (20, 1.0), (40, 1.0)]
+PATIENCES = [(10, 0.25), (20, 0.5), (20, 1.0), (40, 0.5), (40, 1.0), (40, 2.0), (80, 1.0), (80, 2.0)]
 RULE = {"near_best_points": 0.15, "time_ratio": 0.8}
 
 
@@ -154,7 +154,8 @@ def run_set(name, args, regression):
             sims = {f"{p[0]}/{p[1]:g}": simulate(path, p) for p in PATIENCES}
             out["runs"][f"v{v:g}_s{s}"] = {"fraction": v, "seed": s, "wall_seconds": path["wall_seconds"],
                                             "val_sizes": path["val_sizes"], "val_scores": path["val_scores"],
-                                            "test_by_size": path["test_by_size"], "simulated": sims}
+                                            "test_by_size": path["test_by_size"],
+                                            "cum_seconds": path["cum_seconds"], "simulated": sims}
             H.log(f"{name} v={v:g} s={s}: " + ", ".join(f"{k}: {r['size']} ({100 * r['test']:.2f})"
                                                          for k, r in sims.items()))
     return out

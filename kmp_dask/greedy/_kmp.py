@@ -158,15 +158,21 @@ def auto_n_basis(engine: Engine, n_rows: int, n_kernels: int, dtype, m: int) -> 
         cols = int(AUTO_COLUMNS_SHARE * free - 24 * int(m) * int(n_rows)) // max(1, int(n_rows) * item) - 2
         if cols < cap:
             cap, why = max(1, cols), "memory"
+    factor = factor_cap()
+    if factor is not None and factor < cap:
+        cap, why = max(1, factor), "memory"
+    return cap, why
+
+
+def factor_cap() -> int | None:
+    """The most atoms whose Cholesky factor (``8 · n²`` bytes) fits in :data:`AUTO_FACTOR_SHARE` of the
+    memory available to this process now; None when psutil cannot say."""
     try:
         import psutil
 
-        factor = int((AUTO_FACTOR_SHARE * psutil.virtual_memory().available / 8) ** 0.5)
+        return int((AUTO_FACTOR_SHARE * psutil.virtual_memory().available / 8) ** 0.5)
     except Exception:  # no psutil: no driver-side limit known
-        factor = cap
-    if factor < cap:
-        cap, why = max(1, factor), "memory"
-    return cap, why
+        return None
 
 
 def _total(results, key):
