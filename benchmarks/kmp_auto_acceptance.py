@@ -42,7 +42,7 @@ import _harness as H  # noqa: E402
 
 NAME = "kmp_auto_acceptance"
 SETS = "wdbc,vowel,phoneme,spambase,ring"
-REG_SETS = "satimage,optdigits"
+REG_SETS = "satimage,penbased,bupa"
 TUNED = {"banana", "pima", "german", "vehicle", "australian", "segment", "titanic", "twonorm", "magic", "texture"}
 
 
@@ -88,6 +88,8 @@ def load_reg(name, max_rows):
 
     X = np.asarray(load_keel(name).X, dtype=np.float64)
     target = next((j for j in range(X.shape[1]) if len(np.unique(X[:, j])) >= MIN_DISTINCT), None)
+    if target is None:
+        raise SystemExit(f"{name}: no feature with >= {MIN_DISTINCT} distinct values to predict")
     y, X = X[:, target], np.delete(X, target, axis=1)
     if len(X) > max_rows:
         X, _, y, _ = train_test_split(X, y, train_size=max_rows, random_state=0)
