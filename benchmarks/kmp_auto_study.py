@@ -12,12 +12,14 @@ within a set only, and ``uptime`` is recorded at the start and the end):
   tuning set as kmp_cv_folds_regression.py makes it (one feature predicted from the others, raw),
   then a seeded 75/25 split (``random_state=0``).
 - For each held-out share v in ``--fractions`` and seed s in ``--seeds``: ONE pursuit
-  ``KMPClassifier(n_basis=cap, validation_fraction=v, n_iter_no_change=None, random_state=s)``
-  (``KMPRegressor`` for a regression task) with ``cap = min(n_train, --cap)``: no early stopping,
-  so the whole held-out path is recorded (``val_sizes_``, ``val_scores_``), the cumulative seconds
-  per atom (``history_``), and the test score of EVERY prefix size (the CV's exact prefix scorer:
-  the k-atom model is the fit's own model at k atoms).
-- Offline, for each patience ``(min_atoms, share)`` in the grid: where ``n_basis="auto"`` with it
+  ``KMPClassifier(validation_fraction=v, n_iter_no_change=None, random_state=s)`` (``n_basis="auto"``
+  without a patience, its cap set to ``min(n_train, --cap)``; ``KMPRegressor`` for a regression
+  task), so the whole held-out path is recorded — for a classifier both the held-out accuracy
+  and the held-out −MSE on its ±1 targets (``AUTO_CRITERION="loss"`` for the fit) — with the
+  cumulative seconds per atom (``history_``) and the test score of EVERY prefix size (the CV's
+  exact prefix scorer: the k-atom model is the fit's own model at k atoms).
+- Offline, for each patience ``(min_atoms, share)`` in the grid and each criterion (accuracy, or
+  "loss": the held-out −MSE; regression: −MSE only): where ``n_basis="auto"`` with it
   would stop on that path (the first measured size at least ``max(min_atoms, ⌈share · b⌉)`` atoms past
   the best held-out size b so far), the kept size b, its test score, and the seconds to reach the
   stop. A rule that does not stop before the path's end is recorded as reaching the cap (its size
@@ -98,24 +100,40 @@ def stop_on_path(sizes, scores, patience):
     return best, None
 
 
-def one_path(make, Xtr, ytr, Xte, yte):
-    """The pursuit's held-out path, cumulative seconds per atom and test score per prefix size."""
+def one_path(make, Xtr, ytr, Xte, yte, cap):
+    """The pursuit's held-out path, cumulative seconds per atom and test score per prefix size.
+
+    The pursuit is ``n_basis="auto"`` without a patience (``n_iter_no_change=None``: it grows to its
+    cap), the cap set to ``cap`` and ``AUTO_CRITERION`` to "loss" for the fit: ``val_scores_`` is then
+    the held-out −MSE (a classifier's on its ±1 targets) and ``history_``'s ``val_score`` the
+    held-out accuracy, both at every size."""
+    from kmp_dask.estimators import _kmp
     from kmp_dask.estimators._kmp_cv import _prefix_scorer
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        t0 = time.perf_counter()
-        est = make().fit(Xtr, ytr)
-        wall = time.perf_counter() - t0
+    saved = _kmp.auto_n_basis, _kmp.AUTO_CRITERION
+    _kmp.auto_n_basis, _kmp.AUTO_CRITERION = (lambda *a, **k: (cap, "rows")), "loss"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            est = make().fit(Xtr, ytr)
+            wall = time.perf_counter() - t0
+    finally:
+        _kmp.auto_n_basis, _kmp.AUTO_CRITERION = saved
     sc = _prefix_scorer(est)
     test = np.asarray(sc.scores(sc.stats(np.asarray(Xte, float), np.asarray(yte))), dtype=float)  # sizes 0 … n
     secs = np.cumsum([h["seconds"] for h in est.history_])
+    metric = np.asarray([h["val_score"] for h in est.history_], dtype=float)  # sizes 1 … n
     return {"val_sizes": est.val_sizes_, "val_scores": est.val_scores_, "test_by_size": test,
+            "metric_sizes": np.arange(1, len(metric) + 1), "metric_scores": metric,
             "cum_seconds": secs, "wall_seconds": wall, "n_basis": int(est.n_basis_)}
 
 
-def simulate(path, patience):
-    sizes, scores = np.asarray(path["val_sizes"]), np.asarray(path["val_scores"])
+def simulate(path, patience, criterion="loss"):
+    if criterion == "loss":
+        sizes, scores = np.asarray(path["val_sizes"]), np.asarray(path["val_scores"])
+    else:
+        sizes, scores = np.asarray(path["metric_sizes"]), np.asarray(path["metric_scores"])
     b, stop = stop_on_path(sizes, scores, patience)
     k = int(sizes[b])
     at = int(sizes[stop]) if stop is not None else int(sizes[-1])
@@ -149,11 +167,14 @@ def run_set(name, args, regression):
            "cap": cap, "svc": reference(Xtr, ytr, Xte, yte, regression), "runs": {}}
     for v in [float(f) for f in args.fractions.split(",")]:
         for s in [int(x) for x in args.seeds.split(",")]:
-            path = one_path(lambda: cls(n_basis=cap, validation_fraction=v, n_iter_no_change=None, random_state=s),
-                            Xtr, ytr, Xte, yte)
-            sims = {f"{p[0]}/{p[1]:g}": simulate(path, p) for p in PATIENCES}
+            path = one_path(lambda: cls(validation_fraction=v, n_iter_no_change=None, random_state=s),
+                            Xtr, ytr, Xte, yte, cap)
+            sims = {f"{p[0]}/{p[1]:g}": simulate(path, p, "metric") for p in PATIENCES}
+            if not regression:  # the held-out −MSE on the ±1 targets decides instead of the accuracy
+                sims.update({f"{p[0]}/{p[1]:g} loss": simulate(path, p, "loss") for p in PATIENCES})
             out["runs"][f"v{v:g}_s{s}"] = {"fraction": v, "seed": s, "wall_seconds": path["wall_seconds"],
                                             "val_sizes": path["val_sizes"], "val_scores": path["val_scores"],
+                                            "accuracy_path": path["metric_scores"] if not regression else None,
                                             "test_by_size": path["test_by_size"],
                                             "cum_seconds": path["cum_seconds"], "simulated": sims}
             H.log(f"{name} v={v:g} s={s}: " + ", ".join(f"{k}: {r['size']} ({100 * r['test']:.2f})"
@@ -166,13 +187,16 @@ def summarise(sets):
     for name, row in sets.items():
         for run in row.get("runs", {}).values():
             for pat, r in run["simulated"].items():
-                key = f"v{run['fraction']:g} p{pat}"
-                t = table.setdefault(key, {"tests": [], "seconds": 0.0, "sizes": 0, "capped": 0, "gaps": []})
-                t["tests"].append(100 * r["test"])
-                t["gaps"].append(100 * (r["test"] - row["svc"]["test"]))
-                t["seconds"] += r["seconds"]
-                t["sizes"] += r["size"]
-                t["capped"] += int(r["capped"])
+                keys = [f"v{run['fraction']:g} p{pat}"]
+                if row["task"] == "regression":  # one criterion (−MSE): counted under both names
+                    keys.append(keys[0] + " loss")
+                for key in keys:
+                    t = table.setdefault(key, {"tests": [], "seconds": 0.0, "sizes": 0, "capped": 0, "gaps": []})
+                    t["tests"].append(100 * r["test"])
+                    t["gaps"].append(100 * (r["test"] - row["svc"]["test"]))
+                    t["seconds"] += r["seconds"]
+                    t["sizes"] += r["size"]
+                    t["capped"] += int(r["capped"])
     summary = {k: {"mean_test_points": float(np.mean(t["tests"])), "mean_gap_to_svc_points": float(np.mean(t["gaps"])),
                    "worst_gap_points": float(np.min(t["gaps"])), "summed_seconds": t["seconds"],
                    "summed_sizes": t["sizes"], "capped_runs": t["capped"]} for k, t in table.items()}

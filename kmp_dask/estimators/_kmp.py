@@ -38,6 +38,11 @@ row index) to decide when the pursuit stops growing. Chosen with :data:`AUTO_PAT
 classification and 2 regression tuning sets (benchmarks/kmp_auto_study.py: 0.1 or 0.2 × 8 patiences,
 2 seeds; the rule fixed before measuring picked the best mean test score; docs/choosing.md)."""
 
+AUTO_CRITERION = "metric"
+"""``n_basis="auto"``: what the held-out rows measure to choose the size — "metric" (a classifier's
+accuracy, a regressor's −MSE) or "loss" (a classifier's −MSE on its ±1 targets too: smoother than the
+accuracy of few rows). The history's ``val_score`` is the accuracy either way."""
+
 AUTO_PATIENCE = (40, 2.0)
 """``n_basis="auto"`` with ``n_iter_no_change="auto"``: ``(min_atoms, share)`` — the pursuit stops
 once ``max(min_atoms, ⌈share · b⌉)`` atoms have passed without a better held-out score, ``b`` the
@@ -266,6 +271,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
                     loss=self.loss_, refit_every=self.refit_every, error_threshold=self._bound_threshold(),
                     checkpoint=run.checkpoint, basis_columns=self.basis_columns,
                     atoms_per_pass=int(self.atoms_per_pass), max_time=self.max_time,
+                    val_criterion=AUTO_CRITERION if _is_auto(self.n_basis) else "metric",
                 )
         return result, sample_rows(store)
 
@@ -399,7 +405,10 @@ def growth_summary(est) -> str | None:
     if not _is_auto(getattr(est, "n_basis", None)) or getattr(est, "val_scores_", None) is None:
         return None
     sizes, scores = np.asarray(est.val_sizes_), np.asarray(est.val_scores_)
-    metric = "accuracy" if est._is_classifier else ("−MSE" if getattr(est.loss_, "name", "") == "squared" else "−loss")
+    squared = getattr(est.loss_, "name", "") == "squared"
+    metric = "−MSE" if squared else "−mean loss"
+    if est._is_classifier:
+        metric = "accuracy" if AUTO_CRITERION == "metric" else f"{metric} on the ±1 targets" if squared else metric
     best = int(np.argmax(scores))
     kept = f"kept {est.n_basis_} basis functions (best held-out {metric} {scores[best]:.4g})"
     reason = est.stop_reason_

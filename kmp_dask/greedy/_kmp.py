@@ -680,6 +680,7 @@ def kernel_matching_pursuit(
     split_seed: int = 0, callback=None, max_tries: int = 5, loss=None, refit_every: int | str | None = "auto",
     line_search_steps: int = 3, final_refit_steps: int = 25, error_threshold: float | None = None,
     checkpoint=None, basis_columns: str = "stored", atoms_per_pass: int = 1, max_time: float | None = None,
+    val_criterion: str = "metric",
 ) -> PursuitResult:
     """Greedy selection of ``n_basis`` kernel functions centred on training rows.
 
@@ -743,6 +744,11 @@ def kernel_matching_pursuit(
         A time budget in seconds from the start of the loop: the pursuit stops at the first
         scoring pass after it (stop reason ``"max_time"``) and, with early stopping, is cut back to
         the best held-out size. None: no budget. A time budget makes the size depend on the machine.
+    val_criterion : {"metric", "loss"}
+        What decides the best held-out size and early stopping: the recorded ``val_score``
+        ("metric"), or for classification the held-out −MSE on the ±1 targets (−mean loss for
+        other losses) — "loss", a smoother curve on few held-out rows. The history's
+        ``val_score`` is the metric either way.
     checkpoint : :class:`~kmp_dask.greedy._checkpoint.Checkpoint` or None
         Saves the driver's state every ``checkpoint.every`` iterations and the result at the end;
         one holding a saved state (``resume``) continues it: its journal is replayed on
@@ -775,6 +781,7 @@ def kernel_matching_pursuit(
     else:
         pursuit, resume_at = Pursuit(engine, config, callback=callback, checkpoint=checkpoint), None
     pursuit.deadline = None if max_time is None else time.monotonic() + float(max_time)
+    pursuit.recorder.criterion = val_criterion
     with one_blas_thread():  # small driver-side solves (and in-process partitions): docs/engine.md, Threads
         result = pursuit.run(rng, resume_at)
     result.n_errors0 = pursuit.recorder.n_errors0

@@ -14,8 +14,12 @@ __all__ = ["Recorder", "PathRecorder", "patience_atoms"]
 class Recorder:
     """History records, validation scores per basis size and the best validated snapshot."""
 
-    def __init__(self, val_query, has_loss: bool, n_iter_no_change):
+    def __init__(self, val_query, has_loss: bool, n_iter_no_change, criterion: str = "metric"):
         self.val_query, self.has_loss, self.n_iter_no_change = val_query, has_loss, n_iter_no_change
+        #: what ``val_scores`` (the best size, early stopping) measure: "metric" (accuracy for a
+        #: classifier, −MSE / −mean loss for a regressor) or "loss" (−MSE on the ±1 targets, or −mean
+        #: loss, for a classifier too: a smoother curve than the accuracy of a few held-out rows)
+        self.criterion = criterion
         self.history: list[dict] = []
         self.val_scores: list[float] = []
         self.val_sizes: list[int] = []
@@ -36,6 +40,9 @@ class Recorder:
                 vs = -res.val_sse / nv
             else:
                 vs = -res.val_loss / nv
+            shown = vs  # the history's val_score: the metric; the growth may be decided by the loss instead
+            if getattr(self, "criterion", "metric") == "loss" and self.val_query.metric == "accuracy":
+                vs = -res.val_sse / nv if not self.has_loss else -res.val_loss / nv
             if self.val_sizes and self.val_sizes[-1] == n_atoms:  # same basis size re-evaluated (refit)
                 self.val_scores.pop()
                 self.val_sizes.pop()
@@ -51,7 +58,7 @@ class Recorder:
                 self.n_errors0 = n_above
         if self.history:
             self.history[-1]["residual_norm"] = float(np.sqrt(rss))
-            self.history[-1]["val_score"] = vs
+            self.history[-1]["val_score"] = vs if self.val_query is None else shown
             if self.has_loss:
                 self.history[-1]["loss"] = float(res.loss.sum())
         self.last_rss = rss
