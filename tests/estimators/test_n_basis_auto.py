@@ -47,10 +47,16 @@ def test_auto_stops_on_a_plateau_and_keeps_the_best_size(moons):
     assert est.score(X, y) > 0.85
 
 
-def test_auto_held_out_score_is_the_one_measured_on_hashed_rows(moons):
+def test_auto_classifier_grows_on_the_held_out_loss_and_records_the_accuracy(moons):
+    """A classifier's growth is decided by the held-out −MSE on its ±1 targets (AUTO_CRITERION); the
+    history keeps the held-out accuracy."""
     X, y = moons
     est = KMPClassifier(random_state=0).fit(X, y)
-    assert 0 < est.history_[-1]["val_score"] == pytest.approx(float(np.max(est.val_scores_)))
+    assert _kmp.AUTO_CRITERION == "loss"
+    assert np.all(est.val_scores_ <= 0) and est.n_basis_ == est.val_sizes_[np.argmax(est.val_scores_)]
+    acc = [h["val_score"] for h in est.history_]
+    assert all(0.5 < a <= 1 for a in acc)
+    assert "−MSE on the ±1 targets" in _kmp.growth_summary(est)
 
 
 def test_auto_at_its_cap_while_improving_warns(moons, monkeypatch):
@@ -138,7 +144,10 @@ def test_cli_train_prints_the_chosen_size_and_why(tmp_path):
     r = CliRunner().invoke(main, ["train", str(tmp_path / "t.zarr"), "--model", str(tmp_path / "m.kmp"),
                                   "--scheduler", "sync", "--random-state", "0"])
     assert r.exit_code == 0, r.output
-    assert "n_basis=auto: kept" in r.output and "no gain for" in r.output
+    est = KMPClassifier(random_state=0, client="sync").fit(str(tmp_path / "t.zarr"))  # the same fit
+    line = _kmp.growth_summary(est)
+    assert line.startswith(f"n_basis=auto: kept {est.n_basis_} basis functions") and "; stopped at" in line
+    assert line in r.output  # the size kept and why the growth stopped
 
 
 def test_report_marks_the_chosen_size(moons, tmp_path):
