@@ -251,10 +251,8 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
 
 
 def _echo_growth(est) -> None:
-    """``n_basis=auto``: the size kept and why the growth stopped (one line)."""
-    from ..estimators._kmp import growth_summary
-
-    line = growth_summary(est) if hasattr(est, "val_scores_") else None
+    """``n_basis=auto``: the size kept and why the growth stopped (one line: ``size_choice_``)."""
+    line = getattr(est, "size_choice_", None)
     if line:
         click.echo(line)
 

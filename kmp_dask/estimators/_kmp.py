@@ -347,8 +347,16 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         the cap or the time budget ended it inside the patience; a :class:`PrematureStopWarning`)."""
         self.val_sizes_, self.val_scores_ = result.val_sizes, result.val_scores
         self.still_improving_ = False
+        self.size_choice_ = None
         if not _is_auto(self.n_basis) or result.loop_stop is None:
             return
+        try:
+            self._stop_growth(result)
+        finally:
+            self.size_choice_ = growth_summary(self)
+
+    def _stop_growth(self, result):
+        """``stop_reason_`` and ``still_improving_`` of ``n_basis="auto"`` (and its warning)."""
         loop = result.loop_stop.value
         self.stop_reason_ = loop
         _, patience = self._growth()
@@ -726,6 +734,9 @@ _ATTRIBUTES = """
     still_improving_ : bool
         ``n_basis="auto"``: the cap or ``max_time`` ended the growth before the patience found a
         plateau (the fit warned); False otherwise.
+    size_choice_ : str or None
+        ``n_basis="auto"``: one line on the size kept and why the growth stopped (what
+        ``kmp-dask train`` prints and the report shows); None with an int ``n_basis``.
     stop_reason_ : str
         Why the selection ended: "n_basis" (the requested number, or with "auto" the cap, was
         reached), "max_time", "tol",

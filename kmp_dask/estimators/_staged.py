@@ -83,6 +83,8 @@ class StagedMixin:
         est.history_ = list(self.history_[:k])
         est.n_iter_ = len(est.history_)
         est.stop_reason_ = "prefix"
+        if getattr(est, "size_choice_", None) is not None:
+            est.size_choice_ = None  # the line on the size n_basis="auto" kept is the full model's
         return est
 
     def _truncate_to(self, k):

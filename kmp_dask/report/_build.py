@@ -60,12 +60,9 @@ def _kept_size(model):
 
 
 def _growth_line(model):
-    from ..estimators._kmp import growth_summary
-
-    try:
-        return growth_summary(model) if hasattr(model, "val_scores_") else None
-    except (AttributeError, TypeError, ValueError):  # a model saved before n_basis="auto" recorded its path
-        return None
+    """The fit's own line on the size ``n_basis="auto"`` kept (``size_choice_``), or None."""
+    line = getattr(model, "size_choice_", None)
+    return line if isinstance(line, str) and line else None
 
 
 def _full_model_line(model, X, y, k, *, right: bool) -> list:
