@@ -111,7 +111,7 @@ def _check_params(est):
         bad("basis_columns", f"one of {BASIS_COLUMNS}")
     k = est.atoms_per_pass
     if not _is_auto(k) and (isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1):
-        bad("atoms_per_pass", "'auto' or a positive int (1: one atom per scoring pass)")
+        bad("atoms_per_pass", "a positive int (1: one atom per scoring pass) or 'auto'")
     squared_loss = est.loss in ("squared", None) or getattr(est.loss, "name", None) == "squared"
     if not _is_auto(k) and k > 1 and (est.fit_mode != "backfit" or not squared_loss):
         raise ValueError(f"atoms_per_pass={k} is implemented for fit_mode='backfit' with loss='squared' only; got "
