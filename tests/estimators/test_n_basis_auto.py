@@ -159,3 +159,22 @@ def test_report_marks_the_chosen_size(moons, tmp_path):
     save(est, tmp_path / "m.kmp")
     html = build_report({"auto": load(tmp_path / "m.kmp")}, X=X, y=y)
     assert "size chosen" in html and f"kept {est.n_basis_} basis functions" in html
+
+
+def test_cv_cap_grows_past_the_old_limit_and_stops_at_max_time(monkeypatch):
+    """KMPClassifierCV(n_basis="auto"): with no fixed largest cap (AUTO_N_BASIS[1] None) the cap doubles
+    while the best held-out score is at it — here past the 4 × first cap a fixed (10, 40) allowed —
+    and a spent max_time stops the doubling at the first cap."""
+    from kmp_dask import KMPClassifierCV
+    from kmp_dask.estimators import _kmp_cv
+
+    X, y = make_moons(500, noise=0.1, random_state=0)
+    monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (10, None))
+    kw = dict(gammas=[20.0], cv=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grown = KMPClassifierCV(**kw).fit(X, y)
+        timed = KMPClassifierCV(max_time=1e-9, **kw).fit(X, y)
+    assert grown.n_basis_cap_ > 40 and timed.n_basis_cap_ == 10
+    with pytest.raises(ValueError, match="max_time must be None or a positive number"):
+        KMPClassifierCV(max_time=0).fit(X, y)
