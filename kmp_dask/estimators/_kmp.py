@@ -576,8 +576,9 @@ _PARAMETERS = """
     kernel_params : dict or None, default=None
         Further parameters of a registered kernel.
     n_basis : "auto" or int, default="auto"
-        Number of basis functions (kernel functions centred on training rows). "auto": the
-        pursuit grows while the score on held-out rows improves (``validation_fraction`` of
+        Number of basis functions (kernel functions centred on training rows), or "auto" to
+        grow the model while a held-out score improves. "auto": the pursuit grows while the
+        score on held-out rows improves (``validation_fraction`` of
         the rows, chosen by a hash of the row index: the same rows whatever the chunking or the
         number of workers), stops once ``n_iter_no_change`` finds no gain, and keeps the
         prefix model of the best held-out size — the fit's own model at that size
