@@ -255,6 +255,14 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
         how = "" if chosen is None else f" (chosen by {est.n_splits_}-fold CV: {est.best_params_})"
         click.echo(f"trained {type(est).__name__} on {st.n_rows} rows in {seconds:.1f} s: {_size(est)}{how}; "
                    f"saved to {model_path}")
+        _echo_growth(est if chosen is None else chosen)
+
+
+def _echo_growth(est) -> None:
+    """``n_basis=auto``: the size kept and why the growth stopped (one line: ``size_choice_``)."""
+    line = getattr(est, "size_choice_", None)
+    if line:
+        click.echo(line)
 
 
 def _interrupted_text(checkpoint, resume) -> str:

@@ -62,9 +62,12 @@ bit-identical fits). After each stage only the widths the next stage runs again 
 DEFAULT_GAMMA_FACTORS = (0.25, 1.0, 4.0)
 """Default grid: these multiples of ``scale_gamma(X)`` = 1 / (n_features · Var(X))."""
 
-AUTO_N_BASIS = (200, 800)
+AUTO_N_BASIS = (200, None)
 """``n_basis="auto"``: the first cap and the largest one the adaptive cap doubles to
-(docs/cross_validation.md, "Defaults"; benchmarks/kmp_cv_defaults.py)."""
+(docs/cross_validation.md, "Defaults"; benchmarks/kmp_cv_defaults.py). None: no fixed largest cap —
+the cap doubles while the best held-out score is at it, up to the data's limit (the fewest training
+rows of a fold, and the atoms whose factor fits in memory: :meth:`_BaseKMPCV._largest_cap`) and
+within ``max_time`` (it was 800 until the held-out score was seen still rising there)."""
 
 FIRST_CAP_SHARE = 0.125
 """``KMPClassifierCV(n_basis="auto")``: the first cap is ``min(AUTO_N_BASIS[0], max(MIN_FIRST_CAP,
@@ -190,10 +193,14 @@ def _check_cv_params(est):
         raise ValueError(f"rule must be 'auto' (= 'half_se'), '1se' (the "
                          f"smallest model within one standard error of the best), 'half_se' (within half of it) or "
                          f"'best' (the best mean score); got rule={est.rule!r}.")
+    mt = est.max_time
+    if mt is not None and not (isinstance(mt, numbers.Real) and not isinstance(mt, bool) and np.isfinite(mt) and mt > 0):
+        raise ValueError(f"max_time must be None or a positive number of seconds (after it the adaptive cap of "
+                         f"n_basis='auto' doubles no more); got max_time={mt!r}. E.g. max_time=600.")
     n = est.n_basis
     if isinstance(n, str) and n != "auto":
         raise ValueError(f"n_basis must be 'auto' (an adaptive cap: {AUTO_N_BASIS[0]} atoms, doubled while the best "
-                         f"held-out score is near it, up to {AUTO_N_BASIS[1]}) or a positive int (a fixed cap); "
+                         f"held-out score is near it, up to the data's limit) or a positive int (a fixed cap); "
                          f"got n_basis={n!r}. E.g. n_basis=300.")
     k = est.atoms_per_pass
     if not (k == "auto" if isinstance(k, str) else isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1):
@@ -216,7 +223,7 @@ class _BaseKMPCV(BaseEstimator):
 
     def __init__(self, *, gammas=None, n_basis="auto", cv="auto", rule="auto", kernel="rbf", fit_mode="backfit",
                  candidates="auto", eps=0.05, q=0.95, ridge=1e-10, fit_intercept=True, random_state=None,
-                 client=None, chunk_rows=None, verbose=0, standardize="auto", atoms_per_pass="auto"):
+                 client=None, chunk_rows=None, verbose=0, standardize="auto", atoms_per_pass="auto", max_time=None):
         self.gammas = gammas
         self.n_basis = n_basis
         self.cv = cv
@@ -234,6 +241,7 @@ class _BaseKMPCV(BaseEstimator):
         self.verbose = verbose
         self.standardize = standardize
         self.atoms_per_pass = atoms_per_pass
+        self.max_time = max_time
 
     def _inner(self, gamma, n_basis, seed, client, standardize=False, kernel=None, atoms_per_pass=None):
         """The estimator fitted per (γ, fold) and at the end; gamma always explicit. The folds' fits
@@ -295,6 +303,7 @@ class _BaseKMPCV(BaseEstimator):
         self
         """
         _check_cv_params(self)
+        self._started = time.perf_counter()
         rs = check_random_state(self.random_state)
         split_seed, fit_seed = (int(rs.randint(0, 2**31 - 1)) for _ in range(2))
         in_memory = not (is_store_like(X) or is_dask_array(X))
@@ -315,6 +324,7 @@ class _BaseKMPCV(BaseEstimator):
                 scores, times = self._adaptive(lambda: self._cv_store(X, y, split_seed, fit_seed, client,
                                                                       inner_client))
             self._choose(scores, times)
+            self.n_basis_cap_ = int(self._cap)
             del self._cap, self._only, self._kept, self._tokens, self._tables, self._sized, self._stopped, self._ckpt
             best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client,
                                standardize=self.standardized_)
@@ -368,11 +378,13 @@ class _BaseKMPCV(BaseEstimator):
                 times.insert(at, new_times[0])
                 continue
             small = self._first_share() is not None and self._cap < AUTO_N_BASIS[0]  # below 200: a looser bar
-            redo = _to_extend(scores, self._cap, SMALL_CAP_SHARE if small else None) if self._cap < AUTO_N_BASIS[1] else []
+            largest = self._largest_cap()
+            more = self._cap < largest and not self._out_of_time()
+            redo = _to_extend(scores, self._cap, SMALL_CAP_SHARE if small else None) if more else []
             self._keep_tables(np.asarray(gammas)[redo])
             if not redo:
                 break
-            self._cap, self._only = min(2 * self._cap, AUTO_N_BASIS[0 if small else 1]), np.asarray(gammas)[redo]
+            self._cap, self._only = min(2 * self._cap, AUTO_N_BASIS[0] if small else largest), np.asarray(gammas)[redo]
             new, new_times = run()
             for i, r in enumerate(redo):
                 scores[r], times[r] = new[i], new_times[i]
@@ -382,6 +394,22 @@ class _BaseKMPCV(BaseEstimator):
         self.gammas_ = np.asarray(gammas)
         return scores, np.asarray(times)
 
+    def _largest_cap(self) -> int:
+        """The largest cap ``n_basis="auto"`` doubles to: ``AUTO_N_BASIS[1]``, or when None the data's
+        limit — the fewest training rows of a fold (times the kernels: one) and the atoms whose
+        Cholesky factor fits in memory (:func:`~kmp_dask.greedy._kmp.factor_cap`)."""
+        if AUTO_N_BASIS[1] is not None:
+            return int(AUTO_N_BASIS[1])
+        from ..greedy._kmp import factor_cap
+
+        rows = int(getattr(self, "_fold_rows", AUTO_N_BASIS[0]))
+        factor = factor_cap()
+        return max(int(AUTO_N_BASIS[0]), min(rows, rows if factor is None else factor))
+
+    def _out_of_time(self) -> bool:
+        """``max_time`` has passed since the fit started: the adaptive cap doubles no more."""
+        return self.max_time is not None and time.perf_counter() - self._started >= float(self.max_time)
+
     def _first_share(self):
         """:data:`FIRST_CAP_SHARE` for a classifier, None for a regressor (the relative first cap was
         studied on classification sets only)."""
@@ -390,6 +418,7 @@ class _BaseKMPCV(BaseEstimator):
     def _first_cap(self, n_rows):
         """At the first run of ``n_basis="auto"`` with :data:`FIRST_CAP_SHARE`: the first cap from the
         fewest training rows ``n_rows`` of a fold."""
+        self._fold_rows = int(n_rows)  # the data's limit of the adaptive cap (:meth:`_largest_cap`)
         if not self._sized:
             self._sized = True
             share_cap = int(np.ceil(self._first_share() * n_rows))
@@ -634,13 +663,19 @@ _DOC = """
         at most ``AUTO_WIDEN`` = 2 per end. A given list is searched as given.
     n_basis : "auto" or int, default="auto"
         Largest number of basis functions tried; every size from 1 up to it is scored. "auto":
-        an adaptive cap — 200, doubled (400, then 800 at most) while the best mean held-out score
-        is in the last tenth of the cap, for the widths whose own best is there (their pursuits
+        an adaptive cap — 200, doubled (400, 800, …) while the best mean held-out score is in
+        the last tenth of the cap, up to the data's limit (the fewest training rows of a fold, and
+        the atoms whose factor fits in memory) and until ``max_time`` has passed, for the widths
+        whose own best is there (their pursuits
         are continued to the larger cap from where they stopped — the same atoms and scores as
         a pursuit run to it from the start; a (γ, fold) pursuit that ended before the cap keeps
         its scores and is not fitted again). ``KMPClassifierCV`` starts lower on small sets: at
         ⌈n / 8⌉ atoms (at least 20) for folds of n training rows, doubled up to 200 while the best
         mean is in the last half of the cap, then as above. An int: that fixed cap.
+    max_time : float or None, default=None
+        With ``n_basis="auto"``: seconds after which the adaptive cap doubles no more (the stage
+        running then finishes; the refit follows). None: no budget. A search still rising at
+        the cap it reached warns (``cv_warnings_``).
     cv : "auto", int or CV splitter, default={cv_default}
         Number of folds (≥ 2). "auto": 3 folds when the training data has at least 3,000 rows
         (a held-out fold of 1,000 rows or more), else 5 (``AUTO_CV``; the rows counted before
@@ -708,6 +743,8 @@ _DOC = """
         saved with it, so the report of a saved model draws the score against the size per γ.
     n_basis_ : int
         ``best_estimator_.n_basis_``.
+    n_basis_cap_ : int
+        The cap the search reached (``n_basis``, or where the adaptive cap of "auto" ended).
     n_splits_ : int
         Number of folds used (``cv``, with "auto" resolved).
     cv_warnings_ : list of str

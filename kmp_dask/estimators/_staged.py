@@ -86,6 +86,8 @@ class StagedMixin:
         est.stop_reason_ = "prefix"
         if getattr(est, "calibrator_", None) is not None:  # calibrated for the whole model, not for its prefix
             est.calibrator_ = None
+        if getattr(est, "size_choice_", None) is not None:
+            est.size_choice_ = None  # the line on the size n_basis="auto" kept is the full model's
         return est
 
     def _truncate_to(self, k):

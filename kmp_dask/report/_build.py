@@ -41,11 +41,27 @@ def _error_vs_size(name, model, X, y) -> Figure:
         raise S.Unavailable("; ".join(dict.fromkeys(reasons)))
     xlabel = "components" if hasattr(model, "trace_residual_path_") else "basis size (vectors)"
     ylabel = curves[0].label if not curves[0].right else "score"
-    cut = getattr(model, "n_basis_", None) if getattr(model, "stop_reason_", None) == "bound" else None
+    cut, why = _kept_size(model)
     png = line_png(f"{name}: error vs basis size", xlabel, ylabel, curves, right_label="validation / test score",
-                   logy=curves[0].label.startswith("tr("), vline=cut, vlabel=f"kept (bound): {cut}")
+                   logy=curves[0].label.startswith("tr("), vline=cut, vlabel=f"kept ({why}): {cut}")
     shown = ", ".join(c.label for c in curves)
     return Figure("Error vs basis size", png, f"{name}: {shown} against {xlabel}")
+
+
+def _kept_size(model):
+    """(size, why) of the size a stopping rule kept — the bound's minimum, or the best held-out
+    score of ``n_basis="auto"`` — marked on the error-vs-size figure; (None, "") otherwise."""
+    if getattr(model, "stop_reason_", None) == "bound":
+        return getattr(model, "n_basis_", None), "bound"
+    if _growth_line(model):
+        return getattr(model, "n_basis_", None), "n_basis=auto, best held-out score"
+    return None, ""
+
+
+def _growth_line(model):
+    """The fit's own line on the size ``n_basis="auto"`` kept (``size_choice_``), or None."""
+    line = getattr(model, "size_choice_", None)
+    return line if isinstance(line, str) and line else None
 
 
 def _full_model_line(model, X, y, k, *, right: bool) -> list:
@@ -133,6 +149,8 @@ FIGURES = (("Error vs basis size", _error_vs_size), ("Time per iteration", _time
 
 def _model_block(i: int, name: str, model, X, y) -> Block:
     rows = summary_rows(model)
+    if _growth_line(model):
+        rows.append(("size chosen", _growth_line(model)))
     parts, missing = [Table("Summary", ["field", "value"], [list(r) for r in rows])] + _cv_parts(name, model), []
     for title, draw in FIGURES:
         try:

@@ -34,7 +34,8 @@ PROBA_ARGMAX = (
 def _expected_failures(est):
     if getattr(est, "probability", False):
         return {"check_classifiers_train": PROBA_ARGMAX}
-    if est.validation_fraction > 0:
+    held_out = est.n_basis == "auto" if est.validation_fraction == "auto" else est.validation_fraction > 0
+    if held_out:  # n_basis="auto" holds out validation_fraction="auto" of the rows
         why = _EXPECTED["validation"]
     elif est.fit_mode == "basic":
         why = _EXPECTED["basic"]
@@ -46,6 +47,8 @@ def _expected_failures(est):
 
 
 @parametrize_with_checks([
+    KMPRegressor(),  # the defaults: n_basis="auto"
+    KMPClassifier(),
     KMPRegressor(n_basis=30),
     KMPClassifier(n_basis=30),
     KMPRegressor(n_basis=20, fit_mode="prefit", candidates="all"),
