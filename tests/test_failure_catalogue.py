@@ -131,7 +131,7 @@ CASES = [
     Case("ridge=-1", lambda ws: KMPClassifier(ridge=-1).fit(X, Y), ValueError, ("ridge must be a float >= 0", "got -1")),
     Case("tol=2", lambda ws: KMPRegressor(tol=2).fit(X, X[:, 0]), ValueError, ("tol must be None or a float in [0, 1)", "got 2")),
     Case("validation_fraction=1.5", lambda ws: KMPClassifier(validation_fraction=1.5).fit(X, Y), ValueError,
-         ("validation_fraction must be a float in [0, 1)", "got 1.5")),
+         ("validation_fraction must be 'auto' or a float in [0, 1)", "got 1.5")),
     Case("n_iter_no_change-without-split", lambda ws: KMPClassifier(n_iter_no_change=5).fit(X, Y), ValueError,
          ("n_iter_no_change", "validation_fraction > 0")),
     Case("fit_mode='nope'", lambda ws: KMPClassifier(fit_mode="nope").fit(X, Y), ValueError,
@@ -224,7 +224,7 @@ CASES = [
          ("stop_reason='no_usable_candidate'", "lower `ridge` (now 1e+15 per training row)")),
     # --- methods: predict_proba, score ------------------------------------------------------------
     Case("predict_proba-squared-loss", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).predict_proba(X), AttributeError,
-         ("predict_proba is available with loss='logistic' only", "loss='squared'", "decision_function")),
+         ("predict_proba is available with loss='logistic' or probability=True", "loss='squared'", "KMPClassifier(probability=True)", "decision_function")),
     Case("score-y=None-numpy", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).score(X), ValueError,
          ("score needs y unless X is a store", "got y=None", "ndarray")),
     Case("score-store-without-y", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).score(InMemoryStore(X)), ValueError,

@@ -999,19 +999,19 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
 
     _is_classifier = True
 
-    def __init__(self, *, kernel="rbf", gamma="scale", degree=3, coef0=1.0, kernel_params=None, n_basis=100,
+    def __init__(self, *, kernel="rbf", gamma="scale", degree=3, coef0=1.0, kernel_params=None, n_basis="auto",
                  fit_mode="backfit", candidates="auto", eps=0.05, q=0.95, tol=None, ridge=1e-10, fit_intercept=True,
-                 validation_fraction=0.0, n_iter_no_change=None, random_state=None, client=None, chunk_rows=None,
+                 validation_fraction="auto", n_iter_no_change="auto", random_state=None, client=None, chunk_rows=None,
                  verbose=0, loss="squared", loss_params=None, refit_every="auto", stopping=None,
-                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto", atoms_per_pass=1,
-                 probability=False):
+                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto", atoms_per_pass="auto",
+                 max_time=None, probability=False):
         super().__init__(
             kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params, n_basis=n_basis,
             fit_mode=fit_mode, candidates=candidates, eps=eps, q=q, tol=tol, ridge=ridge, fit_intercept=fit_intercept,
             validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, random_state=random_state,
             client=client, chunk_rows=chunk_rows, verbose=verbose, loss=loss, loss_params=loss_params,
             refit_every=refit_every, stopping=stopping, bound_threshold=bound_threshold, bound_delta=bound_delta,
-            basis_columns=basis_columns, standardize=standardize, atoms_per_pass=atoms_per_pass)
+            basis_columns=basis_columns, standardize=standardize, atoms_per_pass=atoms_per_pass, max_time=max_time)
         self.probability = probability
 
     @records_fit_warnings
