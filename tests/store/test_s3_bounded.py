@@ -15,9 +15,6 @@ tiny HTTP server answering every request with S3's 403 ``AccessDenied``, and mot
 
 from __future__ import annotations
 
-import http.server
-import socket
-import threading
 import time
 
 import dask
@@ -28,6 +25,7 @@ pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
 from _environment_faults import SilentServer  # noqa: E402
+from _s3_server import DenyingServer, refused_endpoint  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
 from kmp_dask.cli import main as cli  # noqa: E402
@@ -55,40 +53,16 @@ def silent():
 
 @pytest.fixture
 def refused():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"  # nothing listens there any more
-
-
-class _Deny(http.server.BaseHTTPRequestHandler):
-    """S3's answer to a request these credentials may not make."""
-
-    def _deny(self):
-        body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
-                b'<Message>Access Denied</Message></Error>')
-        self.send_response(403)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", "0" if self.command == "HEAD" else str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _deny
-
-    def log_message(self, *args):
-        pass
+    return refused_endpoint()
 
 
 @pytest.fixture
 def denying():
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Deny)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = DenyingServer()
     try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
+        yield srv.endpoint_url
     finally:
-        srv.shutdown()
-        srv.server_close()
+        srv.close()
 
 
 @pytest.fixture
