@@ -88,7 +88,8 @@ def where_options(fn):
                      help="TLS: this client's private key."),
         click.option("--connect-timeout", default=30.0, show_default=True, type=click.FloatRange(0.1, 3600),
                      help="Seconds to wait for the scheduler (connection and dask handshake), then for its "
-                          "first worker, before giving up with an error."),
+                          "first worker, and for an object store (s3://) to answer a request, before giving up "
+                          "with an error."),
     ]
 
     @functools.wraps(fn)
@@ -101,7 +102,11 @@ def where_options(fn):
                 raise click.UsageError("pass either --scheduler or --scheduler-file, not both")
             where = Where(**{**where.__dict__, "scheduler": scheduler_file})
         check_where(where)
-        return fn(*args, where=where, **kwargs)
+        import dask
+
+        # the same bound for the object store as for the scheduler (kmp_dask/store/_remote.py)
+        with dask.config.set({"kmp_dask.storage-timeout": float(where.connect_timeout)}):
+            return fn(*args, where=where, **kwargs)
 
     for opt in reversed(opts):
         wrapper = opt(wrapper)

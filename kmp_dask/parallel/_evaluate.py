@@ -118,7 +118,7 @@ def warm_workers(client, module: str, timeout: float = WARM_TIMEOUT) -> None:
     others copy it from there once it is unpickled: two imports in series; imported here first,
     they overlap.
     """
-    from distributed import wait
+    from ._waits import SchedulerLostError, wait_for
 
     if module in ("__main__", "builtins") or not module:
         return
@@ -128,11 +128,12 @@ def warm_workers(client, module: str, timeout: float = WARM_TIMEOUT) -> None:
         return
     futures = {client.submit(_import_module, module, workers=[w], allow_other_workers=False, pure=False,
                              key=f"import-{module}-{uuid.uuid4().hex}"): w for w in todo}
-    try:
-        with client.as_current():  # distributed.wait waits with the current client
-            wait(list(futures), timeout=timeout)
-    except TimeoutError:
-        pass
+    try:  # bounded in slices (parallel._waits): the scheduler gone is SchedulerLostError at once
+        wait_for(list(futures), client, what=f"import of {module} on the workers", timeout=timeout, cancel=False)
+    except SchedulerLostError:
+        raise
+    except Exception:  # TimeoutError, NoWorkersError: the pass that follows waits for workers itself;
+        pass  # an import that fails: left to the unpickling that follows, which names it
     finally:
         done.update((w, module) for f, w in futures.items() if f.status == "finished")
         client.cancel(list(futures))

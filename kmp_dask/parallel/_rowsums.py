@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._scatter import SCATTER_RETRIES, rerun_if_lost, scatter_value
+from ._waits import wait_for
 
 __all__ = ["row_block_sums"]
 
@@ -58,7 +59,7 @@ def _on_workers(client, fn, blocks, args):
     def once():
         shared = scatter_value(client, args)
         try:
-            return client.gather(client.compute(_parts(fn, blocks, shared)))
+            return wait_for(client.compute(_parts(fn, blocks, shared)), client, what="block of the scoring pass")
         finally:
             shared.release()
 

@@ -562,8 +562,13 @@ def _client_ingest(target, n_rows, block_fn, client, overwrite, meta_kw) -> Zarr
         return [client.submit(_generate_block, block_fn, a, b, writer, meta.dtype, meta.y_dtype,
                               pure=False) for a, b in ranges]
 
+    def gather(futures):  # bounded: the scheduler or every worker gone is a clear error (parallel._waits)
+        from ..parallel._waits import wait_for
+
+        return wait_for(futures, client, what="chunk of the ingest")
+
     return _parallel_ingest(target, tasks_for, meta, n_rows, overwrite=overwrite,
-                            storage_options=storage_options, compute=client.gather)
+                            storage_options=storage_options, compute=gather)
 
 
 def resolve_column(columns: list, value, *, what: str, where: str, option: str) -> Any:

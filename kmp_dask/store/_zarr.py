@@ -20,6 +20,7 @@ import zarr
 
 from ..exceptions import StoreExistsError, StoreSchemaError
 from ._base import StoreCorruptError, check_range, dask_row_chunk, gather_rows, regular_chunks
+from ._remote import bound_fs, bounded_options, endpoint, explained
 from ._schema import RunningStats, check_attrs
 from ._validation import (
     ContentCheck,
@@ -96,9 +97,10 @@ class Location:
         file system's listing cache, which another writer may have made stale)."""
         if self.is_local:
             return os.path.exists(self.url)
-        fs = self.fs
-        fs.invalidate_cache(self.path)
-        return fs.exists(self.path)
+        with explained(self.url, self.storage_options):  # the first contact: a clear error (store/_remote.py)
+            fs = self.fs
+            fs.invalidate_cache(self.path)
+            return fs.exists(self.path)
 
     def sibling(self, suffix: str) -> Location:
         """A location next to this one whose name ends with ``suffix`` (a local name that would pass the
@@ -125,9 +127,11 @@ class Location:
         """A zarr ``LocalStore`` or ``FsspecStore`` for this location."""
         if self.is_local:
             return zarr.storage.LocalStore(self.url, read_only=read_only)
-        return zarr.storage.FsspecStore.from_url(
-            self.url, storage_options=self.storage_options or None, read_only=read_only
+        store = zarr.storage.FsspecStore.from_url(
+            self.url, storage_options=bounded_options(self.url, self.storage_options) or None, read_only=read_only
         )
+        bound_fs(store.fs)
+        return store
 
 
 #: fsspec protocols whose first path component is a bucket that must exist before a write.
@@ -165,7 +169,8 @@ def _url_to_fs(url: str, storage_options: dict) -> tuple[fsspec.AbstractFileSyst
     """``fsspec.core.url_to_fs`` with errors that name the URL and the fix."""
     protocol = url.split("://", 1)[0]
     try:
-        return fsspec.core.url_to_fs(url, **storage_options)
+        fs, path = fsspec.core.url_to_fs(url, **bounded_options(url, storage_options))
+        return bound_fs(fs), path
     except ImportError as exc:
         extra = " (pip install 'kmp_dask[s3]')" if protocol in ("s3", "s3a") else ""
         raise MissingFilesystemError(f"the store {url!r} needs the fsspec implementation of {protocol}://, which "
@@ -182,17 +187,31 @@ def _check_bucket(final: Location) -> None:
     protocol = final.url.split("://", 1)[0]
     if protocol not in BUCKET_PROTOCOLS:
         return
-    fs = final.fs
     bucket = final.path.split("/", 1)[0]
-    fs.invalidate_cache(bucket)
-    if not fs.exists(bucket):
-        where = final.storage_options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL_S3") \
-            or os.environ.get("AWS_ENDPOINT_URL") or "the default endpoint"
+    with explained(final.url, final.storage_options):  # no credentials, no answer, denied: one clear error
+        fs = final.fs
+        fs.invalidate_cache(bucket)
+        exists = _bucket_exists(fs, bucket)
+    if not exists:
+        where = endpoint(final.storage_options)
         raise FileNotFoundError(
             f"target {final.url!r}: the bucket {bucket!r} does not exist at {where}, or these credentials "
             f"cannot see it. Create the bucket first (aws s3 mb {protocol}://{bucket}), or check storage_options "
             "(endpoint_url, key, secret) / the AWS_* environment variables."
         )
+
+
+def _bucket_exists(fs, bucket: str) -> bool:
+    """Whether ``bucket`` exists: one ``HeadBucket`` request on S3 (s3fs's ``exists`` of a bucket
+    answers False for any error — no credentials, a silent endpoint — after two probes), else
+    ``fs.exists``."""
+    if not hasattr(fs, "call_s3"):
+        return fs.exists(bucket)
+    try:
+        fs.call_s3("head_bucket", Bucket=bucket)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def check_target_free(target: str | os.PathLike, *, overwrite: bool,
