@@ -10,8 +10,10 @@ Protocol
 * A real cluster, the commands a user types: ``dask scheduler --host 127.0.0.1 --port P
   --scheduler-file F --no-dashboard`` (P a free port chosen once, so a restarted scheduler comes
   back at the same address) and 3 × ``dask worker --scheduler-file F --nanny --nthreads 1
-  --no-dashboard``; the nanny restarts a worker process that dies.
-* Small seeded data (scikit-learn generators written as ``.npz`` and ingested with ``kmp-dask
+  --no-dashboard``; the nanny restarts a worker process that dies. A supervisor thread does what
+  a service manager would: a scheduler or nanny process that exited (nannies exit when their
+  scheduler is gone) is started again within a second.
+* Small seeded data (scikit-learn generators written as ``.csv`` / ``.npz`` and ingested with ``kmp-dask
   ingest``; chunks of a few hundred rows so every worker holds partitions): 3-class and binary
   classification, regression, held-out stores of each.
 * The jobs (:func:`job_catalogue`): ``train`` of every algorithm (KMP classifier and regressor,
@@ -26,8 +28,7 @@ Protocol
   each ``kmp-dask`` a subprocess in its own session under a hard ``--job-timeout``. While an
   attempt runs, a chaos thread fires at exponential intervals (``--kill-rate`` per minute of job
   time) and SIGKILLs one random worker process (the nanny restarts it), or the scheduler
-  (``--scheduler-share``; restarted at once on the same port and scheduler file, nannies whose
-  worker did not rejoin are restarted), or the driver (``--driver-share``: the ``kmp-dask``
+  (``--scheduler-share``; restarted at once on the same port and scheduler file), or the driver (``--driver-share``: the ``kmp-dask``
   process itself).
 * An attempt that ends in an ``Error:`` line or was killed is run again — ``--resume`` for a
   ``train`` with ``--checkpoint`` and for ``run``, ``--overwrite`` for the others — up to
@@ -45,7 +46,7 @@ Protocol
   killed) > ``clear-error`` (the last attempt ended in one ``Error:`` line) >
   ``identical-after-resume`` (identical after a rerun) > ``identical``.
 
-Usage: ``python benchmarks/chaos_soak.py [--duration 2400] [--seed 0] [--kill-rate 4]
+Usage: ``python benchmarks/chaos_soak.py [--duration 2400] [--seed 0] [--kill-rate 3]
 [--out benchmarks/results/chaos_soak.json]``; ``--quick``: 180 s, JSON in $TMPDIR.
 ``tests/test_chaos_soak.py`` (marked slow) runs :func:`run_soak` for a short time.
 """
@@ -119,7 +120,26 @@ class SoakCluster:
         self.start_scheduler()
         for k in range(n_workers):
             self.start_nanny(k)
+        self._closing = threading.Event()
+        self._supervisor = threading.Thread(target=self._supervise, daemon=True, name="supervisor")
+        self._supervisor.start()
         self.wait_ready(start_timeout)
+
+    def _supervise(self):
+        """What a service manager does: a scheduler or nanny process that exited is started again
+        (nannies exit when their scheduler is gone; a restarted scheduler has the same address)."""
+        while not self._closing.wait(1.0):
+            with self.lock:
+                if self._closing.is_set():
+                    return
+                if self.scheduler.poll() is not None:
+                    self.events.append({"time": time.time(), "event": "scheduler exited: restarted"})
+                    self.start_scheduler()
+                for k, nanny in enumerate(self.nannies):
+                    if nanny is not None and nanny.poll() is not None:
+                        self.events.append({"time": time.time(), "event": f"nanny w{k} exited "
+                                                                            f"({nanny.returncode}): restarted"})
+                        self.start_nanny(k)
 
     def _log(self, name):
         f = open(self.dir / name, "a")
@@ -251,6 +271,9 @@ class SoakCluster:
         return out
 
     def close(self):
+        self._closing.set()
+        with self.lock:
+            pass  # the supervisor is not restarting anything now
         for nanny in self.nannies:
             if nanny is not None and nanny.poll() is None:
                 nanny.terminate()
@@ -279,7 +302,7 @@ def _stop(proc, grace=20.0):
 # --------------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------------
-def make_data(directory, seed=0, rows=2400, chunk_rows=300, timeout=600) -> dict:
+def make_data(directory, seed=0, rows=1600, chunk_rows=200, timeout=600) -> dict:
     """Seeded small stores (``kmp-dask ingest`` of ``.npz`` files): {name: store path}."""
     import numpy as np
     from sklearn.datasets import make_classification, make_regression
@@ -294,16 +317,30 @@ def make_data(directory, seed=0, rows=2400, chunk_rows=300, timeout=600) -> dict
     stores = {}
     for name, (X, y) in sets.items():
         X = X.astype(np.float32)
-        y = y.astype(np.float32) if name == "reg" else np.asarray([f"c{v}" for v in y])
         for part, rows_ in (("train", slice(0, rows)), ("test", slice(rows, 2 * rows))):
-            npz, store = d / f"{name}_{part}.npz", d / f"{name}_{part}.zarr"
-            np.savez(npz, X=X[rows_], y=y[rows_])
+            store = d / f"{name}_{part}.zarr"
+            if name == "reg":  # numeric y: a regression store
+                src = d / f"{name}_{part}.npz"
+                np.savez(src, X=X[rows_], y=y[rows_].astype(np.float32))
+            else:  # class names in a CSV label column: a classification store
+                src = d / f"{name}_{part}.csv"
+                _write_csv(src, X[rows_], [f"c{v}" for v in y[rows_]])
             if not store.exists():
-                _check_run(_exe("kmp-dask") + ["ingest", str(npz), str(store), "--chunk-rows", str(chunk_rows),
+                _check_run(_exe("kmp-dask") + ["ingest", str(src), str(store), "--chunk-rows", str(chunk_rows),
                                                "--no-progress"], timeout)
             stores[f"{name}_{part}"] = str(store)
-    stores["multi_npz"] = str(d / "multi_train.npz")
+    stores["multi_csv"] = str(d / "multi_train.csv")
     return stores
+
+
+def _write_csv(path, X, labels):
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow([f"x{k}" for k in range(X.shape[1])] + ["label"])
+        for row, label in zip(X.tolist(), labels):
+            w.writerow([repr(v) for v in row] + [label])
 
 
 def _check_run(argv, timeout):
@@ -354,7 +391,7 @@ source = "{data['binary_test']}"
 algorithm = "kmp"
 params = {{ n_basis = 12, candidates = 40, gamma = 0.1, random_state = 0 }}
 [compress]
-n_vectors = 5
+n_vectors = 8
 data = "train"
 [evaluate]
 data = "test"
@@ -388,6 +425,8 @@ def job_catalogue(data: dict, workdir) -> dict:
                                        "--random-state", "1"), ("model",), "--resume"),
         Job("train-kmp-regression", _train(d["reg_train"], "kmp", "--n-basis", "16", "--candidates", "60",
                                            "--gamma", "0.05", "--random-state", "0"), ("model",), "--resume"),
+        Job("train-kmp-logistic", _train(d["binary_train"], "kmp", "--n-basis", "10", "--loss", "logistic",
+                                         "--gamma", "0.1", "--random-state", "0"), ("model",), "--resume"),
         Job("train-kmp-cv", _train(d["binary_train"], None, "--cv", "3", "--n-basis", "12", "--random-state", "0"),
             ("model",), "--resume"),
         Job("train-cvm-binary", _train(d["binary_train"], "cvm", "--C", "10", "--gamma", "0.1",
@@ -419,16 +458,18 @@ def job_catalogue(data: dict, workdir) -> dict:
                                                           d["reg_test"], "--quiet", "--output",
                                                           str(out / "metrics.json")],
             ("metrics.json",), needs=("train-kmp-regression",)),
-        Job("ingest", lambda out, ck, refs: ["ingest", d["multi_npz"], str(out / "ingested.zarr"), "--chunk-rows",
+        Job("ingest", lambda out, ck, refs: ["ingest", d["multi_csv"], str(out / "ingested.zarr"), "--chunk-rows",
                                              "200", "--no-progress"],
             ("ingested.zarr",), cluster=False),
         Job("run-pipeline-kmp", _run_argv(data, workdir, "kmp"), ("run/model", "run/compressed",
-                                                                  "run/evaluation.json"), "--resume"),
-        Job("run-pipeline-mmda", _run_argv(data, workdir, "mmda"), ("run/model", "run/features"), "--resume"),
+                                                                  "run/steps/evaluate.json"), "--resume"),
+        Job("run-pipeline-mmda", _run_argv(data, workdir, "mmda"), ("run/model", "run/data/train_features.zarr",
+                                                                    "run/data/test_features.zarr",
+                                                                    "run/steps/downstream.json"), "--resume"),
     ]
     predictions = [("kmp", "train-kmp", "multi_test", ".csv", ()), ("kmp", "train-kmp", "multi_test", ".parquet", ()),
                    ("kmp", "train-kmp", "multi_test", ".npy", ()), ("kmp", "train-kmp", "multi_test", ".zarr", ()),
-                   ("kmp-proba", "train-kmp", "multi_test", ".csv", ("--proba",)),
+                   ("kmp-logistic-proba", "train-kmp-logistic", "binary_test", ".csv", ("--proba",)),
                    ("kmp-decision", "train-kmp", "multi_test", ".npy", ("--decision",)),
                    ("cvm-multiclass", "train-cvm-multiclass", "multi_test", ".parquet", ()),
                    ("mmda", "train-mmda", "multi_test", ".zarr", ()),
@@ -621,6 +662,11 @@ _ZARR_META = {".zattrs", ".zarray", ".zgroup", ".zmetadata", "zarr.json"}
 
 
 def _strip_volatile(doc):
+    """``doc`` without :data:`VOLATILE_KEYS` (plain JSON objects and the model codec's encoded
+    dicts, ``{"__kind__": "dict", "items": [[key, value], ...]}``)."""
+    if isinstance(doc, dict) and doc.get("__kind__") == "dict" and isinstance(doc.get("items"), list):
+        return {**doc, "items": [_strip_volatile(kv) for kv in doc["items"]
+                                 if not (isinstance(kv, list) and len(kv) == 2 and kv[0] in VOLATILE_KEYS)]}
     if isinstance(doc, dict):
         return {k: _strip_volatile(v) for k, v in doc.items() if k not in VOLATILE_KEYS}
     if isinstance(doc, list):
@@ -707,8 +753,7 @@ def _argv(job, out, ck, refs, cluster):
 
 
 def _rerun_flag(job, out, ck) -> list:
-    if job.rerun == "--resume" and job.argv.__name__ == "argv" and "--checkpoint" in job.argv(out, ck, Path("."))\
-            and not ck.exists():
+    if job.rerun == "--resume" and "--checkpoint" in job.argv(out, ck, Path(".")) and not ck.exists():
         return []  # killed before its checkpoint directory existed: nothing to resume, a fresh start
     return [job.rerun]
 
@@ -846,17 +891,18 @@ def _processes_under(workdir) -> list:
     import psutil
 
     out = []
+    mine = {os.getpid()} | {p.pid for p in psutil.Process().parents()}  # this script and what started it
     for p in psutil.process_iter(["pid", "cmdline", "status"]):
         try:
             cmd = " ".join(p.info["cmdline"] or [])
-            if str(workdir) in cmd and p.pid != os.getpid() and p.info["status"] != psutil.STATUS_ZOMBIE:
+            if str(workdir) in cmd and p.pid not in mine and p.info["status"] != psutil.STATUS_ZOMBIE:
                 out.append({"pid": p.pid, "cmdline": cmd[:300]})
         except psutil.Error:
             pass
     return out
 
 
-def run_soak(workdir, *, duration=180.0, seed=0, kill_rate=4.0, scheduler_share=0.1, driver_share=0.2,
+def run_soak(workdir, *, duration=180.0, seed=0, kill_rate=3.0, scheduler_share=0.1, driver_share=0.2,
              job_timeout=300.0, max_attempts=3, ready_timeout=300.0, out=None, only=None, log=H.log) -> dict:
     """The soak (module docstring); returns the JSON document (also written to ``out`` after every job)."""
     workdir = Path(workdir).resolve()
@@ -865,7 +911,7 @@ def run_soak(workdir, *, duration=180.0, seed=0, kill_rate=4.0, scheduler_share=
            "config": {"duration": duration, "seed": seed, "kill_rate_per_min": kill_rate,
                       "scheduler_share": scheduler_share, "driver_share": driver_share, "job_timeout": job_timeout,
                       "max_attempts": max_attempts, "workers": 3, "workdir": str(workdir)},
-           "uptime_start": _uptime()}
+           "uptime_start": _uptime(), "environment": H.environment()}
     t0 = time.time()
     cluster = SoakCluster(workdir / "cluster")
     chaos = None
@@ -874,6 +920,9 @@ def run_soak(workdir, *, duration=180.0, seed=0, kill_rate=4.0, scheduler_share=
         data = make_data(workdir / "data", seed)
         catalogue = job_catalogue(data, workdir)
         if only:
+            unknown = sorted(set(only) - set(catalogue))
+            if unknown:
+                raise ValueError(f"unknown jobs {unknown}; the jobs are {sorted(catalogue)}")
             catalogue = {k: v for k, v in catalogue.items() if k in only or any(k in catalogue[o].needs for o in only)}
         refs = workdir / "refs"
         failed = run_references(catalogue, cluster, refs, timeout=job_timeout, ready_timeout=ready_timeout, log=log)
@@ -931,7 +980,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--duration", type=float, default=2400.0, help="seconds of jobs under chaos (default 2400)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--kill-rate", type=float, default=4.0, help="kills per minute of job time (default 4)")
+    p.add_argument("--kill-rate", type=float, default=3.0, help="kills per minute of job time (default 3)")
     p.add_argument("--scheduler-share", type=float, default=0.1, help="share of kills that hit the scheduler")
     p.add_argument("--driver-share", type=float, default=0.2, help="share of kills that hit the driver")
     p.add_argument("--job-timeout", type=float, default=300.0, help="seconds before an attempt is a HANG")
