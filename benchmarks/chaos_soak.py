@@ -659,6 +659,9 @@ class Chaos(threading.Thread):
 #: ``seconds``, ``fit_seconds_``, ``mean_fit_time``, ``elapsed`` ...
 _VOLATILE = re.compile(r"^(created|date|timestamp|started|finished|written)$|(seconds|time|elapsed|duration)_?$")
 _ZARR_META = {".zattrs", ".zarray", ".zgroup", ".zmetadata", "zarr.json"}
+#: Work counters saved with a model (not its numbers): a resumed fit counts the work it redid, so
+#: a difference here is recorded as ``diagnostic`` beside the record, not as a wrong result.
+_DIAGNOSTIC = re.compile(r"/(kernel_evaluations|n_kernel_evaluations|n_restarts|n_passes|n_saves)(\[|/|:)")
 
 
 def _volatile(key) -> bool:
@@ -827,9 +830,12 @@ def _classify(job, n, attempts, out, refs, jdir) -> dict:
     diffs = []
     done = final["returncode"] == 0 or (final["returncode"] == -signal.SIGKILL
                                         and all((out / o).exists() for o in job.outputs))
+    diagnostic = []
     if done and not final["timed_out"]:
         for o in job.outputs:
             diffs += compare(out / o, refs / job.name / "out" / o)
+        diagnostic = [d for d in diffs if _DIAGNOSTIC.search(d)]
+        diffs = [d for d in diffs if not _DIAGNOSTIC.search(d)]
         if diffs:
             problems.add("wrong-result")
     left = leftovers(jdir)
@@ -846,7 +852,7 @@ def _classify(job, n, attempts, out, refs, jdir) -> dict:
         outcome = "identical" if len(attempts) == 1 else "identical-after-resume"
     return {"n": n, "job": job.name, "outcome": outcome, "problems": sorted(problems, key=SEVERITY.get),
             "attempts": attempts, "n_attempts": len(attempts), "kills": [k for a in attempts for k in a["kills"]],
-            "differences": diffs[:10], "leftovers": left[:20], "orphans": orphans, "dir": str(jdir),
+            "differences": diffs[:10], "diagnostic_differences": diagnostic[:10], "leftovers": left[:20], "orphans": orphans, "dir": str(jdir),
             "load": list(os.getloadavg())}
 
 
@@ -894,7 +900,8 @@ def summarize(records, kills, failed_refs, end_orphans) -> dict:
     by_kind = {}
     for k in kills:
         by_kind[k["kind"]] = by_kind.get(k["kind"], 0) + 1
-    return {"jobs": len(records), "outcomes": counts, "kills": len(kills), "kills_by_kind": by_kind,
+    return {"jobs": len(records), "outcomes": counts,
+            "jobs_with_diagnostic_differences": sum(bool(r.get("diagnostic_differences")) for r in records), "kills": len(kills), "kills_by_kind": by_kind,
             "jobs_with_kills": sum(bool(r["kills"]) for r in records),
             "attempts": sum(r["n_attempts"] for r in records), "per_job": per_job,
             "error_lines": dict(sorted(errors.items(), key=lambda kv: -kv[1])),
@@ -1021,7 +1028,7 @@ def reclassify(path, workdir) -> dict:
                 changed.append({"n": r["n"], "was": r["outcome"], "now": new["outcome"],
                                 "differences_before": r["differences"]})
                 r.update(outcome=new["outcome"], problems=new["problems"], differences=new["differences"],
-                         reclassified=True)
+                         diagnostic_differences=new["diagnostic_differences"], reclassified=True)
     old = doc["summary"]
     doc["summary"] = summarize(doc["records"], [k for r in doc["records"] for k in r["kills"]],
                                old["references_failed"], old["orphans_at_end"])
