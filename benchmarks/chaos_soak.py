@@ -147,16 +147,17 @@ class SoakCluster:
         return f
 
     def start_scheduler(self):
+        """Start the scheduler on :attr:`port`; it (re)writes the scheduler file, which is left in
+        place meanwhile (a user's restart does not remove it either): ready when rewritten."""
         with self.lock:
-            if os.path.exists(self.scheduler_file):
-                os.remove(self.scheduler_file)
+            before = os.stat(self.scheduler_file).st_mtime_ns if os.path.exists(self.scheduler_file) else None
             deadline = time.monotonic() + self.start_timeout
             while True:
                 self.scheduler = subprocess.Popen(
                     _exe("dask") + ["scheduler", "--host", "127.0.0.1", "--port", str(self.port), "--no-dashboard",
                                     "--scheduler-file", self.scheduler_file],
                     stdout=self._log("scheduler.log"), stderr=subprocess.STDOUT, env=_env(), start_new_session=True)
-                while not os.path.exists(self.scheduler_file) and self.scheduler.poll() is None:
+                while self.scheduler.poll() is None and not _rewritten(self.scheduler_file, before):
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"dask scheduler did not start; see {self.dir / 'scheduler.log'}")
                     time.sleep(0.1)
@@ -282,6 +283,13 @@ class SoakCluster:
         _stop(self.scheduler)
         for f in self._logs:
             f.close()
+
+
+def _rewritten(path, before) -> bool:
+    try:
+        return os.stat(path).st_mtime_ns != before
+    except FileNotFoundError:
+        return False
 
 
 def _stop(proc, grace=20.0):
@@ -661,7 +669,7 @@ _VOLATILE = re.compile(r"^(created|date|timestamp|started|finished|written)$|(se
 _ZARR_META = {".zattrs", ".zarray", ".zgroup", ".zmetadata", "zarr.json"}
 #: Work counters saved with a model (not its numbers): a resumed fit counts the work it redid, so
 #: a difference here is recorded as ``diagnostic`` beside the record, not as a wrong result.
-_DIAGNOSTIC = re.compile(r"/(kernel_evaluations|n_kernel_evaluations|n_restarts|n_passes|n_saves)(\[|/|:)")
+_DIAGNOSTIC = re.compile(r"/\w*(kernel_evaluations|n_restarts|n_passes|n_saves)_?(\[|/|:)")
 
 
 def _volatile(key) -> bool:
