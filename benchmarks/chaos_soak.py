@@ -1038,7 +1038,7 @@ def reclassify(path, workdir) -> dict:
                 r.update(outcome=new["outcome"], problems=new["problems"], differences=new["differences"],
                          diagnostic_differences=new["diagnostic_differences"], reclassified=True)
     old = doc["summary"]
-    doc["summary"] = summarize(doc["records"], [k for r in doc["records"] for k in r["kills"]],
+    doc["summary"] = summarize(doc["records"], [k for r in doc["records"] for a in r["attempts"] for k in a["kills"]],
                                old["references_failed"], old["orphans_at_end"])
     doc["reclassified"] = changed
     H.write_json(path, doc)
