@@ -422,6 +422,17 @@ test = "test_features"
 """
 
 
+#: predict jobs: (label, the train job whose reference model is read, store, output format, flags)
+PREDICTIONS = [("kmp", "train-kmp", "multi_test", ".csv", ()), ("kmp", "train-kmp", "multi_test", ".parquet", ()),
+               ("kmp", "train-kmp", "multi_test", ".npy", ()), ("kmp", "train-kmp", "multi_test", ".zarr", ()),
+               ("kmp-logistic-proba", "train-kmp-logistic", "binary_test", ".csv", ("--proba",)),
+               ("kmp-decision", "train-kmp", "multi_test", ".npy", ("--decision",)),
+               ("cvm-multiclass", "train-cvm-multiclass", "multi_test", ".parquet", ()),
+               ("mmda", "train-mmda", "multi_test", ".zarr", ()),
+               ("skpca", "train-skpca", "multi_test", ".parquet", ()),
+               ("regression", "train-kmp-regression", "reg_test", ".npy", ())]
+
+
 def job_catalogue(data: dict, workdir) -> dict:
     """{name: Job}: every algorithm's train, CV, compress, evaluate, predict to every format,
     ingest and pipelines, on the stores of :func:`make_data`."""
@@ -475,15 +486,7 @@ def job_catalogue(data: dict, workdir) -> dict:
                                                                     "run/data/test_features.zarr",
                                                                     "run/steps/downstream.json"), "--resume"),
     ]
-    predictions = [("kmp", "train-kmp", "multi_test", ".csv", ()), ("kmp", "train-kmp", "multi_test", ".parquet", ()),
-                   ("kmp", "train-kmp", "multi_test", ".npy", ()), ("kmp", "train-kmp", "multi_test", ".zarr", ()),
-                   ("kmp-logistic-proba", "train-kmp-logistic", "binary_test", ".csv", ("--proba",)),
-                   ("kmp-decision", "train-kmp", "multi_test", ".npy", ("--decision",)),
-                   ("cvm-multiclass", "train-cvm-multiclass", "multi_test", ".parquet", ()),
-                   ("mmda", "train-mmda", "multi_test", ".zarr", ()),
-                   ("skpca", "train-skpca", "multi_test", ".parquet", ()),
-                   ("regression", "train-kmp-regression", "reg_test", ".npy", ())]
-    for label, source, store, ext, flags in predictions:
+    for label, source, store, ext, flags in PREDICTIONS:
         jobs.append(Job(f"predict-{label}{ext.replace('.', '-')}", _predict_argv(source, d[store], ext, flags),
                         (f"pred{ext}",), needs=(source,)))
     return {j.name: j for j in jobs}
