@@ -37,13 +37,25 @@ SCATTER_TIMEOUT, SCATTER_PAUSE = 60.0, 1.0
 
 
 def scatter_value(client, value):
-    """A future of ``value`` on ``client``'s workers (a key of this call only)."""
+    """A future of ``value`` on ``client``'s workers (a key of this call only).
+
+    Before each send it waits (bounded, :func:`~._waits.await_live_workers`) for a live worker: with
+    none, dask's scatter raises a bare ``TimeoutError("No valid workers found")`` after its own wait;
+    here that is :class:`~._client.NoWorkersError` (none back within ``kmp_dask.no-workers-wait``) or
+    :class:`~._waits.SchedulerLostError` (the scheduler itself gone), each one line saying what to do."""
+    from ._waits import await_live_workers, no_workers_message
+
+    def message(seconds):
+        return no_workers_message("sending a value to the workers", seconds)
+
     for attempt in range(SCATTER_RETRIES + 1):
+        await_live_workers(client, message=message)
         try:
             [future] = client.sync(client._scatter, [value], hash=False, callback_timeout=SCATTER_TIMEOUT)
             return future
         except (KeyError, OSError):  # a worker left while the value was sent to it, or the send hung
             if attempt == SCATTER_RETRIES:
+                await_live_workers(client, message=message)  # none left: NoWorkersError, not dask's bare error
                 raise
             time.sleep(SCATTER_PAUSE)
     raise AssertionError("unreachable")

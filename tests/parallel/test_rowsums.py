@@ -105,3 +105,22 @@ def test_retries_are_bounded(process_client, monkeypatch, kind):
     with pytest.raises(KeyError if kind == "fail_scatter" else CancelledError):
         row_block_sums(_weighted_sum, dX, dy, (np.array([1.0]),), client=flaky)
     assert flaky.calls.count("scatter") == _scatter.SCATTER_RETRIES + 1
+
+
+def test_a_scatter_with_no_live_worker_is_one_no_workers_error():
+    """With every worker gone, dask's scatter ends in a bare ``TimeoutError("No valid workers found")``
+    (a traceback in the CLI, seen when a worker and then the scheduler were killed during a predict);
+    ``scatter_value`` waits for a live worker within ``kmp_dask.no-workers-wait`` and says what to do."""
+    import time
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    from kmp_dask.parallel._client import NoWorkersError
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0") as lc, \
+            Client(lc, set_as_default=False) as client, dask.config.set({"kmp_dask.no-workers-wait": 1}):
+        t0 = time.monotonic()
+        with pytest.raises(NoWorkersError, match="no live dask workers left.*sending a value"):
+            _scatter.scatter_value(client, np.zeros(3))
+        assert time.monotonic() - t0 < 30
