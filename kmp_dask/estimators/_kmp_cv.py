@@ -816,12 +816,12 @@ class KMPClassifierCV(ClassifierMixin, _BaseKMPCV):
 
     def __init__(self, *, gammas=None, n_basis="auto", cv="auto", rule="auto", kernel="rbf", fit_mode="backfit",
                  candidates="auto", eps=0.05, q=0.95, ridge=1e-10, fit_intercept=True, random_state=None,
-                 client=None, chunk_rows=None, verbose=0, standardize="auto", atoms_per_pass="auto",
+                 client=None, chunk_rows=None, verbose=0, standardize="auto", atoms_per_pass="auto", max_time=None,
                  probability=False):
         super().__init__(gammas=gammas, n_basis=n_basis, cv=cv, rule=rule, kernel=kernel, fit_mode=fit_mode,
                          candidates=candidates, eps=eps, q=q, ridge=ridge, fit_intercept=fit_intercept,
                          random_state=random_state, client=client, chunk_rows=chunk_rows, verbose=verbose,
-                         standardize=standardize, atoms_per_pass=atoms_per_pass)
+                         standardize=standardize, atoms_per_pass=atoms_per_pass, max_time=max_time)
         self.probability = probability
 
     def decision_function(self, X):

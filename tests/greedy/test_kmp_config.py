@@ -49,9 +49,12 @@ def test_refuses_what_no_pursuit_runs(kw, match):
 
 
 def test_every_keyword_but_the_run_time_objects_is_a_field():
-    """kernel_matching_pursuit's keywords = the config's fields + engine, random_state, callback, checkpoint."""
+    """kernel_matching_pursuit's keywords = the config's fields + engine, random_state, callback, checkpoint,
+    and the two settings of the run's recorder and clock: ``max_time`` (this run's time budget) and
+    ``val_criterion`` (what the held-out rows are scored with)."""
     keywords = set(inspect.signature(kernel_matching_pursuit).parameters) - {"engine", "random_state", "callback",
-                                                                             "checkpoint"}
+                                                                             "checkpoint", "max_time",
+                                                                             "val_criterion"}
     fields = {f.name for f in dataclasses.fields(PursuitConfig)}
     assert fields == (keywords - {"kernel"}) | {"kernels"}
     defaults = {f.name: f.default for f in dataclasses.fields(PursuitConfig) if f.default is not dataclasses.MISSING}

@@ -120,7 +120,7 @@ def test_cli_ingest_and_report_on_a_full_or_read_only_disk(tmp_path, code, words
     out = tmp_path / "out"
     out.mkdir()
     before = tree(tmp_path)
-    for args in (["ingest", str(src), str(out / "s.zarr")], ["report", str(model), "--output", str(out / "r.html")]):
+    for args in (["ingest", str(src), str(out / "s.zarr"), "--label", "label"], ["report", str(model), "--output", str(out / "r.html")]):
         with failing_writes(out, code):
             result = CliRunner().invoke(cli, args)
         line = _one_error_line(result)
@@ -191,7 +191,7 @@ def test_every_writing_command_on_a_real_full_then_read_only_disk(tmp_path, smal
     fs = small_tmpfs
     run = ["--workers", "1", "-q"]
     commands = [
-        ["ingest", str(csv), str(fs / "s.zarr")],
+        ["ingest", str(csv), str(fs / "s.zarr"), "--label", "y"],
         ["train", store.url, "--model", str(fs / "m"), "--n-basis", "20", *run],
         ["predict", str(model), store.url, "--output", str(fs / "p.zarr"), *run],
         ["evaluate", str(model), store.url, "--output", str(fs / "e.json"), *run],

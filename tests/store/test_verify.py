@@ -144,9 +144,10 @@ def test_cli_ingest_progress_bar_only_when_asked(tmp_path):
     path = tmp_path / "p.csv"
     path.write_text("a,b,c\n" + "".join(f"{i},{i},{i % 2}\n" for i in range(250)))
     runner = CliRunner()
-    quiet = runner.invoke(main, ["ingest", str(path), str(tmp_path / "q.zarr"), "--chunk-rows", "100"])
+    quiet = runner.invoke(main, ["ingest", str(path), str(tmp_path / "q.zarr"), "--label", "c", "--chunk-rows", "100"])
     assert quiet.exit_code == 0 and "rows" not in quiet.stderr  # not a terminal: no bar
-    shown = runner.invoke(main, ["ingest", str(path), str(tmp_path / "s.zarr"), "--chunk-rows", "100", "--progress"])
+    shown = runner.invoke(main, ["ingest", str(path), str(tmp_path / "s.zarr"), "--label", "c", "--chunk-rows", "100",
+                                  "--progress"])
     assert shown.exit_code == 0, shown.output
     assert "ingest" in shown.stderr and "250" in shown.stderr and "rows" in shown.stderr
 
