@@ -239,12 +239,13 @@ def per_feature_vectors(est, cols):
 
 
 def classify(Ftr, ytr, Fte, yte):
+    import warnings
+
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.neighbors import KNeighborsClassifier
     from sklearn.neural_network import MLPClassifier
     from sklearn.preprocessing import StandardScaler
     from sklearn.tree import DecisionTreeClassifier
-    import warnings
 
     out = {}
     t = time.perf_counter()

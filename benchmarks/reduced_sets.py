@@ -107,8 +107,8 @@ Usage::
 
 from __future__ import annotations
 
-import sys
 import os
+import sys
 import time
 import warnings
 from pathlib import Path

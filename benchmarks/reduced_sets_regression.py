@@ -402,7 +402,7 @@ def plot(result, png):
     if result.get("part2") and "curve" in result["part2"]:
         B = result["part2"]
         ax.plot(B["curve"]["n_vectors"], np.array(B["curve"]["test_mse"]) / B["full_test_mse"], color="black",
-                label=f"10⁵-term DC-KRR, HMP on the cluster")
+                label="10⁵-term DC-KRR, HMP on the cluster")
         if "chunked" in B:
             ax.plot([B["chunked"]["n_vectors"]], [B["chunked"]["test_mse"] / B["full_test_mse"]], "k*", ms=10,
                     label=f"10⁵ chunked c={B['chunked']['chunk_vectors']}")

@@ -56,8 +56,8 @@ def _open(data):
 def check_model_data(model, store) -> None:
     """Before any pass: ``store`` has the columns ``model`` was fitted on (count, and names when
     both have them). One clear error naming both otherwise."""
-    from .exceptions import DataValidationError
     from .estimators._inputs import check_store_feature_names
+    from .exceptions import DataValidationError
 
     n = getattr(model, "n_features_in_", None)
     if n is not None and int(n) != store.n_features:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import dask
 
+
 def _snapshot(root: Path) -> dict:
     """Every path under ``root`` with size and mtime, plus kmp_dask's temporary fit directories."""
     state = {}

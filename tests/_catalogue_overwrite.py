@@ -17,7 +17,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-
 from _catalogue import Case, Command
 
 from kmp_dask import KMPClassifier, load, save

@@ -14,7 +14,6 @@ import os
 from types import SimpleNamespace
 
 import numpy as np
-
 from _catalogue import Case, Command
 
 from kmp_dask import KMPClassifier

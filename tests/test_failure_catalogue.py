@@ -21,7 +21,6 @@ import importlib
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -31,32 +30,29 @@ import zarr
 from click.testing import CliRunner
 
 pytest.importorskip("distributed")  # loads distributed's config defaults before dask.config.set
-import dask  # noqa: E402
+import dask.array as da  # noqa: E402
+import pandas as pd  # noqa: E402
 from sklearn.exceptions import NotFittedError  # noqa: E402
+from sklearn.svm import SVC  # noqa: E402
 
-from kmp_dask import KMPClassifier, KMPRegressor  # noqa: E402
+from kmp_dask import KMPClassifier, KMPRegressor, ReducedSetCompressor  # noqa: E402
 from kmp_dask.cli import main as cli  # noqa: E402
 from kmp_dask.datasets import load  # noqa: E402
-from kmp_dask.exceptions import DataValidationError, StoreExistsError, StoreSchemaError  # noqa: E402
+from kmp_dask.exceptions import (  # noqa: E402
+    DataValidationError,
+    DegenerateFitWarning,
+    KernelWidthWarning,
+    StoreExistsError,
+    StoreSchemaError,
+)
 from kmp_dask.store import (  # noqa: E402
+    InMemoryStore,
     StoreCorruptError,
     create_store,
     open_store,
     store_from_csv,
     store_from_libsvm,
 )
-
-# issue-16 rows at the end of CASES (degenerate fits, predict_proba, score, text features, dask NaN)
-import dask.array as da  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from kmp_dask.exceptions import DegenerateFitWarning, KernelWidthWarning  # noqa: E402
-from kmp_dask.store import InMemoryStore  # noqa: E402
-
-# issue-10 rows (reduced-set compression)
-from sklearn.svm import SVC  # noqa: E402
-
-from kmp_dask import ReducedSetCompressor  # noqa: E402
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(60, 3))
@@ -108,7 +104,6 @@ def _make_workspace(root: Path) -> SimpleNamespace:
 
 
 from _catalogue import FIX_ADDRESS, Case, Command, _short_timeout, _snapshot  # noqa: E402
-
 
 CASES = [
     # --- numpy input to the estimators (scikit-learn's checks plus ours) --------------------------

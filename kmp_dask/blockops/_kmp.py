@@ -40,8 +40,20 @@ from ..kernels import shared_blocks
 from ._journal import Effect
 from ._partition import Partition, fetch_rows, split_mask, zero_weight_rows
 from ._results import BlockStats, ColumnStats, GramStats, LineStats, ScoreStats
-from ._state import (CROSS_BLOCK_ROWS, ColumnCache, RecomputedColumns, Residual, Views, Workspace, cross64, kernel_block,
-                     keyed_state, readonly, split_views, sqnorm)
+from ._state import (
+    CROSS_BLOCK_ROWS,
+    ColumnCache,
+    RecomputedColumns,
+    Residual,
+    Views,
+    Workspace,
+    cross64,
+    kernel_block,
+    keyed_state,
+    readonly,
+    split_views,
+    sqnorm,
+)
 
 __all__ = [
     "Atom", "BIAS_ATOM", "KMPSetup", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery", "Move",

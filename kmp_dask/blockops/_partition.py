@@ -73,7 +73,7 @@ class PartitionSpec:
     def nbytes(self) -> int:
         return (self.stop - self.start) * self.row_bytes
 
-    def load(self) -> "Partition":
+    def load(self) -> Partition:
         X, y = self.reader.read_range(self.start, self.stop)
         return Partition(self.index, self.start, self.stop, np.asarray(X), None if y is None else np.asarray(y),
                          w=self.w)

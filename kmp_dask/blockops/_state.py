@@ -15,9 +15,8 @@ Everything here is rebuildable from the rows and the effects the driver sent (se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -424,7 +423,7 @@ class Residual:
         self.R = Y.copy() if loss is None else -loss.gradient(Y, self.F)
 
     @classmethod
-    def coded(cls, codes: np.ndarray, table: np.ndarray, loss=None) -> "Residual":
+    def coded(cls, codes: np.ndarray, table: np.ndarray, loss=None) -> Residual:
         """Targets with few distinct rows (one-vs-rest ±1 columns) as row ``codes`` into a
         ``table`` of target rows. The same values as ``Residual(table[codes])`` — the targets are
         rebuilt when a resync, a loss or a statistic reads :attr:`Y` — but a partition holds and

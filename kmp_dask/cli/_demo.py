@@ -11,6 +11,7 @@ import click
 from ._main import main
 from ._where import Where, check_where
 
+
 def _split_standardise(ds, test_size, seed):
     from sklearn.model_selection import train_test_split
 

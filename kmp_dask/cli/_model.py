@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -78,7 +78,7 @@ class _JsonLog:
         self.algorithm = algorithm
 
     def __call__(self, desc, record):
-        line = {"time": datetime.now(timezone.utc).isoformat(), "algorithm": self.algorithm, "stage": desc}
+        line = {"time": datetime.now(UTC).isoformat(), "algorithm": self.algorithm, "stage": desc}
         line.update(record)
         from ..pipeline._runner import json_default
 
@@ -331,7 +331,8 @@ def _size(est) -> str:
 @where_options
 def evaluate(model_path, store, as_json, output, overwrite, quiet, where):
     """Accuracy and per-class metrics (classifiers) or R², MSE, MAE (regressors) on a labelled STORE."""
-    from ..evaluation import check_evaluate, evaluate as run_evaluate
+    from ..evaluation import check_evaluate
+    from ..evaluation import evaluate as run_evaluate
 
     if output:
         _check_output_free(output, overwrite, "--output", "metrics")

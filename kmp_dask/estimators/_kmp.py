@@ -25,8 +25,8 @@ from ._base import ExpansionEstimatorMixin, class_codes, draw_seed, progress_ses
 from ._inputs import check_class_labels, is_dask_array, is_store_like, sample_rows
 from ._progress import progress_callback
 from ._scale import check_gamma_value, input_transform, resolve_gamma
-from ._suspect import records_fit_warnings
 from ._staged import StagedMixin
+from ._suspect import records_fit_warnings
 
 __all__ = ["KMPRegressor", "KMPClassifier"]
 

@@ -130,7 +130,7 @@ class Checkpoint:
         """The payload this checkpoint was opened with (None: nothing saved, start from scratch)."""
         return self.saved
 
-    def part(self, name: str) -> "Checkpoint":
+    def part(self, name: str) -> Checkpoint:
         """The checkpoint file ``<directory>/<name>.ckpt`` of one part of this fit (same header);
         its payload is loaded — after the header check — only when this fit resumes."""
         if not name or name == "state" or not all(c.isalnum() or c in "-_" for c in name):
@@ -140,7 +140,7 @@ class Checkpoint:
             part.saved = _load(part.path, self.header)
         return part
 
-    def detached(self) -> "Checkpoint":
+    def detached(self) -> Checkpoint:
         """This checkpoint without its loaded payload (to send to the process that writes it; its
         directory made absolute, as that process may run elsewhere)."""
         return Checkpoint(self.directory.absolute(), self.every, self.header, resuming=self.resuming, name=self.name)

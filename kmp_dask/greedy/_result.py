@@ -6,7 +6,6 @@ import enum
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from scipy.linalg import cho_solve
 
 from ..expansion import KernelExpansion

@@ -27,7 +27,6 @@ acceptance with the residual update the next pass applies).
 from __future__ import annotations
 
 import numpy as np
-
 from numpy.linalg import LinAlgError
 from scipy.linalg import cho_factor, cho_solve, lstsq
 

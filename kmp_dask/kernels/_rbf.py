@@ -11,7 +11,6 @@ import numpy as np
 
 from ._common import as_float_pair, as_float_rows, row_sqnorms
 
-
 _SLAB_ELEMENTS = 1 << 16  # elements per row slab of the elementwise passes
 
 

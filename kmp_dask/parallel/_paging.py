@@ -37,8 +37,8 @@ import tempfile
 import numpy as np
 
 from ..blockops import Partition, Workspace
-from ..blockops._state import Paged
 from ..blockops._safe_pickle import RestrictedUnpickler
+from ..blockops._state import Paged
 
 __all__ = ["Pager", "worker_budget", "MemoryBudgetError", "MEMORY_FRACTION", "TRANSIENT_BYTES", "transient_bytes"]
 

@@ -16,12 +16,11 @@ dask and unpickles nothing.
 from __future__ import annotations
 
 import inspect
-
 import json
 import os
 import shutil
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +63,7 @@ def _document(model) -> tuple[dict, dict]:
         state["client"] = None
     params = {k: v for k, v in model.get_params(deep=False).items() if k != "client"} if hasattr(model, "get_params") else {}
     doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "kmp_dask_version": __version__,
-           "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "class": qualname(model),
+           "created": datetime.now(UTC).isoformat(timespec="seconds"), "class": qualname(model),
            "params": enc.encode(params, "params"), "summary": _summary(model),
            "dropped": sorted(k for k in DROPPED if k in vars(model)),
            "state": {k: enc.encode(v, k) for k, v in state.items()}}

@@ -15,11 +15,10 @@ import tomllib
 from importlib import metadata
 
 import pytest
+from _cluster_helpers import CLUSTER, ROOT, load_module, script_env
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-
-from _cluster_helpers import CLUSTER, ROOT, load_module, script_env
 
 SUPPORTED_PYTHONS = {"3.11", "3.12"}
 yaml = pytest.importorskip("yaml")

@@ -15,7 +15,6 @@ import sys
 import time
 
 import pytest
-
 from _cluster_helpers import CLUSTER, ROOT, script_env
 
 pytestmark = pytest.mark.timeout(240)

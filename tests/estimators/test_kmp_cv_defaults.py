@@ -8,9 +8,9 @@ picks, so its scores must be equal) and separately fitted ``KMPClassifier`` mode
 
 import numpy as np
 import pytest
+from _cv_checks import assert_extension_is_the_rerun, assert_same_search, checkerboard
 from sklearn.datasets import make_moons
 
-from _cv_checks import assert_extension_is_the_rerun, assert_same_search, checkerboard
 from kmp_dask import KMPClassifier, KMPClassifierCV, KMPRegressorCV
 from kmp_dask.estimators import _kmp_cv
 

@@ -14,8 +14,7 @@ from _kill_at_line import run_and_kill_at
 
 import kmp_dask.estimators._kmp as est_kmp
 from kmp_dask import KMPClassifier, KMPRegressor
-from kmp_dask.greedy import Pursuit, kernel_matching_pursuit
-from kmp_dask.greedy import _checkpoint
+from kmp_dask.greedy import Pursuit, _checkpoint, kernel_matching_pursuit
 from kmp_dask.greedy._checkpoint import STATE_FILE, TMP_FILE, Checkpoint, checkpoint_info, open_checkpoint
 from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import InProcessEngine, partition_specs

@@ -6,7 +6,6 @@ overwritten."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from _kill_at_line import run_and_kill_at

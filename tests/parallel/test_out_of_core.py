@@ -8,7 +8,6 @@ on a store several times their total.
 from __future__ import annotations
 
 import logging
-import os
 
 import dask
 import numpy as np

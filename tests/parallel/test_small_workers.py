@@ -81,14 +81,13 @@ def test_same_fit_on_one_roomy_worker_and_two_300mb_workers(tmp_path):
     """A store of ~80 MB of rows + state on 2 workers × 300 MB (kmp_dask plans half of that, minus
     the ~100 MiB an idle worker holds): partitions stream on both workers, and the model is the one
     of a single worker with room for everything (no streaming), bit for bit."""
+    from _loaded_machine import WORKER_WAIT
     from distributed import Client, LocalCluster
 
     from kmp_dask.datasets import make_classification_store
     from kmp_dask.greedy import kernel_matching_pursuit
     from kmp_dask.kernels import get_kernel
     from kmp_dask.parallel import ActorEngine, partition_specs
-
-    from _loaded_machine import WORKER_WAIT
 
     store = make_classification_store(str(tmp_path / "s.zarr"), 300_000, n_features=54, n_classes=3,
                                       chunk_rows=10_000, random_state=4)

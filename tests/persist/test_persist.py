@@ -14,8 +14,17 @@ from sklearn.datasets import make_moons
 from sklearn.svm import SVC
 
 import kmp_dask
-from kmp_dask import (MMDA, CVMClassifier, KMPClassifier, KMPRegressor, ReducedSetCompressor, SparseKCCA,
-                      SparseKernelPCA, load, save)
+from kmp_dask import (
+    MMDA,
+    CVMClassifier,
+    KMPClassifier,
+    KMPRegressor,
+    ReducedSetCompressor,
+    SparseKCCA,
+    SparseKernelPCA,
+    load,
+    save,
+)
 from kmp_dask.persist import FORMAT_VERSION, model_info
 from kmp_dask.reduced import ReducedSetClassifier, ReducedSetRegressor
 

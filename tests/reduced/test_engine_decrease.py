@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_dense_hmp import _dense, _dense_exact_greedy, binary  # noqa: F401 (fixture)
+from test_hmp import _problem, _rkhs_error, _run
 
 from kmp_dask import KernelExpansion
 from kmp_dask.blockops import apply_effects
 from kmp_dask.greedy._hmp import RESYNC_EVERY, hyperplane_pursuit
-from kmp_dask.parallel import InProcessEngine, partition_specs
 from kmp_dask.greedy._hmp_setup import compress_on_pool
+from kmp_dask.parallel import InProcessEngine, partition_specs
 from kmp_dask.reduced import ReducedSetCompressor
 from kmp_dask.store import InMemoryStore
-
-from test_dense_hmp import _dense, _dense_exact_greedy, binary  # noqa: F401 (fixture)
-from test_hmp import _problem, _rkhs_error, _run
 
 
 @pytest.mark.parametrize("m", [1, 3])

@@ -12,17 +12,16 @@ import signal
 import numpy as np
 import pytest
 from _loaded_machine import WORKER_WAIT  # generous on a loaded machine (issue 29)
+from test_dense_hmp import binary  # noqa: F401 (fixture)
 
 from kmp_dask import KernelExpansion
 from kmp_dask.blockops import apply_effects
 from kmp_dask.greedy._exchange import engine_exchange, exchange_vectors
+from kmp_dask.greedy._hmp_setup import compress_on_pool
 from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import InProcessEngine, partition_specs
-from kmp_dask.greedy._hmp_setup import compress_on_pool
 from kmp_dask.reduced import ReducedSetCompressor
 from kmp_dask.store import InMemoryStore, create_store
-
-from test_dense_hmp import binary  # noqa: F401 (fixture)
 
 
 def _problem(n=200, m=1, gamma=0.7, seed=0):

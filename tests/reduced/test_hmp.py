@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from kmp_dask import KernelExpansion
-from kmp_dask.greedy._hmp import hyperplane_pursuit, pool_errors
+from kmp_dask.greedy._hmp import pool_errors
+from kmp_dask.greedy._hmp_setup import compress_on_pool, pool_rkhs_norms
 from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import make_engine
-from kmp_dask.greedy._hmp_setup import compress_on_pool, pool_rkhs_norms
 from kmp_dask.store import InMemoryStore
 
 

@@ -274,8 +274,6 @@ def _own_csv(path):
 def test_own_csv_with_a_test_split_to_s3(s3, bucket, tmp_path, monkeypatch):
     """ingest --label --test-size writes two stores (two nested temporaries): both published; when the
     second publish fails, neither store nor any temporary is left but the one the error names."""
-    import s3fs
-
     for k, v in s3.environ().items():
         monkeypatch.setenv(k, v)
     csv = _own_csv(tmp_path / "own.csv")
