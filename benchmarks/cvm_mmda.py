@@ -433,7 +433,7 @@ def part_timing(cfg, repeats):
                                                     client=client)),
                     ("kpca_randomized", lambda: KernelPCA(n_components=nc, kernel="rbf", gamma=g,
                                                           eigen_solver="randomized", random_state=0))):
-                est, m = _timed(lambda: make().fit(Xtr, ytr))
+                est, m = _timed(lambda make=make: make().fit(Xtr, ytr))
                 runs[key].append(m)
                 if key not in acc:
                     acc[key] = knn((est.transform(Xtr), est.transform(Xte)))
@@ -465,7 +465,7 @@ def part_eps(cfg, eps_values):
     g = 1.0 / mean_sq_dist(Xtr)
     out = {"dataset": cfg["dataset"], "n_train": len(ytr), "C": MMDA_C, "rows": {}}
     for eps in eps_values:
-        est, m = _timed(lambda: MMDA(1, C=MMDA_C, eps=eps, gamma=g, random_state=0, client="sync").fit(Xtr, ytr))
+        est, m = _timed(lambda eps=eps: MMDA(1, C=MMDA_C, eps=eps, gamma=g, random_state=0, client="sync").fit(Xtr, ytr))
         a = float(KNeighborsClassifier(1).fit(est.transform(Xtr), ytr).score(est.transform(Xte), yte))
         out["rows"][f"{eps:g}"] = {"eps": eps, **m, "knn1": a,
                                    "kernel_evaluations_per_feature": est.kernel_evaluations_per_feature_,
@@ -558,7 +558,7 @@ def plot(result, path):
     for name in names:
         C = result["mmda"][name]["cells"]
         keys = ["raw"] + [k for k in C if k != "raw"]
-        for i, k in enumerate(keys):
+        for k in keys:
             col = "grey" if k == "raw" else ("tab:blue" if k.startswith("mmda") else "tab:orange")
             ax.bar(x, 100 * C[k]["knn1"], color=col, width=0.8)
             ticks.append(x)

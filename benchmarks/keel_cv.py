@@ -190,7 +190,7 @@ def plot(result, png):
 
     sets = list(result["sets"])
     fig, axes = plt.subplots(1, len(sets), figsize=(3.6 * len(sets), 3.2), squeeze=False)
-    for ax, name in zip(axes[0], sets):
+    for ax, name in zip(axes[0], sets, strict=True):
         r = result["sets"][name]
         for g, curve in r["kmp_cv"]["mean_cv_accuracy_by_size"].items():
             ax.plot(np.arange(1, len(curve) + 1), curve, label=f"γ = {g} × scale")

@@ -58,7 +58,7 @@ def _arguments(p):
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
 
-import numpy as np
+import numpy as np  # noqa: E402 (after parse_main_args, which sets the BLAS threads)
 
 COUNTS = {"pursuit_runs": 0, "scoring_passes": 0, "block_passes": 0}
 

@@ -57,7 +57,7 @@ def _arguments(p):
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
 
-import numpy as np
+import numpy as np  # noqa: E402 (after parse_main_args, which sets the BLAS threads)
 
 
 def fit_variant(share, Xtr, ytr, Xte, yte):
@@ -80,7 +80,7 @@ def run_set(name, shares, repeats, max_rows):
     Xtr, Xte, ytr, yte, n_rows = load(name, max_rows)
     svc = tuned_svc(Xtr, ytr, Xte, yte)
     keys = ["default"] + [str(s) for s in shares]
-    values = dict(zip(keys, [None] + list(shares)))
+    values = dict(zip(keys, [None] + list(shares), strict=True))
     row = {"n_rows_in_set": n_rows, "n_train": len(Xtr), "n_test": len(Xte), "n_features": int(Xtr.shape[1]),
            "n_classes": len(np.unique(ytr)), "grid_seconds": svc["wall_seconds"],
            "svc_test_accuracy": svc["accuracy"], "svc_support_vectors": svc["n_support_vectors"],

@@ -215,7 +215,7 @@ def check_mixed_greedy_choice(n_rows=300, n_basis=15, widths=(0.5, 2.0, 8.0)):
 # One dataset
 # --------------------------------------------------------------------------------------------
 def first_reach(grid, curve, level):
-    for k, e in zip(grid, curve):
+    for k, e in zip(grid, curve, strict=False):
         if e <= level + 1e-12:
             return int(k)
     return None
@@ -228,7 +228,7 @@ def compare(name, X, y, cfg, widths, *, with_control, tag=""):
     grid = sorted(set(range(cfg["step"], n_max + 1, cfg["step"])) | set(headline))
     seeds = list(range(cfg["seeds"]))
     centre = widths[WIDTH_FACTORS.index(1.0)]
-    models = {f"single_{f:g}x": (w, S) for f, w in zip(WIDTH_FACTORS, widths)}
+    models = {f"single_{f:g}x": (w, S) for f, w in zip(WIDTH_FACTORS, widths, strict=True)}
     models["mixed"] = (list(widths), S)
     if with_control:
         models["single_1x_s177"] = (centre, S * len(widths))

@@ -293,7 +293,7 @@ def _table(header, rows) -> str:
 
 def audit_markdown() -> str:
     grouped: dict[tuple, list[str]] = {}
-    for name, cname, default, typ, text, source in estimator_rows():
+    for name, cname, default, typ, text, _source in estimator_rows():
         grouped.setdefault((name, default, typ, text), []).append(cname)
     est = [(f"`{k[0]}`", ", ".join(v), f"`{k[1]}`", k[2], k[3]) for k, v in sorted(grouped.items())]
     fgroup: dict[tuple, list[str]] = {}

@@ -183,7 +183,7 @@ def fold_onehot(X, names):
     for j, n in enumerate(names):
         groups.setdefault(n.split("=")[0], []).append(j)
     cols = []
-    for a, js in sorted(groups.items(), key=lambda t: int(t[0].lstrip("x"))):
+    for _a, js in sorted(groups.items(), key=lambda t: int(t[0].lstrip("x"))):
         if len(js) == 1 and "=" not in names[js[0]]:
             cols.append(X[:, js[0]])
         else:
@@ -420,7 +420,7 @@ def path_curve(comp, sizes, Kte, row_index, Xte, yte):
 
 
 def first_reach(sizes, errs, level):
-    for k, e in zip(sizes, errs):
+    for k, e in zip(sizes, errs, strict=False):
         if e <= level + 1e-12:
             return int(k)
     return None
@@ -500,9 +500,8 @@ def plot(result, path):
     B = result.get("binary", {})
     if B:
         fig, axes = plt.subplots(1, len(B), figsize=(5.6 * len(B), 4.9), squeeze=False)
-        for ax, (name, R) in zip(axes[0], B.items()):
+        for ax, R in zip(axes[0], B.values(), strict=True):
             for m, (col, ls, lab) in STYLE.items():
-                x = np.array([q["median"] if q["median"] is not None else np.nan for q in R["methods"][m]["n_used"]])
                 st = R["methods"][m]["test_error"]
                 y = np.array([np.nan if q["median"] is None else 100 * q["median"] for q in st])
                 lo = np.array([np.nan if q["q25"] is None else 100 * q["q25"] for q in st])
@@ -535,7 +534,7 @@ def plot(result, path):
     if M:
         p2 = Path(path).with_name(Path(path).stem + "_multiclass.png")
         fig, axes = plt.subplots(1, len(M), figsize=(5.6 * len(M), 4.4), squeeze=False)
-        for ax, (name, R) in zip(axes[0], M.items()):
+        for ax, R in zip(axes[0], M.values(), strict=True):
             for mode, col in (("coupled", "tab:red"), ("independent", "tab:blue")):
                 ax.plot(R[mode]["sizes"], 100 * np.array(R[mode]["test_error"]), color=col, marker=".", ms=3,
                         label=f"{mode} hmp")

@@ -148,7 +148,7 @@ def choose_params(name, Xtr, ytr):
     if name == "diabetes":
         gs = GridSearchCV(KernelRidge(kernel="rbf"), grid, cv=5, scoring="neg_mean_squared_error").fit(Xtr, ytr)
         rows = [{"alpha": p["alpha"], "gamma": p["gamma"], "val_mse": -s}
-                for p, s in zip(gs.cv_results_["params"], gs.cv_results_["mean_test_score"])]
+                for p, s in zip(gs.cv_results_["params"], gs.cv_results_["mean_test_score"], strict=True)]
         how = "5-fold CV on seed 0's training part"
     else:
         Xa, Xb, ya, yb = train_test_split(Xtr, ytr, test_size=0.2, random_state=1)
@@ -189,7 +189,7 @@ def part1_dataset(name, cfg, seeds, repeats):
         krr = KernelRidge(kernel="rbf", alpha=alpha, gamma=gamma).fit(Xtr, ytr)
         fit_s = time.perf_counter() - t
         full_mse = mse(krr.predict(Xte), yte)
-        t_full, ts_full = median_time(lambda: krr.predict(Xte), repeats)
+        t_full, ts_full = median_time(lambda krr=krr, Xte=Xte: krr.predict(Xte), repeats)
         levels, comps = {}, {}
         for frac in FRACTIONS:
             comp = ReducedSetCompressor(n_vectors=frac, method="hmp").fit(krr)
@@ -216,7 +216,7 @@ def part1_dataset(name, cfg, seeds, repeats):
     for frac in FRACTIONS:
         k = f"{frac:g}"
         L = [r["levels"][k] for r in runs]
-        summary[k] = {key: float(np.median([l[key] for l in L]))
+        summary[k] = {key: float(np.median([lev[key] for lev in L]))
                       for key in ("n_vectors", "test_mse", "mse_ratio_vs_full", "rkhs_error_rel", "compression_seconds",
                                   "speedup")}
     summary["krr_test_mse"] = float(np.median([r["krr_test_mse"] for r in runs]))
@@ -254,7 +254,7 @@ def part3(cfg, seeds, alpha, gamma):
     summary = {}
     for k in sizes:
         summary[str(k)] = {}
-        for name, c, r in variants:
+        for name, _c, _r in variants:
             R = [x for x in rows if x["n_vectors"] == k and x["variant"] == name]
             summary[str(k)][name] = {key: float(np.median([x[key] for x in R]))
                                      for key in ("rkhs_error_rel", "test_mse", "compression_seconds")}
@@ -296,7 +296,7 @@ def part2(cfg, n_rows, levels, alpha, gamma, repeats, chunked, workdir, threads)
     t = time.perf_counter()
     bounds = np.linspace(0, n_rows, n_chunks + 1).astype(int)
     coef = np.empty(n_rows)
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         kr = KernelRidge(kernel="rbf", alpha=alpha, gamma=gamma).fit(Xtr[a:b], ytr[a:b] - ymean)
         coef[a:b] = kr.dual_coef_.reshape(-1) / n_chunks
     dc_seconds = time.perf_counter() - t
@@ -341,7 +341,7 @@ def part2(cfg, n_rows, levels, alpha, gamma, repeats, chunked, workdir, threads)
         L = {}
         for k in levels:
             e = comp.expansion_at(k)
-            tc, tsc = median_time(lambda: e.decision_function(Xte), repeats)
+            tc, tsc = median_time(lambda e=e: e.decision_function(Xte), repeats)
             m_ = mse(e.decision_function(Xte), yte)
             L[str(k)] = {"n_vectors": int(e.n_vectors), "rkhs_error_rel": float(comp.path_[k - 1]["rkhs_error_rel"]),
                          "test_mse": m_, "mse_ratio_vs_full": m_ / full_mse, "predict_seconds_median": tc,
@@ -389,7 +389,6 @@ def plot(result, png):
                     label=f"{name} HMP path ({len(R['runs'])} seeds)" if i == 0 else None)
     P3 = result.get("part3")
     if P3:
-        marks = {"chunk": "s"}
         for v in P3["variants"]:
             if v == "hmp":
                 continue

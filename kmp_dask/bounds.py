@@ -207,7 +207,7 @@ def _resolve_ks(name: str, per_k: Sequence, m: int, ks) -> tuple[list[np.ndarray
         if len(kk) != len(arrays):
             raise ValueError(f"ks must have one entry per array of {name} ({len(arrays)}); got {len(kk)}")
         kk = [_check_int(f"ks[{j}]", k, 0, m, "m") for j, k in enumerate(kk)]
-        for j, (k, a) in enumerate(zip(kk, arrays)):
+        for j, (k, a) in enumerate(zip(kk, arrays, strict=True)):
             _check_len(f"{name}[{j}]", a, k, m)
     return arrays, np.asarray(kk, dtype=np.int64)
 

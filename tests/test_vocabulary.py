@@ -307,7 +307,7 @@ def test_cli_compress_candidates_spellings(tmp_path):
         assert r.exit_code == 0, r.output
         m = load(tmp_path / f"{text}.kmp")
         out[text] = (m.n_vectors_, m.decision_function(X))
-    assert all(np.array_equal(a, b) for a, b in zip(out["auto"], out["59"]))
+    assert all(np.array_equal(a, b) for a, b in zip(out["auto"], out["59"], strict=True))
 
 
 def test_docs_names_glossary_is_the_audits():

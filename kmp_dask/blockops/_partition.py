@@ -53,7 +53,7 @@ def partition_bounds(row_chunks, row_bytes: int, *, target_bytes: int | None = N
     for c in chunks:
         k = max(1, -(-c // rows))
         edges = [start + (c * i) // k for i in range(k + 1)]
-        out.extend(zip(edges[:-1], edges[1:]))
+        out.extend(zip(edges[:-1], edges[1:], strict=True))
         start += c
     return [(a, b) for a, b in out if b > a]
 

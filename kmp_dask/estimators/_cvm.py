@@ -278,7 +278,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         """One L2-SVM per problem: ``expansion_`` over the union of their core vectors, one output each."""
         union, pos = [], {}
         for r in results:
-            for g, row in zip(r.core_index.tolist(), r.core_rows):
+            for g, row in zip(r.core_index.tolist(), r.core_rows, strict=True):
                 if g not in pos:
                     pos[g] = len(union)
                     union.append(row)
@@ -366,7 +366,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
             prev = []  # this problem's earlier features, as coefficient vectors over the union
             for res, (S, a, PSa, norm) in features:
                 c = {}
-                for g, row, w in zip(res.core_index.tolist(), S, a):
+                for g, row, w in zip(res.core_index.tolist(), S, a, strict=True):
                     if g not in pos:
                         pos[g] = len(union)
                         union.append(row)

@@ -534,7 +534,7 @@ class _BaseKMPCV(BaseEstimator):
             scores = None if self._ckpt is None else self._ckpt.stage_scores(self.gammas_, self._cap)  # recorded
             if scores is None:
                 stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
-                scores = [[sc.scores(s) for sc, s in zip(row, srow)] for row, srow in zip(scorers, stats)]
+                scores = [[sc.scores(s) for sc, s in zip(row, srow, strict=True)] for row, srow in zip(scorers, stats, strict=True)]
                 if self._ckpt is not None:
                     self._ckpt.stage_scores(self.gammas_, self._cap, scores)
         return scores, np.asarray(times)
@@ -554,7 +554,7 @@ class _BaseKMPCV(BaseEstimator):
         siz = np.tile(sizes, G)
         mean = flat.mean(axis=1)
         res = {"param_gamma": gam, "param_n_basis": siz,
-               "params": [{"gamma": float(a), "n_basis": int(b)} for a, b in zip(gam, siz)],
+               "params": [{"gamma": float(a), "n_basis": int(b)} for a, b in zip(gam, siz, strict=True)],
                "mean_fit_time": np.repeat(times.mean(axis=1), n), "std_fit_time": np.repeat(times.std(axis=1), n)}
         for i in range(K):
             res[f"split{i}_test_score"] = flat[:, i]

@@ -242,7 +242,7 @@ class _CoreSetLoop:
         """The loop after the iteration the state ``r`` (:meth:`state`) was saved at."""
         rows, P = np.asarray(r["core_rows"]), np.asarray(r["core_P"]).reshape(len(r["core_index"]), -1)
         self._buffers(rows.shape[1], rows.dtype, P.shape[1])
-        for idx, row, ys, Ps in zip(r["core_index"], rows, r["core_y"], P):
+        for idx, row, ys, Ps in zip(r["core_index"], rows, r["core_y"], P, strict=True):
             self._append_core(idx, row, ys, Ps)
         self.alpha, self.qp, self.pending = r["alpha"], r["qp"], r["pending"]
         Q = _rebuilt_ktilde(self.kernel, rows, np.asarray(r["core_y"]), P, self.C, r["Q_rows"])

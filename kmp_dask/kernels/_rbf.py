@@ -158,7 +158,7 @@ def rbf_multi(X, Y, gammas, *, X_sqnorm=None, Y_sqnorm=None):
         rows = slice(start, start + step)
         G = D[rows]
         _gram_to_sqdist(G, x_sq[rows], y_sq, slack, scratch[: len(G)])
-        for K, gamma in zip(out, gammas):
+        for K, gamma in zip(out, gammas, strict=True):
             np.multiply(G, -gamma, out=K[rows])
             np.exp(K[rows], out=K[rows])
     return out

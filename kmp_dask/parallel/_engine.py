@@ -355,7 +355,7 @@ def _assign(specs, workers):
     groups = [[] for _ in range(w)]
     for k, spec in enumerate(specs):
         groups[k * w // n].append(spec)
-    return [(addr, g) for addr, g in zip(workers, groups) if g]
+    return [(addr, g) for addr, g in zip(workers, groups, strict=True) if g]
 
 
 class ActorEngine:

@@ -487,7 +487,7 @@ def store_from_dask(target, X, y=None, *, chunk_rows=None, overwrite=False, feat
     task = dask.delayed(_store_block, pure=False)
 
     def tasks_for(writer):
-        return [task(writer, s, xb, yv, meta.dtype, meta.y_dtype) for s, xb, yv in zip(starts, Xb, yb)]
+        return [task(writer, s, xb, yv, meta.dtype, meta.y_dtype) for s, xb, yv in zip(starts, Xb, yb, strict=True)]
 
     return _parallel_ingest(target, tasks_for, meta, n_rows, overwrite=overwrite,
                             storage_options=storage_options, compute=lambda t: dask.compute(*t))
@@ -1102,7 +1102,7 @@ def _libsvm_blocks(path, n_features: int, chunk_rows: int, y_dtype) -> Iterator[
 
 
 def _take(it: Iterator, n: int) -> list:
-    return [item for _, item in zip(range(n), it)]
+    return [item for _, item in zip(range(n), it, strict=False)]
 
 
 def store_from_libsvm(target, path, *, n_features=None, chunk_rows=None, overwrite=False,

@@ -146,8 +146,8 @@ def _array_plan(X, y, *, chunk_rows, feature_names, classes, provenance, source)
     def blocks():
         for a in range(0, n, rows):
             Xb, yb = X[a: a + rows], None if y is None else y[a: a + rows]
-            yield np.asarray(getattr(Xb, "compute", lambda: Xb)()), \
-                None if yb is None else np.asarray(getattr(yb, "compute", lambda: yb)())
+            yield np.asarray(getattr(Xb, "compute", lambda Xb=Xb: Xb)()), \
+                None if yb is None else np.asarray(getattr(yb, "compute", lambda yb=yb: yb)())
 
     return SourcePlan(blocks=blocks, feature_names=feature_names, classes=classes, provenance=provenance,
                       source=source, chunk_rows=rows, n_rows=n)
@@ -161,7 +161,7 @@ def _store_plan(path, chunk_rows) -> SourcePlan:
     bounds = np.cumsum([0, *st.row_chunks])
 
     def blocks():
-        for a, b in zip(bounds[:-1], bounds[1:]):
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             yield st.read_range(int(a), int(b))
 
     prov = {"source store": os.fspath(path), "source provenance": attrs.get("provenance")}

@@ -596,7 +596,7 @@ class ZarrStore:
             For the first label code that is not an integer index into ``classes``.
         """
         arrays = [("X", self._X)] + ([("y", self._y)] if self._y is not None else [])
-        bounds = [(a, a + n) for a, n in zip(np.cumsum((0,) + self.row_chunks[:-1]), self.row_chunks)]
+        bounds = [(a, a + n) for a, n in zip(np.cumsum((0,) + self.row_chunks[:-1]), self.row_chunks, strict=True)]
         if self.complete:
             for name, arr in arrays:
                 listed = _listed_chunk_keys(self._loc, name)

@@ -208,7 +208,7 @@ def test_slurm_job_script_from_jobqueue_yaml(fake_slurm):
     assert len(worker) == 1
     cmd = worker[0].split()
     assert cmd[1:3] == ["-m", "distributed.cli.dask_worker"] and cmd[3].startswith("tcp://127.0.0.1:")
-    flags = dict(zip(cmd[4::1], cmd[5::1]))
+    flags = dict(zip(cmd[4::1], cmd[5::1], strict=False))
     assert flags["--nworkers"] == "8" and flags["--nthreads"] == "1"
     assert flags["--memory-limit"] == "4.00GiB" and flags["--local-directory"] == "$TMPDIR"
     assert flags["--lifetime"] == "115m" and flags["--lifetime-stagger"] == "4m"

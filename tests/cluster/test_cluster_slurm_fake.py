@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from _cluster_helpers import CLUSTER, ROOT, script_env

@@ -171,7 +171,7 @@ def test_refit_schedule_auto_is_geometric():
             due.append(n)
     assert due[:10] == list(range(1, 11))
     gaps = np.diff(due)
-    assert all(g == max(1, a // 10) for a, g in zip(due[:-1], gaps))
+    assert all(g == max(1, a // 10) for a, g in zip(due[:-1], gaps, strict=True))
     assert len(due) < 60  # about 10 + log(n/10)/log(1.1) (53 at n = 400), not n
     assert [t for t in range(9) if _refit_due(3, t, t + 1, 0)] == [2, 5, 8]
     assert not any(_refit_due(None, t, t + 1, 0) for t in range(20))

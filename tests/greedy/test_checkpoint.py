@@ -272,7 +272,7 @@ def test_resumed_on_a_process_cluster_is_identical(tmp_path, monkeypatch, proces
     X, y = _data(n=3000, classes=3)
     store = create_store(tmp_path / "d.zarr", X, y, chunk_rows=700)
     for loss, at in [("squared", 6), ("logistic", 3)]:
-        make = lambda client: KMPClassifier(  # noqa: E731
+        make = lambda client, loss=loss: KMPClassifier(  # noqa: E731
             n_basis=12, gamma=0.5, random_state=3, loss=loss, validation_fraction=0.2, client=client)
         ref = make("sync").fit(store.url)
         for where, client in [("cluster", process_client), ("process", "sync")]:

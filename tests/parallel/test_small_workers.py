@@ -19,7 +19,7 @@ def test_partitions_hold_at_most_partition_bytes_of_rows_whatever_the_chunking()
         bounds = partition_bounds(chunks, row_bytes)
         sizes = np.array([b - a for a, b in bounds])
         assert bounds[0][0] == 0 and bounds[-1][1] == sum(chunks)
-        assert all(b0 == a1 for (_, b0), (a1, _) in zip(bounds[:-1], bounds[1:]))  # contiguous
+        assert all(b0 == a1 for (_, b0), (a1, _) in zip(bounds[:-1], bounds[1:], strict=True))  # contiguous
         assert sizes.max() * row_bytes <= PARTITION_BYTES
         # no partition straddles a chunk boundary
         edges = set(np.cumsum(chunks).tolist())

@@ -80,7 +80,7 @@ def test_partitions_track_the_exact_delta_and_the_journal_rebuilds_them_bit_for_
     # the journal: init, start, 2 column effects + 1 δ move per vector, the last resync
     assert len(eng.journal) == 2 + 3 * n + 1
     assert sum(e.slot == "rs.fit.delta" for e in eng.journal) == n
-    for spec, live in zip(partition_specs(store), eng.partitions):
+    for spec, live in zip(partition_specs(store), eng.partitions, strict=True):
         fresh = spec.load()
         apply_effects(fresh, tuple(eng.journal))
         a, b = live.state["rs"], fresh.state["rs"]
@@ -102,7 +102,7 @@ def test_independent_pursuits_restart_delta_and_drop_the_previous_moves_from_the
         _, results = compress_on_pool(eng, exp, alpha, n_rows=len(X), outputs_groups=[[0], [1]], n_vectors=20,
                                       criterion="decrease")
         assert len(eng.journal) == 2 + 3 * 20  # init, the second start, its own 20 vectors only
-        for spec, live in zip(partition_specs(store), eng.partitions):
+        for spec, live in zip(partition_specs(store), eng.partitions, strict=True):
             fresh = spec.load()
             apply_effects(fresh, tuple(eng.journal))
             assert np.array_equal(live.state["rs"].delta, fresh.state["rs"].delta)

@@ -63,7 +63,7 @@ def test_engine_exchange_equals_the_in_process_exchange_whatever_the_chunking(m,
             cache_before = [p.state["rs"].cache.train().copy() for p in eng.partitions]
             got = engine_exchange(eng, kernel=k, wsq=wsq, index=res.index[:level], vectors=res.vectors[:level],
                                   n_rows=len(X), max_sweeps=sweeps)
-            for p, c in zip(eng.partitions, cache_before):  # the pursuit's cache is left as it was
+            for p, c in zip(eng.partitions, cache_before, strict=True):  # the pursuit's cache is left as it was
                 assert np.array_equal(p.state["rs"].cache.train(), c)
         if ref is None:
             ref = _reference(exp, X, wsq, res.index[:level], sweeps)
@@ -118,7 +118,7 @@ def test_a_partition_rebuilt_mid_exchange_gives_the_same_result(at):
         assert live.n_swaps > 0
         # the journal rebuilds the exchange state bit for bit: start, every column, moves since the resync
         assert any(e.slot == "rs.xch.cols" for e in eng.journal)
-        for spec, part in zip(specs, eng.partitions):
+        for spec, part in zip(specs, eng.partitions, strict=True):
             fresh = spec.load()
             apply_effects(fresh, tuple(eng.journal))
             a, b = part.state["rs"].xch, fresh.state["rs"].xch

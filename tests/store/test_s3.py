@@ -78,7 +78,7 @@ def _siblings(s3, url):
 def test_store_on_s3_holds_what_a_local_one_holds(s3, pair):
     local, remote = pair
     assert remote.url.startswith("s3://") and remote.complete
-    for a, b in zip(local.read_range(0, 240), remote.read_range(0, 240)):
+    for a, b in zip(local.read_range(0, 240), remote.read_range(0, 240), strict=True):
         assert np.array_equal(a, b) and a.dtype == b.dtype
     rows = [7, 200, 3, 7]
     assert np.array_equal(local.read_rows(rows)[0], remote.read_rows(rows)[0])
@@ -129,10 +129,10 @@ def test_fit_and_predict_on_s3_on_a_cluster_same_as_local(pair):
 @pytest.mark.slow
 def test_csv_ingest_to_s3_same_as_local(s3, url, tmp_path):
     path = tmp_path / "d.csv"
-    path.write_text("a,b,c,label\n" + "".join(f"{r[0]},{r[1]},{r[2]},{int(l)}\n" for r, l in zip(X[:50], Y[:50])))
+    path.write_text("a,b,c,label\n" + "".join(f"{r[0]},{r[1]},{r[2]},{int(lab)}\n" for r, lab in zip(X[:50], Y[:50], strict=True)))
     local = store_from_csv(tmp_path / "l.zarr", path, chunk_rows=16)
     remote = store_from_csv(url, path, chunk_rows=16, storage_options=s3.storage_options)
-    for a, b in zip(local.read_range(0, 50), remote.read_range(0, 50)):
+    for a, b in zip(local.read_range(0, 50), remote.read_range(0, 50), strict=True):
         assert np.array_equal(a, b)
     assert local.attrs["feature_names"] == remote.attrs["feature_names"] == ["a", "b", "c"]
 
