@@ -12,8 +12,9 @@ scikit-learn's.
 Labels: a store keeps class *codes* in ``y`` and their names in the ``classes`` attribute;
 a model fitted on a store has those names as ``classes_``. Rows are matched by name, so a
 test store whose class list differs from the training store's (another order, a class
-missing) is still scored correctly; a label the model never saw counts as an error. A store none of whose class names is among the
-model's classes is refused before any pass (its codes would mean nothing to the model).
+missing) is still scored correctly; a label the model never saw counts as an error. A store none of
+whose class names is among the model's classes is refused before any pass (its codes would mean
+nothing to the model).
 """
 
 from __future__ import annotations
@@ -257,7 +258,9 @@ def _columns(model, kind, output, n_cols) -> list[str]:
     if output == "decision":
         if n_cols == 1:
             return ["decision"]
-        return [f"decision_{c}" for c in classes] if len(classes) == n_cols else [f"decision_{j}" for j in range(n_cols)]
+        if len(classes) == n_cols:
+            return [f"decision_{c}" for c in classes]
+        return [f"decision_{j}" for j in range(n_cols)]
     if kind == "transformer":
         try:
             names = [str(n) for n in model.get_feature_names_out()]

@@ -135,7 +135,8 @@ class KernelExpansion:
     def evaluate_block(self, X_block: np.ndarray) -> np.ndarray:
         """Values (rows, m) for one numpy block of raw rows (the function dask maps over chunks)."""
         X_block = self.transform_input(X_block)
-        basis = self.support_vectors.astype(X_block.dtype, copy=False) if X_block.dtype.kind == "f" else self.support_vectors
+        basis = (self.support_vectors.astype(X_block.dtype, copy=False) if X_block.dtype.kind == "f"
+                 else self.support_vectors)
         return predict_block(X_block, basis, self.coef, self.intercept, list(self.kernels), self.kernel_index)
 
     def kernel_matrix(self, X) -> np.ndarray:

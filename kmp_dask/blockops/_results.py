@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BlockStats", "CVMFurthest", "ColumnStats", "GramStats", "KPCAMoments", "KPCAScoreStats", "LineStats", "PassResult",
+__all__ = ["BlockStats", "CVMFurthest", "ColumnStats", "GramStats", "KPCAMoments", "KPCAScoreStats", "LineStats",
+           "PassResult",
            "RSScoreStats", "RSStats", "RSValues", "ScoreStats", "total"]
 
 
@@ -279,7 +280,8 @@ class RSScoreStats(PassResult):
 
     def candidates(self) -> list[dict]:
         """The partitions' candidates as one dict per partition, in partition order (a total's)."""
-        return [dict(zip(RS_CANDIDATE_FIELDS, vals, strict=True)) for vals in zip(*(getattr(self, k) for k in RS_CANDIDATE_FIELDS), strict=True)]
+        return [dict(zip(RS_CANDIDATE_FIELDS, vals, strict=True))
+                for vals in zip(*(getattr(self, k) for k in RS_CANDIDATE_FIELDS), strict=True)]
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ import numpy as np
 from ._partition import Partition, split_mask
 
 __all__ = [
-    "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm", "readonly",
+    "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64",
+    "sqnorm", "readonly",
     "CROSS_BLOCK_ROWS", "CACHE_BYTES_UP_FRONT",
 ]
 
@@ -316,7 +317,8 @@ class RecomputedColumns:
         if self.pending is None:
             raise RuntimeError("RecomputedColumns.accept: no pending column (the driver's effects are out of order)")
         atom = self.pending_atom
-        self.atoms.append((int(atom.kernel), None if atom.z is None else np.array(atom.z, dtype=self._dtype).reshape(-1)))
+        self.atoms.append((int(atom.kernel),
+                           None if atom.z is None else np.array(atom.z, dtype=self._dtype).reshape(-1)))
         self.last_cols, self.pending, self.pending_atom = self.pending, None, None
         self.n += 1
         self._groups = None

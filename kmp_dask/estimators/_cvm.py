@@ -352,7 +352,8 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     def _check_fit_args(self, X, y):
         if not (isinstance(self.n_components, numbers.Integral) and not isinstance(self.n_components, bool)
                 and self.n_components >= 1):
-            raise ValueError(f"n_components must be an int >= 1 (features per binary problem); got {self.n_components!r}")
+            raise ValueError(f"n_components must be an int >= 1 (features per binary problem); "
+                             f"got {self.n_components!r}")
         super()._check_fit_args(X, y)
 
     def _features_per_problem(self) -> int:

@@ -23,7 +23,9 @@ from ..parallel import encode_dask_labels
 from ..store import DataStore, InMemoryStore, as_store, store_from_dask
 from ..store._validation import as_numpy_X, first_nonfinite
 
-__all__ = ["check_class_labels", "encode_labels", "is_dask_array", "is_store_like", "fit_input", "record_feature_names", "check_store_feature_names", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X", "check_regression_targets", "sample_rows",
+__all__ = ["check_class_labels", "encode_labels", "is_dask_array", "is_store_like", "fit_input", "record_feature_names",
+           "check_store_feature_names", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X",
+           "check_regression_targets", "sample_rows",
            "validate_numeric"]
 
 
@@ -66,7 +68,8 @@ def check_regression_targets(estimator, y) -> None:
         example = ""
     else:
         flat = np.asarray(y).ravel()
-        example = f" (row 0 holds {flat[0].item() if isinstance(flat[0], np.generic) else flat[0]!r})" if flat.size else ""
+        example = (f" (row 0 holds {flat[0].item() if isinstance(flat[0], np.generic) else flat[0]!r})"
+                   if flat.size else "")
     raise DataValidationError(
         f"y must be numeric for {type(estimator).__name__}; got dtype {dtype}{example}. A regressor fits "
         "numbers: convert y with y.astype('float64'), or, for class labels, use KMPClassifier."
@@ -308,7 +311,8 @@ def check_store_feature_names(estimator, store) -> None:
         return
     where = f"the store {store.url!r}" if store.url is not None else "the in-memory store"
     if sorted(names) == sorted(fitted):
-        moved = [f"column {j} is {names[j]!r} (fitted: {fitted[j]!r})" for j in range(len(names)) if names[j] != fitted[j]]
+        moved = [f"column {j} is {names[j]!r} (fitted: {fitted[j]!r})"
+                 for j in range(len(names)) if names[j] != fitted[j]]
         shown = "; ".join(moved[:5]) + (f"; and {len(moved) - 5} more" if len(moved) > 5 else "")
         what = f"has the fitted columns in another order: {shown}"
     else:

@@ -83,7 +83,8 @@ def _check_params(est):
         raise ValueError(f"atoms_per_pass={k} is implemented for fit_mode='backfit' with loss='squared' only; got "
                          f"fit_mode={est.fit_mode!r}, loss={est.loss!r}. Use atoms_per_pass=1 for the other modes.")
     c = est.candidates
-    if not (c is None or c in ("all", "auto") or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
+    if not (c is None or c in ("all", "auto")
+            or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
         bad("candidates", "'all', 'auto' or a positive int (the active-set size s; None means 'all')")
     if not (isinstance(est.ridge, numbers.Real) and est.ridge >= 0):
         bad("ridge", "a float >= 0")

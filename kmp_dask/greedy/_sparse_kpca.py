@@ -33,7 +33,8 @@ from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import RandomCandidates
 
-__all__ = ["KPCAResult", "KPCARun", "KPCAConfig", "sparse_kernel_pca", "principal_directions", "canonical_directions", "truncate"]
+__all__ = ["KPCAResult", "KPCARun", "KPCAConfig", "sparse_kernel_pca", "principal_directions", "canonical_directions",
+           "truncate"]
 
 MAX_STALLS = 8
 
@@ -332,7 +333,8 @@ class _Sampled:
 
     @staticmethod
     def coordinates(run, S) -> None:
-        run.LZ = [_coords(c, k, _view(S, col), _view(run.Z, col)) for c, k, col in zip(run.chols, run.kernels, run.columns, strict=True)]
+        run.LZ = [_coords(c, k, _view(S, col), _view(run.Z, col))
+                  for c, k, col in zip(run.chols, run.kernels, run.columns, strict=True)]
 
     @staticmethod
     def draw(run, rng):

@@ -226,7 +226,8 @@ class PartitionHolder:
         if need > self.budget and self.explicit_budget:
             raise MemoryBudgetError(
                 f"budget_bytes (kmp_dask.budget-bytes) = {self.budget / 2**20:.1f} MiB per worker is too small: "
-                f"streaming needs {need / 2**20:.1f} MiB (three partitions of rows and state in flight: computed, prefetched, written back). "
+                f"streaming needs {need / 2**20:.1f} MiB (three partitions of rows and state in flight: computed, "
+                "prefetched, written back). "
                 "Raise it, or unset it to use the worker's memory_limit."
             )
         if need > self.budget:
@@ -436,8 +437,8 @@ class ActorEngine:
         raise AssertionError("unreachable")
 
     def _start_once(self, addr, group):
-        fut = self.client.submit(PartitionHolder, group, self.memory_fraction, self.local_x, self.budget_bytes, actor=True,
-                                 workers=[addr], allow_other_workers=True, pure=False)
+        fut = self.client.submit(PartitionHolder, group, self.memory_fraction, self.local_x, self.budget_bytes,
+                                 actor=True, workers=[addr], allow_other_workers=True, pure=False)
         try:
             actor = fut.result(timeout=self.start_timeout)
         except TimeoutError:

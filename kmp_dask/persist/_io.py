@@ -61,7 +61,8 @@ def _document(model) -> tuple[dict, dict]:
     state = {k: v for k, v in vars(model).items() if k not in DROPPED}
     if "client" in state:
         state["client"] = None
-    params = {k: v for k, v in model.get_params(deep=False).items() if k != "client"} if hasattr(model, "get_params") else {}
+    params = ({k: v for k, v in model.get_params(deep=False).items() if k != "client"}
+              if hasattr(model, "get_params") else {})
     doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "kmp_dask_version": __version__,
            "created": datetime.now(UTC).isoformat(timespec="seconds"), "class": qualname(model),
            "params": enc.encode(params, "params"), "summary": _summary(model),
@@ -156,7 +157,8 @@ def load(path):
     cls = resolve(doc.get("class"))
     state = doc.get("state")
     if not isinstance(state, dict):
-        raise ModelFileError(f"{str(path)!r}: model.json has no 'state' object; the file is damaged — save the model again")
+        raise ModelFileError(f"{str(path)!r}: model.json has no 'state' object; the file is damaged — "
+                             "save the model again")
     obj = cls.__new__(cls)
     for k, v in state.items():
         object.__setattr__(obj, k, decode(v, load_array))
@@ -187,6 +189,7 @@ def model_info(path) -> dict:
     """What a saved model is, from its JSON only (class, versions, parameters, sizes)."""
     path, doc = _read_document(path)
     params = decode(doc.get("params", {}), lambda name: f"<array {name}>")
-    return {"path": str(path), "class": str(doc.get("class")).rsplit(".", 1)[-1], "format_version": doc["format_version"],
+    return {"path": str(path), "class": str(doc.get("class")).rsplit(".", 1)[-1],
+            "format_version": doc["format_version"],
             "kmp_dask_version": doc.get("kmp_dask_version"), "created": doc.get("created"),
             "params": params, **doc.get("summary", {}), "dropped": doc.get("dropped", [])}

@@ -47,7 +47,8 @@ class _ReducedSetModel(BaseEstimator):
         comp = ReducedSetCompressor(
             n_vectors=self.n_vectors, method=self.method, backfit=self.backfit, candidates=self.candidates,
             coupled=self.coupled, optimize_threshold=self.optimize_threshold, refit=self.refit,
-            criterion=self.criterion, exchange=self.exchange, exchange_guard=self.exchange_guard, random_state=self.random_state, client=self.client)
+            criterion=self.criterion, exchange=self.exchange, exchange_guard=self.exchange_guard,
+            random_state=self.random_state, client=self.client)
         self.compressor_ = comp.fit(self.estimator_, X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                                     resume=resume)
         self.expansion_ = comp.expansion_
@@ -66,7 +67,9 @@ class ReducedSetClassifier(ClassifierMixin, _ReducedSetModel):
     estimator : estimator object or None, default=None
         The model to fit and compress: any classifier
         :func:`~kmp_dask.reduced.as_compression_target` accepts (None: ``SVC(kernel="rbf")``).
-    n_vectors, method, backfit, candidates, coupled, optimize_threshold, refit, criterion, exchange, exchange_guard, random_state, client
+    n_vectors, method, backfit, candidates, coupled, optimize_threshold
+        As for :class:`~kmp_dask.reduced.ReducedSetCompressor`.
+    refit, criterion, exchange, exchange_guard, random_state, client
         As for :class:`~kmp_dask.reduced.ReducedSetCompressor`.
     """
 
@@ -109,8 +112,10 @@ class ReducedSetRegressor(RegressorMixin, _ReducedSetModel):
     estimator : estimator object or None, default=None
         The model to fit and compress: any regressor
         :func:`~kmp_dask.reduced.as_compression_target` accepts (None: ``KernelRidge(kernel="rbf")``).
-    n_vectors, method, backfit, candidates, coupled, optimize_threshold, refit, criterion, exchange, exchange_guard, random_state, client
+    n_vectors, method, backfit, candidates, coupled, optimize_threshold
         As for :class:`~kmp_dask.reduced.ReducedSetCompressor` (``optimize_threshold`` has no effect).
+    refit, criterion, exchange, exchange_guard, random_state, client
+        As for :class:`~kmp_dask.reduced.ReducedSetCompressor`.
     """
 
     _default_estimator = staticmethod(lambda: KernelRidge(kernel="rbf"))

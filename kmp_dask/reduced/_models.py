@@ -139,7 +139,8 @@ class CompressionTarget:
         ``F_p > 0`` means class ``i``. None otherwise.
     source : str
         The model's type name (``"SVC"``, ``"NuSVC"``, ``"SVR"``, ``"NuSVR"``, ``"KernelRidge"``,
-        ``"KMPRegressor"``, ``"KMPClassifier"``, ``"CVMClassifier"``, ``"MMDA"``, ``"SparseKernelPCA"``, ``"KernelExpansion"``).
+        ``"KMPRegressor"``, ``"KMPClassifier"``, ``"CVMClassifier"``, ``"MMDA"``, ``"SparseKernelPCA"``,
+        ``"KernelExpansion"``).
     break_ties : bool, default=False
         ``kind="ovo"`` only: predict by the argmax of scikit-learn's one-vs-rest transform of the
         pairwise values (an ``SVC(break_ties=True, decision_function_shape="ovr")``) instead of

@@ -594,7 +594,8 @@ def _resolve_drop(columns: list, drop, label, where: str) -> list:
         drop = [drop]
     out = []
     for value in drop:
-        col = resolve_column(columns, value, what="drop column", where=where, option="--drop (drop= in Python and pipeline files)")
+        col = resolve_column(columns, value, what="drop column", where=where,
+                             option="--drop (drop= in Python and pipeline files)")
         if label is not None and col == label:
             raise ValueError(f"drop column {value!r} is the label column {str(label)!r} of {where}; drop feature "
                              "columns only (or pass no label).")

@@ -77,7 +77,8 @@ def _check_options(source, kind: str, options: dict, n_rows, test_size, part, te
             raise ValueError(f"--{name} ({py}) applies to {allowed} sources; source {os.fspath(source)!r} is "
                              f"{_KIND_TEXT[kind]}: leave --{name} out.")
     if n_rows is not None and (isinstance(n_rows, bool) or not isinstance(n_rows, (int, np.integer)) or n_rows < 1):
-        raise ValueError(f"n_rows={n_rows!r}: give a positive number of rows (--n-rows N), or leave it out for all rows.")
+        raise ValueError(f"n_rows={n_rows!r}: give a positive number of rows (--n-rows N), "
+                         "or leave it out for all rows.")
     if kind == "synthetic" and n_rows is None:
         raise ValueError(f"source {os.fspath(source)!r} needs --n-rows (n_rows=): the number of rows to generate.")
     if test_size is not None:

@@ -39,8 +39,8 @@ COMPLETE_KEY = "all_chunks_written"
 #: zarr array config of every array kmp_dask writes: all-zero chunks are written too.
 WRITE_CONFIG = {"write_empty_chunks": True}
 
-__all__ = ["Location", "MissingFilesystemError", "StorePublishError", "ZarrRowReader", "ZarrSink", "ZarrStore", "atomic_target",
-           "check_target_free", "publish_remote"]
+__all__ = ["Location", "MissingFilesystemError", "StorePublishError", "ZarrRowReader", "ZarrSink", "ZarrStore",
+           "atomic_target", "check_target_free", "publish_remote"]
 
 
 def default_compressors() -> tuple:
@@ -142,7 +142,8 @@ def _check_storage_options(storage_options: Any) -> dict:
         raise TypeError(
             f"storage_options must be a dict of fsspec options such as {{'endpoint_url': 'http://host:9000', "
             f"'key': ..., 'secret': ...}}; got {type(storage_options).__name__}"
-            + (f" with keys {[type(k).__name__ for k in storage_options]}" if isinstance(storage_options, Mapping) else "")
+            + (f" with keys {[type(k).__name__ for k in storage_options]}"
+               if isinstance(storage_options, Mapping) else "")
             + " (the value is not shown: it may hold a secret)."
         )
     return dict(storage_options)
