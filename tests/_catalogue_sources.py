@@ -25,7 +25,8 @@ def WORKSPACE(root, ws):
     df.assign(a=df["a"].where(df.index != 1)).to_parquet(root / "own_null.parquet")
     (root / "not_parquet.parquet").write_text("a,b\n1,2\n")
     np.savez(root / "own.npz", X=X)
-    ws.own_csv, ws.own_semi, ws.own_parquet = str(root / "own.csv"), str(root / "own_semi.csv"), str(root / "own.parquet")
+    ws.own_csv, ws.own_semi, ws.own_parquet = (str(root / "own.csv"), str(root / "own_semi.csv"),
+                                               str(root / "own.parquet"))
     ws.own_null, ws.not_parquet, ws.own_npz = (str(root / "own_null.parquet"), str(root / "not_parquet.parquet"),
                                                str(root / "own.npz"))
     good = ('[data.train]\nsource = "own.csv"\nlabel = "species"\ndrop = ["id"]\npart = "train"\n'

@@ -145,7 +145,8 @@ def test_kubernetes_manifest_has_the_fields_the_readme_names():
     assert isinstance(worker["replicas"], int) and worker["replicas"] >= 1
     wc = worker["spec"]["containers"][0]
     sc = doc["spec"]["scheduler"]["spec"]["containers"][0]
-    # the worker-command pitfall (cluster/README.md): `dask worker` / `dask scheduler`, never dask-worker / dask-scheduler
+    # the worker-command pitfall (cluster/README.md): `dask worker` / `dask scheduler`, never dask-worker /
+    # dask-scheduler
     assert wc["args"][:2] == ["dask", "worker"] and sc["args"][:2] == ["dask", "scheduler"]
     for c in (wc, sc):
         words = [*c.get("command", []), *c.get("args", [])]

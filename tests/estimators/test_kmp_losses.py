@@ -31,7 +31,8 @@ def test_logistic_full_basis_matches_sklearn_logistic_regression():
     N, C, gamma = 40, 1e3, 0.5
     X = rng.normal(size=(N, 2))
     y = (X[:, 0] + 0.8 * rng.normal(size=N) > 0).astype(int)
-    lr = LogisticRegression(C=C, solver="newton-cholesky", tol=1e-12, max_iter=1000).fit(rbf_kernel(X, X, gamma=gamma), y)
+    lr = LogisticRegression(C=C, solver="newton-cholesky", tol=1e-12, max_iter=1000).fit(rbf_kernel(X, X, gamma=gamma),
+                                                                                          y)
     clf = KMPClassifier(n_basis=N + 1, candidates="all", loss="logistic", gamma=gamma, ridge=1 / (C * N),
                         client="sync").fit(X, y)
     assert clf.n_basis_ == N

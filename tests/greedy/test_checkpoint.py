@@ -73,10 +73,12 @@ def _interrupted_then_resumed(monkeypatch, make, fit_args, ckpt, at, every):
 
 
 CASES = {
-    "squared-backfit-auto-validation": (KMPRegressor, {"n_basis": 20, "candidates": "auto", "validation_fraction": 0.2}, 0),
+    "squared-backfit-auto-validation": (KMPRegressor, {"n_basis": 20, "candidates": "auto",
+                                                       "validation_fraction": 0.2}, 0),
     "squared-basic-all": (KMPRegressor, {"n_basis": 12, "candidates": "all", "fit_mode": "basic"}, 0),
     "logistic-binary": (KMPClassifier, {"n_basis": 16, "loss": "logistic", "refit_every": 3}, 2),
-    "logistic-multiclass-validation": (KMPClassifier, {"n_basis": 14, "loss": "logistic", "validation_fraction": 0.2}, 3),
+    "logistic-multiclass-validation": (KMPClassifier, {"n_basis": 14, "loss": "logistic",
+                                                      "validation_fraction": 0.2}, 3),
     "squared-multiclass-early-stopping": (KMPClassifier, {"n_basis": 40, "validation_fraction": 0.25,
                                                           "n_iter_no_change": 3, "candidates": 20}, 4),
 }

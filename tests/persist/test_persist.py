@@ -34,7 +34,8 @@ LABELS = np.array(["a", "b", "c"])[(X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)]
 
 MODELS = {
     "kmp-classifier": lambda: KMPClassifier(n_basis=12, random_state=0, validation_fraction=0.2).fit(X, Y),
-    "kmp-logistic-multiclass-mixed": lambda: KMPClassifier(n_basis=10, loss="logistic", gamma=[0.1, 1.0]).fit(X, LABELS),
+    "kmp-logistic-multiclass-mixed": lambda: KMPClassifier(n_basis=10, loss="logistic",
+                                                           gamma=[0.1, 1.0]).fit(X, LABELS),
     "kmp-regressor-bound": lambda: KMPRegressor(n_basis=12, stopping="bound", bound_threshold=0.3).fit(X, YR),
     "kmp-regressor-2d": lambda: KMPRegressor(n_basis=8).fit(X, np.c_[YR, -YR]),
     "cvm": lambda: CVMClassifier(random_state=0).fit(X, Y),

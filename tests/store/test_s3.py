@@ -129,7 +129,8 @@ def test_fit_and_predict_on_s3_on_a_cluster_same_as_local(pair):
 @pytest.mark.slow
 def test_csv_ingest_to_s3_same_as_local(s3, url, tmp_path):
     path = tmp_path / "d.csv"
-    path.write_text("a,b,c,label\n" + "".join(f"{r[0]},{r[1]},{r[2]},{int(lab)}\n" for r, lab in zip(X[:50], Y[:50], strict=True)))
+    path.write_text("a,b,c,label\n" + "".join(f"{r[0]},{r[1]},{r[2]},{int(lab)}\n"
+                                              for r, lab in zip(X[:50], Y[:50], strict=True)))
     local = store_from_csv(tmp_path / "l.zarr", path, chunk_rows=16)
     remote = store_from_csv(url, path, chunk_rows=16, storage_options=s3.storage_options)
     for a, b in zip(local.read_range(0, 50), remote.read_range(0, 50), strict=True):
@@ -313,8 +314,8 @@ def test_cli_train_predict_evaluate_on_s3_on_a_process_cluster_same_as_local(s3,
     local = str(tmp_path / "train.zarr")
 
     def kmp(*args):
-        out = subprocess.run([sys.executable, "-c", "from kmp_dask.cli import main; main()", *args], env=env, capture_output=True,
-                             text=True, cwd=tmp_path, timeout=600)
+        out = subprocess.run([sys.executable, "-c", "from kmp_dask.cli import main; main()", *args], env=env,
+                             capture_output=True, text=True, cwd=tmp_path, timeout=600)
         assert out.returncode == 0, out.stdout + out.stderr
         return out.stdout
 

@@ -76,7 +76,8 @@ def test_parquet_and_csv_give_the_same_store(files, tmp_path):
 
 def test_delimiter_detected_or_given_and_a_wrong_one_refused(files, tmp_path):
     _, paths = files
-    assert ingest(paths["semi"], tmp_path / "d.zarr", label="species", drop="id").attrs["provenance"]["delimiter"] == ";"
+    provenance = ingest(paths["semi"], tmp_path / "d.zarr", label="species", drop="id").attrs["provenance"]
+    assert provenance["delimiter"] == ";"
     with pytest.raises(DataValidationError, match=r"single column with the given delimiter ','.*--delimiter ';'"):
         ingest(paths["semi"], tmp_path / "e.zarr", label="species", delimiter=",")
     assert not (tmp_path / "e.zarr").exists()
