@@ -154,7 +154,8 @@ def cvm_default(name, timeout):
 def run_set(name, args):
     Xtr, Xte, ytr, yte = load_split(name)
     row = {"n_train": int(len(Xtr)), "n_test": int(len(Xte)), "n_features": int(Xtr.shape[1]),
-           "n_classes": int(len(np.unique(ytr))), "feature_std_range": [float(Xtr.std(0).min()), float(Xtr.std(0).max())]}
+           "n_classes": int(len(np.unique(ytr))),
+           "feature_std_range": [float(Xtr.std(0).min()), float(Xtr.std(0).max())]}
     H.log(f"{name}: {row}")
     row["svc"] = tuned_svc(Xtr, ytr, Xte, yte)
     H.log(f"{name}: svc {row['svc']}")

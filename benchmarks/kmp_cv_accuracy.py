@@ -278,7 +278,8 @@ def summarize(sets):
     """Per rule: test accuracy minus the 1se rule's, and atoms over the SVC's support vectors."""
     out = {}
     for r in RULES:
-        d = {n: 100 * (row["rules"][r]["test_accuracy"] - row["rules"]["1se"]["test_accuracy"]) for n, row in sets.items()}
+        d = {n: 100 * (row["rules"][r]["test_accuracy"] - row["rules"]["1se"]["test_accuracy"])
+             for n, row in sets.items()}
         gap = {n: 100 * (row["rules"][r]["test_accuracy"] - row["svc"]["accuracy"]) for n, row in sets.items()}
         ratio = {n: row["rules"][r]["size"] / row["svc"]["n_support_vectors"] for n, row in sets.items()}
         out[r] = {"points_over_1se": d, "mean_points_over_1se": float(np.mean(list(d.values()))),

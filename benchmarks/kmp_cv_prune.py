@@ -35,8 +35,10 @@ Usage::
 
     python benchmarks/kmp_cv_prune.py --group mid --repeats 2 --out benchmarks/results/kmp_cv_prune_mid.json
     python benchmarks/kmp_cv_prune.py --group small --out benchmarks/results/kmp_cv_prune_small.json
-    python benchmarks/kmp_cv_prune.py --merge benchmarks/results/kmp_cv_prune_mid.json,benchmarks/results/kmp_cv_prune_small.json
-    python benchmarks/kmp_cv_prune.py --group mid --variants none,z1p --repeats 2 --out benchmarks/results/kmp_cv_prune_project_mid.json
+    python benchmarks/kmp_cv_prune.py \\
+        --merge benchmarks/results/kmp_cv_prune_mid.json,benchmarks/results/kmp_cv_prune_small.json
+    python benchmarks/kmp_cv_prune.py --group mid --variants none,z1p --repeats 2 \\
+        --out benchmarks/results/kmp_cv_prune_project_mid.json
 """
 
 from __future__ import annotations

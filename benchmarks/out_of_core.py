@@ -113,7 +113,8 @@ def driver_rss_child(path, n_basis):
     with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="8GB", host="127.0.0.1",
                       dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         KMPClassifier(n_basis=n_basis, candidates=59, gamma=0.05, random_state=0, client=client).fit(store)
-    print(json.dumps({"rows": store.n_rows, "driver_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"rows": store.n_rows,
+                      "driver_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
 def main():
@@ -186,7 +187,8 @@ def main():
                   for s, r in zip(run["repeats"], out["resident"]["repeats"], strict=False)]
         run["ratios_vs_max_resident_or_read"] = ratios
         run["ratio_vs_resident"] = float(np.median([s["seconds_per_iteration"] / r["seconds_per_iteration"]
-                                                    for s, r in zip(run["repeats"], out["resident"]["repeats"], strict=False)]))
+                                                    for s, r in zip(run["repeats"], out["resident"]["repeats"],
+                                                                    strict=False)]))
         run["ratio_vs_max_resident_or_read"] = float(np.median(ratios))
         run["target_met"] = run["ratio_vs_max_resident_or_read"] <= 1.5
     rss = []

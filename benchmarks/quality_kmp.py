@@ -547,7 +547,8 @@ def run_task(task, cfg, n_seeds, reductions, checks, do_separate_check):
         "nystroem_fit_seconds_median_at_k_star": info["nystroem"]["median_fit_seconds"][ki],
         "ratio_skmp59_to_svc_at_k_star": kmp_k / svc["fit_seconds"],
         "ratio_skmp228_to_svc_at_k_star": skmp["228"]["median_seconds_to_k"][ki] / svc["fit_seconds"],
-        "ratio_exact_to_svc_at_k_star": None if exact.get("skipped") else exact["seconds_to_k"][ki] / svc["fit_seconds"],
+        "ratio_exact_to_svc_at_k_star": (None if exact.get("skipped")
+                                         else exact["seconds_to_k"][ki] / svc["fit_seconds"]),
         "note": "seconds_to_k = fit setup + summed per-iteration seconds (history_) up to k atoms; "
                 "all fits single-threaded, client='sync'; SVC = final fit on the training split",
     }
@@ -556,7 +557,8 @@ def run_task(task, cfg, n_seeds, reductions, checks, do_separate_check):
         recon.append(exact["recon_max_abs_diff"])
     info["recon_max_abs_diff_over_fits"] = float(max(recon))
     info["task_seconds"] = time.perf_counter() - t_task
-    log(f"{task}: done in {info['task_seconds']:.0f}s; targets: within1pp={info['targets']['svc_within_1pp_at_k_star']} "
+    log(f"{task}: done in {info['task_seconds']:.0f}s; "
+        f"targets: within1pp={info['targets']['svc_within_1pp_at_k_star']} "
         f"beatsNystroem={info['targets']['beats_nystroem_every_size']}")
     return info
 

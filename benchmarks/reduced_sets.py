@@ -468,7 +468,8 @@ def run_multi_task(name, cfg):
     c, i = res["coupled"], res["independent"]
     level = svc_err + MARGIN_PT / 100
     how = f"SVC test error + {MARGIN_PT} pt"
-    if first_reach(c["sizes"], c["test_error"], level) is None or first_reach(i["sizes"], i["test_error"], level) is None:
+    if (first_reach(c["sizes"], c["test_error"], level) is None
+            or first_reach(i["sizes"], i["test_error"], level) is None):
         level = max(min(c["test_error"]), min(i["test_error"]))
         how = "best test error both paths reach within their caps (SVC + 0.5 pt not reached by both)"
     kc, ki = first_reach(c["sizes"], c["test_error"], level), first_reach(i["sizes"], i["test_error"], level)
@@ -521,7 +522,8 @@ def plot(result, path):
                          f"{tb['gap_pt_hmp_refit_minus_svc']['median']:+.2f}, dec+refit "
                          f"{tb.get('gap_pt_by_method', {}).get('hmp_dec_refit', {}).get('median', float('nan')):+.2f}, "
                          f"+exch. {tb.get('gap_pt_by_method', {}).get('hmp_x', {}).get('median', float('nan')):+.2f} / "
-                         f"{tb.get('gap_pt_by_method', {}).get('hmp_dec_x_refit', {}).get('median', float('nan')):+.2f} pt",
+                         f"{tb.get('gap_pt_by_method', {}).get('hmp_dec_x_refit', {}).get('median', float('nan')):+.2f}"
+                         " pt",
                          fontsize=9)
             top = np.nanmax([100 * q["median"] for q in R["methods"]["hmp"]["test_error"] if q["median"] is not None])
             ax.set_ylim(0, min(60, top * 1.15 + 1))

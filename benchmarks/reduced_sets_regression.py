@@ -201,13 +201,15 @@ def part1_dataset(name, cfg, seeds, repeats):
                                                 - comps[f].expansion_.decision_function(Xte))))
                           for f in FRACTIONS)
         kmax = big.n_vectors_
-        grid = sorted({int(k) for k in np.unique(np.geomspace(1, kmax, 25).round())} | {comps[f].n_vectors_ for f in FRACTIONS})
+        grid = sorted({int(k) for k in np.unique(np.geomspace(1, kmax, 25).round())}
+                      | {comps[f].n_vectors_ for f in FRACTIONS})
         curve = {"n_vectors": grid, "rkhs_error_rel": [float(big.path_[k - 1]["rkhs_error_rel"]) for k in grid],
                  "test_mse": [mse(big.expansion_at(k).decision_function(Xte), yte) for k in grid]}
         assert all(big.path_[k - 1]["n_vectors"] == k for k in grid)
         runs.append({"seed": seed, "n_train": len(ytr), "n_test": len(yte), "krr_fit_seconds": fit_s,
                      "krr_test_mse": full_mse, "krr_predict_seconds_median": t_full, "krr_predict_seconds_all": ts_full,
-                     "levels": levels, "curve_from_10pct_run": curve, "prefix_vs_separate_run_max_abs_diff": prefix_diff})
+                     "levels": levels, "curve_from_10pct_run": curve,
+                     "prefix_vs_separate_run_max_abs_diff": prefix_diff})
         log(f"{name} seed {seed}: KRR mse {full_mse:.4f} (n={len(ytr)}); " + "; ".join(
             f"{k}: {v['n_vectors']} vec mse {v['test_mse']:.4f} rkhs_rel {v['rkhs_error_rel']:.2e} "
             f"{v['compression_seconds']:.2f}s x{v['speedup']:.1f}" for k, v in levels.items())
@@ -244,7 +246,8 @@ def part3(cfg, seeds, alpha, gamma):
                 comp = ReducedSetCompressor(n_vectors=k, chunk_vectors=c, refine=r).fit(krr)
                 wall = time.perf_counter() - t
                 rows.append({"seed": seed, "n_vectors": k, "variant": name, "chunk_vectors": c, "refine": r,
-                             "n_vectors_got": int(comp.n_vectors_), "rkhs_error_rel": float(comp.path_[-1]["rkhs_error_rel"]),
+                             "n_vectors_got": int(comp.n_vectors_),
+                             "rkhs_error_rel": float(comp.path_[-1]["rkhs_error_rel"]),
                              "test_mse": mse(comp.decision_function(Xte), yte), "krr_test_mse": full_mse,
                              "compression_seconds": float(comp.seconds_), "wall_seconds": wall,
                              "leaves_compressed": c is None or k < c})
@@ -337,7 +340,8 @@ def part2(cfg, n_rows, levels, alpha, gamma, repeats, chunked, workdir, threads)
         out["greedy_run"] = {"n_vectors": kmax, "seconds": float(comp.seconds_), "wall_seconds": wall,
                              "init_seconds_estimate": float(c1.seconds_), "per_vector_seconds": float(per_vec),
                              "stop_reason": comp.stop_reason_, "wsq_workers": comp.wsq_}
-        log(f"big: greedy run to {kmax} vectors {comp.seconds_:.1f}s (wall {wall:.1f}s); per vector {1000 * per_vec:.1f} ms")
+        log(f"big: greedy run to {kmax} vectors {comp.seconds_:.1f}s (wall {wall:.1f}s); "
+            f"per vector {1000 * per_vec:.1f} ms")
         L = {}
         for k in levels:
             e = comp.expansion_at(k)
@@ -365,8 +369,9 @@ def part2(cfg, n_rows, levels, alpha, gamma, repeats, chunked, workdir, threads)
                                   "rkhs_error_rel": L[str(k)]["rkhs_error_rel"], "test_mse": L[str(k)]["test_mse"],
                                   "seconds_estimate": float(c1.seconds_ + per_vec * (k - 1))},
                               "note": "the single run's time at this size = init run + per-vector time x (k-1)"}
-            log(f"big chunked (c={c}, k={k}, refine): {cc.seconds_:.1f}s rkhs_rel {out['chunked']['rkhs_error_rel']:.3e} "
-                f"mse {m_:.4f} vs single run rkhs_rel {L[str(k)]['rkhs_error_rel']:.3e} mse {L[str(k)]['test_mse']:.4f}")
+            log(f"big chunked (c={c}, k={k}, refine): {cc.seconds_:.1f}s "
+                f"rkhs_rel {out['chunked']['rkhs_error_rel']:.3e} mse {m_:.4f} "
+                f"vs single run rkhs_rel {L[str(k)]['rkhs_error_rel']:.3e} mse {L[str(k)]['test_mse']:.4f}")
     return out
 
 
@@ -455,8 +460,10 @@ def plot(result, png):
 def targets(result):
     T = {}
     F = result["part1"]["friedman1"]["median_over_seeds"]["0.1"]
-    T["friedman_mse_10pct"] = {"value": F["mse_ratio_vs_full"], "threshold": MSE_TOL, "met": F["mse_ratio_vs_full"] <= MSE_TOL}
-    T["friedman_speedup_10pct"] = {"value": F["speedup"], "threshold": SPEEDUP_10PCT, "met": F["speedup"] >= SPEEDUP_10PCT}
+    T["friedman_mse_10pct"] = {"value": F["mse_ratio_vs_full"], "threshold": MSE_TOL,
+                               "met": F["mse_ratio_vs_full"] <= MSE_TOL}
+    T["friedman_speedup_10pct"] = {"value": F["speedup"], "threshold": SPEEDUP_10PCT,
+                                   "met": F["speedup"] >= SPEEDUP_10PCT}
     B = result.get("part2")
     if B and "levels" in B:
         kmax = str(max(int(k) for k in B["levels"]))

@@ -66,7 +66,8 @@ def main(argv=None):
             assert np.array_equal(sampler.draw(r1, excluded), _old_draw(sampler, r2, excluded))
         assert r1.bit_generator.state == r2.bit_generator.state
         rng = np.random.default_rng(1)
-        new = _median_seconds(lambda sampler=sampler, rng=rng, excluded=excluded: sampler.draw(rng, excluded), args.reps)
+        new = _median_seconds(lambda sampler=sampler, rng=rng, excluded=excluded: sampler.draw(rng, excluded),
+                              args.reps)
         old = _median_seconds(lambda sampler=sampler, rng=rng, excluded=excluded: _old_draw(sampler, rng, excluded),
                               args.reps)
         exa = np.sort(np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
