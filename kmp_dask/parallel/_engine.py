@@ -623,8 +623,8 @@ class ActorEngine:
             try:  # a gone worker's holder is not asked: the call would wait out its 30 s
                 if live is None or h["addr"] in live:
                     h["actor"].close().result(timeout=30)
-            except Exception:  # the worker may be gone; its scratch goes with its local directory
-                pass
+            except Exception as exc:  # the worker may be gone; its scratch goes with its local directory
+                logger.debug("closing the partition holder on %s failed (%s: %s)", h["addr"], type(exc).__name__, exc)
             keys.setdefault(h["addr"], []).append(h["future"].key)
             h["future"].release()
             _release_proxy(h["actor"])
@@ -639,7 +639,7 @@ class ActorEngine:
         """The scheduler's workers now, or None when it cannot say (then close asks every holder)."""
         try:
             info = scheduler_identity(self.client)
-        except Exception:
+        except Exception:  # the scheduler cannot answer: None, and close() asks every holder (bounded calls)
             return None
         return set(info["workers"]) if isinstance(info, dict) and "workers" in info else None
 

@@ -285,6 +285,8 @@ def publish_remote(tmp: Location, final: Location) -> None:
         try:
             final.remove()
         except Exception:  # pragma: no cover - the store is unreadable without its zarr.json anyway
+            # silence is right here: zarr.json is copied last, so what is left is never opened as a
+            # store, and the StorePublishError below names the failure that matters and the kept copy
             pass
         raise StorePublishError(
             f"publishing the new store at {final.url!r} failed ({type(exc).__name__}: {exc}); the complete new "
