@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""BLAS threads on the driver (issues 25 + 28): do OpenBLAS's default threads slow small fits?
+"""BLAS threads on the driver: do OpenBLAS's default threads slow small fits?
 
 Every fit runs in a fresh subprocess whose environment this script sets explicitly (the thread
 variables of the parent are never inherited), in one of three thread settings:

@@ -1,4 +1,4 @@
-"""How long do the environment's failures take to become an error (issue 29, docs/engine.md
+"""How long do the environment's failures take to become an error (docs/engine.md
 "Bounded waits and the environment's failures")?
 
 What is measured

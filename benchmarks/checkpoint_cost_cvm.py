@@ -1,4 +1,4 @@
-"""What checkpoints cost CVMClassifier and MMDA (issue 29).
+"""What checkpoints cost CVMClassifier and MMDA.
 
 Question: how long does a save take, how large do the files get, and how much slower is the fit,
 with ``checkpoint_every=1`` (a save after every core vector: the worst case) and the default 10?

@@ -1,4 +1,4 @@
-"""What checkpoints cost sparse KPCA and reduced-set compression (issue 29).
+"""What checkpoints cost sparse KPCA and reduced-set compression.
 
 Question: with ``checkpoint_every=1`` (a save after every chosen point / vector, the worst case),
 how long does a save take and how large is the file, and how much slower is the fit?

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
-"""CVM / MMDA defaults on noisy multi-class data (issue 25): core vectors against training errors,
+"""CVM / MMDA defaults on noisy multi-class data: core vectors against training errors,
 rows, ``C`` and ``eps``; accuracy, vectors and fit time over a (C, eps) grid.
 
 Data: the synthetic mixed-scale set of ``benchmarks/defaults_scale.py`` (16,000 rows, 10 features
-on scales 0.01–300, 3 classes, 10 % of labels flipped — the closest thing to issue 25's CSV), a
+on scales 0.01–300, 3 classes, 10 % of labels flipped — the closest thing to a user's noisy CSV), a
 seeded stratified subsample of ``--rows`` training rows and ``--test-rows`` test rows; and keel
 sets (``--keel``, a seeded stratified 75/25 split). All given raw: the estimators' default
 ``standardize="auto"`` and ``gamma="scale"`` decide the width.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""CVMClassifier defaults on multi-class and low-dimensional data (issue 25, CVM part), on tuning
+"""CVMClassifier defaults on multi-class and low-dimensional data (CVM part), on tuning
 sets only.
 
 Never loads keel_cv.py's acceptance sets (ring, phoneme, spambase, wdbc, vowel): it refuses them.

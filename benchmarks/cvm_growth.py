@@ -1,4 +1,4 @@
-"""How CVMClassifier()'s fit time grows with N on issue 28's data (acceptance: linear from 10⁵ to 10⁶).
+"""How CVMClassifier()'s fit time grows with N on the covertype-like data (acceptance: linear from 10⁵ to 10⁶).
 
 Data: ``make_classification(n_features=54, n_informative=20, random_state=0)``, 2 classes, float32.
 Default (**nested**): ONE draw of max(sizes) + test rows; the last ``--test-rows`` rows are the
@@ -189,7 +189,8 @@ def _fit_one(res, args, data, n, c_rule, eps_rule):
 
 
 def _mechanism(est, X, y, train_errors):
-    """docs/cvm.md "Growth with N": the stopping tolerance eps·R² against the margin ρ = αᵀK̃α (a
+    """benchmarks/notes/cvm_measurements.md "Growth with N": the stopping tolerance eps·R² against the
+    margin ρ = αᵀK̃α (a
     row outside the core set passes the full pass's certificate iff ``y f(x) ≥ ρ − (eps + eps²/2)·R²``),
     and the training errors among the core vectors (each core vector holds α = C·(ρ − y f) of the
     simplex's total 1, so at most 1 / (C·ρ) of them are errors); with ``train_errors`` the margins

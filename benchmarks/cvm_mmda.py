@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Core vector machines and MMDA features (issue 11; Tsang, Kocsor & Kwok, KDD 2006, Tables 2-6).
+"""Core vector machines and MMDA features (Tsang, Kocsor & Kwok, KDD 2006, Tables 2-6).
 
 Four measurements, each in this one run (the machine is a loaded 2-core box: every ratio below is
 taken in the same run; times are wall seconds):

@@ -1,4 +1,4 @@
-"""CVMClassifier against scikit-learn's SVC on issue 28's data, with a profile of the CVM fit.
+"""CVMClassifier against scikit-learn's SVC on the covertype-like data, with a profile of the CVM fit.
 
 Data: ``make_classification(n_features=54, n_informative=20)`` (covertype-like, 2 classes),
 standardised on the training rows, float32; SVC(C=1, gamma=1/54) and ``CVMClassifier()`` with its
@@ -13,7 +13,7 @@ passes, and the rest of the driver loop.
 
 ``--baseline REF``: the same CVM fit (and the many-class one) with kmp_dask as it is at git
 revision REF, in a subprocess on a copy exported with ``git archive`` — before/after ratios in
-one run. ``--classes K --class-rows N``: a K-class problem of N rows (issue 28: 50 classes at
+one run. ``--classes K --class-rows N``: a K-class problem of N rows (50 classes at
 N = 1,000 took 80 s).
 
     python benchmarks/cvm_speed.py                      # 2·10⁴ training rows
@@ -224,7 +224,7 @@ def _cvm_params(args):
 
 
 def _add_arguments(p):
-    p.add_argument("--rows", type=int, default=20000, help="training rows (issue 28: 50000)")
+    p.add_argument("--rows", type=int, default=20000, help="training rows (the large-N case: 50000)")
     p.add_argument("--test-rows", type=int, default=5000)
     p.add_argument("--repeats", type=int, default=1, help="timed fits of each method (median)")
     p.add_argument("--baseline", default=None, help="git revision to time the same CVM fits at (subprocess)")

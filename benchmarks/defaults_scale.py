@@ -1,11 +1,11 @@
 #!/usr/bin/env python
-"""Scale-aware defaults (issue 25): ``gamma="scale"`` against standardisation, on raw data.
+"""Scale-aware defaults: ``gamma="scale"`` against standardisation, on raw data.
 
 For each data set (raw features, never standardised beforehand; a seeded stratified 75/25 split,
 seed 0) and each estimator (``KMPClassifier(n_basis=150, random_state=0)``, ``CVMClassifier``
 with its defaults but the width, and ``C`` ∈ ``--cvm-C``), three ways to set the kernel width:
 
-* ``old``: ``gamma=None`` on the raw rows, i.e. 1 / n_features (the default before issue 25);
+* ``old``: ``gamma=None`` on the raw rows, i.e. 1 / n_features (the former default);
 * ``scale``: ``gamma = 1 / (n_features · Var(X_train))`` on the raw rows (scikit-learn's
   ``SVC(gamma="scale")``; :func:`kmp_dask.estimators._scale.scale_gamma`);
 * ``standardise``: every feature centred and divided by its training std (a constant feature
@@ -130,7 +130,7 @@ def run_dataset(name, args):
     for C in [float(c) for c in args.cvm_C.split(",")]:
         for v, (A, B, g) in V.items():
             if v == "old" and not args.cvm_old:
-                continue  # raw rows at 1 / n_features: minutes per fit (issue 25: 248–327 s), chance accuracy
+                continue  # raw rows at 1 / n_features: minutes per fit (248–327 s), chance accuracy
             r = timed(lambda C=C, g=g: CVMClassifier(C=C, gamma=g, random_state=0, client="sync"),
                       A, ytr, B, yte, args.repeats, lambda e: int(e.expansion_.n_vectors))
             r["gamma"], r["C"] = g, C

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Standardisation inside the model (issue 25): the new default ``standardize="auto"`` on raw data.
+"""Standardisation inside the model: the new default ``standardize="auto"`` on raw data.
 
 Same sets, split and estimators as benchmarks/defaults_scale.py (raw features; a seeded
 stratified 75/25 split, seed 0; ``KMPClassifier(n_basis=150, random_state=0)``,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Sparse kernel PCA on raw data: ``standardize="auto"`` (the default) against ``False`` (issue 25).
+"""Sparse kernel PCA on raw data: ``standardize="auto"`` (the default) against ``False``.
 
 Same sets and split as benchmarks/defaults_standardize.py (raw features; seeded stratified 75/25
 split, seed 0). ``SparseKernelPCA(n_components=K, random_state=0)`` with ``gamma="scale"`` is

@@ -1,6 +1,6 @@
 """Driver kills: the fitting process SIGKILLed at random moments, resumed from its checkpoint.
 
-Question (issue 29, acceptance): a driver killed at any moment of a fit — while importing, before
+Question (acceptance): a driver killed at any moment of a fit — while importing, before
 its first checkpoint, between checkpoints, while writing one, after the fit while saving the model —
 and restarted with ``resume=True`` until it completes (it may be killed again on the way): is the
 saved model identical, every array bit for bit, to an uninterrupted fit's? For every family whose

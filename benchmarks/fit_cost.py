@@ -15,7 +15,7 @@ over ``--repeats``; results go to benchmarks/results/fit_cost.json.
    ``Bᵀd`` (float64 accumulation, :func:`_cross64`) and ``Bw`` — for a row-major cache at
    capacity 130 and 260 and a column-major cache at capacity 260.
 4. ``satimage_regularisation``: squared-loss validation error at 385 atoms, γ = 4/d, for
-   ridge ∈ {1e-10, 1e-6, 1e-5, 1e-4} (the side experiment quoted in benchmarks/README.md).
+   ridge ∈ {1e-10, 1e-6, 1e-5, 1e-4} (the side experiment quoted in benchmarks/notes/studies.md).
 
 Usage: ``python benchmarks/fit_cost.py [--repeats 3] [--quick]``
 """

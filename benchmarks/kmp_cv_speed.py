@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""KMPClassifierCV() wall time, old machinery vs new, against GridSearchCV(SVC) 3×4×3 (issue 25).
+"""KMPClassifierCV() wall time, old machinery vs new, against GridSearchCV(SVC) 3×4×3.
 
 Protocol (every number measured in the same run, one BLAS thread, in process):
 

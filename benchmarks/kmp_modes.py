@@ -2,7 +2,7 @@
 for ``basic`` (distinct atoms), ``basic_reselect`` (Vincent & Bengio's basic pursuit: a chosen
 atom may be chosen again), ``refit`` and ``backfit``.
 
-Data: issue 28's covertype-like set (``make_classification(n_features=54, n_informative=20)``,
+Data: the covertype-like set (``make_classification(n_features=54, n_informative=20)``,
 standardised, float32, RBF γ = 1/54) at ``--n-train`` / ``--n-test`` rows, and two bundled KEEL
 sets (``banana``, ``satimage``; 70/30 stratified split, standardised, γ = 1/n_features).
 Every fit: ``KMPClassifier(candidates="auto")`` (59 random candidates, Popovici et al.),
@@ -197,7 +197,7 @@ def main(args):
         sizes, keel_sizes, all_sizes, n_train, n_test = [10, 30], [10, 30], [10, 30], 2000, 1000
     results = {}
     if not args.no_synthetic:
-        results["synthetic"] = run_set("synthetic (issue 28)", synthetic(n_train, n_test, args.seed), sizes, args.seed)
+        results["synthetic"] = run_set("synthetic", synthetic(n_train, n_test, args.seed), sizes, args.seed)
     for name in [k for k in args.keel.split(",") if k]:
         extra = tuple(f"{m}@all" for m in args.keel_all.split(",") if m)
         results[name] = run_set(f"keel:{name}", keel(name, args.seed), keel_sizes, args.seed, MODES + extra, all_sizes)

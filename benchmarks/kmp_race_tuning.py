@@ -1,4 +1,4 @@
-"""Choosing KMP's settings for the SVC race (issue 28) without the race's test rows.
+"""Choosing KMP's settings for the SVC race without the race's test rows.
 
 The race (benchmarks/svc_race.py) draws ``make_classification(n_samples=7·10⁴, n_features=54,
 n_informative=20, random_state=0)``. This script draws the same generator with another seed

@@ -1,4 +1,4 @@
-"""Where a backfit pass with several atoms per pass spends its time, against this machine's roofline (issue 28).
+"""Where a backfit pass with several atoms per pass spends its time, against this machine's roofline.
 
 Data as benchmarks/svc_race.py (``make_classification(n_samples=7·10⁴, n_features=54,
 n_informative=20, random_state=0)``, 5·10⁴ training rows, standardised, float32, RBF γ = 1/54).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""How close can a KMP model with at most 1/3 of the tuned SVC's support vectors get? (issue 25)
+"""How close can a KMP model with at most 1/3 of the tuned SVC's support vectors get?
 
-Issue 25 asks ``KMPClassifierCV()`` for test accuracy within 1.5 points of an expert-tuned SVC *and*
+The target asks ``KMPClassifierCV()`` for test accuracy within 1.5 points of an expert-tuned SVC *and*
 at most 1/3 of its support vectors. This script measures the best any KMP model of that size reaches
 on a set's test split — an upper bound of what any choice of (γ, size) can give, a diagnosis and not
 a tuning: nothing here sets a default (the acceptance sets are never used for that), and choosing

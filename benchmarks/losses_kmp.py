@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Loss benchmark: squared vs KMP-tanh vs logistic KMP under 20 % label noise (issue 4).
+"""Loss benchmark: squared vs KMP-tanh vs logistic KMP under 20 % label noise.
 
 Vincent & Bengio found that KMP-tanh (squared error on tanh(f) against targets ±0.65) helps on
 noisy artificial data and was inconclusive on UCI data. This script measures it on KEEL *banana*

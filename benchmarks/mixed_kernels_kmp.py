@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Mixed-kernel benchmark: a dictionary of three RBF widths vs the best single width (issue 4).
+"""Mixed-kernel benchmark: a dictionary of three RBF widths vs the best single width.
 
 Acceptance question: does a dictionary mixing three RBF widths (a candidate is a (row, width)
 pair) beat the best single width at equal basis size, or match it with fewer atoms, on at least

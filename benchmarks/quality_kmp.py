@@ -721,7 +721,7 @@ def _write(out, env, cfg, n_seeds, reductions, checks, results, t_start, partial
     doc = {
         "benchmark": "quality_kmp",
         "description": "Test error vs number of basis functions: exact KMP, stochastic KMP (s=59, 228) vs "
-                       "tuned RBF SVC and Nyström+RidgeClassifier (see benchmarks/README.md)",
+                       "tuned RBF SVC and Nyström+RidgeClassifier (see benchmarks/notes/studies.md)",
         "partial": partial,
         "environment": env,
         "protocol": {

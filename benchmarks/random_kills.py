@@ -1,6 +1,6 @@
 """Random kills: a worker (or the scheduler) SIGKILLed at a random moment of a fit on real processes.
 
-Question (issue 16, "Faults with real processes"): is a worker killed mid-fit at any moment —
+Question ("Faults with real processes"): is a worker killed mid-fit at any moment —
 before, during or between engine calls — repaired every time, with the identical model? And when
 the scheduler is killed mid-fit, does the driver fail within a bounded time with a clear message
 instead of hanging?

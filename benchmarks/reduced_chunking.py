@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The papers' forms against the code's: §3.6 chunking (cyclic vs tree) and the lossy ℓ0 step.
 
-Questions (issue 27): (1) Weston & Bakır §3.6 compress one piece of the expansion at a time
+Questions: (1) Weston & Bakır §3.6 compress one piece of the expansion at a time
 against the *full* w with the other pieces fixed, cycling through the pieces
 (``chunking="cyclic"``); the code's default compresses each piece against its own part of w and
 merges up a tree (``chunking="tree"``). Which approximates w better, and at what cost? (2) The

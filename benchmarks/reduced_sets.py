@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Reduced-set compression of SVMs (issue 10): Weston & Bakır's two-class and multi-class experiments.
+"""Reduced-set compression of SVMs: Weston & Bakır's two-class and multi-class experiments.
 
 Two questions, each with a numeric target recorded with ``target_met``:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Reduced-set compression of kernel ridge regression (issue 10; Weston & Bakır §3.1, §3.6, §4.4).
+"""Reduced-set compression of kernel ridge regression (Weston & Bakır §3.1, §3.6, §4.4).
 
 Questions: how much of a kernel ridge model's accuracy survives compression to 1 %, 5 % and 10 %
 of its terms with hyperplane matching pursuit (HMP, backfitted), how much faster does the

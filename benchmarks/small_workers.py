@@ -1,6 +1,6 @@
 """Small workers stream: a store several times the workers' memory on 2 × 300 MB workers.
 
-Question (issue 28, "Small workers stream"): with partitions of at most ``PARTITION_BYTES`` of rows
+Question ("Small workers stream"): with partitions of at most ``PARTITION_BYTES`` of rows
 (4 MiB, the same on every cluster) and a pass's temporaries reserved in proportion to them, does a
 store several times the workers' total ``memory_limit`` fit on 2 × 300 MB workers, at what cost
 per atom against the same fit on roomy workers, with what worker peak RSS — and is the model the

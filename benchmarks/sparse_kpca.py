@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Sparse KPCA / KMP bounds / sparse KCCA / scale (issue 12: Hussain & Shawe-Taylor, "Theory of
+"""Sparse KPCA / KMP bounds / sparse KCCA / scale (Hussain & Shawe-Taylor, "Theory of
 matching pursuit", Figs 1-2), measured.
 
 Protocol:

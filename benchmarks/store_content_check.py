@@ -1,4 +1,4 @@
-"""What does checking a store's chunks as they are read cost (issue 29, docs/store.md "Content checks")?
+"""What does checking a store's chunks as they are read cost (docs/store.md "Content checks")?
 
 What is measured
 ----------------

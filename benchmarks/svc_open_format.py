@@ -1,4 +1,4 @@
-"""Could a pipeline keep its scikit-learn SVC in the open format instead of a joblib pickle (issue 29)?
+"""Could a pipeline keep its scikit-learn SVC in the open format instead of a joblib pickle?
 
 What is measured
 ----------------

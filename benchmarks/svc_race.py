@@ -1,4 +1,4 @@
-"""The SVC race (issue 28): KMP against scikit-learn's SVC, Nystroem + ridge and the CVM, one run.
+"""The SVC race: KMP against scikit-learn's SVC, Nystroem + ridge and the CVM, one run.
 
 Data: ``make_classification(n_samples=7·10⁴, n_features=54, n_informative=20, random_state=0)``
 split into 5·10⁴ training and 2·10⁴ test rows, standardised on the training rows, float32;

@@ -385,9 +385,9 @@ def _count_errors(name: str, errors_out, loss_threshold: float) -> tuple[np.ndar
 
 
 def kmp_bound(errors_out, k: int, m: int, loss_threshold: float, delta: float = 0.05) -> float:
-    r"""Theorem 3: bound on Pr_{(x,y)~D}{ |f(x) − y| > γ } for a KMP regressor f with k basis vectors.
+    r"""Theorem 3: bound on Pr_{(x,y)~D}{ ``|f(x) − y|`` > γ } for a KMP regressor f with k basis vectors.
 
-    t = #{ j outside the basis : |f(x_j) − y_j| > γ }   (γ = ``loss_threshold``), and with
+    t = #{ j outside the basis : ``|f(x_j) − y_j|`` > γ }   (γ = ``loss_threshold``), and with
     probability >= 1 − δ over S (simultaneously for all k and t)
 
     ε = 2/(m − k − t) · [ (k+1)·log₂(4e(m − k − t)/(k+1)) + k·log₂(e·m/k) + t·log₂(e(m − k)/t)
@@ -399,13 +399,13 @@ def kmp_bound(errors_out, k: int, m: int, loss_threshold: float, delta: float = 
     Parameters
     ----------
     errors_out : array-like, shape (m − k,)
-        Absolute training errors |f(x_j) − y_j| >= 0 of the m − k points outside the basis.
+        Absolute training errors ``|f(x_j) − y_j|`` >= 0 of the m − k points outside the basis.
     k : int, 0 <= k <= m
         Number of basis vectors.
     m : int, >= 1
         Training-set size.
     loss_threshold : float, > 0
-        γ: a point counts as an error when |f(x) − y| > γ (strictly). The bound is on the
+        γ: a point counts as an error when ``|f(x) − y|`` > γ (strictly). The bound is on the
         probability of such an error on a new point, for this fixed γ (choose γ before seeing the
         data; the theorem does not cover a γ tuned on S).
     delta : float in (0, 1)
@@ -456,9 +456,9 @@ def kmp_bound_argmin(errors_out_per_k: Sequence, m: int, loss_threshold: float, 
 
 def kcca_bound(projections_x_out, projections_y_out, k: int, m: int, loss_threshold: float,
                delta: float = 0.05) -> float:
-    r"""Theorem 4: bound on Pr_{(x,y)~D}{ |f_x(x) − f_y(y)| > γ } for sparse KCCA with k basis vectors.
+    r"""Theorem 4: bound on Pr_{(x,y)~D}{ ``|f_x(x) − f_y(y)|`` > γ } for sparse KCCA with k basis vectors.
 
-    t = #{ j outside the basis : |f_x(x_j) − f_y(y_j)| > γ }   (γ = ``loss_threshold``), and with
+    t = #{ j outside the basis : ``|f_x(x_j) − f_y(y_j)|`` > γ }   (γ = ``loss_threshold``), and with
     probability >= 1 − δ over the paired sample (simultaneously for all k and t)
 
     ε = 2/(m − k − t) · [ (k+1)·log₂(4e(m − k − t)/(k+1)) + k·log₂(e·m/k) + t·log₂(e(m − k)/t)
@@ -476,7 +476,7 @@ def kcca_bound(projections_x_out, projections_y_out, k: int, m: int, loss_thresh
     m : int, >= 1
         Number of paired training points.
     loss_threshold : float, > 0
-        γ: a point counts as an error when |f_x(x) − f_y(y)| > γ (strictly), fixed before seeing
+        γ: a point counts as an error when ``|f_x(x) − f_y(y)|`` > γ (strictly), fixed before seeing
         the data.
     delta : float in (0, 1)
         Confidence parameter δ.

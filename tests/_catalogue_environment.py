@@ -1,4 +1,4 @@
-"""Failure catalogue rows of issue 29, area "environment": every wait bounded, every foreseeable
+"""Failure catalogue rows, area "environment": every wait bounded, every foreseeable
 environment failure one clear error (Python) or one ``Error:`` line (``kmp-dask``).
 
 Faults come from ``tests/_environment_faults.py``: a TCP port that accepts and never speaks

@@ -1,4 +1,4 @@
-"""Failure catalogue rows of issue 26, area "labels_outputs": predictions in the format the user
+"""Failure catalogue rows, area "labels_outputs": predictions in the format the user
 names, evaluate's class matching, and what cannot be compressed or scored — each refused in one
 clear line before any pass over the data (and, for commands, before a cluster starts).
 

@@ -1,4 +1,4 @@
-"""Failure catalogue rows of issue 29, area "overwrite": nothing lost, nothing unpickled.
+"""Failure catalogue rows, area "overwrite": nothing lost, nothing unpickled.
 
 ``--overwrite`` / ``overwrite=True`` at every door (create_store and ingest, save, predict_to_store,
 write_report, run_pipeline, and the commands train / predict / ingest / compress / report / evaluate /

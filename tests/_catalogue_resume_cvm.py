@@ -1,4 +1,4 @@
-"""Failure catalogue rows of area "resume_cvm" (issue 29): the checkpoint / resume arguments of
+"""Failure catalogue rows of area "resume_cvm": the checkpoint / resume arguments of
 CVMClassifier and MMDA.
 
 ``WORKSPACE`` puts checkpoint directories into the workspace, written once per test session in a

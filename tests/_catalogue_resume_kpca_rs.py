@@ -1,4 +1,4 @@
-"""Failure catalogue rows of area "resume_kpca_rs" (issue 29): SparseKCCA's ``reg`` and the
+"""Failure catalogue rows of area "resume_kpca_rs": SparseKCCA's ``reg`` and the
 checkpoint / resume arguments of SparseKernelPCA, SparseKCCA and ReducedSetCompressor.
 
 ``WORKSPACE`` puts two complete checkpoints into the workspace (``kpca_ckpt``: a

@@ -1,4 +1,4 @@
-"""Failure catalogue rows of issue 26, area "s3": stores on object storage (docs/store.md "Object storage").
+"""Failure catalogue rows, area "s3": stores on object storage (docs/store.md "Object storage").
 
 The rows run against moto's S3-compatible server (tests/_s3_server.py), started on the first S3 row of
 the process, with one bucket holding a good store, a store with a damaged chunk object and a prefix

@@ -1,4 +1,4 @@
-"""Failure catalogue rows of area "sources" (issue 26): a user's own CSV/TSV/Parquet files through
+"""Failure catalogue rows of area "sources": a user's own CSV/TSV/Parquet files through
 ``kmp-dask ingest`` / :func:`kmp_dask.store.ingest`, and pipeline sources checked before any
 cluster starts or the run directory is made (every ``run`` row names ``--output`` inside the
 workspace, so a directory made by mistake would show in the on-disk check)."""

@@ -1,4 +1,4 @@
-"""Failure-catalogue rows of issue 29, "stores not written by ingest": a store whose chunks hold
+"""Failure-catalogue rows, "stores not written by ingest": a store whose chunks hold
 NaN/inf, label codes outside its ``classes`` or float codes, a store with a chunk file deleted,
 and a test store whose columns are reordered (its ``feature_names`` say so).
 

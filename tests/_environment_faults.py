@@ -1,4 +1,4 @@
-"""Environment faults for tests (issue 29): a disk that fills up or a read-only file system under
+"""Environment faults for tests: a disk that fills up or a read-only file system under
 one directory (simulated in this process), a TCP port that accepts connections but never speaks
 dask, and a dask scheduler with no workers.
 

@@ -1,4 +1,4 @@
-"""Generous, configurable waits for tests that start dask clusters (issue 29: a test that passes
+"""Generous, configurable waits for tests that start dask clusters (a test that passes
 alone failed on a machine with load 10 — ``Only 1/2 workers arrived after 120``).
 
 On a loaded machine a worker process (re)started by its nanny after a SIGKILL can take minutes to

@@ -9,7 +9,7 @@
 
 Every cluster here is made with ``_loaded_machine.CLUSTER_CONFIG`` (generous connection timeouts
 that its worker processes inherit) and waits ``_loaded_machine.WORKER_WAIT`` seconds for its
-workers, so the tests pass on a loaded machine (issue 29).
+workers, so the tests pass on a loaded machine.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Failure catalogue (issue 16): every bad input or fault a user meets, one row each.
+"""Failure catalogue: every bad input or fault a user meets, one row each.
 
 A row says what the user does, the exception type (or, for ``kmp-dask`` commands, the exit
 status) and the words the message must contain: the argument, what was received and how to
@@ -288,7 +288,7 @@ CASES = [
     Case("regressor-y-text-dask", lambda ws: KMPRegressor(client="sync").fit(da.from_array(X, chunks=20),
                                                                               da.from_array(Y_TEXT, chunks=20)),
          DataValidationError, ("y must be numeric for KMPRegressor", "KMPClassifier"), ("classes=classes",)),
-    # --- reduced-set compression (issue 10) --------------------------------------------------------
+    # --- reduced-set compression --------------------------------------------------------
     Case("compress-unfitted", lambda ws: ReducedSetCompressor().fit(SVC()), NotFittedError, ("SVC", "fit")),
     Case("compress-precomputed", lambda ws: ReducedSetCompressor().fit(SVC(kernel="precomputed").fit(X @ X.T, Y)),
          ValueError, ("precomputed",)),

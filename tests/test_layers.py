@@ -318,7 +318,7 @@ def test_declared_exceptions_are_still_needed():
     ("store", "estimators"), ("estimators", "reduced"), ("estimators", "cli"),
 ])
 def test_the_table_forbids(src, dst):
-    """The directions issue 27 names (and their neighbours) are not in the table."""
+    """The directions the layer rules forbid (and their neighbours) are not in the table."""
     assert dst not in ALLOWED[src]
 
 
@@ -374,7 +374,7 @@ def test_scanner_resolves_package_relative_imports_and_lines():
         ("kmp_dask.greedy._kmp", "greedy/__init__.py:3", False), ("kmp_dask.parallel", "greedy/__init__.py:4", False)]
 
 
-# -- the estimators' sessions (issue 27) ---------------------------------------------------------------
+# -- the estimators' sessions ---------------------------------------------------------------
 #: what ``parallel/`` sets up a fit with; estimators/ and reduced/ get these only from ``parallel._session``
 SESSION_ONLY = ("resolve_client", "connect", "embedded_cluster", "make_engine", "InProcessEngine", "ActorEngine",
                 "Tasks")

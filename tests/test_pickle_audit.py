@@ -1,4 +1,4 @@
-"""Audit (issue 29): nothing in kmp_dask unpickles a file it did not write, unless the user said so.
+"""Audit: nothing in kmp_dask unpickles a file it did not write, unless the user said so.
 
 The test reads every module of the package (AST, not grep, so comments and strings don't count) and
 finds every call that can unpickle: ``pickle.load(s)``, ``pickle.Unpickler``, ``joblib.load``,

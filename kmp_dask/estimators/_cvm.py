@@ -231,7 +231,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         SVC's 0.900; 1e-4 reached 0.8995 (452 core vectors, 4.5 s for 2,000 rows). At a fixed
         eps the core set stays about the same size whatever N (linear time), and on data with
         label noise held-out accuracy then falls as N grows past ~10⁵ rows; a smaller eps restores
-        it at superlinear cost (docs/cvm.md "Growth with N").
+        it at superlinear cost (benchmarks/notes/cvm_measurements.md, "Growth with N").
     kernel : "rbf" or "laplacian"; kernel_params
         A kernel with constant k(x, x) (the ball view needs it).
     gamma : "scale", float or None, default="scale"
@@ -390,5 +390,5 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
         self.training_kernel_evaluations_ = int(sum(res.kernel_evaluations for f in problems for res, _ in f))
 
     def transform(self, X):
-        """Features ``u_qᵀφ(x)`` (n_samples, n_features_out_); numpy or lazy dask for dask/store input."""
+        """Features ``u_qᵀφ(x)`` (n_samples, ``n_features_out_``); numpy or lazy dask for dask/store input."""
         return self._decision(X)

@@ -386,8 +386,8 @@ _PARAMETERS = """
         Kernel width (rbf, laplacian) or scale (polynomial, sigmoid). "scale" means
         ``1 / (n_features · Var(X))`` as scikit-learn's ``SVC(gamma="scale")``, from the training
         rows (a store's own mean / std, no pass; one pass over a dask array); for laplacian
-        ``1 / (n_features · std(X))``. None means ``1 / n_features`` (the default before issue
-        25, right for standardised features only). A list gives one kernel per value (e.g. RBF of
+        ``1 / (n_features · std(X))``. None means ``1 / n_features`` (the former default, right
+        for standardised features only). A list gives one kernel per value (e.g. RBF of
         three widths). The resolved values are in ``kernels_``. A
         :class:`~kmp_dask.exceptions.KernelWidthWarning` after the fit says when the width is far
         off the data's scale; features on very different scales are better standardised first
@@ -529,15 +529,15 @@ _PARAMETERS = """
 _ATTRIBUTES = """
     Attributes
     ----------
-{extra}    basis_indices_ : ndarray of shape (n_basis_,)
+{extra}    basis_indices_ : ndarray of shape (``n_basis_``,)
         Row index (in the training data) of each basis function's centre, in selection order.
-    basis_vectors_ : ndarray of shape (n_basis_, n_features_in_)
+    basis_vectors_ : ndarray of shape (``n_basis_``, ``n_features_in_``)
         The centres themselves.
-    basis_kernels_ : ndarray of shape (n_basis_,)
+    basis_kernels_ : ndarray of shape (``n_basis_``,)
         Index into ``kernels_`` of each basis function's kernel.
     basis_columns_ : str
         ``"stored"`` or ``"recomputed"``: where the fit kept its basis columns (``basis_columns``).
-    dual_coef_ : ndarray of shape (n_basis_, n_outputs)
+    dual_coef_ : ndarray of shape (``n_basis_``, n_outputs)
         Coefficient of each basis function{outputs}.
     intercept_ : ndarray of shape (n_outputs,)
         The constant of the model.
@@ -568,9 +568,9 @@ _ATTRIBUTES = """
         The resolved loss.
     n_features_in_ : int
         Number of features seen in ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Column names of a pandas ``X``; only when ``X`` had string column names.
-    store_feature_names_ : ndarray of shape (n_features_in_,)
+    store_feature_names_ : ndarray of shape (``n_features_in_``,)
         The training store's ``feature_names`` (only when fitted on a store with names other than
         ``x0, x1, ...``); a store given to predict / score must list the same (docs/store.md).
 

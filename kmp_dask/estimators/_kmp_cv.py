@@ -90,7 +90,8 @@ input, or in-memory input the folds' kernel table is not used for), 1 when they 
 in-process kernel table (numpy input in process, where k > 1 cost 1.26–1.61 × k = 1's CPU). On
 seven tuning sets given as dask arrays k = 8 took 0.38 of k = 1's wall time at −0.04 points of
 pooled test accuracy (worst set −0.52); k = 4 lost 2.4 points on segment, beyond the rule's 1.5
-(benchmarks/kmp_cv_blocks.py; docs/cross_validation.md, "Several atoms per pass")."""
+(benchmarks/kmp_cv_blocks.py; benchmarks/notes/cross_validation_measurements.md, "Several atoms
+per pass")."""
 
 AUTO_WIDEN = 2
 """With ``gammas=None`` and ``n_basis="auto"``: widths added (× 4 or ÷ 4) at most at each end of the
@@ -813,7 +814,7 @@ as its last model, as a stopped pursuit's do). None (the default): every width w
 the cap is continued. On 29 tuning sets (benchmarks/kmp_cv_prune.py) z = 1 and z = 2 took 0.66 and 0.75
 of the mid-size sets' CPU but lost 0.17 and 0.16 points of pooled test accuracy, 2.13 on letter,
 where a width pruned at 200 atoms overtook the best at a larger cap: the rule fixed before the study
-kept None (docs/cross_validation.md, "Pruning widths at a doubled cap")."""
+kept None (benchmarks/notes/cross_validation_measurements.md, "Pruning widths at a doubled cap")."""
 
 PRUNE_PROJECT = False
 """With :data:`PRUNE_SE`: compare a width's best mean plus its gain over the last half of the cap

@@ -106,7 +106,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Expansi
         (scikit-learn's ``KernelPCA.eigenvalues_`` when every point is chosen)
     explained_variance_ : ndarray (k,) ``eigenvalues_ / n_samples``
     trace_residual_path_ : ndarray (k + 1,) ``tr(K − K̂_j)`` after j points (j = 0: ``tr K``)
-    n_components_ : int; stop_reason_ : str; n_passes_ : int
+    ``n_components_`` : int; ``stop_reason_`` : str; ``n_passes_`` : int
     history_ : list of dict, one per chosen point: ``iteration``, ``index`` (the row), ``score``
         (the variance along its deflated direction) and ``residual_norm`` (the trace residual after
         it, relative to ``tr K``) — the records ``verbose`` and the CLI's ``--log-json`` show
@@ -243,7 +243,7 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Expansi
         return truncate(res, best) if best < len(res.index) else res
 
     def transform(self, X):
-        """Coordinates on the principal directions inside the span (n_samples, n_components_);
+        """Coordinates on the principal directions inside the span (n_samples, ``n_components_``);
         numpy in → numpy out, dask array or store in → lazy dask array."""
         return self._decision(X)
 
@@ -409,7 +409,7 @@ class SparseKCCA(BaseEstimator):
         return self
 
     def transform(self, X, Y=None):
-        """Canonical variates of ``X`` (n, n_components_) and, with ``Y``, also of ``Y``."""
+        """Canonical variates of ``X`` (n, ``n_components_``) and, with ``Y``, also of ``Y``."""
         check_is_fitted(self, "expansion_x_")
         Fx = self.expansion_x_.decision_function(np.asarray(X))
         if Y is None:

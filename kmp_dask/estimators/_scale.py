@@ -5,7 +5,7 @@
 ``std`` attributes the store keeps (no pass over the data); for a dask array it is one pass; for a
 numpy array it is ``X.var()``. A constant ``X`` (variance 0) gives ``1.0``, as scikit-learn does.
 
-The estimators take ``gamma="scale"`` (their default since issue 25) and resolve it here, once,
+The estimators take ``gamma="scale"`` (their default) and resolve it here, once,
 from the training store's statistics (:func:`resolve_gamma`): the fitted kernels hold the number,
 so a saved model, ``predict`` and ``expansion_`` need nothing else. docs/defaults.md has the
 measurements behind the choice.
@@ -158,7 +158,7 @@ def resolve_gamma(gamma, store, *, kernel="rbf", sample_weight=None, owner="the 
     return type(gamma)(values) if isinstance(gamma, (list, tuple)) else values[0]
 
 
-# -- standardisation inside the model (issue 25) ----------------------------------------------------
+# -- standardisation inside the model --------------------------------------------------------------
 
 def check_standardize(value) -> None:
     """``standardize`` must be ``"auto"``, True or False; raise naming the value and the fix."""

@@ -45,7 +45,7 @@ QP_EPS = 0.1
 """The MEB dual on the core set is solved (:class:`~kmp_dask.greedy._cvm_qp.SMOQP`, warm-started)
 until the support's largest gradient is within ``QP_EPS · ε · R²`` of the smallest: every core point
 then lies within ``R²(1 + 2·QP_EPS·ε) ≤ (1+ε)²R²`` of the centre, the ball the loop certifies on the
-other rows (docs/cvm.md "The QP"). 0.1 rather than 1: at 5·10⁴ rows of issue 28's data a smaller
+other rows (docs/cvm.md "The QP"). 0.1 rather than 1: at 5·10⁴ covertype-like rows a smaller
 core set, fewer full passes and 0.2 pt more accuracy (benchmarks/cvm_speed.py --qp-eps)."""
 
 QP_TOL = 1e-9
@@ -145,7 +145,7 @@ docs/cvm.md). Convergence is still declared only by a full pass that finds no ro
 
 POINTS_PER_PASS = 8
 """Rows a distance pass may add to the core set: the furthest and, when more than one, the next
-furthest of the rows it measured that lie outside the (1+ε)R ball. 8 since the SMO QP (issue 28):
+furthest of the rows it measured that lie outside the (1+ε)R ball. 8 since the SMO QP:
 a fit's passes and QP calls ÷ ~7 for a core set 4–28 % larger, the same held-out accuracy
 (benchmarks/cvm_speed.py; docs/cvm.md "Several rows per pass")."""
 

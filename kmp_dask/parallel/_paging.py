@@ -45,7 +45,7 @@ __all__ = ["Pager", "worker_budget", "MemoryBudgetError", "MEMORY_FRACTION", "TR
 MEMORY_FRACTION = 0.5
 """Share of a worker's ``memory_limit`` kmp_dask plans to use (process RSS included). dask
 warns about unmanaged memory above 0.7 ("spill"), pauses a worker at 0.8 and restarts it at
-0.95. Measured (issue 9's case: 3·10⁶ × 54 float32 on 2 × 1.5 GB workers): planning 0.6 gave a
+0.95. Measured (3·10⁶ × 54 float32 on 2 × 1.5 GB workers): planning 0.6 gave a
 peak RSS of 70% of the limit (allocator slack, result buffers) and one "unmanaged memory"
 warning; 0.5 leaves that margin."""
 

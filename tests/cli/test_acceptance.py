@@ -1,4 +1,4 @@
-"""Issue 26's acceptance chain: a user's CSV with the label column first and string classes, and
+"""The own-file acceptance chain: a user's CSV with the label column first and string classes, and
 the same data as Parquet, through ``ingest --label``, a pipeline TOML whose ``source`` is the
 file's path, ``train``, ``evaluate``, ``predict --output pred.csv`` and ``report`` — in process
 (``--scheduler sync``, with the cluster starters swapped for ones that fail the test), and on a

@@ -1,5 +1,5 @@
 """The CLI chain end to end as subprocesses: ingest → train → evaluate → predict → report, on the
-embedded cluster and on a real ``dask scheduler`` + 2 ``dask worker`` processes (issue 13)."""
+embedded cluster and on a real ``dask scheduler`` + 2 ``dask worker`` processes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``kmp-dask``'s error output (issue 16): one ``Error:`` line by default, the full traceback with
+"""``kmp-dask``'s error output: one ``Error:`` line by default, the full traceback with
 ``--traceback``, a bug keeps its traceback, and ``info`` without ``--verify`` says the chunks were
 not read (a damaged store is found by ``--verify``, never silently passed as checked)."""
 

@@ -1,4 +1,4 @@
-"""Bad arguments exit non-zero with one clear line naming the problem, and write nothing (issue 13)."""
+"""Bad arguments exit non-zero with one clear line naming the problem, and write nothing."""
 
 from __future__ import annotations
 

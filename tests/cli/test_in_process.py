@@ -1,4 +1,4 @@
-"""The in-process CLI (issue 26): ``--scheduler sync|auto|local``, help per algorithm with nothing
+"""The in-process CLI: ``--scheduler sync|auto|local``, help per algorithm with nothing
 cut, progress and fit times of every family, the kernel-width check that stops ``train``, and
 ``ingest --no-header``. Everything here runs in this process, with the cluster starters swapped
 for ones that fail the test: a command that should not start a cluster cannot."""

@@ -1,4 +1,4 @@
-"""Issue 29, "overwrite": what --overwrite replaces (only kmp_dask's own outputs), what a pipeline
+"""Overwrite: what --overwrite replaces (only kmp_dask's own outputs), what a pipeline
 writes (only inside its run directory), and the temporaries of killed ingests. The refusals are rows
 of the failure catalogue (tests/_catalogue_overwrite.py); here: that the things kmp_dask wrote *are*
 replaced, what is on disk before and after, and the cases rows cannot express (a killed process,

@@ -1,5 +1,5 @@
 """A user's own files through ``kmp-dask ingest`` and a pipeline whose ``source`` is the file's
-path (issue 26): a CSV with the label first and string classes, and the same data as Parquet."""
+path: a CSV with the label first and string classes, and the same data as Parquet."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``kmp-dask run``: the four pipelines end to end on small data (issue 14)."""
+"""``kmp-dask run``: the four pipelines end to end on small data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Predictions in the format ``--output``'s extension names (issue 26): ``predict_to_file`` and
+"""Predictions in the format ``--output``'s extension names: ``predict_to_file`` and
 the ``predict`` command write .csv / .parquet / .npy / .zarr with class names, probabilities or
 decision values, in the input's row order, streamed block by block, atomically, and replace
 only what they wrote.

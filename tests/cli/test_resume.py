@@ -1,4 +1,4 @@
-"""SIGKILL ``train --checkpoint`` mid-fit, then ``--resume``: the identical model (issue 13)."""
+"""SIGKILL ``train --checkpoint`` mid-fit, then ``--resume``: the identical model."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_killed_train_resumes_to_the_identical_model(tmp_path):
     pytest.param("skpca", ["--n-components", "12"], marks=pytest.mark.slow),
 ])
 def test_every_algorithm_checkpoints_and_a_complete_checkpoint_resumes_to_the_same_model(tmp_path, algorithm, flags):
-    """``--checkpoint`` is accepted for every ``--algorithm`` (issue 29); resuming a complete checkpoint
+    """``--checkpoint`` is accepted for every ``--algorithm``; resuming a complete checkpoint
     gives the model of the run that wrote it, without fitting again."""
     run_cli("ingest", "synthetic:classification", tmp_path / "train.zarr", "--n-rows", 1500, "--chunk-rows", 500)
     common = ["train", tmp_path / "train.zarr", "--algorithm", algorithm, *flags, "--workers", 1, "--quiet",

@@ -1,5 +1,5 @@
 """The CLI against a TLS-only ``dask scheduler`` + ``dask worker`` with self-made certificates;
-a client without them is refused (issue 13)."""
+a client without them is refused."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``kmp-dask train --cv K`` and a pipeline's ``[model] cv = K`` (issue 25): γ and the size chosen
+"""``kmp-dask train --cv K`` and a pipeline's ``[model] cv = K``: γ and the size chosen
 by cross-validation along the pursuit, the refitted model saved in the open format. In process
 (``--scheduler sync``), with the cluster starters swapped for ones that fail the test."""
 

@@ -73,7 +73,7 @@ def test_scripts_start_a_loopback_cluster_that_fits_kmp(tmp_path, procs):
 # memory, tests/cli/test_pipelines.py::test_pipeline1_on_embedded_cluster; the CLI on a real `dask scheduler` +
 # `dask worker` cluster by --scheduler-file, tests/cli/test_chain.py; these scripts' cluster, the test above
 def test_pipeline1_on_the_scripts_cluster(tmp_path, procs):
-    """Issue 14: pipeline 1 (small) end to end through ``kmp-dask run`` on these scripts' cluster."""
+    """Pipeline 1 (small) end to end through ``kmp-dask run`` on these scripts' cluster."""
     import json
     import shutil
 

@@ -7,7 +7,7 @@ import signal
 
 import numpy as np
 import pytest
-from _loaded_machine import WORKER_WAIT  # generous on a loaded machine (issue 29)
+from _loaded_machine import WORKER_WAIT  # generous on a loaded machine
 from sklearn.datasets import load_iris, make_classification
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from test_cvm_kkt import _slsqp_meb

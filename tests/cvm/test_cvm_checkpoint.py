@@ -1,4 +1,4 @@
-"""Checkpoints and resume for CVMClassifier and MMDA (issue 29): a fit interrupted inside a binary
+"""Checkpoints and resume for CVMClassifier and MMDA: a fit interrupted inside a binary
 problem's core-set loop, at a one-vs-rest problem boundary, between MMDA features, or SIGKILLed,
 and resumed from its checkpoint gives the identical model (bit for bit) as an uninterrupted fit —
 in process and on a process LocalCluster; an existing checkpoint is never overwritten, one of

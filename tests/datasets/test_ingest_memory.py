@@ -1,4 +1,4 @@
-"""Peak RSS of a 10⁷-row synthetic ingest stays under 1 GiB (issue 2; slow: ~1 minute).
+"""Peak RSS of a 10⁷-row synthetic ingest stays under 1 GiB (slow: ~1 minute).
 
 Runs the same measurement as ``benchmarks/ingest_memory.py`` (a fresh child interpreter, its
 peak RSS read from ``getrusage`` after it exits). Run with ``pytest -m slow``.

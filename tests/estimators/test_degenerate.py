@@ -1,4 +1,4 @@
-"""Degenerate fits (issue 16): a named warning, a ``stop_reason_`` that says why, a message that
+"""Degenerate fits: a named warning, a ``stop_reason_`` that says why, a message that
 says what to change — and nothing new on normal data.
 
 Three ways a fit ends with no basis function, told apart by the driver from the candidate rows
@@ -112,7 +112,7 @@ def test_identical_rows_regression():
 
 def test_constant_targets_are_no_degenerate_fit():
     """One target value: the driver's no-basis check does not call that degenerate. (The loop
-    itself still fits rounding noise there, unchanged by issue 16; on identical rows the
+    itself still fits rounding noise there, unchanged by the degenerate-fit checks; on identical rows the
     estimator's same-row check names it.)"""
     est = KMPRegressor(random_state=0, n_basis=10).fit(MOONS_X, np.full(1000, 2.5))
     np.testing.assert_allclose(est.predict(MOONS_X[:5]), 2.5)

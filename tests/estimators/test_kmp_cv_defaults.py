@@ -1,4 +1,4 @@
-"""KMPClassifierCV's defaults (issue 25): the adaptive cap of ``n_basis="auto"``.
+"""KMPClassifierCV's defaults: the adaptive cap of ``n_basis="auto"``.
 
 The cap starts at ``AUTO_N_BASIS[0]`` and doubles (up to ``AUTO_N_BASIS[1]``) while the best mean
 held-out score is in its last tenth; the tests shrink both numbers so that a fit takes a second.

@@ -1,5 +1,5 @@
 """``n_basis="auto"`` with ``_kmp_cv.PRUNE_SE = z``: when the cap doubles, only the widths whose best
-mean held-out score is within z standard errors of the best are continued (issue 25).
+mean held-out score is within z standard errors of the best are continued.
 
 Oracles: a hand computation of the standard error and of the widths continued on synthetic score
 arrays; the search without pruning (``PRUNE_SE = None``), whose scores up to the old cap the pruned

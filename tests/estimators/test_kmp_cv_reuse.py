@@ -1,5 +1,5 @@
 """``n_basis="auto"``: a (γ, fold) pursuit that stopped before its cap is not fitted again when the
-cap doubles (``_kmp_cv.REUSE``; issue 25, vehicle's regression).
+cap doubles (``_kmp_cv.REUSE``; vehicle's regression).
 
 The data: one fold's training rows are copies of a few distinct points (its pursuit fits them
 exactly and stops early), the other folds' training rows hold many distinct points (their

@@ -1,5 +1,5 @@
 """Labels of any dtype (strings, object arrays, lists, pandas Series / Categorical, bools) through
-fit, predict, score and evaluate, on numpy, dask and store input (issue 26).
+fit, predict, score and evaluate, on numpy, dask and store input.
 
 Each classifier learns a clean two-feature problem, so its predictions are checked against the
 true labels as *values* of the user's dtype; evaluate on a store matches the store's class

@@ -1,4 +1,4 @@
-"""gamma="scale" (the default since issue 25): 1 / (n_features · Var(X)) from the training rows,
+"""gamma="scale" (the default): 1 / (n_features · Var(X)) from the training rows,
 the same for numpy, dask and store input; gamma=None and explicit numbers unchanged."""
 
 import warnings

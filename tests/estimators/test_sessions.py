@@ -1,4 +1,4 @@
-"""The estimators' sessions (issue 27): a store's label set from greedy/, the engine closed however a
+"""The estimators' sessions: a store's label set from greedy/, the engine closed however a
 KMP fit ends, CVM's tasks through task_session."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""standardize="auto" | True | False (issue 25): standardisation carried inside the fitted model.
+"""standardize="auto" | True | False: standardisation carried inside the fitted model.
 
 Oracle: the same estimator with ``standardize=False`` fitted on the rows standardised by hand
 (``(X − feature_mean_) / feature_scale_``; those equal scikit-learn's StandardScaler's mean_ /

@@ -1,4 +1,4 @@
-"""``kmp-dask train --standardize auto|yes|no`` (issue 25): the saved model carries the transform,
+"""``kmp-dask train --standardize auto|yes|no``: the saved model carries the transform,
 and ``evaluate`` / ``predict`` on the raw store use it. In process (``--scheduler sync``)."""
 
 from __future__ import annotations

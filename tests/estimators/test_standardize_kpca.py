@@ -1,4 +1,4 @@
-"""standardize="auto" | True | False for SparseKernelPCA and SparseKCCA (issue 25), as KMP/CVM/MMDA.
+"""standardize="auto" | True | False for SparseKernelPCA and SparseKCCA, as KMP/CVM/MMDA.
 
 Oracle: the same estimator with ``standardize=False`` fitted on the rows standardised by hand
 (``(X − feature_mean_) / feature_scale_``, which equal scikit-learn's StandardScaler's mean_ /

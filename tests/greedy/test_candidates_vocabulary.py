@@ -1,4 +1,4 @@
-"""One ``candidates`` vocabulary for every estimator (issue 27): "all" (None the same), "auto"
+"""One ``candidates`` vocabulary for every estimator: "all" (None the same), "auto"
 (s = ⌈log ε / log q⌉ = 59) or an int — the same model whichever spelling, the same refusal."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checkpoints and resume (issue 13): a fit interrupted at iteration t and resumed from its
+"""Checkpoints and resume: a fit interrupted at iteration t and resumed from its
 checkpoint gives the identical model (bit for bit) as an uninterrupted fit with the same seed —
 in process and on a process cluster, for several losses and sampling modes; a checkpoint of
 another fit is refused, an existing one is never overwritten, and a failed write leaves the

@@ -1,4 +1,4 @@
-"""Bounds as stopping rules (issue 12): sparse KPCA's compression bound picks the dimension, the
+"""Bounds as stopping rules: sparse KPCA's compression bound picks the dimension, the
 KMP bound picks the basis size, each at the minimum of the path it records."""
 
 from __future__ import annotations

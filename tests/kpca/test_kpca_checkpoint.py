@@ -1,4 +1,4 @@
-"""Checkpoint / resume of sparse kernel PCA and sparse KCCA (issue 29): a fit interrupted after
+"""Checkpoint / resume of sparse kernel PCA and sparse KCCA: a fit interrupted after
 chosen point t and resumed from its checkpoint gives the identical model (bit for bit) as an
 uninterrupted fit with the same seed — in process, on a process LocalCluster and after a SIGKILL
 of the fitting process; a checkpoint of another fit is refused and an existing one is never

@@ -7,7 +7,7 @@ import signal
 
 import numpy as np
 import pytest
-from _loaded_machine import WORKER_WAIT  # generous on a loaded machine (issue 29)
+from _loaded_machine import WORKER_WAIT  # generous on a loaded machine
 from sklearn.decomposition import KernelPCA
 from sklearn.utils.estimator_checks import parametrize_with_checks
 

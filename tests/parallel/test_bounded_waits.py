@@ -1,4 +1,4 @@
-"""Issue 29, area "environment": every wait bounded, every foreseeable environment failure one
+"""Area "environment": every wait bounded, every foreseeable environment failure one
 clear error — with real sockets, real clusters and (as root) real full / read-only file systems.
 
 The failure catalogue (``tests/_catalogue_environment.py``) holds the one-row cases; here are the

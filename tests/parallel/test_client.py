@@ -84,7 +84,7 @@ def test_failed_connection_leaves_nothing_behind(case, tmp_path, short_connect_t
     while threading.active_count() > threads and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= threads, "the half-made client's threads must be stopped"
-    # the regression of issue 16: the next fit in the same process (numpy input) works
+    # a regression once seen: the next fit in the same process (numpy input) works
     ok = KMPClassifier(n_basis=5, random_state=0).fit(X, y)
     assert ok.n_basis_ == 5 and ok.score(X, y) > 0.8
 

@@ -1,5 +1,5 @@
-"""The scheduler SIGKILLed mid-fit on real ``dask scheduler`` + ``dask worker --nanny`` processes
-(issue 16): the driver ends within a bounded time with ``SchedulerLostError`` saying what happened
+"""The scheduler SIGKILLed mid-fit on real ``dask scheduler`` + ``dask worker --nanny`` processes:
+the driver ends within a bounded time with ``SchedulerLostError`` saying what happened
 and how to resume, never a hang, and the process is left as it was (no client registered, the next
 fit works).
 

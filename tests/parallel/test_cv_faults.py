@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _loaded_machine import WORKER_WAIT, wait_for_workers  # generous on a loaded machine (issue 29)
+from _loaded_machine import WORKER_WAIT, wait_for_workers  # generous on a loaded machine
 
 from kmp_dask import KMPClassifierCV
 from kmp_dask.datasets import make_classification_store

@@ -1,5 +1,5 @@
 """A driver SIGKILLed at a random moment of a fit and restarted with ``resume=True`` ends with the
-identical model (issue 29, "Checkpoint/resume for every family").
+identical model (every family has checkpoint / resume).
 
 Both tests run ``benchmarks/driver_kills.py`` (:func:`run_driver_kills`) on the working tree's
 kmp_dask: every fit is a driver process (``fit(store, checkpoint=DIR, resume=True)`` then

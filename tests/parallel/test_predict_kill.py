@@ -1,6 +1,6 @@
 """A worker killed while a prediction over a store is being computed: dask recomputes the lost
 chunks on the surviving (or restarted) worker and the predictions are exactly those of the
-in-memory evaluation (issue 16, "a worker killed during prediction over a store")."""
+in-memory evaluation (a worker killed during prediction over a store)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from _loaded_machine import WORKER_WAIT  # generous on a loaded machine (issue 29)
+from _loaded_machine import WORKER_WAIT  # generous on a loaded machine
 
 from kmp_dask import KMPRegressor
 from kmp_dask.datasets import make_regression_store

@@ -1,5 +1,5 @@
 """A worker SIGKILLed at a random moment of a fit, on real ``dask scheduler`` + ``dask worker --nanny``
-processes, is repaired with the identical model (issue 16).
+processes, is repaired with the identical model.
 
 Both tests run ``benchmarks/random_kills.py`` (:func:`run_random_kills`) on the working tree's
 kmp_dask: each fit in a child process (so a hang fails the test after ``fit_timeout`` instead of

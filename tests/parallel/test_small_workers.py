@@ -1,4 +1,4 @@
-"""Small workers stream (issue 28): partitions sized the same on every cluster, small enough for
+"""Small workers stream: partitions sized the same on every cluster, small enough for
 300 MB workers, so a fit is bit for bit the same on 1 roomy worker and on 2 small ones."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checkpoint / resume of reduced-set compression (issue 29): a compression interrupted after
+"""Checkpoint / resume of reduced-set compression: a compression interrupted after
 selected vector t (in the in-process pursuit, on the engine, in the second of several
 independent pursuits, during the exchanges, in the chunking tree's refinement) and resumed from
 its checkpoint gives the identical compressed model and path (bit for bit) as an uninterrupted

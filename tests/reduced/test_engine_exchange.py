@@ -11,7 +11,7 @@ import signal
 
 import numpy as np
 import pytest
-from _loaded_machine import WORKER_WAIT  # generous on a loaded machine (issue 29)
+from _loaded_machine import WORKER_WAIT  # generous on a loaded machine
 from test_dense_hmp import binary  # noqa: F401 (fixture)
 
 from kmp_dask import KernelExpansion

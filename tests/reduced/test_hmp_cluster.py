@@ -9,7 +9,7 @@ import signal
 
 import numpy as np
 import pytest
-from _loaded_machine import wait_for_workers  # generous on a loaded machine (issue 29)
+from _loaded_machine import wait_for_workers  # generous on a loaded machine
 
 from kmp_dask import KernelExpansion
 from kmp_dask.greedy._hmp_setup import compress_on_pool

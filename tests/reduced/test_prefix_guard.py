@@ -1,5 +1,5 @@
 """A compressed KMP model that is worse on the labelled pool than the KMP fit's own prefix of the
-same size is replaced by that prefix, with a warning (issue 25)."""
+same size is replaced by that prefix, with a warning."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The compressor's and the CV estimators' sessions (issue 27): clients resolved, engines and tasks
+"""The compressor's and the CV estimators' sessions: clients resolved, engines and tasks
 built through ``parallel._session``, and everything they opened closed — engine first, then client —
 however the fit ends (an error or a KeyboardInterrupt in the pursuit included)."""
 

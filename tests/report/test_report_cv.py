@@ -1,4 +1,4 @@
-"""The report of a model chosen by cross-validation (issue 25): held-out score against the size for
+"""The report of a model chosen by cross-validation: held-out score against the size for
 each γ, drawn from what ``kmp-dask train --cv K`` saved (the open format, no pickle); other models'
 reports unchanged; a size at the cap says how to raise it. In process (``--scheduler sync``)."""
 

@@ -1,4 +1,4 @@
-"""Stores not written by ingest (issue 29): every read of a chunk checks it.
+"""Stores not written by ingest: every read of a chunk checks it.
 
 NaN/inf in X or y, label codes outside the store's ``classes`` (5, −1) or not integers (0.5)
 raise ``StoreContentError`` naming the store, array, chunk and global row, on every read path

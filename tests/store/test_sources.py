@@ -1,6 +1,6 @@
 """One source vocabulary (kmp_dask.store.ingest): CSV/TSV with the label anywhere and string
 classes, the same data as Parquet, --drop, --n-rows for every source, the seeded test split, a
-store as a source (issue 26)."""
+store as a source."""
 
 from __future__ import annotations
 
