@@ -131,7 +131,7 @@ def large_run(args, work):
     rows = args.large_rows
     H.log(f"large run: {rows} rows, {args.large_basis} atoms, memory_limit {args.large_memory_limit}")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="6GB",
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         t0 = time.perf_counter()
         train = make_classification_store(str(work / "large_train.zarr"), rows, random_state=11, overwrite=True,
                                           client=client)
@@ -140,7 +140,7 @@ def large_run(args, work):
         gen_s = time.perf_counter() - t0
     columns_bytes = rows * (args.large_basis + 2) * 4
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=args.large_memory_limit,
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         est, fit_s, acc = _fit(train, test, client, {}, n_basis=args.large_basis, fit_mode="basic",
                                basis_columns="auto")
         worker_peak = client.run(_peak_rss)
@@ -190,7 +190,7 @@ def main(argv=None):
         result = {**previous, **{k: v for k, v in result.items() if k == "environment"}}
     else:
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="4GB",
-                          dashboard_address=":0") as cluster, Client(cluster) as client:
+                          dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
             result["modes"] = compare_modes(args, work, client)
         if "large_run" in previous and not args.large_rows:
             result["large_run"] = previous["large_run"]  # measured by an earlier --large-rows run

@@ -125,7 +125,7 @@ def _start_cluster(args, work, rss):
     sched_file.unlink(missing_ok=True)
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
     procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
+                               "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(sched_file)],
                               stdout=subprocess.DEVNULL, stderr=_log(work / "scheduler.log"), env=env)]
     rss.watch("scheduler", procs[0].pid)
     deadline = time.monotonic() + 60
@@ -137,7 +137,7 @@ def _start_cluster(args, work, rss):
         procs.append(subprocess.Popen(
             [str(BIN / "dask"), "worker", "--scheduler-file", str(sched_file), "--nthreads", "1", "--nworkers", "1",
              "--memory-limit", args.memory_limit, "--local-directory", str(work / f"scratch{i}"),
-             "--dashboard-address", ":0", "--no-nanny"],
+             "--dashboard-address", "127.0.0.1:0", "--no-nanny"],
             stdout=subprocess.DEVNULL, stderr=_log(work / f"worker{i}.log"), env=env))
         rss.watch(f"worker{i}", procs[-1].pid)
     return sched_file, procs

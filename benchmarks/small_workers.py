@@ -169,7 +169,7 @@ def _cluster(limit, observe=False):
         config.update({"distributed.worker.memory.pause": False, "distributed.worker.memory.terminate": False})
     with dask.config.set(config):
         return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=limit,
-                            dashboard_address=":0",
+                            dashboard_address="127.0.0.1:0",
                             silence_logs=int(os.environ.get("SMALL_WORKERS_LOG_LEVEL", logging.WARNING)))
 
 

@@ -110,7 +110,7 @@ def main():
     gamma = 1.0 / args.features
 
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         clf = KMPClassifier(n_basis=args.n_basis, candidates=s, gamma=gamma, random_state=0, client=client)
         t0 = time.perf_counter()
         clf.fit(store)

@@ -108,3 +108,8 @@ class BoundAtCapWarning(UserWarning):
     """A size chosen by a bound's minimum (``n_components="bound"``) sits at the path's cap with
     the bound still falling: a longer path may find a smaller bound. The message names the
     parameter that raises the cap."""
+
+
+class IgnoredColumnsWarning(UserWarning):
+    """Data given to predict / evaluate has columns the model was not fitted on (matched by name):
+    they were left out, and the warning lists them (a label column in a file to predict is one)."""

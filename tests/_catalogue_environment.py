@@ -71,7 +71,6 @@ def _no_live_workers(ws):
     """Every worker of the fit's cluster goes away mid-fit: the repair finds none (bounded)."""
     from distributed import Client, LocalCluster
 
-    import kmp_dask.parallel._engine as engine
     from kmp_dask.blockops import StatsQuery, kmp_stats
     from kmp_dask.parallel import ActorEngine, partition_specs
     from kmp_dask.store import InMemoryStore
@@ -85,7 +84,7 @@ def _no_live_workers(ws):
             deadline = time.monotonic() + 180
             while client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
                 time.sleep(0.1)
-            with mock.patch.object(engine, "NO_WORKERS_WAIT", 1.0):
+            with dask.config.set({"kmp_dask.no-workers-wait": 1.0}):
                 eng.run(kmp_stats, StatsQuery({"kind": "regression"}))
         finally:
             t0 = time.monotonic()

@@ -20,6 +20,7 @@ from kmp_dask import KMPClassifier
 from kmp_dask._overwrite import ForeignTargetError
 from kmp_dask.exceptions import StoreExistsError
 from kmp_dask.store import StoreCorruptError, create_store, open_store
+from kmp_dask.store._remote import StorageAccessDeniedError, StorageCredentialsError, StorageUnreachableError
 
 _RNG = np.random.default_rng(264)
 X = _RNG.normal(size=(60, 3))
@@ -64,7 +65,83 @@ def _unchanged(fn):
 
 def _env(s) -> SimpleNamespace:
     os.environ.update(s.s3.environ())
+    _forget_file_systems()
     return s
+
+
+def _forget_file_systems():
+    """Empty fsspec's cache of S3 file systems: its key is the arguments, not the AWS_* variables
+    the commands read, so a command would reuse the file system of another row's endpoint."""
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+_FAULTY: dict = {}
+
+
+def _faulty(kind: str) -> str:
+    """The endpoint of a faulty S3 server of ``kind`` (kept for the process): 'silent' accepts and
+    never answers, 'refused' has nothing listening, 'denied' answers 403 AccessDenied."""
+    if kind not in _FAULTY:
+        from _environment_faults import SilentServer
+        from _s3_server import DenyingServer, refused_endpoint
+
+        if kind == "silent":
+            srv = SilentServer()
+            _FAULTY[kind] = (srv, f"http://127.0.0.1:{srv.port}")
+        elif kind == "denied":
+            srv = DenyingServer()
+            _FAULTY[kind] = (srv, srv.endpoint_url)
+        else:
+            _FAULTY[kind] = (None, refused_endpoint())
+    return _FAULTY[kind][1]
+
+
+def _open_at(kind: str, seconds: float = 2.0):
+    """``open_store`` of an S3 URL on a faulty endpoint, with a ``seconds`` timeout."""
+    def run(ws):
+        import dask
+
+        with dask.config.set({"kmp_dask.storage-timeout": seconds}):
+            open_store("s3://bucket/x.zarr", storage_options={"endpoint_url": _faulty(kind), "key": "k",
+                                                              "secret": "s", "skip_instance_cache": True})
+    return run
+
+
+_NO_CREDENTIALS = {"AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/kmp-credentials",
+                   "AWS_CONFIG_FILE": "/nonexistent/kmp-config", "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+def _without_credentials(ws):
+    """``open_store`` on moto's endpoint with no credentials anywhere (variables, files, metadata)."""
+    from unittest import mock
+
+    s = _space()
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ACCESS_KEY") and not k.startswith(
+        "AWS_SECRET") and k not in ("AWS_SESSION_TOKEN", "AWS_PROFILE")}
+    with mock.patch.dict(os.environ, {**keep, **_NO_CREDENTIALS}, clear=True):
+        open_store(s.good, storage_options={"endpoint_url": s.s3.endpoint_url, "skip_instance_cache": True})
+
+
+def _command_at(kind: str, args):
+    """A command row whose AWS_ENDPOINT_URL is a faulty endpoint (set in this process)."""
+    def make(ws):
+        _space()
+        os.environ.update(AWS_ENDPOINT_URL=_faulty(kind), AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s")
+        _forget_file_systems()
+        return args(ws)
+    return make
+
+
+def _command_without_credentials(args):
+    def make(ws):
+        s = _env(_space())
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            os.environ.pop(k, None)
+        os.environ.update(_NO_CREDENTIALS)  # the next S3 row's _env sets the keys again
+        return args(s)
+    return make
 
 
 class _NoS3fs:
@@ -127,6 +204,16 @@ CASES = [
     Case("s3-without-s3fs", _without_s3fs(lambda ws: open_store("s3://bucket/x.zarr")),
          ImportError, ("'s3://bucket/x.zarr'", "fsspec implementation of s3://", "is not installed",
                        "pip install 'kmp_dask[s3]'")),
+    Case("s3-silent-endpoint", _open_at("silent"), StorageUnreachableError,
+         ("did not answer a request for 's3://bucket/x.zarr' within 2 s", "2 attempts of 1 s", "endpoint_url",
+          "--connect-timeout", "kmp_dask.storage-timeout")),
+    Case("s3-refused-endpoint", _open_at("refused"), StorageUnreachableError,
+         ("could not connect to the object store at http://127.0.0.1:", "'s3://bucket/x.zarr'",
+          "that the server is running")),
+    Case("s3-access-denied", _open_at("denied"), StorageAccessDeniedError,
+         ("denied access to 's3://bucket/x.zarr'", "key and secret", "bucket's policy")),
+    Case("s3-no-credentials", _without_credentials, StorageCredentialsError,
+         ("no credentials for 's3://", "good.zarr", "AWS_ACCESS_KEY_ID", "storage_options={'key'", "'anon': True")),
     Case("s3-unknown-protocol", lambda ws: open_store("s4://bucket/x.zarr"),
          ValueError, ("'s4://bucket/x.zarr'", "protocol 's4'", "fsspec does not know", "s3://bucket/data.zarr")),
 ]
@@ -138,6 +225,16 @@ COMMANDS = [
             _args(lambda s: ["ingest", "sklearn:iris", "s3://no-such-bucket-kmp26/i.zarr"]), 1,
             ("the bucket 'no-such-bucket-kmp26' does not exist", "AWS_* environment variables")),
     Command("info-s3-missing-store", _args(lambda s: ["info", s.missing]), 1, ("no store at 's3://", "missing.zarr")),
+    Command("train-s3-silent-endpoint",
+            _command_at("silent", lambda ws: ["train", "s3://bucket/x.zarr", "--model", str(ws.root / "m"),
+                                              "--connect-timeout", "2"]), 1,
+            ("Error: the object store at http://127.0.0.1:", "did not answer", "within 2 s", "--connect-timeout")),
+    Command("info-s3-refused-endpoint", _command_at("refused", lambda ws: ["info", "s3://bucket/x.zarr"]), 1,
+            ("Error: could not connect to the object store", "AWS_ENDPOINT_URL")),
+    Command("info-s3-access-denied", _command_at("denied", lambda ws: ["info", "s3://bucket/x.zarr"]), 1,
+            ("Error: the object store at", "denied access to 's3://bucket/x.zarr'")),
+    Command("info-s3-no-credentials", _command_without_credentials(lambda s: ["info", s.good]), 1,
+            ("Error: no credentials for 's3://", "AWS_ACCESS_KEY_ID")),
     Command("info-s3-verify-corrupt", _args(lambda s: ["info", s.corrupt, "--verify", "--no-progress"]), 1,
             ("chunk 1 (rows 20..39)", "array 'X'", "X/c/1/0")),
 ]

@@ -25,8 +25,16 @@ def WORKSPACE(root, ws):
     df.assign(a=df["a"].where(df.index != 1)).to_parquet(root / "own_null.parquet")
     (root / "not_parquet.parquet").write_text("a,b\n1,2\n")
     np.savez(root / "own.npz", X=X)
-    ws.own_csv, ws.own_semi, ws.own_parquet = (str(root / "own.csv"), str(root / "own_semi.csv"),
-                                               str(root / "own.parquet"))
+    (root / "zero.csv").write_bytes(b"")
+    (root / "header_only.csv").write_text("species,id,a,b,c\n")
+    df[["species", "a", "b"]].to_csv(root / "own_ab.csv", index=False)
+    from kmp_dask import KMPClassifier, save
+
+    save(KMPClassifier(n_basis=3, client="sync").fit(df[["a", "b", "c"]], df["species"]), root / "own_clf.model")
+    ws.zero_csv, ws.header_csv, ws.own_ab_csv = str(root / "zero.csv"), str(root / "header_only.csv"), \
+        str(root / "own_ab.csv")
+    ws.own_clf = str(root / "own_clf.model")
+    ws.own_csv, ws.own_semi, ws.own_parquet = str(root / "own.csv"), str(root / "own_semi.csv"), str(root / "own.parquet")
     ws.own_null, ws.not_parquet, ws.own_npz = (str(root / "own_null.parquet"), str(root / "not_parquet.parquet"),
                                                str(root / "own.npz"))
     good = ('[data.train]\nsource = "own.csv"\nlabel = "species"\ndrop = ["id"]\npart = "train"\n'
@@ -78,7 +86,20 @@ COMMANDS = [
     Command("ingest-drop-the-label", lambda ws: ["ingest", ws.own_csv, ws.new, "--label", "0", "--drop", "species"], 1,
             ("drop column 'species' is the label column",)),
     Command("ingest-label-first-without-label", lambda ws: ["ingest", ws.own_csv, ws.new], 1,
+            ("which column", "is the label?", "['species', 'id', 'a', 'b', 'c']", "--label COL", "--no-label")),
+    Command("ingest-text-feature-wrong-label", lambda ws: ["ingest", ws.own_csv, ws.new, "--label", "c"], 1,
             ("column(s) ['species']", "not numeric", "--label species", "--drop species")),
+    Command("ingest-csv-zero-bytes", lambda ws: ["ingest", ws.zero_csv, ws.new, "--label", "0"], 1,
+            ("zero.csv", "is empty", "nothing to read"), ("Traceback", "EmptyDataError")),
+    Command("ingest-csv-header-only", lambda ws: ["ingest", ws.header_csv, ws.new, "--label", "species"], 1,
+            ("header_only.csv", "no data rows"), ("not numeric",)),
+    Command("predict-csv-zero-bytes", lambda ws: ["predict", ws.own_clf, ws.zero_csv, "--output", ws.run_out + ".csv"],
+            1, ("zero.csv", "is empty"), ("Traceback",)),
+    Command("predict-csv-missing-column", lambda ws: ["predict", ws.own_clf, ws.own_ab_csv, "--output",
+                                                      ws.run_out + ".csv"], 1,
+            ("own_ab.csv", "lacks 1 of the columns", "['c']", "in any order")),
+    Command("evaluate-csv-without-label", lambda ws: ["evaluate", ws.own_clf, ws.own_csv], 1,
+            ("evaluate needs the labels", "own.csv", "--label COL")),
     Command("ingest-wrong-delimiter", lambda ws: ["ingest", ws.own_semi, ws.new, "--delimiter", ","], 1,
             ("single column", "delimiter ','", "--delimiter ';'")),
     Command("ingest-delimiter-not-one-char", lambda ws: ["ingest", ws.own_csv, ws.new, "--delimiter", ";;"], 2,
@@ -97,7 +118,7 @@ COMMANDS = [
             ("needs --n-rows",)),
     Command("ingest-missing-parquet", lambda ws: ["ingest", str(ws.root / "nope.parquet"), ws.new], 1,
             ("nope.parquet", "no such Parquet file")),
-    Command("ingest-parquet-text-feature", lambda ws: ["ingest", ws.own_parquet, ws.new], 1,
+    Command("ingest-parquet-text-feature", lambda ws: ["ingest", ws.own_parquet, ws.new, "--label", "c"], 1,
             ("column(s) ['species']", "not numeric", "--label species")),
     Command("ingest-not-parquet", lambda ws: ["ingest", ws.not_parquet, ws.new], 1,
             ("not_parquet.parquet", "not a readable Parquet file")),

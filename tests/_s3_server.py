@@ -70,3 +70,44 @@ def s3_server() -> MotoS3:
         _SERVER.append(MotoS3())
         atexit.register(_SERVER[0].stop)
     return _SERVER[0]
+
+
+class DenyingServer:
+    """An HTTP server on 127.0.0.1 answering every request as S3 does one these credentials may
+    not make: 403 ``AccessDenied``. Closed on :meth:`close`."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        class Deny(http.server.BaseHTTPRequestHandler):
+            def _deny(self):
+                body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
+                        b'<Message>Access Denied</Message></Error>')
+                self.send_response(403)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", "0" if self.command == "HEAD" else str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _deny
+
+            def log_message(self, *args):
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Deny)
+        threading.Thread(target=self._server.serve_forever, daemon=True, name="denying-s3").start()
+        self.endpoint_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def refused_endpoint() -> str:
+    """An http:// endpoint on 127.0.0.1 where nothing listens (a port just bound and released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

@@ -55,3 +55,28 @@ def test_runs_and_draws(name, tmp_path, monkeypatch):
     assert all(len(img) > 5000 for img in images), [len(i) for i in images]
     seen = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("output_type") == "stream")
     assert seen.strip() == "SMALL=True", f"{name} did not run in small mode: {seen!r}"
+
+
+@pytest.mark.timeout(600)
+def test_quickstart_text_says_what_its_output_shows(tmp_path, monkeypatch):
+    """Notebook 01's text names the stop reason and the saved model's entries its run prints (the
+    small run's; the full run's 65 of 200 functions, ``converged``, is quoted from a run of it)."""
+    import re
+
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("KMP_NOTEBOOK_SMALL", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    nb = nbformat.read(NOTEBOOKS / "01_quickstart.ipynb", as_version=4)
+    NotebookClient(nb, timeout=500, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    out = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                  if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    fitted = re.search(r"(\d+) basis functions in [\d.]+ s, stop: (\w+)", out)
+    assert fitted, out
+    assert f"`{fitted.group(2)}`" in text and f"{fitted.group(1)} basis functions" in text, (fitted.group(0), text)
+    listing = re.search(r"\[('[^\]]*')\] identical predictions: True", out)
+    assert listing, out
+    for entry in re.findall(r"'([^']+)'", listing.group(1)):
+        assert f"`{entry}" in text, (entry, text)

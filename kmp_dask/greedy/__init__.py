@@ -18,7 +18,7 @@ from ._cvm_problems import fit_binary_problems, run_problem
 from ._dense import dense_kmp
 from ._hmp import hyperplane_pursuit
 from ._hmp_setup import chunked_compression, compress_on_pool
-from ._kmp import BASIS_COLUMNS, FIT_MODES, Pursuit, kernel_matching_pursuit, resolve_basis_columns
+from ._kmp import BASIS_COLUMNS, FIT_MODES, Pursuit, kernel_matching_pursuit, read_held_out_rows, resolve_basis_columns
 from ._kmp_config import PursuitConfig
 from ._labels import partition_labels, store_labels
 from ._result import PursuitResult, StopReason
@@ -26,8 +26,7 @@ from ._sampling import AllCandidates, ExcludingCandidates, RandomCandidates, n_c
 from ._sparse_kpca import sparse_kernel_pca
 
 __all__ = [
-    "FIT_MODES", "BASIS_COLUMNS", "resolve_basis_columns", "kernel_matching_pursuit", "Pursuit", "PursuitConfig",
-    "dense_kmp", "PursuitResult", "StopReason",
+    "FIT_MODES", "BASIS_COLUMNS", "resolve_basis_columns", "kernel_matching_pursuit", "read_held_out_rows", "Pursuit", "PursuitConfig", "dense_kmp", "PursuitResult", "StopReason",
     "AllCandidates", "RandomCandidates", "n_candidates_for", "validation_eligibility", "CandidateSet",
     "core_vector_machine", "fit_binary_problems", "run_problem", "hyperplane_pursuit", "compress_on_pool",
     "chunked_compression", "sparse_kernel_pca", "ExcludingCandidates", "merge_ranked",

@@ -68,7 +68,7 @@ from .._version import __version__
 from ..blockops._engine import Engine
 from ..blockops._safe_pickle import UnsafePickleError, restricted_loads
 
-__all__ = ["Checkpoint", "NO_CHECKPOINT", "open_checkpoint", "checkpoint_info", "data_fingerprint",
+__all__ = ["Checkpoint", "CheckpointInUseError", "NO_CHECKPOINT", "open_checkpoint", "checkpoint_info", "data_fingerprint",
            "FORMAT_VERSION", "STATE_FILE"]
 
 logger = logging.getLogger(__name__)
@@ -107,6 +107,16 @@ class Checkpoint:
         self.directory, self.every, self.header, self.saved = Path(directory), int(every), header, saved
         self.resuming, self.name = bool(resuming or saved is not None), str(name)
         self.n_saves, self.seconds, self.nbytes = 0, 0.0, 0  #: measured, for benchmarks and logs
+        self._lock = None  #: the directory's lock (open_checkpoint's checkpoint only; never pickled)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_lock": None}
+
+    def release(self) -> None:
+        """Release the directory's lock (also done when this object is collected or the process ends)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     @property
     def path(self) -> Path:
@@ -252,11 +262,29 @@ def _check_header(path: Path, saved: dict, header: dict) -> None:
     diffs = (_differences({"estimator": saved.get("estimator")}, {"estimator": header["estimator"]}, "")
              + _differences(saved.get("params", {}), header["params"], "parameter ")
              + _differences(saved.get("data", {}), header["data"], "data "))
+    _check_data_files(path, saved.get("data", {}), header["data"], diffs)
     if diffs:
         raise ValueError(
             f"the checkpoint {path} is of another fit; resume needs the same estimator, parameters and data. "
             "Differences: " + "; ".join(diffs) + ". Fit with the checkpoint's settings, or remove it / pass "
             "another checkpoint directory to start a new fit.")
+
+
+def _check_data_files(path: Path, saved: dict, now: dict, diffs: list) -> None:
+    """Refuse a resume whose store changed in place (its file listing differs), or whose file
+    listing cannot tell (checkpoint or store without one): a fit resumed on other data would end in
+    a model of neither."""
+    if "files" not in now and "files" not in saved:
+        return  # in-memory input: every row is hashed (rows_sha256); a fit's own copy of dask input
+    if now.get("files") is None or saved.get("files") is None:
+        which = "the store" if now.get("files") is None else "the checkpoint"
+        raise ValueError(
+            f"the checkpoint {path} cannot be resumed safely: {which} has no listing of the store's files with "
+            "their sizes and modification times / ETags, so a chunk changed in place could not be seen. Remove the "
+            "checkpoint to start again, or resume from a local or S3 store.")
+    if saved.get("files") != now.get("files") and len(diffs) == 1:
+        diffs[0] = ("data files: the store's chunk files changed since the checkpoint was written (a size, a "
+                    "modification time or an ETag differs; the data was rewritten in place, or the store was copied)")
 
 
 def _load(path: Path, header: dict) -> dict:
@@ -307,10 +335,83 @@ def open_checkpoint(directory, *, every=10, resume=False, estimator: str, params
                 "new fit")
     header = {"format": FORMAT_VERSION, "kmp_dask_version": __version__, "estimator": estimator,
               "params": _jsonable_params(params), "data": data_fingerprint(store, with_location=store_is_input)}
-    saved = _load(path, header) if path.exists() else None
+    lock = _DirectoryLock.acquire(Path(directory))  # before the state is read: one writer per directory
+    try:
+        saved = _load(path, header) if path.exists() else None
+    except BaseException:
+        lock.release()
+        raise
     if resume and saved is None:
         logger.info("no checkpoint at %s: the fit starts from scratch", path)
-    return Checkpoint(directory, int(every), header, saved, resuming=bool(resume))
+    ckpt = Checkpoint(directory, int(every), header, saved, resuming=bool(resume))
+    ckpt._lock = lock
+    return ckpt
+
+
+def _remove_if_empty(directory: Path) -> None:
+    try:
+        directory.rmdir()
+    except OSError:
+        pass
+
+
+class CheckpointInUseError(FileExistsError):
+    """Another process holds the lock of a checkpoint directory: it is fitting into it now."""
+
+
+class _DirectoryLock:
+    """An exclusive ``flock`` on the checkpoint directory itself (no file is added to it), held by the
+    fit that writes the directory: a second process opening it is refused at once (two writers would
+    replace each other's ``state.ckpt``); the kernel releases it when the process ends, however it
+    ends. Within one process the lock is shared (counted): a fit may open its own directory again."""
+
+    _held: dict = {}  #: resolved directory -> [fd, count], this process's locks
+
+    def __init__(self, key: str):
+        self.key = key
+
+    @classmethod
+    def acquire(cls, directory: Path) -> "_DirectoryLock":
+        import fcntl
+
+        created = not directory.exists()
+        directory.mkdir(parents=True, exist_ok=True)
+        key = str(directory.resolve())
+        if key in cls._held:
+            cls._held[key][1] += 1
+            return cls(key)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            if created:
+                _remove_if_empty(directory)
+            raise CheckpointInUseError(
+                f"the checkpoint directory {str(directory)!r} is in use by another fit (another process holds its "
+                "lock): two fits cannot write one checkpoint. Wait for that fit to end (then resume=True / --resume "
+                "continues it), or give this fit another checkpoint directory.") from None
+        cls._held[key] = [fd, 1, directory if created else None]
+        return cls(key)
+
+    def release(self) -> None:
+        entry = self._held.get(self.key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del self._held[self.key]
+            if entry[2] is not None:  # made for this fit and nothing saved in it: leave nothing behind
+                _remove_if_empty(entry[2])
+            os.close(entry[0])  # closing the descriptor releases the flock
+        self.key = None
+
+    def __del__(self):
+        if getattr(self, "key", None) is not None:
+            try:
+                self.release()
+            except Exception:  # noqa: BLE001 - at interpreter exit; the kernel drops the lock anyway
+                pass
 
 
 def _jsonable(v):
@@ -335,7 +436,13 @@ def _jsonable_params(params: dict) -> dict:
 def data_fingerprint(store, *, with_location: bool = True) -> dict:
     """What identifies the data of a fit: location, shape, dtype, chunking, the store's summary
     statistics (mean / std of every column over all rows) and a SHA-256 of rows — all of them for
-    a store without a location (in memory), else the first and the last storage chunk."""
+    a store without a location (in memory), else the first and the last storage chunk — and, for a
+    store with a location, a SHA-256 of its file listing (``files``: every chunk's and metadata
+    file's name, size and modification time or ETag, :meth:`ZarrStore.file_manifest`): a chunk
+    rewritten in place anywhere changes it, at the cost of one listing (no chunk is read;
+    benchmarks/resume_fingerprint.py measures it). A store whose listing cannot tell (no
+    ``file_manifest``, or a file system reporting neither modification times nor ETags) gets
+    ``files: None``, and resuming on it is refused (:func:`_check_header`)."""
     attrs = store.attrs
     summary = {k: attrs.get(k) for k in ("n_rows", "mean", "std", "classes", "feature_names")}
     sizes = [int(c) for c in store.row_chunks]
@@ -352,5 +459,15 @@ def data_fingerprint(store, *, with_location: bool = True) -> dict:
         "n_rows": int(store.n_rows), "n_features": int(store.n_features), "dtype": str(np.dtype(store.dtype)),
         "y_shape": list(store.y_shape or ()), "row_chunks": hashlib.sha256(str(sizes).encode()).hexdigest()[:16],
         "summary_sha256": hashlib.sha256(json.dumps(_jsonable(summary), sort_keys=True).encode()).hexdigest(),
-        "rows_sha256": h.hexdigest(),
+        "rows_sha256": h.hexdigest(), **({"files": _files_digest(store)} if store.url is not None and with_location else {}),
     }
+
+
+def _files_digest(store) -> str | None:
+    """SHA-256 of the store's file listing (name, size, version of every file), or None when the
+    store cannot list its files with a version."""
+    manifest = getattr(store, "file_manifest", None)
+    listing = manifest() if callable(manifest) else None
+    if listing is None:
+        return None
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()

@@ -44,20 +44,8 @@ import warnings
 
 import numpy as np
 
-from ..blockops import (
-    BIAS_ATOM,
-    ColumnStats,
-    Engine,
-    KMPSetup,
-    ScoreQuery,
-    ScoreStats,
-    StatsQuery,
-    ValQuery,
-    kmp_column_stats,
-    kmp_effects,
-    kmp_score,
-    kmp_stats,
-)
+from ..blockops import BIAS_ATOM, ColumnStats, Engine, KMPSetup, ScoreQuery, ScoreStats, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
+from ..blockops import HeldOutQuery, held_out_rows
 from ..blockops._safe_pickle import restricted_loads
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning, user_stacklevel
 from ..linalg import IncrementalCholesky, one_blas_thread
@@ -70,7 +58,19 @@ from ._result import PursuitResult, StopReason, make_result, prefix_coef
 from ._sampling import AllCandidates, RandomCandidates, validation_eligibility
 from ._strategies import make_strategy
 
-__all__ = ["kernel_matching_pursuit", "FIT_MODES", "BASIS_COLUMNS", "Pursuit", "RESYNC_EVERY", "resolve_basis_columns"]
+__all__ = ["kernel_matching_pursuit", "FIT_MODES", "BASIS_COLUMNS", "Pursuit", "RESYNC_EVERY", "resolve_basis_columns",
+           "read_held_out_rows", "auto_n_basis"]
+
+
+def read_held_out_rows(engine, fraction: float, split_seed: int):
+    """``(X, y, w)`` of the rows a split holds out (hash ``u < fraction`` of the global row index, as
+    the validation split), gathered from the engine's partitions in partition order; ``w`` None
+    when unweighted. One query pass, no effect (a ``probability=True`` fit calibrates on them)."""
+    parts = engine.run(held_out_rows, HeldOutQuery(float(fraction), int(split_seed)))
+    X = np.concatenate([p[0] for p in parts])
+    y = np.concatenate([p[1] for p in parts])
+    w = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
+    return X, y, w
 
 
 RESYNC_EVERY = 32
@@ -138,6 +138,55 @@ def resolve_basis_columns(basis_columns, engine: Engine, n_rows: int, n_basis: i
     return "stored" if free is None or need <= free else "recomputed"
 
 
+FACTOR_CAPACITY = 4096
+"""Atoms of Cholesky factor reserved when the pursuit starts (more: the factor doubles as it fills —
+the same values; a cap of ``n_basis="auto"`` may be far larger than the size reached)."""
+
+AUTO_FACTOR_SHARE = 0.25
+"""``n_basis="auto"``: the Cholesky factor (``8 · n²`` bytes in the driver) may take at most this
+share of the memory available when the fit starts."""
+
+AUTO_COLUMNS_SHARE = 0.9
+"""``n_basis="auto"``: the stored basis columns may take at most this share of what the engine
+reports as free for partition state (:func:`resolve_basis_columns`), so they stay stored."""
+
+
+def auto_n_basis(engine: Engine, n_rows: int, n_kernels: int, dtype, m: int) -> tuple[int, str]:
+    """The cap of ``n_basis="auto"`` and what set it (``"rows"`` or ``"memory"``).
+
+    ``"rows"``: one atom per row and kernel (no basis can be larger). ``"memory"``: the largest
+    basis whose columns (``n_rows × (n + 2)`` values, plus the residual state) fit in
+    :data:`AUTO_COLUMNS_SHARE` of the engine's free partition memory (``free_state_bytes``; no
+    limit when it reports None) and whose factor fits in :data:`AUTO_FACTOR_SHARE` of the memory
+    available to this process. The memory cap is read from the machine when the fit starts, so it
+    can differ between machines; the size reached differs only when the cap binds (the fit then
+    warns when the held-out score was still improving).
+    """
+    cap, why = max(1, int(n_rows) * int(n_kernels)), "rows"
+    probe = getattr(engine, "free_state_bytes", None)
+    free = None if probe is None else probe()
+    item = np.dtype(dtype).itemsize
+    if free is not None:
+        cols = int(AUTO_COLUMNS_SHARE * free - 24 * int(m) * int(n_rows)) // max(1, int(n_rows) * item) - 2
+        if cols < cap:
+            cap, why = max(1, cols), "memory"
+    factor = factor_cap()
+    if factor is not None and factor < cap:
+        cap, why = max(1, factor), "memory"
+    return cap, why
+
+
+def factor_cap() -> int | None:
+    """The most atoms whose Cholesky factor (``8 · n²`` bytes) fits in :data:`AUTO_FACTOR_SHARE` of the
+    memory available to this process now; None when psutil cannot say."""
+    try:
+        import psutil
+
+        return int((AUTO_FACTOR_SHARE * psutil.virtual_memory().available / 8) ** 0.5)
+    except Exception:  # no psutil: no driver-side limit known
+        return None
+
+
 def _total(results, key):
     return np.add.reduce([r[key] for r in results])
 
@@ -164,8 +213,7 @@ def _check_factor_fits(n_basis: int, requested: int) -> None:
         raise ValueError(
             f"n_basis={requested}{capped} needs a {_format_bytes(need)} Cholesky factor in this process "
             "(n_basis² × 8 bytes; "
-            f"backfit / prefit / refit keep it), more than the {_format_bytes(free)} of memory available. "
-            "Pass a smaller "
+            f"backfit / prefit / refit keep it), more than the {_format_bytes(free)} of memory available. Pass a smaller "
             f"n_basis (at most about {int((free / 8) ** 0.5 * 0.5)} here), or fit_mode='basic' (no factor)."
         )
 
@@ -199,8 +247,8 @@ class Pursuit:
         # the weight of the training rows: their number, or the sum of their sample weights
         self.w_train = float(sum(s["w_sum"] for s in stats)) if "w_sum" in stats[0] else self.n_train
         if not self.w_train > 0:
-            raise ValueError("sample_weight is zero on every training row (after the validation split): "
-                             "nothing to fit. Give some rows a positive weight.")
+            raise ValueError("sample_weight is zero on every training row (after the validation split): nothing to fit. "
+                             "Give some rows a positive weight.")
         m = len(stats[0]["y_sum"])
         centre = c.fit_intercept and c.loss is None and not strategy.intercept_column
         self.offset = _total(stats, "y_sum") / self.w_train if centre else np.zeros(m)
@@ -210,8 +258,7 @@ class Pursuit:
         eligible = validation_eligibility(c.validation_fraction, c.split_seed)
         self.atoms_per_pass = int(c.atoms_per_pass)  # k > 1: k·s candidates a pass (Popovici's s per atom)
         self.sampler = (AllCandidates(c.n_rows, eligible) if isinstance(c.candidates, str)
-                        else RandomCandidates(c.n_rows, int(c.candidates) * self.atoms_per_pass, eligible,
-                                              self.n_train))
+                        else RandomCandidates(c.n_rows, int(c.candidates) * self.atoms_per_pass, eligible, self.n_train))
         val = None
         if self.n_val > 0 and c.validation_fraction > 0:
             val = ValQuery("accuracy" if c.targets["kind"] == "ovr" else "loss", self.offset, c.targets.get("classes"))
@@ -224,7 +271,9 @@ class Pursuit:
         # the model
         self.atoms: list = []
         self.coef = np.zeros((0, m))
-        self.chol = IncrementalCholesky(capacity=max(n_basis, 1), ridge=self.lam) if strategy.uses_chol else None
+        # reserved up front up to FACTOR_CAPACITY atoms, grown by doubling past it (n_basis="auto"'s cap may be large)
+        capacity = max(min(n_basis, FACTOR_CAPACITY), 1)
+        self.chol = IncrementalCholesky(capacity=capacity, ridge=self.lam) if strategy.uses_chol else None
         self.ytd: list = []
         self.bias_pos = None
         self.excluded: set[int] = set()
@@ -235,7 +284,7 @@ class Pursuit:
         self._scored = None  # (corr, sqn) totals of the last scoring pass
 
     # -- checkpoints: everything but the engine, the callback and the checkpoint itself -----------
-    _DETACHED = ("engine", "callback", "checkpoint")
+    _DETACHED = ("engine", "callback", "checkpoint", "deadline")
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k not in self._DETACHED}
@@ -447,6 +496,9 @@ class Pursuit:
     def _stop_rule(self, res):
         if self.recorder.no_improvement():
             return StopReason.EARLY_STOPPING
+        deadline = getattr(self, "deadline", None)
+        if deadline is not None and time.monotonic() >= deadline:
+            return StopReason.MAX_TIME
         rss = self.recorder.last_rss
         if self.tol is not None and self.rss0 > 0 and np.sqrt(rss / self.rss0) <= self.tol:
             return StopReason.TOL
@@ -485,8 +537,7 @@ class Pursuit:
                 warned = True
         n_atoms = self._n_row_atoms()
         if n_atoms:  # with no basis function, run() names the reason (DegenerateFitWarning)
-            warnings.warn(_PREMATURE.format(n=n_atoms, k=self.max_tries), PrematureStopWarning,
-                          stacklevel=user_stacklevel())
+            warnings.warn(_PREMATURE.format(n=n_atoms, k=self.max_tries), PrematureStopWarning, stacklevel=user_stacklevel())
         return None
 
     def _scored_column(self, atom, j):
@@ -516,19 +567,24 @@ class Pursuit:
             self.step(None, None)
 
     def _result(self, stop) -> PursuitResult:
-        n_keep, coef = len(self.atoms), self.coef
+        n_keep, coef, loop_stop = len(self.atoms), self.coef, stop
         snap = self.recorder.best_snapshot()
-        if snap is not None and snap[0] < len(self.atoms):
-            stop, n_keep = StopReason.EARLY_STOPPING, snap[0]
-            coef = (snap[1] if self.chol is None or self.setup.loss is not None
-                    else prefix_coef(self.chol.L, self.ytd, n_keep))
+        cut = snap is not None and snap[0] < len(self.atoms)
+        if cut:  # back to the best held-out size (a time budget keeps its own stop reason)
+            stop, n_keep = (stop if stop == StopReason.MAX_TIME else StopReason.EARLY_STOPPING), snap[0]
+            coef = snap[1] if self.chol is None or self.setup.loss is not None else prefix_coef(self.chol.L, self.ytd, n_keep)
         history = self.recorder.history
-        if stop == StopReason.EARLY_STOPPING:
+        if cut or stop == StopReason.EARLY_STOPPING:
             history = history[: n_keep - int(self.bias_column)]
         m = self.coef.shape[1]
-        return make_result(self.atoms[:n_keep], np.asarray(coef[:n_keep]).reshape(n_keep, m), self.offset, stop,
-                           history, self.n_train, self.n_val, self.n_features, self.dtype, self.kernels,
-                           *self._prefix_data())
+        result = make_result(self.atoms[:n_keep], np.asarray(coef[:n_keep]).reshape(n_keep, m), self.offset, stop,
+                             history, self.n_train, self.n_val, self.n_features, self.dtype, self.kernels,
+                             *self._prefix_data())
+        result.loop_stop = loop_stop
+        if self.recorder.val_scores:  # the whole held-out path, in row atoms (the intercept column not counted)
+            result.val_sizes = np.asarray(self.recorder.val_sizes, dtype=np.int64) - int(self.bias_column)
+            result.val_scores = np.asarray(self.recorder.val_scores, dtype=np.float64)
+        return result
 
     def _prefix_data(self):
         """The Gram factor and ``BᵀY`` rows that give every prefix model (squared loss, refits)."""
@@ -635,7 +691,8 @@ def kernel_matching_pursuit(
     fit_intercept: bool = True, validation_fraction: float = 0.0, n_iter_no_change: int | None = None,
     split_seed: int = 0, callback=None, max_tries: int = 5, loss=None, refit_every: int | str | None = "auto",
     line_search_steps: int = 3, final_refit_steps: int = 25, error_threshold: float | None = None,
-    checkpoint=None, basis_columns: str = "stored", atoms_per_pass: int = 1,
+    checkpoint=None, basis_columns: str = "stored", atoms_per_pass: int = 1, max_time: float | None = None,
+    val_criterion: str = "metric",
 ) -> PursuitResult:
     """Greedy selection of ``n_basis`` kernel functions centred on training rows.
 
@@ -667,7 +724,9 @@ def kernel_matching_pursuit(
     fit_intercept : bool
     validation_fraction, n_iter_no_change, split_seed
         Early stopping on rows held out by a hash of their global index; the model is cut back
-        to the basis size with the best validation score.
+        to the basis size with the best validation score. ``n_iter_no_change``: passes without a
+        better score, or a pair ``(min_atoms, share)``: atoms without a better score, at least
+        ``min_atoms`` and ``share`` × the best size (:func:`~._record.patience_atoms`).
     callback : callable(record) or None
         Called after every iteration with that iteration's history record.
     max_tries : int
@@ -693,6 +752,15 @@ def kernel_matching_pursuit(
         pass scores k·s candidates, a second pass returns the Gram products of the 2k best, and
         the driver admits up to k of them one at a time exactly as sequential backfitting
         restricted to those would (:mod:`~kmp_dask.greedy._kmp_blocks`): two passes per k atoms.
+    max_time : float or None
+        A time budget in seconds from the start of the loop: the pursuit stops at the first
+        scoring pass after it (stop reason ``"max_time"``) and, with early stopping, is cut back to
+        the best held-out size. None: no budget. A time budget makes the size depend on the machine.
+    val_criterion : {"metric", "loss"}
+        What decides the best held-out size and early stopping: the recorded ``val_score``
+        ("metric"), or for classification the held-out −MSE on the ±1 targets (−mean loss for
+        other losses) — "loss", a smoother curve on few held-out rows. The history's
+        ``val_score`` is the metric either way.
     checkpoint : :class:`~kmp_dask.greedy._checkpoint.Checkpoint` or None
         Saves the driver's state every ``checkpoint.every`` iterations and the result at the end;
         one holding a saved state (``resume``) continues it: its journal is replayed on
@@ -713,8 +781,7 @@ def kernel_matching_pursuit(
         tol=tol, fit_intercept=fit_intercept, validation_fraction=validation_fraction,
         n_iter_no_change=n_iter_no_change, split_seed=split_seed, max_tries=max_tries, loss=loss,
         refit_every=refit_every, line_search_steps=line_search_steps, final_refit_steps=final_refit_steps,
-        error_threshold=error_threshold, basis_columns=basis_columns,
-        atoms_per_pass=atoms_per_pass)  # validates fit_mode and loss
+        error_threshold=error_threshold, basis_columns=basis_columns, atoms_per_pass=atoms_per_pass)  # validates fit_mode and loss
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     if checkpoint is None and config.loss is None:
         checkpoint = _EXTENSION.get()  # the extend hook (KMP cross-validation), or None
@@ -725,6 +792,8 @@ def kernel_matching_pursuit(
         _extend_to(pursuit, n_basis)  # a checkpoint's own n_basis (checked): unchanged; the extend hook's: larger
     else:
         pursuit, resume_at = Pursuit(engine, config, callback=callback, checkpoint=checkpoint), None
+    pursuit.deadline = None if max_time is None else time.monotonic() + float(max_time)
+    pursuit.recorder.criterion = val_criterion
     with one_blas_thread():  # small driver-side solves (and in-process partitions): docs/engine.md, Threads
         result = pursuit.run(rng, resume_at)
     result.n_errors0 = pursuit.recorder.n_errors0

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Recorder", "PathRecorder"]
+__all__ = ["Recorder", "PathRecorder", "patience_atoms"]
 
 
 class Recorder:
     """History records, validation scores per basis size and the best validated snapshot."""
 
-    def __init__(self, val_query, has_loss: bool, n_iter_no_change):
+    def __init__(self, val_query, has_loss: bool, n_iter_no_change, criterion: str = "metric"):
         self.val_query, self.has_loss, self.n_iter_no_change = val_query, has_loss, n_iter_no_change
+        #: what ``val_scores`` (the best size, early stopping) measure: "metric" (accuracy for a
+        #: classifier, −MSE / −mean loss for a regressor) or "loss" (−MSE on the ±1 targets, or −mean
+        #: loss, for a classifier too: a smoother curve than the accuracy of a few held-out rows)
+        self.criterion = criterion
         self.history: list[dict] = []
         self.val_scores: list[float] = []
         self.val_sizes: list[int] = []
@@ -36,6 +40,9 @@ class Recorder:
                 vs = -res.val_sse / nv
             else:
                 vs = -res.val_loss / nv
+            shown = vs  # the history's val_score: the metric; the growth may be decided by the loss instead
+            if getattr(self, "criterion", "metric") == "loss" and self.val_query.metric == "accuracy":
+                vs = -res.val_sse / nv if not self.has_loss else -res.val_loss / nv
             if self.val_sizes and self.val_sizes[-1] == n_atoms:  # same basis size re-evaluated (refit)
                 self.val_scores.pop()
                 self.val_sizes.pop()
@@ -51,16 +58,22 @@ class Recorder:
                 self.n_errors0 = n_above
         if self.history:
             self.history[-1]["residual_norm"] = float(np.sqrt(rss))
-            self.history[-1]["val_score"] = vs
+            self.history[-1]["val_score"] = vs if self.val_query is None else shown
             if self.has_loss:
                 self.history[-1]["loss"] = float(res.loss.sum())
         self.last_rss = rss
 
     def no_improvement(self) -> bool:
-        """Early stopping: no better validation score for ``n_iter_no_change`` passes."""
+        """Early stopping: no better validation score for ``n_iter_no_change`` passes — or, when it
+        is a pair ``(min_atoms, share)`` (a relative patience, ``n_basis="auto"``), since
+        ``max(min_atoms, ⌈share · b⌉)`` atoms, ``b`` the basis size of the best score so far."""
         if self.val_query is None or not self.n_iter_no_change:
             return False
-        return len(self.val_scores) - 1 - int(np.argmax(self.val_scores)) >= self.n_iter_no_change
+        best = int(np.argmax(self.val_scores))
+        if isinstance(self.n_iter_no_change, tuple):
+            return self.val_sizes[-1] - self.val_sizes[best] >= patience_atoms(self.n_iter_no_change,
+                                                                               self.val_sizes[best])
+        return len(self.val_scores) - 1 - best >= self.n_iter_no_change
 
     def best_snapshot(self):
         """(basis size, coefficients) with the best validation score, when early stopping is on."""
@@ -75,6 +88,13 @@ class Recorder:
             "best_score": float(finite.max()), "median_score": median(finite),
             "n_candidates": int(len(finite)), "residual_norm": None, "loss": None, "val_score": None, "seconds": 0.0,
         })
+
+
+def patience_atoms(patience: tuple, best_size: int) -> int:
+    """Atoms without a better held-out score after which a relative patience ``(min_atoms, share)``
+    stops the pursuit: ``max(min_atoms, ⌈share · best_size⌉)``."""
+    min_atoms, share = patience
+    return max(int(min_atoms), int(np.ceil(float(share) * int(best_size))))
 
 
 def median(a: np.ndarray) -> float:

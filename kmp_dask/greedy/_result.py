@@ -26,6 +26,7 @@ class StopReason(str, enum.Enum):  # noqa: UP042 (enum.StrEnum would change the 
     NO_USABLE_CANDIDATE = "no_usable_candidate"  #: no basis function: no candidate explains any of the targets
     CONSTANT_KERNEL = "constant_kernel"  #: no basis function: the kernel is numerically constant on the data
     BOUND = "bound"  #: the basis size the generalisation bound chose (KMP, sparse KPCA), after the run
+    MAX_TIME = "max_time"  #: KMP: the time budget ``max_time`` ran out (the model is the best held-out size)
     MAX_CORE = "max_core"  #: CVM: the core set reached ``max_core`` rows before the ball converged
     N_COMPONENTS = "n_components"  #: sparse KPCA / KCCA: the requested number of points was chosen
     RANK = "rank"  #: sparse KPCA / KCCA: the kernel matrix's numerical rank was reached
@@ -69,6 +70,9 @@ class PursuitResult:
     gram_factor: np.ndarray | None = field(default=None, repr=False)
     ytd: np.ndarray | None = field(default=None, repr=False)
     n_errors0: int | None = None  #: training rows with |y − f| > γ before any atom (bound stopping)
+    loop_stop: StopReason | None = None  #: why the loop ended, before a cut back to the best held-out size
+    val_sizes: np.ndarray | None = None  #: basis sizes (row atoms) at which the held-out score was measured
+    val_scores: np.ndarray | None = None  #: the held-out score at each of ``val_sizes`` (the whole path)
     _bias_first: bool = field(default=False, repr=False)
     _offset: np.ndarray | None = field(default=None, repr=False)
 

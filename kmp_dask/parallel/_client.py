@@ -532,11 +532,24 @@ def _not_dask_hint(target, exc) -> str:
 
 
 def _close_quietly(client) -> None:
-    """Close ``client`` within :data:`CLOSE_TIMEOUT` seconds; stop its event-loop thread."""
-    with contextlib.suppress(Exception):
-        client.close(timeout=CLOSE_TIMEOUT)
-    with contextlib.suppress(Exception):
-        client._loop_runner.stop()  # close() skips this for a client that never connected
+    """Close ``client`` within :data:`CLOSE_TIMEOUT` seconds; stop its event-loop thread.
+
+    A client whose scheduler is gone is still trying to reconnect; closing it cancels that attempt,
+    which distributed logs as an ERROR with two tracebacks (``Client._reconnect``) after the fit
+    has already said that the scheduler is unreachable: its logger is silenced for the close."""
+    import logging
+
+    log = logging.getLogger("distributed.client")
+    level = log.level
+    if getattr(client, "status", "running") not in ("running", "newly-created"):
+        log.setLevel(logging.CRITICAL)
+    try:
+        with contextlib.suppress(Exception):
+            client.close(timeout=CLOSE_TIMEOUT)
+        with contextlib.suppress(Exception):
+            client._loop_runner.stop()  # close() skips this for a client that never connected
+    finally:
+        log.setLevel(level)
 
 
 @contextlib.contextmanager

@@ -27,35 +27,24 @@ No driver writes restore code.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import logging
 import os
 import time
+
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from ..blockops import Journal, apply_effects
 from ..store._base import StoreCorruptError
 from ._client import scheduler_identity
-from ._paging import (
-    MEMORY_FRACTION,
-    MemoryBudgetError,
-    Pager,
-    partition_nbytes,
-    streamed_nbytes,
-    transient_bytes,
-    worker_budget,
-)
+from ._paging import MEMORY_FRACTION, MemoryBudgetError, Pager, partition_nbytes, streamed_nbytes, transient_bytes, worker_budget
+from ._waits import LOSS_TIMEOUT, SLICE, SchedulerLostError, await_live_workers, cancelled_error, scheduler_workers
 
-__all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder", "SchedulerLostError"]
+__all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder", "SchedulerLostError"]  # the error: _waits
 
-
-class SchedulerLostError(ConnectionError):
-    """The dask scheduler went away during a fit."""
 
 logger = logging.getLogger(__name__)
-
-#: Seconds a repair waits for any live worker before :class:`~kmp_dask.parallel._client.NoWorkersError`.
-NO_WORKERS_WAIT = 60.0
 
 
 class InProcessEngine:
@@ -226,8 +215,7 @@ class PartitionHolder:
         if need > self.budget and self.explicit_budget:
             raise MemoryBudgetError(
                 f"budget_bytes (kmp_dask.budget-bytes) = {self.budget / 2**20:.1f} MiB per worker is too small: "
-                f"streaming needs {need / 2**20:.1f} MiB (three partitions of rows and state in flight: computed, "
-                "prefetched, written back). "
+                f"streaming needs {need / 2**20:.1f} MiB (three partitions of rows and state in flight: computed, prefetched, written back). "
                 "Raise it, or unset it to use the worker's memory_limit."
             )
         if need > self.budget:
@@ -342,21 +330,13 @@ class PartitionHolder:
             self._pager.close()
 
 
-def _scheduler_lost_message(client) -> str:
-    address = getattr(client, "scheduler", None) and client.scheduler.address
-    return (f"the dask scheduler ({address}) is unreachable: it was stopped or killed, or the network to it is "
-            "down. The fit cannot continue (its workers' partitions were registered there); restart the scheduler "
-            "and its workers and fit again — a KMP fit started with checkpoint=DIR continues from its last "
-            "checkpoint with resume=True (CLI: the same command with --resume).")
-
-
 def _assign(specs, workers):
     """Contiguous runs of partitions, as even as possible, one run per worker."""
     n, w = len(specs), len(workers)
     groups = [[] for _ in range(w)]
     for k, spec in enumerate(specs):
         groups[k * w // n].append(spec)
-    return [(addr, g) for addr, g in zip(workers, groups, strict=True) if g]
+    return [(addr, g) for addr, g in zip(workers, groups) if g]
 
 
 class ActorEngine:
@@ -384,7 +364,7 @@ class ActorEngine:
         and on starting a holder; each ends in a clear error instead of a hang.
     """
 
-    def __init__(self, client, specs, *, max_restarts: int = 3, loss_timeout: float = 30.0,
+    def __init__(self, client, specs, *, max_restarts: int = 3, loss_timeout: float = LOSS_TIMEOUT,
                  memory_fraction: float = MEMORY_FRACTION, local_x: bool = True, pass_timeout: float = 3600.0,
                  pause_timeout: float = 120.0, start_timeout: float = 300.0, budget_bytes: int | None = None):
         self.client = client
@@ -437,11 +417,11 @@ class ActorEngine:
         raise AssertionError("unreachable")
 
     def _start_once(self, addr, group):
-        fut = self.client.submit(PartitionHolder, group, self.memory_fraction, self.local_x, self.budget_bytes,
-                                 actor=True, workers=[addr], allow_other_workers=True, pure=False)
+        fut = self.client.submit(PartitionHolder, group, self.memory_fraction, self.local_x, self.budget_bytes, actor=True,
+                                 workers=[addr], allow_other_workers=True, pure=False)
         try:
             actor = fut.result(timeout=self.start_timeout)
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):
             fut.cancel()
             self._workers()  # the scheduler gone: say that (SchedulerLostError)
             raise TimeoutError(
@@ -464,25 +444,14 @@ class ActorEngine:
         try:
             return self._run(op, msg, effects)
         except CancelledError as exc:  # the scheduler cancels every future when it goes away
-            if not self._scheduler_reachable():
-                raise SchedulerLostError(_scheduler_lost_message(self.client)) from exc
+            err = cancelled_error(self.client, exc)
+            if err is not exc:
+                raise err from exc
             raise RuntimeError(
                 f"the dask scheduler cancelled a task of the fit ({exc}); it is still reachable, so something "
                 "cancelled it on purpose (client.cancel, a cluster restart, or the scheduler's own limits): "
                 "check its log, and fit again (a KMP fit with checkpoint=DIR resumes with resume=True)"
             ) from exc
-
-    def _scheduler_reachable(self, timeout: float = 5.0) -> bool:
-        """A TCP connection to the scheduler's address succeeds within ``timeout`` seconds."""
-        import socket
-        from urllib.parse import urlsplit
-
-        try:
-            parts = urlsplit(self.client.scheduler.address)
-            with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
-                return True
-        except Exception:  # refused, unreachable, no address (client closed)
-            return False
 
     def _run(self, op, msg, effects) -> list:
         self.n_calls += 1
@@ -516,8 +485,8 @@ class ActorEngine:
         paused_since = None
         while True:
             try:
-                return call.result(timeout=2.0)
-            except TimeoutError:
+                return call.result(timeout=SLICE)
+            except (TimeoutError, asyncio.TimeoutError):
                 pass
             info = self._workers().get(holder["addr"])
             if info is None:
@@ -539,23 +508,9 @@ class ActorEngine:
                 )
 
     def _workers(self) -> dict:
-        """The scheduler's workers; a clear error when the scheduler itself is gone.
-
-        A client reconnecting to its scheduler serves a stale cached worker list, so while its
-        status is not "running" we wait up to ``loss_timeout`` for it to come back.
-        """
-        deadline = time.monotonic() + float(getattr(self, "loss_timeout", 0.0))
-        while self.client.status == "connecting" and time.monotonic() < deadline:
-            time.sleep(0.2)
-        try:
-            info = scheduler_identity(self.client)
-        except Exception as exc:
-            info, cause = {}, exc
-        else:
-            cause = None
-        if "workers" not in info or self.client.status != "running":
-            raise SchedulerLostError(_scheduler_lost_message(self.client)) from cause
-        return info["workers"]
+        """The scheduler's workers; :class:`SchedulerLostError` when it is gone (waiting up to
+        ``loss_timeout`` for a reconnecting client: :func:`~._waits.scheduler_workers`)."""
+        return scheduler_workers(self.client, float(getattr(self, "loss_timeout", 0.0)))
 
     def _worker_lost(self, holder, exc=None) -> bool:
         """Whether ``holder``'s worker is gone. A connection error can reach us before the
@@ -579,22 +534,17 @@ class ActorEngine:
             ) from exc
         self.n_restarts += 1
         logger.warning("worker %s lost (%s); rebuilding %d partitions", holder["addr"], exc, len(holder["specs"]))
-        deadline = time.monotonic() + NO_WORKERS_WAIT
-        while True:
-            live = sorted(self._workers())
-            if live:
-                break
-            if time.monotonic() > deadline:
-                from ._client import NoWorkersError
-
-                raise NoWorkersError(
-                    f"no live dask workers left: worker {holder['addr']} holding partitions "
-                    f"{[s.index for s in holder['specs']]} was lost and no worker was alive to rebuild them within "
-                    f"{NO_WORKERS_WAIT:g} s. Check the workers' logs (a worker killed for memory needs a larger "
-                    "memory limit, e.g. --memory-limit), start workers again (`dask worker SCHEDULER_ADDRESS`), and "
-                    "fit again — a KMP fit started with checkpoint=DIR continues with resume=True (CLI: --resume)."
-                ) from exc
-            time.sleep(0.5)
+        try:
+            live = await_live_workers(self.client, loss_timeout=self.loss_timeout, message=lambda wait: (
+                f"no live dask workers left: worker {holder['addr']} holding partitions "
+                f"{[s.index for s in holder['specs']]} was lost and no worker was alive to rebuild them within "
+                f"{wait:g} s. Check the workers' logs (a worker killed for memory needs a larger "
+                "memory limit, e.g. --memory-limit), start workers again (`dask worker SCHEDULER_ADDRESS`), and "
+                "fit again — a KMP fit started with checkpoint=DIR continues with resume=True (CLI: --resume)."))
+        except SchedulerLostError:
+            raise
+        except Exception as err:  # NoWorkersError: chained to the loss that started the repair
+            raise err from exc
         new = self._start(live[self.n_restarts % len(live)], holder["specs"])
         self._holders[self._holders.index(holder)] = new
         self._wait(new, new["actor"].run(None, None, tuple(self.journal)))  # replay: same effects, same order
@@ -623,8 +573,8 @@ class ActorEngine:
             try:  # a gone worker's holder is not asked: the call would wait out its 30 s
                 if live is None or h["addr"] in live:
                     h["actor"].close().result(timeout=30)
-            except Exception as exc:  # the worker may be gone; its scratch goes with its local directory
-                logger.debug("closing the partition holder on %s failed (%s: %s)", h["addr"], type(exc).__name__, exc)
+            except Exception:  # the worker may be gone; its scratch goes with its local directory
+                pass
             keys.setdefault(h["addr"], []).append(h["future"].key)
             h["future"].release()
             _release_proxy(h["actor"])
@@ -639,7 +589,7 @@ class ActorEngine:
         """The scheduler's workers now, or None when it cannot say (then close asks every holder)."""
         try:
             info = scheduler_identity(self.client)
-        except Exception:  # the scheduler cannot answer: None, and close() asks every holder (bounded calls)
+        except Exception:
             return None
         return set(info["workers"]) if isinstance(info, dict) and "workers" in info else None
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from ._scatter import scatter_value
 
-__all__ = ["confusion_counts", "regression_sums", "label_codes", "chunkwise", "ship_model", "computed_blocks"]
+__all__ = ["confusion_counts", "regression_sums", "label_codes", "chunkwise", "ship_model", "computed_blocks",
+           "data_parts"]
 
 
 def _as_dask(a, chunks):
@@ -117,7 +118,7 @@ def warm_workers(client, module: str, timeout: float = WARM_TIMEOUT) -> None:
     others copy it from there once it is unpickled: two imports in series; imported here first,
     they overlap.
     """
-    from distributed import wait
+    from ._waits import SchedulerLostError, wait_for
 
     if module in ("__main__", "builtins") or not module:
         return
@@ -127,11 +128,12 @@ def warm_workers(client, module: str, timeout: float = WARM_TIMEOUT) -> None:
         return
     futures = {client.submit(_import_module, module, workers=[w], allow_other_workers=False, pure=False,
                              key=f"import-{module}-{uuid.uuid4().hex}"): w for w in todo}
-    try:
-        with client.as_current():  # distributed.wait waits with the current client
-            wait(list(futures), timeout=timeout)
-    except TimeoutError:
-        pass
+    try:  # bounded in slices (parallel._waits): the scheduler gone is SchedulerLostError at once
+        wait_for(list(futures), client, what=f"import of {module} on the workers", timeout=timeout, cancel=False)
+    except SchedulerLostError:
+        raise
+    except Exception:  # TimeoutError, NoWorkersError: the pass that follows waits for workers itself;
+        pass  # an import that fails: left to the unpickling that follows, which names it
     finally:
         done.update((w, module) for f, w in futures.items() if f.status == "finished")
         client.cancel(list(futures))
@@ -207,3 +209,41 @@ def regression_sums(pred, true) -> dict:
              for p, t in zip(pred.to_delayed().ravel(), true.to_delayed().ravel(), strict=True)]
     n, s, s2, sse, sae = np.sum(dask.compute(*parts), axis=0)
     return {"n": n, "sum": s, "sumsq": s2, "sse": sse, "sae": sae}
+
+
+def _block_array(blocks, client):
+    """Numpy row blocks as one dask array, one chunk per block: scattered to the workers first
+    with a client (:func:`~._scatter.scatter_value`, not literals of a graph), in process else."""
+    import dask.array as da
+
+    if client is None:
+        parts = [da.from_array(b, chunks=(len(b),) + tuple(-1 for _ in b.shape[1:])) for b in blocks]
+    else:
+        parts = [da.from_delayed(scatter_value(client, b), shape=b.shape, dtype=b.dtype) for b in blocks]
+    return da.concatenate(parts, axis=0)
+
+
+def data_parts(data, client=None, batch: int = 8):
+    """The rows of ``data`` (:class:`~kmp_dask.store._scoring.ScoringData`) as ``(X, y, probe)``
+    parts for :func:`chunkwise`: a store in one part (its lazy arrays, read by the tasks), a
+    streamed file in parts of ``batch`` row blocks read here in order, each sent to the workers
+    before its pass (one part in this process's memory at once), ``y`` None without labels."""
+    import itertools
+
+    from ..store._scoring import probe_rows
+
+    if not data.is_stream:
+        y = data.store.to_dask("y") if data.has_y else None
+        yield data.store_X(), y, probe_rows(data)
+        return
+    blocks = data.plan.blocks()
+    while True:
+        raw = list(itertools.islice(blocks, batch))
+        if not raw:
+            return
+        part = [(np.asarray(X), y) for X, y in raw if len(X)]
+        if not part:
+            continue
+        X = _block_array([b[0] for b in part], client)
+        y = _block_array([np.asarray(b[1]) for b in part], client) if data.has_y and part[0][1] is not None else None
+        yield X, y, part[0][0][:2]

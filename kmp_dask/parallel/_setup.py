@@ -7,7 +7,45 @@ import numpy as np
 from ..blockops import PartitionSpec, partition_bounds
 from ._engine import ActorEngine, InProcessEngine
 
-__all__ = ["partition_specs", "make_engine"]
+__all__ = ["partition_specs", "make_engine", "check_store_visible", "StoreNotVisibleError"]
+
+
+class StoreNotVisibleError(ValueError):
+    """The store lives where the client's workers cannot read it (``memory://`` of this process)."""
+
+
+def check_store_visible(client, store) -> None:
+    """Refuse, before any work, a store the workers of ``client`` cannot open: a ``memory://`` store
+    lives in this process's memory (fsspec's memory file system), so worker processes find nothing
+    there (zarr's ``ArrayNotFoundError`` mid-pass). Worker threads of this process (a
+    ``LocalCluster(processes=False)``: workers with this process's pid) see it, and so does a fit in process."""
+    url = getattr(store, "url", None)
+    if client is None or not isinstance(url, str) or not url.startswith("memory://"):
+        return
+    if _workers_in_this_process(client):
+        return
+    elsewhere = next(iter(_worker_addresses(client)), "the cluster's")
+    raise StoreNotVisibleError(
+        f"the store {url!r} lives in this process's memory (memory://), which the dask workers (e.g. {elsewhere}) "
+        "— other processes — cannot see. Write the store to a local path or a file "
+        "system the workers share (create_store('data.zarr', ...)) or to object storage (s3://...), or run in this "
+        "process (client='sync').")
+
+
+def _workers_in_this_process(client) -> bool:
+    """Whether every worker of ``client`` is a thread of this process: a ``LocalCluster(processes=False)``
+    made here (its workers are ``Worker`` objects, not the ``Nanny`` of a worker process)."""
+    from distributed import Worker
+
+    workers = getattr(getattr(client, "cluster", None), "workers", None)
+    return bool(workers) and all(isinstance(w, Worker) for w in workers.values())
+
+
+def _worker_addresses(client) -> list:
+    try:
+        return list(client.scheduler_info().get("workers", {}))
+    except Exception:  # noqa: BLE001 - only for the message
+        return []
 
 
 def partition_specs(store, sample_weight=None) -> list[PartitionSpec]:
@@ -53,6 +91,7 @@ def make_engine(client, store, sample_weight=None, **options):
     ``sample_weight``: per-row weights carried by the partitions (see :func:`partition_specs`).
     ``options`` go to :class:`ActorEngine` (``memory_fraction``, ``pass_timeout``, ...).
     """
+    check_store_visible(client, store)
     specs = partition_specs(store, sample_weight)
     if client is None:
         return InProcessEngine(specs)

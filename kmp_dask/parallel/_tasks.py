@@ -18,14 +18,13 @@ the caller.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from ..blockops import PartitionSpec, partition_bounds
 from ..store import InMemoryStore
 from ._engine import InProcessEngine, tune_worker_malloc
 from ._setup import _SliceReader, make_engine
+from ._waits import RESULT_TIMEOUT, wait_for
 
 __all__ = ["Tasks", "in_process_specs", "local_engine", "IN_PROCESS_PARTITION_BYTES"]
 
@@ -73,16 +72,19 @@ class Tasks:
         return self.client is not None
 
     def map_problems(self, store, fn, problems, *, finished, setup=(), as_tasks: bool = False,
-                     timeout: float | None = 3600.0, what: str = "problem") -> None:
+                     timeout: float | None = RESULT_TIMEOUT, what: str = "problem") -> None:
         """``finished(k, fn(engine, *args))`` for each ``(k, args)`` of ``problems``.
 
         ``as_tasks=False`` (or no client): in turn on one engine over ``store`` — in-process
         (partitions :func:`in_process_specs`) without a client, one actor per worker with one.
         ``as_tasks=True``: one dask task each, on an in-process engine over the store's rows built
         inside the task; ``finished`` runs on the driver as each result arrives (in order of
-        completion), and the tasks are cancelled if it fails or no result arrives within
-        ``timeout`` seconds (a :class:`TimeoutError` naming ``what``). ``setup``: effects every
-        engine receives before its first problem. ``fn`` and ``args`` travel to the workers.
+        completion), and the tasks are cancelled if it fails or the wait ends: no result within
+        ``timeout`` seconds (a :class:`TimeoutError` naming ``what``), the scheduler gone
+        (``SchedulerLostError``), no live worker for ``kmp_dask.no-workers-wait`` seconds
+        (``NoWorkersError``) — :func:`~._waits.wait_for`; a worker lost while others live only
+        reruns its problem elsewhere. ``setup``: effects every engine receives before its first
+        problem. ``fn`` and ``args`` travel to the workers.
         """
         if self.client is None or not as_tasks:
             self._in_turn(store, fn, problems, finished, setup)
@@ -99,26 +101,22 @@ class Tasks:
             engine.close()
 
     def _as_tasks(self, store, fn, problems, finished, setup, timeout, what):
-        from distributed import as_completed
-
         client = self.client
         specs = in_process_specs(store)
         # hash=False: keys of this call only (a cancelled earlier call must not release them)
         specs_f = client.scatter(specs, broadcast=True, hash=False) if store.url is None else specs
-        futures = {client.submit(_problem_task, specs_f, list(setup), fn, args, pure=False): k for k, args in problems}
-        try:  # each problem's result as it arrives; ``timeout``: the longest wait for the next one
-            _collect_as_completed(as_completed(list(futures), loop=client.loop), futures, finished, timeout, what)
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+        keys = [k for k, _ in problems]
+        futures = [client.submit(_problem_task, specs_f, list(setup), fn, args, pure=False) for _, args in problems]
+        # each problem's result as it arrives; ``timeout``: the longest wait for the next one
+        wait_for(futures, client, what=what, timeout=timeout, on_result=lambda i, r: finished(keys[i], r))
 
-    def tree_reduce(self, leaf, items, combine, *, arity: int = 2, timeout: float | None = 3600.0):
+    def tree_reduce(self, leaf, items, combine, *, arity: int = 2, timeout: float | None = RESULT_TIMEOUT):
         """``leaf(item)`` for each of ``items``, then ``combine(*group)`` over consecutive groups of
         ``arity`` values, level by level, until one value is left; returns it. With a client every
         call is a dask task (pure functions: a worker lost mid-tree recomputes its part) and the
-        driver only submits and waits, at most ``timeout`` seconds (then a :class:`TimeoutError`,
-        the tree cancelled); without one, the same calls in the same order in this process."""
+        driver only submits and waits (:func:`~._waits.wait_for`), at most ``timeout`` seconds (then a
+        :class:`TimeoutError`, the tree cancelled; the scheduler or every worker gone: as
+        :meth:`map_problems`); without one, the same calls in the same order in this process."""
         if self.client is None:
             nodes = [leaf(x) for x in items]
             while len(nodes) > 1:
@@ -129,11 +127,7 @@ class Tasks:
         while len(futures) > 1:
             futures = [client.submit(combine, *futures[i : i + arity], pure=False)
                        for i in range(0, len(futures), arity)]
-        try:
-            return futures[0].result(timeout=timeout)
-        except TimeoutError:
-            futures[0].cancel()
-            raise
+        return wait_for(futures, client, what="tree reduction", timeout=timeout)[0]
 
 
 def _problem_task(specs, setup, fn, args):
@@ -144,18 +138,3 @@ def _problem_task(specs, setup, fn, args):
     with InProcessEngine(specs) as engine:
         engine.run(None, None, setup)
         return fn(engine, *args)
-
-
-def _collect_as_completed(ac, futures, finished, timeout, what):
-    """``finished(k, result)`` for each future of ``ac`` as it completes; a :class:`TimeoutError`
-    when none completes within ``timeout`` seconds (None: no limit) of the last."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not ac.is_empty():
-        if not ac.has_ready():
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"no {what} finished within {timeout:.0f} s (kmp_dask.pass-timeout)")
-            time.sleep(0.02)
-            continue
-        for f in ac.next_batch(block=False):
-            finished(futures[f], f.result())
-        deadline = None if timeout is None else time.monotonic() + timeout

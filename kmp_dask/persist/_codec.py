@@ -38,7 +38,7 @@ ALLOWED = frozenset({
     "kmp_dask.reduced._compressor.ReducedSetCompressor", "kmp_dask.reduced._compressor._Level",
     "kmp_dask.reduced._level._Level",
     "kmp_dask.reduced._meta.ReducedSetClassifier", "kmp_dask.reduced._meta.ReducedSetRegressor",
-    "kmp_dask.reduced._models.CompressionTarget",
+    "kmp_dask.reduced._models.CompressionTarget", "kmp_dask.estimators._calibration.PlattCalibrator",
     "kmp_dask.expansion.KernelExpansion", "kmp_dask.kernels._base.Kernel",
     "kmp_dask.greedy._result.PursuitResult", "kmp_dask.greedy._result.StopReason",
     "kmp_dask.greedy._hmp.HMPResult", "kmp_dask.greedy._cvm.CVMResult",

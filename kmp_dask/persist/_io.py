@@ -25,9 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .._temporaries import check_output_path, remove_stale, temporary
+from ._checks import ModelFileError, check_array_name, check_depth, check_npy_size, check_values
 from ._codec import ALLOWED, Encoder, decode, qualname, resolve
 
-__all__ = ["save", "load", "model_info", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["save", "load", "model_info", "FORMAT", "FORMAT_VERSION", "ModelFileError"]
 
 FORMAT = "kmp_dask-model"
 FORMAT_VERSION = 1
@@ -74,6 +76,7 @@ def _document(model) -> tuple[dict, dict]:
 def save(model, path, *, overwrite: bool = False) -> Path:
     """Save a fitted kmp_dask model (or a KernelExpansion) to the directory ``path``."""
     _check_model(model)
+    check_output_path(path, "path", file=False)
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"path {str(path)!r} already exists; pass overwrite=True to replace it")
@@ -83,16 +86,13 @@ def save(model, path, *, overwrite: bool = False) -> Path:
         check_replaceable(path, ("model",), option="path")
     doc, arrays = _document(model)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    try:
+    remove_stale(path)  # the temporaries of earlier saves to ``path`` that were killed
+    with temporary(path, directory=True) as tmp:  # locked until renamed (kmp_dask/_temporaries.py)
         (tmp / "arrays").mkdir()
         for name, a in arrays.items():
             np.save(tmp / name, a, allow_pickle=False)
         (tmp / "model.json").write_text(json.dumps(doc, indent=1, allow_nan=True), encoding="utf-8")
         _swap_in(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return path
 
 
@@ -124,6 +124,11 @@ def _read_document(path) -> tuple[Path, dict]:
         doc = json.loads(meta.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise ValueError(f"{str(path)!r} is not a kmp_dask model: model.json is not JSON ({exc})") from None
+    except RecursionError:  # nested deeper than the JSON parser goes
+        raise ModelFileError(f"{str(path)!r}: model.json is nested too deeply to read, which kmp_dask.save never "
+                             "writes; the model cannot be loaded — save it again (kmp_dask.save / kmp-dask train)"
+                             ) from None
+    check_depth(doc, path)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"{str(path)!r} is not a kmp_dask model: model.json has format "
                          f"{doc.get('format') if isinstance(doc, dict) else None!r}, not {FORMAT!r}")
@@ -141,11 +146,14 @@ def load(path):
     root = path.resolve()
 
     def load_array(name):
-        f = (path / name).resolve()
+        f = (path / check_array_name(name, path)).resolve()
         if root not in f.parents:
             raise ValueError(f"{str(path)!r}: array reference {name!r} points outside the model directory")
         try:
+            check_npy_size(f, name, path)  # the header's claim against the file's size, before any allocation
             return np.load(f, allow_pickle=False)
+        except ModelFileError:
+            raise
         except FileNotFoundError:
             raise ModelFileError(f"{str(path)!r}: the array file {name!r} that model.json refers to is missing; the "
                                  "model is incomplete — save it again (kmp_dask.save / kmp-dask train)") from None
@@ -161,7 +169,11 @@ def load(path):
                              "save the model again")
     obj = cls.__new__(cls)
     for k, v in state.items():
+        if not isinstance(k, str) or not k.isidentifier():
+            raise ModelFileError(f"{str(path)!r}: model.json names the attribute {k!r}, which is not a Python name; "
+                                 "the file is damaged — save the model again (kmp_dask.save / kmp-dask train)")
         object.__setattr__(obj, k, decode(v, load_array))
+    check_values(obj, path)  # finite coefficients, valid kernels
     _default_new_params(obj)
     return obj
 
@@ -179,10 +191,6 @@ def _default_new_params(obj) -> None:
     for name, p in signature.parameters.items():
         if name != "self" and p.default is not inspect.Parameter.empty and not hasattr(obj, name):
             object.__setattr__(obj, name, p.default)
-
-
-class ModelFileError(ValueError):
-    """A saved model's files are damaged or incomplete (a truncated .npy, a missing array)."""
 
 
 def model_info(path) -> dict:

@@ -35,7 +35,7 @@ class RunDirectory:
     def __init__(self, root, *, overwrite: bool, resume: bool, verbose=0):
         from .._overwrite import check_replaceable, clear_run_directory
 
-        self.root = Path(root)
+        self.root = Path(root).expanduser()  # every step writes under this one path
         self.verbose = verbose  # the fits' progress (estimators' verbose)
         self.resumed = False
         if self.root.exists():
@@ -140,6 +140,7 @@ def run_pipeline(spec: dict, output, *, client, overwrite: bool = False, resume:
     """Run ``spec`` (from :func:`load_spec`) into ``output`` on ``client``; return the summary.
 
     ``verbose`` is given to the estimators that have it (unless the spec sets it): progress."""
+    output = Path(output).expanduser()
     if resume and Path(output).exists():
         from .._overwrite import check_replaceable
 

@@ -20,7 +20,7 @@ __all__ = ["load_spec", "SpecError"]
 TABLES = {"name", "description", "output", "data", "model", "compress", "features", "downstream", "evaluate",
           "report", "run", "small"}
 DATA_KEYS = {"source", "n_rows", "seed", "start_row", "part", "test_size", "chunk_rows", "n_features", "n_classes",
-             "label", "drop", "delimiter", "header"}
+             "label", "no_label", "drop", "delimiter", "header"}
 #: ``test_size`` of a data set that names a ``part`` but no ``test_size``.
 DEFAULT_TEST_SIZE = 0.3
 MODEL_KEYS = {"algorithm", "task", "params", "checkpoint_every", "estimator", "cv"}
@@ -119,6 +119,8 @@ def validate(spec: dict, path) -> None:
         _check_name(spec["name"], "name", path)
     if "output" in spec and (not isinstance(spec["output"], str) or not spec["output"].strip()):
         raise SpecError(f"{path}: output = {spec['output']!r} must be a non-empty path of the run directory")
+    if "output" in spec:  # "~/x": the home directory, once for every step (never a literal ./~/x as well)
+        spec["output"] = os.path.expanduser(spec["output"])
     for name, d in spec["data"].items():
         _check_name(name, f"[data.{name!r}]", path)
         _check_keys(f"data.{name}", d, DATA_KEYS, path)
@@ -184,6 +186,7 @@ def _check_run(run: dict, path) -> None:
             check_memory_limit(run["memory_limit"], name="memory_limit")
         except ValueError as exc:
             raise SpecError(f"{path}: [run] {exc}") from None
+    _check_counts(run, path)
     s = run.get("scheduler")
     if s is None or s in SCHEDULER_MODES or (isinstance(s, str) and s.startswith(("tcp://", "tls://", "inproc://"))):
         return
@@ -199,6 +202,17 @@ def _check_run(run: dict, path) -> None:
     raise SpecError(f"{path}: [run] scheduler = {s!r}: use \"auto\" (the default: in process for small data), "
                     "\"sync\" (in process), \"local\" (an embedded cluster), an address such as "
                     "\"tcp://127.0.0.1:8786\" or a scheduler file (.json)")
+
+
+def _check_counts(run: dict, path) -> None:
+    """``[run] workers`` and ``threads_per_worker``: whole numbers in 1..256 (the CLI's ``--workers`` /
+    ``--threads-per-worker``), checked with the rest of the file, before any step runs."""
+    for key in ("workers", "threads_per_worker"):
+        v = run.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 256):
+            raise SpecError(f"{path}: [run] {key} = {v!r}: give a whole number from 1 to 256 "
+                            f"({'worker processes of the embedded cluster' if key == 'workers' else 'threads per worker'}"
+                            f"), or leave it out for the default")
 
 
 #: Bytes per value of the synthetic generators' stores (float32) and their default feature counts.
@@ -233,6 +247,21 @@ def _path_nbytes(src: str) -> int:
     return os.path.getsize(src) if os.path.isfile(src) else 0
 
 
+def source_options(d: dict) -> dict:
+    """A ``[data.NAME]`` table's options for ``ingest``: ``label``, ``drop``, ``delimiter``,
+    ``header``; ``no_label = true`` is ``label=None`` (a store of the features only). A CSV or
+    Parquet source needs one of ``label`` and ``no_label`` (the label is never guessed)."""
+    options = {k: d[k] for k in ("label", "drop", "delimiter", "header") if k in d}
+    if "no_label" in d:
+        if not isinstance(d["no_label"], bool):
+            raise ValueError(f"no_label = {d['no_label']!r}: give true (no label column) or leave it out")
+        if d["no_label"] and "label" in d:
+            raise ValueError(f"label = {d['label']!r} and no_label = true exclude each other; keep one")
+        if d["no_label"]:
+            options["label"] = None
+    return options
+
+
 def _check_source(name: str, d: dict, path) -> None:
     """One ``[data.NAME]``'s source and keys, checked without writing anything: a file or store
     path is resolved relative to the pipeline file (``d["source"]`` becomes the absolute path),
@@ -262,7 +291,7 @@ def _check_source(name: str, d: dict, path) -> None:
         if "test_size" in d and "part" not in d:
             raise ValueError(f"test_size = {d['test_size']!r} needs part = 'train' or 'test' (which part this "
                              "data set is); add a second [data.*] table for the other part")
-        options = {k: d[k] for k in ("label", "drop", "delimiter", "header") if k in d}
+        options = source_options(d)
         check_source(src, n_rows=d.get("n_rows"), test_size=test_size, part=d.get("part"), **options)
         if src.startswith("synthetic:") and "n_rows" not in d:
             raise ValueError("a synthetic source needs n_rows")
@@ -313,6 +342,41 @@ def _check_params(spec: dict, path) -> None:
             raise SpecError(f"{path}: {key} has unknown parameter {unknown[0]!r} for {classes[0].__name__}"
                             + (f" (did you mean {close[0]!r}?)" if close else "")
                             + f"; accepted: {', '.join(sorted(accepted))}")
+        _check_values(key, params, classes, path)
+
+
+def _check_values(key: str, params: dict, classes: list, path) -> None:
+    """The parameter *values* of a table, checked as the estimator's fit checks them first (before
+    any data is read), so a bad value ends the run before the data step: one class of ``classes``
+    (classifier or regressor) must accept them."""
+    errors = []
+    for cls in classes:
+        if not set(params) <= _accepted(cls):
+            continue
+        try:
+            _check_estimator_values(cls(**params))
+            return
+        except (ValueError, TypeError) as exc:
+            errors.append(exc)
+    if errors:
+        raise SpecError(f"{path}: {key}: {' '.join(str(errors[0]).split())}")
+
+
+def _check_estimator_values(est) -> None:
+    """``est``'s own parameter check, without data: kmp_dask's (the fit's first step) or
+    scikit-learn's parameter constraints."""
+    from ..estimators._kmp_cv import _BaseKMPCV, _check_cv_params
+
+    if isinstance(est, _BaseKMPCV):
+        _check_cv_params(est)
+    elif type(est).__name__ == "ReducedSetCompressor":
+        from ..reduced._checks import check_params
+
+        check_params(est)
+    elif hasattr(est, "_check_fit_args"):
+        est._check_fit_args(None, None)
+    elif hasattr(est, "_validate_params"):
+        est._validate_params()
 
 
 def load_spec(path, *, small: bool = False) -> dict:

@@ -43,7 +43,9 @@ def file_store(d: dict, target: Path, *, overwrite: bool = False):
         return open_store(src)
     part = d.get("part")
     test_size = d.get("test_size", DEFAULT_TEST_SIZE) if part is not None else None
-    options = {k: d[k] for k in ("label", "drop", "delimiter", "header") if k in d}
+    from ._spec import source_options
+
+    options = source_options(d)
     return ingest(src, target, n_rows=d.get("n_rows"), part=part, test_size=test_size, seed=int(d.get("seed", 0)),
                   chunk_rows=d.get("chunk_rows"), overwrite=overwrite, **options)
 

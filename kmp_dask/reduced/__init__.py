@@ -5,7 +5,8 @@
 * :class:`ReducedSetClassifier` / :class:`ReducedSetRegressor` — ``fit(X, y)`` fits a kernel model
   and compresses it (pipelines, grid search, scikit-learn's checks);
 * :func:`as_compression_target` — a fitted model (scikit-learn SVC/NuSVC/SVR/NuSVR/KernelRidge,
-  kmp_dask's KMP estimators, or a :class:`~kmp_dask.KernelExpansion`) as a
+  kmp_dask's KMP estimators, a :class:`~kmp_dask.KernelExpansion`, or a scikit-learn Pipeline of
+  linear scalers ending in one of them — the scaling then travels inside the model) as a
   :class:`CompressionTarget`: its hyperplanes as one kernel expansion plus its prediction rule;
 * :func:`l0_path`, :func:`l1_path` — the baselines on dense pool Grams.
 

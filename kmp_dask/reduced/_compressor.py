@@ -1,7 +1,8 @@
 """Reduced-set compression of fitted kernel models: :class:`ReducedSetCompressor` and :func:`compress`.
 
 A fitted model (scikit-learn ``SVC``/``NuSVC``/``SVR``/``NuSVR``/``KernelRidge``, a kmp_dask
-model, or a :class:`~kmp_dask.KernelExpansion`) is turned into ``w = Σ_i α_i φ(x_i)`` with m
+model, a :class:`~kmp_dask.KernelExpansion`, or a scikit-learn ``Pipeline`` of linear scalers
+ending in one of those — the scalers become the expansion's input map) is turned into ``w = Σ_i α_i φ(x_i)`` with m
 outputs (:func:`~kmp_dask.reduced.as_compression_target`; one-vs-one SVCs give one output per
 pair of classes) and approximated by ``ŵ = Σ_{j∈S} β_j φ(z_j)`` over a candidate pool (default:
 the model's own support vectors / training points).
@@ -40,9 +41,11 @@ import time
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ..estimators._base import ExpansionEstimatorMixin, open_fit_checkpoint, squeeze_outputs
+from ..estimators._calibration import PlattCalibrator
 from ..estimators._inputs import is_dask_array, is_store_like
 from ..expansion import KernelExpansion
 from ._build import (
@@ -56,7 +59,7 @@ from ._build import (
 from ._checks import METHODS, REFIT, SELECT, check_params, check_target, prepare_pool
 from ._level import _Level  # noqa: F401 (model files written before the split name it here)
 from ._level import exact_rkhs_error as _exact_rkhs_error  # noqa: F401 (benchmarks/reduced_sets.py)
-from ._models import _ovr_transform, as_compression_target
+from ._models import _ovr_transform, as_compression_target, final_estimator
 from ._routes import DENSE_HMP_LIMIT, DENSE_POOL_LIMIT, baseline_levels, hmp_levels
 from ._saves import array_digest, model_digest, restored_levels, result_payload
 
@@ -155,6 +158,12 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
         this process.
     verbose : int, default=0
         Progress bar over the selected vectors.
+    probability : bool, default=False
+        Classifiers: ``predict_proba``, from the compressed decision values mapped by a
+        multinomial logistic regression on them (Platt's sigmoid for two classes;
+        ``calibrator_``), fitted on ``X_val, y_val`` when ``fit`` is given them, else on the
+        labelled pool ``X_pool, y`` (numpy rows; usually the original model's training rows,
+        whose decision values are somewhat over-confident: pass held-out rows as ``X_val``).
 
     Attributes
     ----------
@@ -185,7 +194,8 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
     def __init__(self, n_vectors=0.2, *, method="hmp", backfit=True, candidates="all", coupled="auto",
                  select="n_vectors", rkhs_tol=1e-3, optimize_threshold=True, chunk_vectors=None, refine=True,
                  refit="rkhs", criterion="eq13", exchange=0, exchange_guard=True, dense="auto", l0_gammas=None,
-                 l1_alphas=None, l0_step="ridge", chunking="tree", random_state=None, client=None, verbose=0):
+                 l1_alphas=None, l0_step="ridge", chunking="tree", random_state=None, client=None, verbose=0,
+                 probability=False):
         self.n_vectors = n_vectors
         self.method = method
         self.backfit = backfit
@@ -208,6 +218,7 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
         self.random_state = random_state
         self.client = client
         self.verbose = verbose
+        self.probability = probability
 
     # -- fit ---------------------------------------------------------------------------------
     def fit(self, model, X_pool=None, y=None, *, X_val=None, y_val=None, checkpoint=None, checkpoint_every=10,
@@ -216,9 +227,14 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
 
         Parameters
         ----------
-        model : fitted SVC, NuSVC, SVR, NuSVR, KernelRidge, KMPClassifier, KMPRegressor or KernelExpansion
+        model : fitted SVC, NuSVC, SVR, NuSVR, KernelRidge, KMPClassifier, KMPRegressor, ..., KernelExpansion, or Pipeline
+            A scikit-learn ``Pipeline`` of linear scalers (StandardScaler, MinMaxScaler,
+            MaxAbsScaler, RobustScaler) ending in one of those models: the scalers are composed
+            into one per-feature map that the compressed model applies itself (``expansion_``
+            takes raw rows, ``X_pool`` / ``X_val`` are raw rows); any other step is refused.
         X_pool : array (P, d), store or path, optional
-            Candidate vectors (default: the model's own support vectors / training points).
+            Candidate vectors (default: the model's own support vectors / training points); raw
+            rows, as the model (or pipeline) takes them.
         y : array (P,), optional
             Labels / targets of the pool rows: threshold re-optimisation and ``train_error``.
         X_val, y_val : arrays, optional
@@ -238,7 +254,9 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
             Continue the checkpoint in ``checkpoint``; with none there, the fit starts from scratch.
         """
         check_params(self)
+        calibration = _calibration_rows(self, X_pool, y, X_val, y_val)  # raw rows, checked before any work
         target, X_pool, X_val, shift = _model_space(as_compression_target(model), X_pool, X_val)
+        model = final_estimator(model)  # a Pipeline's scalers are in ``shift`` now
         exp = target.expansion
         check_target(self, exp, X_pool, y, X_val, y_val)
         store, rows, pool_coef, in_memory, n_keep = prepare_pool(self, target, X_pool, y)
@@ -267,7 +285,35 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
                 self.expansion_ = self.expansion_.with_input_transform(*shift)
             finally:
                 self.__dict__.pop("_xengine", None)  # never saved; expansion_at exchanges only levels done here
+        self._calibrate(calibration)
         return self
+
+    def _calibrate(self, rows) -> None:
+        """``calibrator_`` from the compressed decision values of ``rows`` = (X, y) (None: no probabilities)."""
+        self.calibrator_ = None
+        if rows is None:
+            return
+        X, y = rows
+        if self.target_.kind == "regression":
+            raise ValueError(f"probability=True needs a classifier; the model (source {self.target_.source}) is a "
+                             "regression model. Use probability=False")
+        codes = np.full(len(y), -1, dtype=np.int64)
+        for c, label in enumerate(self.classes_):
+            codes[y == label] = c
+        if np.any(codes < 0):
+            raise ValueError("probability=True: the calibration rows' labels include values that are not among the "
+                             f"model's classes {np.asarray(self.classes_).tolist()}; pass the model's labels")
+        self.calibrator_ = PlattCalibrator.fit(self._decision(X), codes, len(self.classes_))
+
+    def _has_proba(self):
+        return getattr(self, "calibrator_", None) is not None or (
+            not hasattr(self, "expansion_") and bool(self.probability))
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Class probabilities (n, n_classes) of the compressed model (``probability=True``)."""
+        check_is_fitted(self, "calibrator_")
+        return self.calibrator_.predict_proba(np.asarray(self._decision(X)))
 
     def _output_groups(self, m):
         """Whether the ``m`` outputs share one set of vectors, and the groups of outputs pursued together."""
@@ -356,6 +402,23 @@ def compress(model, n_vectors=0.2, *, X_pool=None, y=None, X_val=None, y_val=Non
     """Compress ``model`` and return the fitted :class:`ReducedSetCompressor` (its
     ``expansion_`` is the compressed model; ``predict`` / ``decision_function`` use it)."""
     return ReducedSetCompressor(n_vectors, **params).fit(model, X_pool, y, X_val=X_val, y_val=y_val)
+
+
+def _calibration_rows(est, X_pool, y, X_val, y_val):
+    """The rows ``probability=True`` calibrates on, as ``(X, y)`` numpy arrays (raw rows): the
+    validation rows when given, else the labelled pool; None without ``probability``."""
+    if not est.probability:
+        return None
+    if not isinstance(est.probability, (bool, np.bool_)):
+        raise ValueError(f"probability must be True or False; got {est.probability!r}")
+    X, yy = (X_val, y_val) if X_val is not None and y_val is not None else (X_pool, y)
+    if X is None or yy is None or is_store_like(X) or is_dask_array(X):
+        raise ValueError("probability=True calibrates on labelled rows in memory: pass X_val and y_val (held-out "
+                         "rows, best) or a numpy X_pool with its labels y to fit")
+    X, yy = np.asarray(X), np.asarray(yy)
+    if len(X) != len(yy):
+        raise ValueError(f"probability=True: {len(X)} calibration rows but {len(yy)} labels")
+    return X, yy
 
 
 def _model_space(target, X_pool, X_val):

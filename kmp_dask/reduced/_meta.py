@@ -13,6 +13,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.svm import SVC
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -43,17 +44,38 @@ class _ReducedSetModel(BaseEstimator):
 
     def _fit(self, X, y, checkpoint=None, checkpoint_every=10, resume=False):
         est = clone(self.estimator) if self.estimator is not None else self._default_estimator()
+        probability = bool(getattr(self, "probability", False))
+        X, y, X_cal, y_cal = _calibration_split(X, y, self.random_state) if probability else (X, y, None, None)
         self.estimator_ = est.fit(X, y)
         comp = ReducedSetCompressor(
             n_vectors=self.n_vectors, method=self.method, backfit=self.backfit, candidates=self.candidates,
             coupled=self.coupled, optimize_threshold=self.optimize_threshold, refit=self.refit,
             criterion=self.criterion, exchange=self.exchange, exchange_guard=self.exchange_guard,
-            random_state=self.random_state, client=self.client)
-        self.compressor_ = comp.fit(self.estimator_, X, y, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                                    resume=resume)
+            random_state=self.random_state, client=self.client, probability=probability)
+        self.compressor_ = comp.fit(self.estimator_, X, y, X_val=X_cal, y_val=y_cal, checkpoint=checkpoint,
+                                    checkpoint_every=checkpoint_every, resume=resume)
         self.expansion_ = comp.expansion_
         self.n_vectors_ = comp.n_vectors_
         return self
+
+
+def _calibration_split(X, y, random_state):
+    """``probability=True``: hold out :data:`~kmp_dask.estimators._calibration.PROBABILITY_HOLDOUT`
+    of the rows (stratified when every class has two rows or more) to calibrate the compressed
+    model's probabilities; the model is fitted and compressed on the rest."""
+    from sklearn.model_selection import train_test_split
+
+    from ..estimators._calibration import PROBABILITY_HOLDOUT
+
+    seed = random_state if isinstance(random_state, (int, np.integer)) else 0
+    n_held = max(int(round(PROBABILITY_HOLDOUT * len(y))), len(np.unique(y)))
+    if n_held >= len(y):  # too few rows to hold any out: calibrate on the pool (the model's errors follow)
+        return X, y, None, None
+    try:
+        X_fit, X_cal, y_fit, y_cal = train_test_split(X, y, test_size=n_held, random_state=seed, stratify=y)
+    except ValueError:  # a class with a single row: no stratified split
+        X_fit, X_cal, y_fit, y_cal = train_test_split(X, y, test_size=n_held, random_state=seed)
+    return X_fit, y_fit, X_cal, y_cal
 
 
 class ReducedSetClassifier(ClassifierMixin, _ReducedSetModel):
@@ -67,13 +89,35 @@ class ReducedSetClassifier(ClassifierMixin, _ReducedSetModel):
     estimator : estimator object or None, default=None
         The model to fit and compress: any classifier
         :func:`~kmp_dask.reduced.as_compression_target` accepts (None: ``SVC(kernel="rbf")``).
-    n_vectors, method, backfit, candidates, coupled, optimize_threshold
+    n_vectors, method, backfit, candidates, coupled, optimize_threshold, refit, criterion, exchange, exchange_guard, random_state, client
         As for :class:`~kmp_dask.reduced.ReducedSetCompressor`.
-    refit, criterion, exchange, exchange_guard, random_state, client
-        As for :class:`~kmp_dask.reduced.ReducedSetCompressor`.
+    probability : bool, default=False
+        ``predict_proba``: 10 % of the rows (stratified) are held out, the estimator is fitted and
+        compressed on the rest, and the compressed decision values are calibrated on the held-out
+        rows (multinomial logistic regression; Platt's sigmoid for two classes).
     """
 
     _default_estimator = staticmethod(lambda: SVC(kernel="rbf"))
+
+    def __init__(self, estimator=None, *, n_vectors=0.2, method="hmp", backfit=True, candidates="all",
+                 coupled="auto", optimize_threshold=True, refit="rkhs", criterion="eq13", exchange=0,
+                 exchange_guard=True, random_state=None, client=None, probability=False):
+        super().__init__(estimator, n_vectors=n_vectors, method=method, backfit=backfit, candidates=candidates,
+                         coupled=coupled, optimize_threshold=optimize_threshold, refit=refit, criterion=criterion,
+                         exchange=exchange, exchange_guard=exchange_guard, random_state=random_state, client=client)
+        self.probability = probability
+
+    def _has_proba(self):
+        if not hasattr(self, "compressor_"):
+            return bool(self.probability)
+        return getattr(self.compressor_, "calibrator_", None) is not None
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Class probabilities of the compressed model (``probability=True``)."""
+        check_is_fitted(self, "compressor_")
+        X = validate_data(self, X, reset=False)
+        return self.compressor_.predict_proba(X)
 
     def fit(self, X, y, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Fit the estimator, then compress it with (X, y) as the pool. ``checkpoint``,
@@ -112,10 +156,8 @@ class ReducedSetRegressor(RegressorMixin, _ReducedSetModel):
     estimator : estimator object or None, default=None
         The model to fit and compress: any regressor
         :func:`~kmp_dask.reduced.as_compression_target` accepts (None: ``KernelRidge(kernel="rbf")``).
-    n_vectors, method, backfit, candidates, coupled, optimize_threshold
+    n_vectors, method, backfit, candidates, coupled, optimize_threshold, refit, criterion, exchange, exchange_guard, random_state, client
         As for :class:`~kmp_dask.reduced.ReducedSetCompressor` (``optimize_threshold`` has no effect).
-    refit, criterion, exchange, exchange_guard, random_state, client
-        As for :class:`~kmp_dask.reduced.ReducedSetCompressor`.
     """
 
     _default_estimator = staticmethod(lambda: KernelRidge(kernel="rbf"))

@@ -61,6 +61,20 @@ The mapping per model type
     class, ``"ovr"`` (argmax). ``output_labels`` then re-fits thresholds for the same one-vs-rest
     problems the CVM solved.
 
+scikit-learn ``Pipeline``
+    Per-feature linear scalers (``StandardScaler``, ``MinMaxScaler`` with ``clip=False``,
+    ``MaxAbsScaler``, ``RobustScaler``; ``"passthrough"`` / None steps are skipped) followed by one
+    of the models above. Each scaler is the affine map ``x ↦ (x − o) / s`` per feature
+    (StandardScaler: ``o = mean_``, ``s = scale_``, each only when ``with_mean`` / ``with_std``;
+    MinMaxScaler's ``x · scale_ + min_``: ``o = −min_ / scale_``, ``s = 1 / scale_``;
+    MaxAbsScaler: ``o = 0``, ``s = scale_``; RobustScaler: ``o = center_``, ``s = scale_``, each
+    only when ``with_centering`` / ``with_scaling``), and two in a row compose into one:
+    ``(((x − o₁)/s₁) − o₂)/s₂ = (x − (o₁ + o₂ s₁)) / (s₁ s₂)``. The composed map becomes the
+    expansion's input transform (``input_offset`` / ``input_scale``, composed the same way with
+    a KMP model's own ``standardize`` map), so the target — and the compressed model — takes raw
+    rows. Any other step (a PCA, a polynomial expansion, a clipping MinMaxScaler...) is not a
+    per-feature affine map of the input and is refused with a TypeError naming it.
+
 ``MMDA`` / ``SparseKernelPCA``
     Transformers: their ``expansion_`` (one output per feature; MMDA's intercept 0, sparse KPCA's
     the centring offsets) as kind ``"regression"``; ``predict`` of the target is the features
@@ -80,19 +94,21 @@ imported), so no dask-side module is imported from here.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.kernel_ridge import KernelRidge
+from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC, SVR, NuSVC, NuSVR
 from sklearn.utils.validation import check_is_fitted
 
 from ..expansion import KernelExpansion
 from ..kernels import Kernel, get_kernel
 
-__all__ = ["CompressionTarget", "as_compression_target"]
+__all__ = ["CompressionTarget", "as_compression_target", "final_estimator", "pipeline_scaling"]
 
 KINDS = ("binary", "ovo", "ovr", "regression")
 """The prediction rules a :class:`CompressionTarget` knows."""
@@ -101,7 +117,11 @@ SUPPORTED_MODELS = ("sklearn.svm.SVC", "sklearn.svm.NuSVC", "sklearn.svm.SVR", "
                     "sklearn.kernel_ridge.KernelRidge", "kmp_dask.KMPRegressor", "kmp_dask.KMPClassifier",
                     "kmp_dask.CVMClassifier", "kmp_dask.MMDA", "kmp_dask.SparseKernelPCA",
                     "kmp_dask.KernelExpansion")
-"""What :func:`as_compression_target` accepts (named in its TypeError)."""
+"""What :func:`as_compression_target` accepts (named in its TypeError); also a scikit-learn
+``Pipeline`` of :data:`SCALERS` ending in one of these."""
+
+SCALERS = ("StandardScaler", "MinMaxScaler", "MaxAbsScaler", "RobustScaler")
+"""The scikit-learn scalers a Pipeline may apply before the kernel model (per-feature affine maps)."""
 
 _LIBSVM_SOURCES = frozenset({"SVC", "NuSVC"})
 """Sources whose binary prediction follows libsvm's tie rule (``F == 0`` → ``classes[1]``)."""
@@ -321,8 +341,9 @@ def as_compression_target(model) -> CompressionTarget:
 
     Parameters
     ----------
-    model : fitted estimator, KernelExpansion or CompressionTarget
-        scikit-learn ``SVC``, ``NuSVC``, ``SVR``, ``NuSVR`` or ``KernelRidge`` with a kernel
+    model : fitted estimator, Pipeline, KernelExpansion or CompressionTarget
+        A scikit-learn ``Pipeline`` of linear scalers ending in one of the models below (the
+        scaling becomes the expansion's input transform: raw rows in); scikit-learn ``SVC``, ``NuSVC``, ``SVR``, ``NuSVR`` or ``KernelRidge`` with a kernel
         kmp_dask can evaluate (rbf, laplacian for KernelRidge, poly/polynomial, sigmoid,
         linear); kmp_dask's ``KMPRegressor`` / ``KMPClassifier`` / ``CVMClassifier`` / ``MMDA`` /
         ``SparseKernelPCA`` (the transformers' features as a multi-output regression target); or a
@@ -343,7 +364,7 @@ def as_compression_target(model) -> CompressionTarget:
         For ``kernel="precomputed"``, a callable kernel, or a kernel / parameter kmp_dask's
         kernels cannot represent.
     TypeError
-        For any other model type.
+        For any other model type, or a Pipeline step that is not a linear scaler.
 
     Examples
     --------
@@ -359,6 +380,8 @@ def as_compression_target(model) -> CompressionTarget:
     """
     if isinstance(model, CompressionTarget):  # already one (e.g. an SVC a pipeline saved in the open format)
         return model
+    if isinstance(model, Pipeline):
+        return _from_pipeline(model)
     if isinstance(model, KernelExpansion):
         return CompressionTarget(model, "regression", None, None, "KernelExpansion")
     if isinstance(model, (SVC, NuSVC)):
@@ -501,3 +524,81 @@ def _from_cvm(model, cvm) -> CompressionTarget:
     classes = np.asarray(model.classes_)
     kind = "binary" if expansion.n_outputs == 1 else "ovr"
     return CompressionTarget(expansion, kind, classes, None, source)
+
+
+# -- pipelines ------------------------------------------------------------------------------------
+
+
+def final_estimator(model):
+    """The model itself, or a Pipeline's last step (what decides how its outputs are shown)."""
+    return model.steps[-1][1] if isinstance(model, Pipeline) else model
+
+
+def _from_pipeline(model: Pipeline) -> CompressionTarget:
+    """A Pipeline of linear scalers and a kernel model: the model's target taking raw rows."""
+    name, final = model.steps[-1]
+    if final is None or (isinstance(final, str) and final == "passthrough"):
+        raise TypeError("as_compression_target(model): the Pipeline's last step is 'passthrough'; it must be a "
+                        f"fitted kernel model ({', '.join(SUPPORTED_MODELS[:-1])})")
+    target = as_compression_target(final)
+    offset, scale = pipeline_scaling(model)
+    exp = target.expansion
+    if offset is None:
+        return target
+    if exp.has_input_transform:  # the model's own map (KMP standardize) after the pipeline's
+        offset, scale = _compose(offset, scale, exp.input_offset, exp.input_scale)
+    if offset.shape[0] != exp.n_features:
+        raise ValueError(f"as_compression_target(model): the Pipeline's scalers map {offset.shape[0]} features but "
+                         f"its model {name!r} has {exp.n_features}; refit the pipeline")
+    return dataclasses.replace(target, expansion=exp.with_input_transform(offset, scale))
+
+
+def pipeline_scaling(model: Pipeline):
+    """``(offset, scale)`` of the Pipeline's steps before its last, composed into one map
+    ``x ↦ (x − offset) / scale``; ``(None, None)`` when there are only passthrough steps.
+
+    Raises a TypeError naming the first step that is not one of :data:`SCALERS` (fitted, linear)."""
+    offset = scale = None
+    for name, step in model.steps[:-1]:
+        if step is None or (isinstance(step, str) and step == "passthrough"):
+            continue
+        o, s = _scaler_map(name, step)
+        offset, scale = (o, s) if offset is None else _compose(offset, scale, o, s)
+    return offset, scale
+
+
+def _compose(o1, s1, o2, s2):
+    """``(x − o1)/s1`` then ``(· − o2)/s2`` as one map ``(x − o)/s``."""
+    return o1 + o2 * s1, s1 * s2
+
+
+def _scaler_map(name, step):
+    """One fitted scaler as ``(offset, scale)`` float64 vectors (scale > 0)."""
+    kind = type(step).__name__
+    if kind not in SCALERS or not type(step).__module__.startswith("sklearn.preprocessing"):
+        raise TypeError(
+            f"as_compression_target(model): Pipeline step {name!r} is a {type(step).__module__}.{kind}, not a "
+            f"per-feature linear scaler; only {', '.join(SCALERS)} (and 'passthrough') may come before the kernel "
+            "model. Compress the kernel model alone and pass the transformed rows as X_pool")
+    check_is_fitted(step, msg=f"as_compression_target(model): Pipeline step {name!r} ({kind}) is not fitted; "
+                              "fit the pipeline first")
+    d = int(step.n_features_in_)
+    zero, one = np.zeros(d), np.ones(d)
+    if kind == "StandardScaler":
+        o = np.asarray(step.mean_, dtype=np.float64) if step.with_mean else zero
+        s = np.asarray(step.scale_, dtype=np.float64) if step.with_std else one
+    elif kind == "RobustScaler":
+        o = np.asarray(step.center_, dtype=np.float64) if step.with_centering else zero
+        s = np.asarray(step.scale_, dtype=np.float64) if step.with_scaling else one
+    elif kind == "MaxAbsScaler":
+        o, s = zero, np.asarray(step.scale_, dtype=np.float64)
+    else:  # MinMaxScaler: x * scale_ + min_
+        if step.clip:
+            raise TypeError(f"as_compression_target(model): Pipeline step {name!r} is MinMaxScaler(clip=True), which "
+                            "clips rows to the feature range (not a linear map); refit it with clip=False")
+        inv = np.asarray(step.scale_, dtype=np.float64)
+        o, s = -np.asarray(step.min_, dtype=np.float64) / inv, 1.0 / inv
+    if not (np.all(np.isfinite(o)) and np.all(np.isfinite(s)) and np.all(s > 0)):
+        raise ValueError(f"as_compression_target(model): Pipeline step {name!r} ({kind}) has a non-finite or "
+                         "non-positive scale; refit it on finite data")
+    return o, s

@@ -4,10 +4,9 @@ and the atomic write."""
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -42,11 +41,27 @@ def _error_vs_size(name, model, X, y) -> Figure:
         raise S.Unavailable("; ".join(dict.fromkeys(reasons)))
     xlabel = "components" if hasattr(model, "trace_residual_path_") else "basis size (vectors)"
     ylabel = curves[0].label if not curves[0].right else "score"
-    cut = getattr(model, "n_basis_", None) if getattr(model, "stop_reason_", None) == "bound" else None
+    cut, why = _kept_size(model)
     png = line_png(f"{name}: error vs basis size", xlabel, ylabel, curves, right_label="validation / test score",
-                   logy=curves[0].label.startswith("tr("), vline=cut, vlabel=f"kept (bound): {cut}")
+                   logy=curves[0].label.startswith("tr("), vline=cut, vlabel=f"kept ({why}): {cut}")
     shown = ", ".join(c.label for c in curves)
     return Figure("Error vs basis size", png, f"{name}: {shown} against {xlabel}")
+
+
+def _kept_size(model):
+    """(size, why) of the size a stopping rule kept — the bound's minimum, or the best held-out
+    score of ``n_basis="auto"`` — marked on the error-vs-size figure; (None, "") otherwise."""
+    if getattr(model, "stop_reason_", None) == "bound":
+        return getattr(model, "n_basis_", None), "bound"
+    if _growth_line(model):
+        return getattr(model, "n_basis_", None), "n_basis=auto, best held-out score"
+    return None, ""
+
+
+def _growth_line(model):
+    """The fit's own line on the size ``n_basis="auto"`` kept (``size_choice_``), or None."""
+    line = getattr(model, "size_choice_", None)
+    return line if isinstance(line, str) and line else None
 
 
 def _full_model_line(model, X, y, k, *, right: bool) -> list:
@@ -134,6 +149,8 @@ FIGURES = (("Error vs basis size", _error_vs_size), ("Time per iteration", _time
 
 def _model_block(i: int, name: str, model, X, y) -> Block:
     rows = summary_rows(model)
+    if _growth_line(model):
+        rows.append(("size chosen", _growth_line(model)))
     parts, missing = [Table("Summary", ["field", "value"], [list(r) for r in rows])] + _cv_parts(name, model), []
     for title, draw in FIGURES:
         try:
@@ -168,7 +185,7 @@ def _evaluation_parts(name: str, metrics: Mapping) -> list:
         parts.append(Table(f"{name}: per class", ["class"] + cols, rows))
     cm, classes = metrics.get("confusion"), metrics.get("classes")
     if cm and classes and len(cm) == len(classes):
-        rows = [[str(c)] + [int(v) for v in r] for c, r in zip(classes, cm, strict=True)]
+        rows = [[str(c)] + [int(v) for v in r] for c, r in zip(classes, cm)]
         parts.append(Table(f"{name}: confusion (rows true, columns predicted)",
                            ["true \\ predicted"] + [str(c) for c in classes], rows))
     return parts
@@ -213,7 +230,7 @@ def build_report(models, *, X=None, y=None, evaluations=None, title=None) -> str
         blocks.append(_evaluations_block(evaluations))
     overview = Table("Models", ["name", "class", "task", "size", "stop reason", "fit time"],
                      [_overview_row(n, m) for n, m in named])
-    created = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    created = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     data = f" · plots on {len(X)} given rows" if X is not None else ""
     meta = f"kmp_dask {__version__} · created {created} · {len(named)} model(s){data}"
     title = title or ("kmp_dask report: " + ", ".join(n for n, _ in named))
@@ -253,14 +270,12 @@ def write_report(models, output, *, X=None, y=None, evaluations=None, title=None
 
 def _atomic_write(path: Path, data: bytes) -> None:
     """A temporary file in the target's directory, flushed to disk, then renamed over ``path``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
+    from .._temporaries import remove_stale, temporary
+
+    remove_stale(path)
+    with temporary(path) as tmp:
+        with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -170,7 +170,18 @@ def summary_rows(model) -> list[tuple[str, str]]:
     kernel = getattr(model, "kernel_", None)
     if kernel is not None:
         rows.append(("fitted kernel", _fmt(kernel)))
-    return rows + _params(model) + _size(model) + _progress(model) + _warnings(model)
+    return rows + _params(model) + _size(model) + _prefix_kept(model) + _progress(model) + _warnings(model)
+
+
+def _prefix_kept(model) -> list[tuple[str, str]]:
+    """A compression replaced by the source KMP model's own prefix (``used_prefix_``), said in its
+    own row: the model is then not a compression at all."""
+    if getattr(model, "used_prefix_", False) is not True:
+        return []
+    k = getattr(model, "n_vectors_", None)
+    return [("compression", f"not used: the compressed model was worse on the labelled pool than the source KMP "
+                            f"model's own first {k} basis functions, so this model is that prefix "
+                            "(used_prefix_ = True)")]
 
 
 def _warnings(model) -> list[tuple[str, str]]:

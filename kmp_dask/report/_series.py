@@ -62,6 +62,10 @@ def history_curves(model) -> list[Curve]:
     for key, label, right in (("residual_norm", "training residual ‖r‖", False), ("loss", "training loss", False),
                               ("val_score", "validation score", True)):
         x, y = _column(hist, key)
+        if key == "val_score" and getattr(model, "val_scores_", None) is not None:  # the whole held-out path,
+            x = np.asarray(model.val_sizes_, dtype=float)                           # also past the size kept
+            y = np.asarray(model.val_scores_, dtype=float)
+            x, y = x[x > 0], y[x > 0]
         if len(x):
             out.append(Curve(label, x, y, right=right))
     if not out:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .._temporaries import hashed_stem, pid_alive
 from ..exceptions import DataValidationError
 from ._base import DataStore, default_chunk_rows
 from ._schema import (
@@ -81,11 +82,17 @@ def _start_time(pid: int) -> str | None:
 
 
 def _mark_in_use(tmp) -> None:
-    """Write the in-use marker into the temporary store ``tmp`` (local locations only)."""
+    """Create the temporary store ``tmp`` holding only the in-use marker (local locations only), before
+    anything else is written there: a temporary of ours never lacks its marker (the sink then opens the
+    directory without clearing it). A no-op when the marker is there."""
     if tmp.is_local:
+        marker = os.path.join(tmp.url, INGEST_MARKER)
+        if os.path.exists(marker):
+            return
+        os.makedirs(tmp.url, exist_ok=True)
         info = {"host": socket.gethostname(), "pid": os.getpid(), "start_time": _start_time(os.getpid()),
                 "started": time.time()}
-        with open(os.path.join(tmp.url, INGEST_MARKER), "w", encoding="utf-8") as fh:
+        with open(marker, "w", encoding="utf-8") as fh:
             json.dump(info, fh)
 
 
@@ -98,14 +105,12 @@ def _unmark(tmp) -> None:
 
 
 def _alive(pid: int, start_time) -> bool:
+    """Whether the ingest ``pid`` started at ``start_time`` still runs: not a zombie (a killed ingest
+    its parent has not reaped: it writes nothing more), not a pid reused by a later process."""
     if pid == os.getpid():
         return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return False
-    except PermissionError:
-        pass  # another user's process: it exists
     now = _start_time(pid)
     return start_time is None or now is None or now == start_time  # a different start time: pid reused
 
@@ -143,10 +148,11 @@ def ingest_temporaries(target) -> list[IngestTemporary]:
     except OSError:
         return []
     out = []
+    stems = (name, hashed_stem(name))  # a name at the length limit: its temporaries' names are hashed
     for entry in sorted(names):
         path = os.path.join(parent, entry)
-        if not (entry.startswith(name) and _TMP_SUFFIX.fullmatch(entry[len(name):])) or not os.path.isdir(path) \
-                or os.path.islink(path):
+        if not any(entry.startswith(s) and _TMP_SUFFIX.fullmatch(entry[len(s):]) for s in stems) \
+                or not os.path.isdir(path) or os.path.islink(path):
             continue
         try:
             with open(os.path.join(path, INGEST_MARKER), encoding="utf-8") as fh:
@@ -166,14 +172,16 @@ def ingest_temporaries(target) -> list[IngestTemporary]:
     return out
 
 
-def clean_stale_temporaries(target) -> list[IngestTemporary]:
-    """Remove the stale temporaries of killed ingests of ``target`` (see the module doc)."""
+def clean_stale_temporaries(target, *, quiet: bool = False) -> list[IngestTemporary]:
+    """Remove the stale temporaries of killed ingests of ``target`` (see the module doc); each is
+    logged (a warning) unless ``quiet`` (the caller lists them)."""
     removed = []
     for t in ingest_temporaries(target):
         if t.stale:
             shutil.rmtree(t.path, ignore_errors=True)
             removed.append(t)
-            _log.warning("removed %s, the temporary of a killed ingest (%s; %d bytes)", t.path, t.why, t.nbytes)
+            if not quiet:
+                _log.warning("removed %s, the temporary of a killed ingest (%s; %d bytes)", t.path, t.why, t.nbytes)
     return removed
 
 
@@ -313,10 +321,10 @@ def _write_batches(tmp, batches: Iterator[Block], meta: _Meta,
     for X, y in batches:
         if sink is None:
             meta = _clamp_chunks(meta, X.shape[0])
+            _mark_in_use(tmp)
             sink = ZarrSink(tmp, n_rows=0, n_features=meta.n_features, dtype=meta.dtype,
                             chunk_rows=meta.chunk_rows, y_trailing=meta.y_trailing,
                             y_dtype=meta.y_dtype)
-            _mark_in_use(tmp)
         X, y = _prepare_block(X, y, start, meta)
         sink.write(start, X, y)
         stats = stats.merge(RunningStats.of_block(X))
@@ -433,10 +441,10 @@ def _parallel_ingest(target, tasks_for, meta: _Meta, n_rows: int, *, overwrite, 
     """Pre-size the arrays, run one write task per whole chunk, then write attributes."""
     clean_stale_temporaries(target)
     with atomic_target(target, overwrite=overwrite, storage_options=storage_options) as tmp:
+        _mark_in_use(tmp)
         sink = ZarrSink(tmp, n_rows=n_rows, n_features=meta.n_features, dtype=meta.dtype,
                         chunk_rows=meta.chunk_rows, y_trailing=meta.y_trailing,
                         y_dtype=meta.y_dtype)
-        _mark_in_use(tmp)
         results = compute(tasks_for(sink.block_writer()))
         sink.finish(meta.attrs(_reduce_results(results, meta.n_features)))
         _unmark(tmp)
@@ -554,8 +562,13 @@ def _client_ingest(target, n_rows, block_fn, client, overwrite, meta_kw) -> Zarr
         return [client.submit(_generate_block, block_fn, a, b, writer, meta.dtype, meta.y_dtype,
                               pure=False) for a, b in ranges]
 
+    def gather(futures):  # bounded: the scheduler or every worker gone is a clear error (parallel._waits)
+        from ..parallel._waits import wait_for
+
+        return wait_for(futures, client, what="chunk of the ingest")
+
     return _parallel_ingest(target, tasks_for, meta, n_rows, overwrite=overwrite,
-                            storage_options=storage_options, compute=client.gather)
+                            storage_options=storage_options, compute=gather)
 
 
 def resolve_column(columns: list, value, *, what: str, where: str, option: str) -> Any:
@@ -578,10 +591,20 @@ def resolve_column(columns: list, value, *, what: str, where: str, option: str) 
     return columns[idx]
 
 
+#: ``label_column`` of a CSV / Parquet plan when neither a label column nor "no label" was given:
+#: the plan refuses the file listing its columns (the label is never guessed: docs/store.md).
+LABEL_REQUIRED = object()
+
+
 def _resolve_label(columns: list, label_column, where: str = "the file") -> Any:
     """Column label of the target column (None for no target)."""
     if label_column is None:
         return None
+    if label_column is LABEL_REQUIRED:
+        shown = [str(c) for c in columns[:30]] + (["..."] if len(columns) > 30 else [])
+        raise ValueError(f"which column of {where} is the label? Its columns are {shown}. Pass --label COL (a name or "
+                         "0-based position; label= in Python and pipeline files), or --no-label (label=None; "
+                         "no_label = true in a pipeline) for a store of the features only, to score with predict.")
     return resolve_column(columns, label_column, what="label column", where=where,
                           option="--label (label= in Python and pipeline files)")
 
@@ -644,6 +667,7 @@ class SourcePlan:
     source: str
     chunk_rows: int
     n_rows: int | None = None  # total rows, when known without a pass
+    n_features: int | None = None  # columns, when known without names (a LIBSVM file's scan)
 
 
 def write_plan(target, plan: SourcePlan, *, select=None, overwrite=False, storage_options=None, progress=None,
@@ -687,6 +711,27 @@ class _CsvSource:
             return pd.read_csv(self.path, **self.read_kw, **kw)
         except pd.errors.ParserError as exc:
             raise self._parser_error(exc) from None
+        except pd.errors.EmptyDataError:
+            raise DataValidationError(f"CSV file {self.name!r} is empty (no header line, no rows): there is nothing "
+                                      "to read; check the path, or write the data into it first.") from None
+
+    @property
+    def where(self) -> str:
+        return f"CSV file {self.name!r} (delimiter {self.delimiter!r})"
+
+    def probe(self):
+        """The first two rows, checked: a readable header, not one column by a wrong delimiter,
+        at least one data row (a header-only file is refused as such, not as "not numeric")."""
+        probe = self.read(nrows=2)
+        self.check_probe(probe)
+        columns = list(probe.columns)
+        self.check_columns(columns)
+        self.n_columns = len(columns)
+        if probe.empty:
+            raise DataValidationError(
+                f"{self.where} has a header line {[str(c) for c in columns][:30]} but no data rows: there is nothing "
+                "to read; give a file with rows below its header (or --no-header if that line is data).")
+        return probe
 
     def frames(self, chunk_rows: int, **kw) -> Iterator:
         """Chunks of ``chunk_rows`` rows (continuing row index), tokenizer errors translated."""
@@ -826,19 +871,20 @@ def _csv_classes(source: _CsvSource, label, n_rows=None) -> list:
     return sorted(labels)
 
 
-def _csv_blocks(source: _CsvSource, label, drop: list, classes, chunk_rows: int, n_rows=None) -> Iterator[Block]:
-    """Stream ``(X, y)`` blocks of ``chunk_rows`` rows from a CSV file."""
+def _csv_blocks(source: _CsvSource, label, features: list, classes, chunk_rows: int, n_rows=None) -> Iterator[Block]:
+    """Stream ``(X, y)`` blocks of ``chunk_rows`` rows from a CSV file: the columns ``features``
+    in that order (any other column but the label is left out)."""
     codes = None if classes is None else {c: i for i, c in enumerate(classes)}
     for df in source.frames(chunk_rows, nrows=n_rows):
-        yield _csv_frame_block(df, label, drop, codes, source)
+        yield _csv_frame_block(df, label, features, codes, source)
 
 
-def _csv_frame_block(df, label, drop: list, codes: dict | None, source: _CsvSource) -> Block:
-    """``(X, y)`` of one CSV chunk, refusing short rows, missing and non-numeric values."""
-    if drop:
-        df = df.drop(columns=drop)
+def _csv_frame_block(df, label, features: list, codes: dict | None, source: _CsvSource) -> Block:
+    """``(X, y)`` of one CSV chunk, refusing short rows, missing and non-numeric values (of the
+    columns kept: ``features`` and the label)."""
+    df = df[list(features) + ([] if label is None else [label])]
     source.check_missing(df)
-    feats = df if label is None else df.drop(columns=[label])
+    feats = df[list(features)]
     source.check_numeric(feats)
     return feats.to_numpy(), None if label is None else _encode_labels(df[label], codes)
 
@@ -879,9 +925,9 @@ class _PushWriter:
         if self.sink is None:
             self.meta = _clamp_chunks(self.meta, X.shape[0])
             m = self.meta
+            _mark_in_use(self.tmp)
             self.sink = ZarrSink(self.tmp, n_rows=0, n_features=m.n_features, dtype=m.dtype, chunk_rows=m.chunk_rows,
                                  y_trailing=m.y_trailing, y_dtype=m.y_dtype)
-            _mark_in_use(self.tmp)
         X, y = _prepare_block(X, y, self.start, self.meta)
         self.sink.write(self.start, X, y)
         self.stats = self.stats.merge(RunningStats.of_block(X))
@@ -953,24 +999,25 @@ def _check_file(path, kind: str) -> None:
 
 
 def csv_plan(path, *, label_column=-1, drop=None, delimiter=None, header="infer", chunk_rows=None,
-             feature_names=None, dtype=None, n_rows=None, provenance=None) -> SourcePlan:
+             feature_names=None, dtype=None, n_rows=None, provenance=None, features=None) -> SourcePlan:
     """Read a CSV file's header and settle its columns (label, dropped, features): a
     :class:`SourcePlan` that streams it. Raises before any row is stored for a bad delimiter,
-    label or drop column, or no feature column left."""
+    label or drop column, or no feature column left. ``features``, if given, is called with the
+    feature columns (those neither label nor dropped, in the file's order) and returns the ones
+    to read, in the order to read them (scoring: the columns a model was fitted on, by name)."""
     import pandas as pd
 
     _check_file(path, "CSV")
     source = _CsvSource(path, delimiter, header)
-    probe = source.read(nrows=2)
-    source.check_probe(probe)
+    probe = source.probe()
     columns = list(probe.columns)
-    source.check_columns(columns)
-    source.n_columns = len(columns)
-    where = f"CSV file {source.name!r} (delimiter {source.delimiter!r})"
+    where = source.where
     label = _resolve_label(columns, label_column, where)
     source.label = label
     dropped = _resolve_drop(columns, drop, label, where)
     feat_cols = [c for c in columns if c != label and c not in dropped]
+    if features is not None and feat_cols:
+        feat_cols = list(features(feat_cols))
     if not feat_cols:
         raise DataValidationError(
             f"{where} has no feature column left (columns {[str(c) for c in columns]}, label {str(label)!r}, "
@@ -984,7 +1031,7 @@ def csv_plan(path, *, label_column=-1, drop=None, delimiter=None, header="infer"
     chunk_rows = chunk_rows or default_chunk_rows(2**31, max(1, len(feat_cols)), itemsize)
     prov = {"path": os.fspath(path), "label_column": str(label), "delimiter": source.delimiter,
             **({"dropped": [str(c) for c in dropped]} if dropped else {}), **(provenance or {})}
-    return SourcePlan(blocks=lambda: _csv_blocks(source, label, dropped, classes, chunk_rows, n_rows),
+    return SourcePlan(blocks=lambda: _csv_blocks(source, label, feat_cols, classes, chunk_rows, n_rows),
                       feature_names=feature_names, classes=classes, provenance=prov, source="csv",
                       chunk_rows=chunk_rows)
 

@@ -98,10 +98,11 @@ def _blocks(path, features: list, label, classes, chunk_rows: int, n_rows) -> It
 
 
 def parquet_plan(path, *, label_column=-1, drop=None, chunk_rows=None, feature_names=None, dtype=None,
-                 n_rows=None, provenance=None) -> SourcePlan:
+                 n_rows=None, provenance=None, features=None) -> SourcePlan:
     """Read a Parquet file's schema and settle its columns: a :class:`SourcePlan` that streams it
     by record batches. Refuses a bad label or drop column and non-numeric feature columns before
-    any row is read."""
+    any row is read. ``features``: as for :func:`~kmp_dask.store._ingest.csv_plan` (the columns
+    to read, chosen from the feature columns, in their order)."""
     _check_file(path, "Parquet")
     try:
         pf = _open(path)
@@ -112,7 +113,8 @@ def parquet_plan(path, *, label_column=-1, drop=None, chunk_rows=None, feature_n
     where = f"Parquet file {os.fspath(path)!r}"
     label = _resolve_label(columns, label_column, where)
     dropped = _resolve_drop(columns, drop, label, where)
-    features = [c for c in columns if c != label and c not in dropped]
+    features_all = [c for c in columns if c != label and c not in dropped]
+    features = list(features(features_all)) if features is not None and features_all else features_all
     if not features:
         raise DataValidationError(f"{where} has no feature column left (columns {columns}, label {label!r}, "
                                   f"dropped {dropped}).")

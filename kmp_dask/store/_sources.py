@@ -7,7 +7,10 @@ directory of them, a LIBSVM file (``.libsvm``, ``.svm``, ``.txt``) or an existin
 (``.zarr`` or a directory holding ``zarr.json``). Every file source is read as a stream of row
 blocks (:class:`~kmp_dask.store._ingest.SourcePlan`), so the options mean the same everywhere:
 
-- ``label`` / ``drop``: a column by name or 0-based position (CSV/TSV and Parquet);
+- ``label`` / ``drop``: a column by name or 0-based position (CSV/TSV and Parquet); ``label`` is
+  required for those (None: no label, a store of the features only) — without it the source is
+  refused listing its columns: a silently guessed label (the last column, say) trains on the
+  wrong target without a word, and an error costs one more flag;
 - ``n_rows``: the first ``n_rows`` rows (every source; synthetic sources: the rows generated);
 - ``test_size`` F with ``seed``: row ``i`` goes to the test store iff ``u(seed, i) < F``, where
   ``u`` is a seeded 64-bit hash (splitmix64) of the row index mapped to [0, 1). The decision needs
@@ -25,7 +28,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from ._ingest import SourcePlan, _libsvm_blocks, _libsvm_scan, csv_plan, write_plan, write_plan_split
+from ._ingest import LABEL_REQUIRED, SourcePlan, _libsvm_blocks, _libsvm_scan, csv_plan, write_plan, write_plan_split
 from ._zarr import check_target_free
 
 __all__ = ["ingest", "source_kind", "check_source", "test_rows", "default_test_target"]
@@ -171,7 +174,10 @@ def _store_plan(path, chunk_rows) -> SourcePlan:
                       n_rows=st.n_rows)
 
 
-def _libsvm_plan(path, chunk_rows, dtype) -> SourcePlan:
+def _libsvm_plan(path, chunk_rows, dtype, n_features=None) -> SourcePlan:
+    """A LIBSVM file (one scan for its rows and largest index); ``n_features``: the width to read
+    it with (scoring: the model's; a file whose largest index is smaller has zeros there)."""
+    from ..exceptions import DataValidationError
     from ._base import default_chunk_rows
     from ._ingest import _check_file
     from ._validation import resolve_dtype
@@ -179,17 +185,20 @@ def _libsvm_plan(path, chunk_rows, dtype) -> SourcePlan:
     _check_file(path, "LIBSVM")
     n, max_idx, integral = _libsvm_scan(path)
     if n == 0 or max_idx < 1:
-        from ..exceptions import DataValidationError
-
         raise DataValidationError(f"no rows to store: {os.fspath(path)!r} has no data lines with features.")
-    rows = chunk_rows or default_chunk_rows(n, max_idx, resolve_dtype(dtype, np.dtype(np.float64)).itemsize)
+    if n_features is not None and max_idx > int(n_features):
+        raise DataValidationError(f"LIBSVM file {os.fspath(path)!r} uses feature index {max_idx}, but the model was "
+                                  f"fitted on {int(n_features)} features; score a file of the training data's columns.")
+    width = max_idx if n_features is None else int(n_features)
+    rows = chunk_rows or default_chunk_rows(n, width, resolve_dtype(dtype, np.dtype(np.float64)).itemsize)
     y_dtype = np.int64 if integral else np.float64
-    return SourcePlan(blocks=lambda: _libsvm_blocks(path, max_idx, rows, y_dtype), feature_names=None,
-                      classes=None, provenance={"path": os.fspath(path)}, source="libsvm", chunk_rows=rows, n_rows=n)
+    return SourcePlan(blocks=lambda: _libsvm_blocks(path, width, rows, y_dtype), feature_names=None, classes=None,
+                      provenance={"path": os.fspath(path)}, source="libsvm", chunk_rows=rows, n_rows=n,
+                      n_features=width)
 
 
 def _plan(source, kind, *, label, drop, delimiter, labels, n_rows, chunk_rows, dtype, header=True) -> SourcePlan:
-    label = -1 if label is _UNSET else label
+    label = LABEL_REQUIRED if label is _UNSET else label
     if kind == "csv":
         return csv_plan(source, label_column=label, drop=drop, delimiter=delimiter, chunk_rows=chunk_rows,
                         dtype=dtype, n_rows=n_rows, header="infer" if header else None)
@@ -253,16 +262,14 @@ def check_source(source, *, label=_UNSET, drop=None, delimiter=None, labels=_UNS
 
         _check_file(text, "CSV")
         src = _CsvSource(text, delimiter, "infer" if header else None)
-        probe = src.read(nrows=2)
-        columns = list(probe.columns)
-        src.check_columns(columns)
-        where = f"CSV file {text!r} (delimiter {src.delimiter!r})"
-        lab = _resolve_label(columns, -1 if label is _UNSET else label, where)
+        columns = list(src.probe().columns)
+        where = src.where
+        lab = _resolve_label(columns, LABEL_REQUIRED if label is _UNSET else label, where)
         _resolve_drop(columns, drop, lab, where)
     elif kind == "parquet":
         from ._parquet import parquet_plan
 
-        parquet_plan(text, label_column=-1 if label is _UNSET else label, drop=drop, n_rows=1)
+        parquet_plan(text, label_column=LABEL_REQUIRED if label is _UNSET else label, drop=drop, n_rows=1)
     elif kind == "store":
         from ._ingest import open_store
 
@@ -282,9 +289,10 @@ def ingest(source, target, *, label=_UNSET, drop=None, delimiter=None, labels=_U
     source : str or os.PathLike
     target : str or os.PathLike
         The store (the train store with ``test_size``).
-    label : str or int, optional
-        CSV/TSV and Parquet: the label column by name or 0-based position (default: the last
-        column; None: no label).
+    label : str, int or None
+        CSV/TSV and Parquet: the label column by name or 0-based position, or None for a store of
+        the features only (to score). Required for those sources: the label is never guessed, a
+        file given without it is refused listing its columns.
     drop : column or list of columns, optional
         CSV/TSV and Parquet: columns left out.
     delimiter : str, optional

@@ -20,6 +20,7 @@ import zarr
 
 from ..exceptions import StoreExistsError, StoreSchemaError
 from ._base import StoreCorruptError, check_range, dask_row_chunk, gather_rows, regular_chunks
+from ._remote import bound_fs, bounded_options, endpoint, explained
 from ._schema import RunningStats, check_attrs
 from ._validation import (
     ContentCheck,
@@ -35,6 +36,10 @@ from ._validation import (
 #: Group attribute written by ingest (``ZarrSink.finish``): every chunk of ``X`` and ``y`` has a
 #: file (zarr's ``write_empty_chunks``), so a missing chunk file means lost data, not zeros.
 COMPLETE_KEY = "all_chunks_written"
+
+#: What an fsspec listing may report that changes whenever an object is rewritten, in order of
+#: preference (S3: ETag; GCS: md5Hash / generation; local and memory: mtime / created).
+_VERSION_KEYS = ("ETag", "etag", "generation", "md5Hash", "LastModified", "last_modified", "mtime", "created")
 
 #: zarr array config of every array kmp_dask writes: all-zero chunks are written too.
 WRITE_CONFIG = {"write_empty_chunks": True}
@@ -92,12 +97,18 @@ class Location:
         file system's listing cache, which another writer may have made stale)."""
         if self.is_local:
             return os.path.exists(self.url)
-        fs = self.fs
-        fs.invalidate_cache(self.path)
-        return fs.exists(self.path)
+        with explained(self.url, self.storage_options):  # the first contact: a clear error (store/_remote.py)
+            fs = self.fs
+            fs.invalidate_cache(self.path)
+            return fs.exists(self.path)
 
     def sibling(self, suffix: str) -> Location:
-        """A location next to this one whose name ends with ``suffix``."""
+        """A location next to this one whose name ends with ``suffix`` (a local name that would pass the
+        file system's length limit: ``.<hash of the name>`` + ``suffix``, kmp_dask/_temporaries.py)."""
+        if self.is_local:
+            from .._temporaries import sibling_name
+
+            return Location(sibling_name(self.url, suffix), self.storage_options)
         return Location(self.url + suffix, self.storage_options)
 
     def remove(self) -> None:
@@ -116,9 +127,11 @@ class Location:
         """A zarr ``LocalStore`` or ``FsspecStore`` for this location."""
         if self.is_local:
             return zarr.storage.LocalStore(self.url, read_only=read_only)
-        return zarr.storage.FsspecStore.from_url(
-            self.url, storage_options=self.storage_options or None, read_only=read_only
+        store = zarr.storage.FsspecStore.from_url(
+            self.url, storage_options=bounded_options(self.url, self.storage_options) or None, read_only=read_only
         )
+        bound_fs(store.fs)
+        return store
 
 
 #: fsspec protocols whose first path component is a bucket that must exist before a write.
@@ -157,7 +170,8 @@ def _url_to_fs(url: str, storage_options: dict) -> tuple[fsspec.AbstractFileSyst
     """``fsspec.core.url_to_fs`` with errors that name the URL and the fix."""
     protocol = url.split("://", 1)[0]
     try:
-        return fsspec.core.url_to_fs(url, **storage_options)
+        fs, path = fsspec.core.url_to_fs(url, **bounded_options(url, storage_options))
+        return bound_fs(fs), path
     except ImportError as exc:
         extra = " (pip install 'kmp_dask[s3]')" if protocol in ("s3", "s3a") else ""
         raise MissingFilesystemError(f"the store {url!r} needs the fsspec implementation of {protocol}://, which "
@@ -174,17 +188,31 @@ def _check_bucket(final: Location) -> None:
     protocol = final.url.split("://", 1)[0]
     if protocol not in BUCKET_PROTOCOLS:
         return
-    fs = final.fs
     bucket = final.path.split("/", 1)[0]
-    fs.invalidate_cache(bucket)
-    if not fs.exists(bucket):
-        where = final.storage_options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL_S3") \
-            or os.environ.get("AWS_ENDPOINT_URL") or "the default endpoint"
+    with explained(final.url, final.storage_options):  # no credentials, no answer, denied: one clear error
+        fs = final.fs
+        fs.invalidate_cache(bucket)
+        exists = _bucket_exists(fs, bucket)
+    if not exists:
+        where = endpoint(final.storage_options)
         raise FileNotFoundError(
             f"target {final.url!r}: the bucket {bucket!r} does not exist at {where}, or these credentials "
             f"cannot see it. Create the bucket first (aws s3 mb {protocol}://{bucket}), or check storage_options "
             "(endpoint_url, key, secret) / the AWS_* environment variables."
         )
+
+
+def _bucket_exists(fs, bucket: str) -> bool:
+    """Whether ``bucket`` exists: one ``HeadBucket`` request on S3 (s3fs's ``exists`` of a bucket
+    answers False for any error — no credentials, a silent endpoint — after two probes), else
+    ``fs.exists``."""
+    if not hasattr(fs, "call_s3"):
+        return fs.exists(bucket)
+    try:
+        fs.call_s3("head_bucket", Bucket=bucket)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def check_target_free(target: str | os.PathLike, *, overwrite: bool,
@@ -197,6 +225,10 @@ def check_target_free(target: str | os.PathLike, *, overwrite: bool,
     final = Location.parse(target, storage_options)
     if not final.is_local:
         _check_bucket(final)
+    else:
+        from .._temporaries import check_output_path
+
+        check_output_path(final.url, "target", file=False)
     if final.exists() and not overwrite:
         raise StoreExistsError(
             f"a store already exists at {final.url!r}; pass overwrite=True to replace it."
@@ -358,7 +390,10 @@ class ZarrSink:
     def __init__(self, location, *, n_rows, n_features, dtype, chunk_rows, y_trailing=None,
                  y_dtype=None):
         self.chunk_rows = int(chunk_rows)
-        self._group = zarr.open_group(store=location.zarr_store(read_only=False), mode="w")
+        # a local temporary already made by its writer (holding only the in-use marker, store/_ingest.py)
+        # is opened without clearing it; anything else is created afresh
+        fresh = location.is_local and os.path.isdir(location.url)
+        self._group = zarr.open_group(store=location.zarr_store(read_only=False), mode="a" if fresh else "w")
         self._X = self._create("X", (n_rows, n_features), dtype)
         self._y = None if y_trailing is None else self._create("y", (n_rows, *y_trailing), y_dtype)
 
@@ -628,6 +663,35 @@ class ZarrStore:
                 if callback is not None:
                     callback(done, total)
         return done
+
+    def file_manifest(self) -> list[tuple[str, int, str]] | None:
+        """Every file of the store (chunks and metadata) as ``(key, size, version)``, sorted: what
+        changes when any byte of the data is rewritten in place, read without reading the data.
+
+        ``version`` is the modification time in ns for a local store; for an object store the
+        object's ETag (or its checksum / modification time, whichever the file system reports).
+        None when the file system reports none of them for some file: then a change that keeps a
+        file's size cannot be seen from its listing (resuming a fit on such a store is refused).
+        """
+        loc = self._loc
+        if loc.is_local:
+            out = []
+            for dirpath, _, files in os.walk(loc.url):
+                for f in files:
+                    full = os.path.join(dirpath, f)
+                    st = os.stat(full)
+                    out.append((os.path.relpath(full, loc.url).replace(os.sep, "/"), int(st.st_size),
+                                str(st.st_mtime_ns)))
+            return sorted(out)
+        root, fs = loc.path.rstrip("/"), loc.fs
+        fs.invalidate_cache(root)
+        out = []
+        for p, info in sorted(fs.find(root, detail=True).items()):
+            version = next((info[k] for k in _VERSION_KEYS if info.get(k) not in (None, "")), None)
+            if version is None:
+                return None
+            out.append((p[len(root) + 1:], int(info.get("size") or 0), str(version)))
+        return out
 
     def reader(self) -> ZarrRowReader:
         """A picklable reader for worker processes (``memory://`` works in-process only); it

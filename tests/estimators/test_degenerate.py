@@ -94,7 +94,7 @@ def _only(record, cls):
 ], ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()) or "defaults")
 def test_identical_rows_two_labels(kw):
     with pytest.warns(DegenerateFitWarning) as record:
-        clf = KMPClassifier(random_state=0, **kw).fit(IDENTICAL, TWO_LABELS)
+        clf = KMPClassifier(random_state=0, n_basis=100, **kw).fit(IDENTICAL, TWO_LABELS)  # no held-out rows
     message = _only(record, DegenerateFitWarning)
     assert clf.n_basis_ == 0
     assert clf.stop_reason_ == "no_usable_candidate"
@@ -105,7 +105,7 @@ def test_identical_rows_two_labels(kw):
 
 def test_identical_rows_regression():
     with pytest.warns(DegenerateFitWarning, match="duplicate rows"):
-        est = KMPRegressor(random_state=0).fit(IDENTICAL, np.arange(1000.0))
+        est = KMPRegressor(random_state=0, n_basis=100).fit(IDENTICAL, np.arange(1000.0))
     assert (est.n_basis_, est.stop_reason_) == (0, "no_usable_candidate")
     np.testing.assert_allclose(est.predict(IDENTICAL[:3]), 499.5)
 
@@ -127,7 +127,7 @@ def test_identical_rows_with_basis_functions_still_warn(kw):
     check sees every basis function centred on the same row values."""
     y = np.r_[np.zeros(700), np.ones(300)]
     with pytest.warns(DegenerateFitWarning) as record:
-        clf = KMPClassifier(random_state=0, **kw).fit(IDENTICAL, y)
+        clf = KMPClassifier(random_state=0, n_basis=100, **kw).fit(IDENTICAL, y)
     assert clf.n_basis_ > 0  # prefit: 13 copies, logistic basic: 1 (used as the constant)
     message = _only(record, DegenerateFitWarning)
     assert "centred on the same row values" in message and "duplicate rows" in message
@@ -137,14 +137,14 @@ def test_identical_rows_with_basis_functions_still_warn(kw):
 def test_float32_identical_rows_warn():
     """float32 rounding makes the copies' columns differ: 100 'basis functions' of noise, named."""
     with pytest.warns(DegenerateFitWarning, match="centred on the same row values"):
-        KMPClassifier(random_state=0).fit(IDENTICAL.astype(np.float32), np.r_[np.zeros(700), np.ones(300)])
+        KMPClassifier(random_state=0, n_basis=100).fit(IDENTICAL.astype(np.float32), np.r_[np.zeros(700), np.ones(300)])
 
 
 # -- (b) kernel numerically constant --------------------------------------------------------------
 @pytest.mark.parametrize("kw", [{}, {"fit_mode": "basic"}, {"loss": "logistic"}], ids=["backfit", "basic", "logistic"])
 def test_tiny_gamma_is_a_constant_kernel(kw):
     with pytest.warns(DegenerateFitWarning) as record:
-        clf = KMPClassifier(gamma=1e-9, random_state=0, **kw).fit(MOONS_X, MOONS_Y)
+        clf = KMPClassifier(gamma=1e-9, random_state=0, n_basis=100, **kw).fit(MOONS_X, MOONS_Y)
     message = _only(record, DegenerateFitWarning)  # and no KernelWidthWarning on top
     assert not [w for w in record if w.category is KernelWidthWarning]
     assert (clf.n_basis_, clf.stop_reason_) == (0, "constant_kernel")
@@ -157,7 +157,7 @@ def test_tiny_gamma_is_a_constant_kernel(kw):
 
 def test_polynomial_kernel_constant():
     with pytest.warns(DegenerateFitWarning, match=r"Increase `gamma` \(now 1e-12 for the 'polynomial' kernel\)"):
-        clf = KMPClassifier(kernel="polynomial", gamma=1e-12, random_state=0).fit(MOONS_X, MOONS_Y)
+        clf = KMPClassifier(kernel="polynomial", gamma=1e-12, random_state=0, n_basis=100).fit(MOONS_X, MOONS_Y)
     assert clf.stop_reason_ == "constant_kernel"
 
 
@@ -166,7 +166,7 @@ def test_duplicates_with_conflicting_labels():
     X = np.repeat([[0.0, 0.0], [1.0, 1.0]], 500, axis=0)
     y = np.tile([0, 1], 500)  # each point carries both labels equally often
     with pytest.warns(DegenerateFitWarning) as record:
-        clf = KMPClassifier(random_state=0).fit(X, y)
+        clf = KMPClassifier(random_state=0, n_basis=100).fit(X, y)
     message = _only(record, DegenerateFitWarning)
     assert clf.stop_reason_ == "no_usable_candidate"
     for words in ("correlates with the targets", "duplicate rows with conflicting targets", "`gamma`", "`ridge`"):
@@ -175,7 +175,7 @@ def test_duplicates_with_conflicting_labels():
 
 def test_huge_ridge_is_named():
     with pytest.warns(DegenerateFitWarning, match=r"lower `ridge` \(now 1e\+15 per training row\)"):
-        clf = KMPClassifier(ridge=1e15, random_state=0).fit(MOONS_X, MOONS_Y)
+        clf = KMPClassifier(ridge=1e15, random_state=0, n_basis=100).fit(MOONS_X, MOONS_Y)
     assert clf.stop_reason_ == "no_usable_candidate"
 
 
@@ -209,7 +209,7 @@ def test_every_candidate_dependent(X, cause):
 def test_wide_gamma_narrow_kernel_warns_with_a_gamma_to_try():
     """The issue's case: gamma=1e6 fits 100 basis functions and ~60% training accuracy."""
     with pytest.warns(KernelWidthWarning) as record:
-        clf = KMPClassifier(gamma=1e6, random_state=0).fit(MOONS_X, MOONS_Y)
+        clf = KMPClassifier(gamma=1e6, random_state=0, n_basis=100).fit(MOONS_X, MOONS_Y)
     message = _only(record, KernelWidthWarning)
     assert clf.n_basis_ == 100 and clf.score(MOONS_X, MOONS_Y) < 0.7
     for words in ("gamma=1000000.0", "very narrow", "1st percentile", f"> {WIDTH_NARROW:g}", "Make gamma smaller",
@@ -217,14 +217,14 @@ def test_wide_gamma_narrow_kernel_warns_with_a_gamma_to_try():
         assert words in message, message
     suggested = float(message.split("squared distance = ")[1].split(" ")[0])
     assert suggested == pytest.approx(1 / MOONS_MED, rel=0.3)
-    better = KMPClassifier(gamma=suggested, random_state=0).fit(MOONS_X, MOONS_Y)
+    better = KMPClassifier(gamma=suggested, random_state=0, n_basis=100).fit(MOONS_X, MOONS_Y)
     assert better.score(MOONS_X, MOONS_Y) > 0.9
 
 
 def test_very_wide_kernel_warns():
     # caught as what a user filters on: a degenerate fit, a RuntimeWarning
     with pytest.warns(DegenerateFitWarning) as record:
-        KMPClassifier(gamma=1e-5 / MOONS_MED, random_state=0).fit(MOONS_X, MOONS_Y)
+        KMPClassifier(gamma=1e-5 / MOONS_MED, random_state=0, n_basis=100).fit(MOONS_X, MOONS_Y)
     assert all(issubclass(w.category, RuntimeWarning) for w in record if issubclass(w.category, DegenerateFitWarning))
     message = _only(record, KernelWidthWarning)
     assert "very wide" in message and f"< {WIDTH_WIDE:g}" in message and "Make gamma larger" in message

@@ -110,7 +110,7 @@ def test_early_stopping_does_not_stop_while_validation_improves():
         ({"n_basis": 0}, "n_basis must be a positive int"),
         ({"fit_mode": "greedy"}, "fit_mode must be one of"),
         ({"candidates": "some"}, "candidates must be"),
-        ({"n_iter_no_change": 5}, "validation_fraction > 0"),
+        ({"n_basis": 10, "n_iter_no_change": 5}, "validation_fraction > 0"),
         ({"ridge": -1.0}, "ridge must be"),
         ({"kernel": "gaussian"}, "gaussian"),
     ],

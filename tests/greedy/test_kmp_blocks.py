@@ -145,7 +145,7 @@ def test_block_fit_survives_a_killed_worker(tmp_path):
     with InProcessEngine(partition_specs(store)) as eng:
         ref = _fit(X, y, engine=eng, random_state=np.random.default_rng(2), **kw)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=":0") as cluster, Client(cluster, set_as_default=False) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster, set_as_default=False) as client:
         pids = client.run(os.getpid)
         eng = ActorEngine(client, partition_specs(store))
         victim, killed = eng._holders[0]["addr"], []

@@ -173,7 +173,7 @@ def cluster_client():
     """A process LocalCluster of 2 workers, with generous start timeouts (a loaded machine)."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1, host="127.0.0.1",
-                                  dashboard_address=":0", memory_limit="2GiB", timeout=180) as cluster:
+                                  dashboard_address="127.0.0.1:0", memory_limit="2GiB", timeout=180) as cluster:
         with distributed.Client(cluster, set_as_default=False, timeout=180) as client:
             client.wait_for_workers(2, timeout=180)
             yield client

@@ -44,14 +44,16 @@ def test_large_arguments_are_scattered_not_sent_in_the_graph(process_client):
 
 
 class _Flaky:
-    """A client whose first scatter (or first gather) fails as when a worker has just died."""
+    """A client whose first scatter fails, or whose first pass is cancelled, as when a worker has just died."""
 
     def __init__(self, client, fail_scatter=0, fail_gather=0):
         self.client, self.fail_scatter, self.fail_gather, self.calls = client, fail_scatter, fail_gather, []
         self._scatter = client._scatter
 
     def sync(self, fn, *a, **k):  # scatter_value's bounded call of client._scatter
-        assert fn == self.client._scatter and k.get("callback_timeout") == _scatter.SCATTER_TIMEOUT
+        if fn != self.client._scatter:  # the wait's questions to the scheduler (parallel._waits)
+            return self.client.sync(fn, *a, **k)
+        assert k.get("callback_timeout") == _scatter.SCATTER_TIMEOUT
         self.calls.append("scatter")
         if self.fail_scatter:
             self.fail_scatter -= 1
@@ -59,14 +61,15 @@ class _Flaky:
         return self.client.sync(fn, *a, **k)
 
     def compute(self, *a, **k):
-        return self.client.compute(*a, **k)
-
-    def gather(self, futures):
+        futures = self.client.compute(*a, **k)
         self.calls.append("gather")
-        if self.fail_gather:
+        if self.fail_gather:  # the pass's tasks cancelled, as when the worker holding the scatter died
             self.fail_gather -= 1
-            raise CancelledError("lost dependencies")
-        return self.client.gather(futures)
+            self.client.cancel(futures)
+        return futures
+
+    def __getattr__(self, name):  # status, scheduler, ...: the real client's
+        return getattr(self.client, name)
 
 
 def test_a_hung_scatter_ends_in_a_timeout(process_client, monkeypatch):

@@ -95,7 +95,7 @@ def test_same_fit_on_one_roomy_worker_and_two_300mb_workers(tmp_path):
     kw = dict(kernel=get_kernel("rbf", gamma=1 / 54), n_rows=store.n_rows, n_features=store.n_features,
               dtype=store.dtype, targets={"kind": "ovr", "classes": [0, 1, 2]}, n_basis=6, candidates=30,
               random_state=0, fit_mode="backfit", basis_columns="recomputed")
-    opts = dict(threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR)
+    opts = dict(threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     results, reports = {}, {}
     for name, n_workers, limit in (("roomy", 1, "3GB"), ("small", 2, "300MB")):
         with LocalCluster(n_workers=n_workers, memory_limit=limit, **opts) as cluster, Client(cluster) as client:
@@ -123,7 +123,7 @@ def test_a_pass_sees_every_worker_while_the_client_refreshes_its_cache():
     from kmp_dask.parallel._engine import ActorEngine
 
     with dask.config.set({"distributed.client.scheduler-info-interval": "5ms"}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
                          silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         client.wait_for_workers(2, timeout=120)
         engine = types.SimpleNamespace(client=client, loss_timeout=0.0)

@@ -11,6 +11,7 @@ server through the standard AWS environment variables.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -116,7 +117,7 @@ def test_fit_and_predict_on_s3_on_a_cluster_same_as_local(pair):
     from distributed import Client, LocalCluster
 
     local, remote = pair
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as lc, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as lc, \
             Client(lc) as client:
         a = KMPClassifier(n_basis=6, candidates=20, gamma=0.5, random_state=0, client=client).fit(local)
         b = KMPClassifier(n_basis=6, candidates=20, gamma=0.5, random_state=0, client=client).fit(remote)
@@ -360,3 +361,34 @@ def test_without_s3fs_a_command_says_what_to_install(monkeypatch):
     assert [line for line in run.output.splitlines() if line.startswith("Error:")] == [
         line for line in run.output.splitlines() if line.strip()]
     assert "pip install 'kmp_dask[s3]'" in run.output and "Traceback" not in run.output
+
+
+@pytest.mark.filterwarnings("always::kmp_dask.exceptions.IgnoredColumnsWarning")  # the label column, at predict
+def test_predict_and_evaluate_a_csv_on_s3_as_the_local_file(s3, bucket, tmp_path, monkeypatch):
+    """predict / evaluate read a CSV at an s3:// URL with the ingest's reader, no store written."""
+    import fsspec
+    import pandas as pd
+
+    from kmp_dask import KMPClassifier, save
+
+    for k, v in s3.environ().items():
+        monkeypatch.setenv(k, v)
+    csv = _own_csv(tmp_path / "own.csv")
+    model = KMPClassifier(n_basis=5, gamma=0.5, client="sync", random_state=0)
+    model.fit(pd.read_csv(csv)[["a", "b", "c"]], pd.read_csv(csv)["species"])
+    save(model, tmp_path / "m.kmp")
+    remote = f"s3://{bucket}/new-{uuid.uuid4().hex[:6]}/own.csv"
+    fsspec.filesystem("s3", **s3.storage_options).put(csv, remote)
+    outs = {}
+    for name, src in (("local", csv), ("remote", remote)):
+        run = CliRunner().invoke(cli, ["predict", str(tmp_path / "m.kmp"), src, "--output", str(tmp_path / f"{name}.csv"),
+                                       "--scheduler", "sync"])
+        assert run.exit_code == 0, run.output
+        outs[name] = pd.read_csv(tmp_path / f"{name}.csv")
+        run = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "m.kmp"), src, "--label", "species", "--json",
+                                       "--scheduler", "sync"])
+        assert run.exit_code == 0, run.output
+        outs[name + "-metrics"] = json.loads(run.output[run.output.index("{"):])["accuracy"]
+    pd.testing.assert_frame_equal(outs["remote"], outs["local"])
+    assert outs["remote"]["prediction"].tolist() == model.predict(pd.read_csv(csv)[["a", "b", "c"]]).tolist()
+    assert outs["remote-metrics"] == outs["local-metrics"] > 0.8

@@ -83,10 +83,24 @@ def test_delimiter_detected_or_given_and_a_wrong_one_refused(files, tmp_path):
     assert not (tmp_path / "e.zarr").exists()
 
 
-def test_label_first_without_label_option_hints_at_label(files, tmp_path):
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_without_label_the_source_is_refused_listing_its_columns(files, tmp_path, kind):
+    """The label is never guessed (the last column, 'd' here, used to become y without a word)."""
+    _, paths = files
+    with pytest.raises(ValueError, match=r"which column .* is the label\? Its columns are \['species', 'id', 'a'.*"
+                                         r"--label COL .* --no-label"):
+        ingest(paths[kind], tmp_path / "f.zarr")
+    with pytest.raises(ValueError, match=r"is the label\?"):
+        check_source(paths[kind])
+    assert not (tmp_path / "f.zarr").exists()
+    st = ingest(paths[kind], tmp_path / "x.zarr", label=None, drop="species")  # --no-label: the features only
+    assert not st.has_y and st.attrs["feature_names"] == ["id", "a", "b", "c", "d"]
+
+
+def test_a_wrong_label_hints_at_the_text_column(files, tmp_path):
     _, paths = files
     with pytest.raises(DataValidationError, match=r"--label species .*the label column is 'd' now"):
-        ingest(paths["csv"], tmp_path / "f.zarr")
+        ingest(paths["csv"], tmp_path / "f.zarr", label="d")
 
 
 @pytest.mark.parametrize("kind", ["csv", "parquet"])
@@ -209,7 +223,7 @@ def test_train_and_test_stores_come_from_one_pass(tmp_path, monkeypatch):
 def test_an_empty_test_part_publishes_neither_store(tmp_path):
     pd.DataFrame({"a": [1.0, 2.0], "label": [0, 1]}).to_csv(tmp_path / "two.csv", index=False)
     with pytest.raises(DataValidationError, match="the split left it empty"):
-        ingest(tmp_path / "two.csv", tmp_path / "t.zarr", test_size=0.01)
+        ingest(tmp_path / "two.csv", tmp_path / "t.zarr", label="label", test_size=0.01)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["two.csv"]
 
 
