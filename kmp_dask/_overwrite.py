@@ -149,7 +149,9 @@ def _why_not_metrics(p: Path) -> str | None:
 
 
 def _why_not_predictions(p: Path) -> str | None:
-    from ._predictions_file import predictions_file_reason  # a CSV / Parquet file `predict` wrote (its header / metadata)
+    from ._predictions_file import (
+        predictions_file_reason,  # a CSV / Parquet file `predict` wrote (its header / metadata)
+    )
 
     return predictions_file_reason(p)
 

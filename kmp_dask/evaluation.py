@@ -180,8 +180,7 @@ def evaluate(model, data, *, client=None, label=_UNSET) -> dict:
 def _metrics(model, kind, data, on) -> dict:
     """One pass of :func:`evaluate`: per part of the data, the confusion counts or the sums behind
     R² / MSE / MAE, added up."""
-    from .parallel._evaluate import (chunkwise, confusion_counts, data_parts, label_codes, regression_sums,
-                                     ship_model)
+    from .parallel._evaluate import chunkwise, confusion_counts, data_parts, label_codes, regression_sums, ship_model
 
     m, total = ship_model(model, on), None
     classes = np.asarray(getattr(model, "classes_", []))

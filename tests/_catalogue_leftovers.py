@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import zarr
-
 from _catalogue import Case, Command
+
 from kmp_dask import KMPClassifier, load, save
 from kmp_dask.evaluation import predict_to_file
 from kmp_dask.persist import ModelFileError

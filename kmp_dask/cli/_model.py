@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -80,7 +80,7 @@ class _JsonLog:
         self.algorithm = algorithm
 
     def __call__(self, desc, record):
-        line = {"time": datetime.now(timezone.utc).isoformat(), "algorithm": self.algorithm, "stage": desc}
+        line = {"time": datetime.now(UTC).isoformat(), "algorithm": self.algorithm, "stage": desc}
         line.update(record)
         from ..pipeline._runner import json_default
 
@@ -400,7 +400,8 @@ def evaluate(model_path, data, label, delimiter, no_header, as_json, output, ove
     written). Named columns are matched to the model's by name, in any order; other columns
     are ignored and listed in one line.
     """
-    from ..evaluation import check_evaluate, evaluate as run_evaluate
+    from ..evaluation import check_evaluate
+    from ..evaluation import evaluate as run_evaluate
     from ._where import data_nbytes
 
     if output:

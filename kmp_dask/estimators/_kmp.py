@@ -16,15 +16,15 @@ from ..exceptions import DegenerateFitWarning, KernelWidthWarning, PrematureStop
 from ..expansion import KernelExpansion
 from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for, read_held_out_rows
 from ..greedy._kmp import auto_n_basis
-from ..greedy._record import patience_atoms
 from ..greedy._labels import partition_labels
+from ..greedy._record import patience_atoms
 from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
 from ..parallel import map_blocks_rows
 from ..parallel._session import engine_session
 from ..store import as_store
-from ._calibration import PROBABILITY_HOLDOUT, PlattCalibrator, calibration_fraction, proba_block
 from ._base import ExpansionEstimatorMixin, class_codes, draw_seed, progress_session, squeeze_outputs, take_labels
+from ._calibration import PROBABILITY_HOLDOUT, PlattCalibrator, calibration_fraction, proba_block
 from ._inputs import check_class_labels, is_dask_array, is_store_like, sample_rows
 from ._progress import progress_callback
 from ._scale import check_gamma_value, input_transform, resolve_gamma

@@ -371,7 +371,7 @@ class _DirectoryLock:
         self.key = key
 
     @classmethod
-    def acquire(cls, directory: Path) -> "_DirectoryLock":
+    def acquire(cls, directory: Path) -> _DirectoryLock:
         import fcntl
 
         created = not directory.exists()

@@ -44,8 +44,22 @@ import warnings
 
 import numpy as np
 
-from ..blockops import BIAS_ATOM, ColumnStats, Engine, KMPSetup, ScoreQuery, ScoreStats, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
-from ..blockops import HeldOutQuery, held_out_rows
+from ..blockops import (
+    BIAS_ATOM,
+    ColumnStats,
+    Engine,
+    HeldOutQuery,
+    KMPSetup,
+    ScoreQuery,
+    ScoreStats,
+    StatsQuery,
+    ValQuery,
+    held_out_rows,
+    kmp_column_stats,
+    kmp_effects,
+    kmp_score,
+    kmp_stats,
+)
 from ..blockops._safe_pickle import restricted_loads
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning, user_stacklevel
 from ..linalg import IncrementalCholesky, one_blas_thread

@@ -27,18 +27,24 @@ No driver writes restore code.
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import logging
 import os
 import time
-
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from ..blockops import Journal, apply_effects
 from ..store._base import StoreCorruptError
 from ._client import scheduler_identity
-from ._paging import MEMORY_FRACTION, MemoryBudgetError, Pager, partition_nbytes, streamed_nbytes, transient_bytes, worker_budget
+from ._paging import (
+    MEMORY_FRACTION,
+    MemoryBudgetError,
+    Pager,
+    partition_nbytes,
+    streamed_nbytes,
+    transient_bytes,
+    worker_budget,
+)
 from ._waits import LOSS_TIMEOUT, SLICE, SchedulerLostError, await_live_workers, cancelled_error, scheduler_workers
 
 __all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder", "SchedulerLostError"]  # the error: _waits
@@ -421,7 +427,7 @@ class ActorEngine:
                                  workers=[addr], allow_other_workers=True, pure=False)
         try:
             actor = fut.result(timeout=self.start_timeout)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             fut.cancel()
             self._workers()  # the scheduler gone: say that (SchedulerLostError)
             raise TimeoutError(
@@ -486,7 +492,7 @@ class ActorEngine:
         while True:
             try:
                 return call.result(timeout=SLICE)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 pass
             info = self._workers().get(holder["addr"])
             if info is None:

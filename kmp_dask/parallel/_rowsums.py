@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._scatter import SCATTER_RETRIES, rerun_if_lost, scatter_value
+from ._scatter import rerun_if_lost, scatter_value
 from ._waits import wait_for
 
 __all__ = ["row_block_sums"]
