@@ -68,9 +68,11 @@ from ._state import (
 __all__ = [
     "Partition", "PartitionSpec", "fetch_rows", "partition_bounds", "split_mask", "predict_block",
     "Effect", "Journal", "apply_effects", "Engine", "PassResult", "ScoreStats", "ColumnStats", "LineStats", "GramStats",
-    "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm",
+    "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64",
+    "sqnorm",
     "Atom", "BIAS_ATOM", "KMPSetup", "KMPState", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery",
-    "Move", "HeldOutQuery", "held_out_rows", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column", "set_coef", "move_fit",
+    "Move", "HeldOutQuery", "held_out_rows", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column",
+    "set_coef", "move_fit",
     "kmp_score", "kmp_column_stats", "kmp_linesearch", "kmp_refit_stats", "kmp_gram", "kmp_effects",
     "BlockQuery", "BlockStats", "kmp_block_stats",
     "RSSetup", "RSStart", "RSScoreQuery", "RSValuesQuery", "RSState", "rs_init", "rs_start", "rs_stats", "rs_score",

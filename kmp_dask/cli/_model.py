@@ -444,13 +444,19 @@ def _atomic_write_text(path, text: str) -> None:
 
 
 @main.command(short_help="Predictions, probabilities or features of a store or a file, to .csv/.parquet/.npy/.zarr.",
-              epilog="\b\nExamples:\n  kmp-dask predict kmp.model new.csv --output pred.csv              # a new file, no label needed\n"
+              epilog="\b\nExamples:\n"
+                     "  kmp-dask predict kmp.model new.csv --output pred.csv              "
+                     "# a new file, no label needed\n"
                      "  kmp-dask predict kmp.model new.parquet --output pred.parquet\n"
-                     "  kmp-dask predict kmp.model data/test.zarr --output pred.csv          # row, prediction (class names)\n"
-                     "  kmp-dask predict kmp.model data/test.zarr --output proba.parquet --proba   # row, proba_<class>...\n"
+                     "  kmp-dask predict kmp.model data/test.zarr --output pred.csv          "
+                     "# row, prediction (class names)\n"
+                     "  kmp-dask predict kmp.model data/test.zarr --output proba.parquet --proba   "
+                     "# row, proba_<class>...\n"
                      "  kmp-dask predict svc10.model data/test.zarr --output scores.npy --decision\n"
-                     "  kmp-dask predict kmp.model data/test.zarr --output pred.zarr         # a store: X = decision values, y = classes\n"
-                     "  kmp-dask predict mmda.model data/train.zarr --output features.zarr   # X = features, y = labels")
+                     "  kmp-dask predict kmp.model data/test.zarr --output pred.zarr         "
+                     "# a store: X = decision values, y = classes\n"
+                     "  kmp-dask predict mmda.model data/train.zarr --output features.zarr   "
+                     "# X = features, y = labels")
 @click.argument("model_path", metavar="MODEL")
 @click.argument("data", metavar="DATA")
 @click.option("--output", required=True, type=click.Path(),

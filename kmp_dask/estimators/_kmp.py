@@ -160,7 +160,8 @@ def _check_growth(est, bad):
         if not _is_auto(vf) and vf == 0 or _is_auto(vf) and not _is_auto(est.n_basis):
             raise ValueError("n_iter_no_change needs a validation split: set validation_fraction > 0 (e.g. 0.1)")
     mt = est.max_time
-    if mt is not None and not (isinstance(mt, numbers.Real) and not isinstance(mt, bool) and np.isfinite(mt) and mt > 0):
+    if mt is not None and not (isinstance(mt, numbers.Real) and not isinstance(mt, bool)
+                               and np.isfinite(mt) and mt > 0):
         bad("max_time", "None or a positive number of seconds (a time budget for the pursuit)")
     if _is_auto(est.n_basis):
         if not _is_auto(vf) and vf == 0:
@@ -200,8 +201,8 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
                  fit_mode="backfit", candidates="auto", eps=0.05, q=0.95, tol=None, ridge=1e-10, fit_intercept=True,
                  validation_fraction="auto", n_iter_no_change="auto", random_state=None, client=None, chunk_rows=None,
                  verbose=0, loss="squared", loss_params=None, refit_every="auto", stopping=None,
-                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto", atoms_per_pass="auto",
-                 max_time=None):
+                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto",
+                 atoms_per_pass="auto", max_time=None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -1004,8 +1005,8 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
                  fit_mode="backfit", candidates="auto", eps=0.05, q=0.95, tol=None, ridge=1e-10, fit_intercept=True,
                  validation_fraction="auto", n_iter_no_change="auto", random_state=None, client=None, chunk_rows=None,
                  verbose=0, loss="squared", loss_params=None, refit_every="auto", stopping=None,
-                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto", atoms_per_pass="auto",
-                 max_time=None, probability=False):
+                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto",
+                 atoms_per_pass="auto", max_time=None, probability=False):
         super().__init__(
             kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params, n_basis=n_basis,
             fit_mode=fit_mode, candidates=candidates, eps=eps, q=q, tol=tol, ridge=ridge, fit_intercept=fit_intercept,

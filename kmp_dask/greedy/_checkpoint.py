@@ -68,8 +68,8 @@ from .._version import __version__
 from ..blockops._engine import Engine
 from ..blockops._safe_pickle import UnsafePickleError, restricted_loads
 
-__all__ = ["Checkpoint", "CheckpointInUseError", "NO_CHECKPOINT", "open_checkpoint", "checkpoint_info", "data_fingerprint",
-           "FORMAT_VERSION", "STATE_FILE"]
+__all__ = ["Checkpoint", "CheckpointInUseError", "NO_CHECKPOINT", "open_checkpoint", "checkpoint_info",
+           "data_fingerprint", "FORMAT_VERSION", "STATE_FILE"]
 
 logger = logging.getLogger(__name__)
 
@@ -459,7 +459,8 @@ def data_fingerprint(store, *, with_location: bool = True) -> dict:
         "n_rows": int(store.n_rows), "n_features": int(store.n_features), "dtype": str(np.dtype(store.dtype)),
         "y_shape": list(store.y_shape or ()), "row_chunks": hashlib.sha256(str(sizes).encode()).hexdigest()[:16],
         "summary_sha256": hashlib.sha256(json.dumps(_jsonable(summary), sort_keys=True).encode()).hexdigest(),
-        "rows_sha256": h.hexdigest(), **({"files": _files_digest(store)} if store.url is not None and with_location else {}),
+        "rows_sha256": h.hexdigest(),
+        **({"files": _files_digest(store)} if store.url is not None and with_location else {}),
     }
 
 

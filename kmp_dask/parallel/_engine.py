@@ -221,7 +221,8 @@ class PartitionHolder:
         if need > self.budget and self.explicit_budget:
             raise MemoryBudgetError(
                 f"budget_bytes (kmp_dask.budget-bytes) = {self.budget / 2**20:.1f} MiB per worker is too small: "
-                f"streaming needs {need / 2**20:.1f} MiB (three partitions of rows and state in flight: computed, prefetched, written back). "
+                f"streaming needs {need / 2**20:.1f} MiB (three partitions of rows and state in flight: "
+                "computed, prefetched, written back). "
                 "Raise it, or unset it to use the worker's memory_limit."
             )
         if need > self.budget:
@@ -342,7 +343,7 @@ def _assign(specs, workers):
     groups = [[] for _ in range(w)]
     for k, spec in enumerate(specs):
         groups[k * w // n].append(spec)
-    return [(addr, g) for addr, g in zip(workers, groups) if g]
+    return [(addr, g) for addr, g in zip(workers, groups, strict=True) if g]
 
 
 class ActorEngine:
@@ -423,8 +424,8 @@ class ActorEngine:
         raise AssertionError("unreachable")
 
     def _start_once(self, addr, group):
-        fut = self.client.submit(PartitionHolder, group, self.memory_fraction, self.local_x, self.budget_bytes, actor=True,
-                                 workers=[addr], allow_other_workers=True, pure=False)
+        fut = self.client.submit(PartitionHolder, group, self.memory_fraction, self.local_x, self.budget_bytes,
+                                 actor=True, workers=[addr], allow_other_workers=True, pure=False)
         try:
             actor = fut.result(timeout=self.start_timeout)
         except TimeoutError:

@@ -210,9 +210,10 @@ def _check_counts(run: dict, path) -> None:
     for key in ("workers", "threads_per_worker"):
         v = run.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 256):
-            raise SpecError(f"{path}: [run] {key} = {v!r}: give a whole number from 1 to 256 "
-                            f"({'worker processes of the embedded cluster' if key == 'workers' else 'threads per worker'}"
-                            f"), or leave it out for the default")
+            raise SpecError(
+                f"{path}: [run] {key} = {v!r}: give a whole number from 1 to 256 "
+                f"({'worker processes of the embedded cluster' if key == 'workers' else 'threads per worker'}"
+                f"), or leave it out for the default")
 
 
 #: Bytes per value of the synthetic generators' stores (float32) and their default feature counts.

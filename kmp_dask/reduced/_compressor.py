@@ -227,7 +227,8 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
 
         Parameters
         ----------
-        model : fitted SVC, NuSVC, SVR, NuSVR, KernelRidge, KMPClassifier, KMPRegressor, ..., KernelExpansion, or Pipeline
+        model : fitted SVC, NuSVC, SVR, NuSVR, KernelRidge, KMPClassifier, KMPRegressor, ..., KernelExpansion, \
+or Pipeline
             A scikit-learn ``Pipeline`` of linear scalers (StandardScaler, MinMaxScaler,
             MaxAbsScaler, RobustScaler) ending in one of those models: the scalers are composed
             into one per-feature map that the compressed model applies itself (``expansion_``

@@ -342,12 +342,12 @@ def as_compression_target(model) -> CompressionTarget:
     Parameters
     ----------
     model : fitted estimator, Pipeline, KernelExpansion or CompressionTarget
-        A scikit-learn ``Pipeline`` of linear scalers ending in one of the models below (the
-        scaling becomes the expansion's input transform: raw rows in); scikit-learn ``SVC``, ``NuSVC``, ``SVR``, ``NuSVR`` or ``KernelRidge`` with a kernel
-        kmp_dask can evaluate (rbf, laplacian for KernelRidge, poly/polynomial, sigmoid,
-        linear); kmp_dask's ``KMPRegressor`` / ``KMPClassifier`` / ``CVMClassifier`` / ``MMDA`` /
-        ``SparseKernelPCA`` (the transformers' features as a multi-output regression target); or a
-        ``KernelExpansion``.
+        A scikit-learn ``Pipeline`` of linear scalers ending in one of the models below (the scaling
+        becomes the expansion's input transform: raw rows in); scikit-learn ``SVC``, ``NuSVC``,
+        ``SVR``, ``NuSVR`` or ``KernelRidge`` with a kernel kmp_dask can evaluate (rbf, laplacian
+        for KernelRidge, poly/polynomial, sigmoid, linear); kmp_dask's ``KMPRegressor`` /
+        ``KMPClassifier`` / ``CVMClassifier`` / ``MMDA`` / ``SparseKernelPCA`` (the transformers'
+        features as a multi-output regression target); or a ``KernelExpansion``.
 
     Returns
     -------

@@ -185,7 +185,7 @@ def _evaluation_parts(name: str, metrics: Mapping) -> list:
         parts.append(Table(f"{name}: per class", ["class"] + cols, rows))
     cm, classes = metrics.get("confusion"), metrics.get("classes")
     if cm and classes and len(cm) == len(classes):
-        rows = [[str(c)] + [int(v) for v in r] for c, r in zip(classes, cm)]
+        rows = [[str(c)] + [int(v) for v in r] for c, r in zip(classes, cm, strict=True)]
         parts.append(Table(f"{name}: confusion (rows true, columns predicted)",
                            ["true \\ predicted"] + [str(c) for c in classes], rows))
     return parts

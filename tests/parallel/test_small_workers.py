@@ -123,7 +123,8 @@ def test_a_pass_sees_every_worker_while_the_client_refreshes_its_cache():
     from kmp_dask.parallel._engine import ActorEngine
 
     with dask.config.set({"distributed.client.scheduler-info-interval": "5ms"}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0",
+                         worker_dashboard_address="127.0.0.1:0",
                          silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         client.wait_for_workers(2, timeout=120)
         engine = types.SimpleNamespace(client=client, loss_timeout=0.0)

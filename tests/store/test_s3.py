@@ -117,7 +117,8 @@ def test_fit_and_predict_on_s3_on_a_cluster_same_as_local(pair):
     from distributed import Client, LocalCluster
 
     local, remote = pair
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as lc, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0",
+                      worker_dashboard_address="127.0.0.1:0") as lc, \
             Client(lc) as client:
         a = KMPClassifier(n_basis=6, candidates=20, gamma=0.5, random_state=0, client=client).fit(local)
         b = KMPClassifier(n_basis=6, candidates=20, gamma=0.5, random_state=0, client=client).fit(remote)
@@ -381,8 +382,8 @@ def test_predict_and_evaluate_a_csv_on_s3_as_the_local_file(s3, bucket, tmp_path
     fsspec.filesystem("s3", **s3.storage_options).put(csv, remote)
     outs = {}
     for name, src in (("local", csv), ("remote", remote)):
-        run = CliRunner().invoke(cli, ["predict", str(tmp_path / "m.kmp"), src, "--output", str(tmp_path / f"{name}.csv"),
-                                       "--scheduler", "sync"])
+        run = CliRunner().invoke(cli, ["predict", str(tmp_path / "m.kmp"), src,
+                                       "--output", str(tmp_path / f"{name}.csv"), "--scheduler", "sync"])
         assert run.exit_code == 0, run.output
         outs[name] = pd.read_csv(tmp_path / f"{name}.csv")
         run = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "m.kmp"), src, "--label", "species", "--json",
