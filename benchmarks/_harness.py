@@ -191,16 +191,17 @@ def run_sets(name, args, run_set, *, doc, issue, merge=None):
 
 def environment(extra=None):
     """Versions, machine, thread settings, the command and the git state of ``kmp_dask/``."""
+    from importlib.metadata import version
+
     import dask
     import numpy as np
     import scipy
     import sklearn
 
     import kmp_dask
-    from importlib.metadata import version
 
     env = {
-        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "python": sys.version.split()[0], "platform": platform.platform(),
         "cpu_count": os.cpu_count(), "load_average_at_start": list(os.getloadavg()),
         "threads_env": {v: os.environ.get(v) for v in THREAD_VARS[:3]},

@@ -313,7 +313,8 @@ def compare(found: dict, recorded: dict) -> list[str]:
         elif ref["outputs"] != fp["outputs"] or ref["attributes"] != fp["attributes"]:
             which = [k for k in ("outputs", "attributes") if ref[k] != fp[k]]
             extra = sorted(set(fp["names"]) ^ set(ref["names"]))
-            bad.append(f"{name}: {' and '.join(which)} differ" + (f" (attributes added/removed: {extra})" if extra else ""))
+            bad.append(f"{name}: {' and '.join(which)} differ"
+                       + (f" (attributes added/removed: {extra})" if extra else ""))
     return bad
 
 

@@ -76,7 +76,7 @@ def main(argv=None):
         result["silent_port"].append({"seconds": s, "error": err, "message": msg, "load": os.getloadavg()[0]})
         H.log(f"silent port: {err} after {s:.2f}s")
         address = zero_worker_scheduler()
-        s, err, msg = _timed(lambda: enter(connect(address, timeout=args.connect_timeout)))
+        s, err, msg = _timed(lambda address=address: enter(connect(address, timeout=args.connect_timeout)))
         result["zero_workers"].append({"seconds": s, "error": err, "message": msg, "load": os.getloadavg()[0]})
         H.log(f"zero workers: {err} after {s:.2f}s")
 
@@ -89,9 +89,9 @@ def main(argv=None):
             made = []
             real = C._RestartWatch.__init__
 
-            def init(self, *a, **kw):
-                real(self, *a, **kw)
-                made.append(self)
+            def init(self, *a, _real=real, _made=made, **kw):
+                _real(self, *a, **kw)
+                _made.append(self)
 
             C._RestartWatch.__init__ = init
 

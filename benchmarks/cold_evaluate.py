@@ -99,7 +99,8 @@ def _child(mode, model_path, store_path) -> dict:
     exe = Path(sys.executable).parent / "dask"
     address = f"tcp://127.0.0.1:{_free_port()}"
     procs = [subprocess.Popen([str(exe), "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
-                               "--dashboard-address", "127.0.0.1:0"], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)]
+                               "--dashboard-address", "127.0.0.1:0"],
+                              stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)]
     try:
         procs.append(subprocess.Popen([str(exe), "worker", address, "--nthreads", "1", "--nworkers", "2",
                                        "--no-dashboard"], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL))

@@ -22,8 +22,9 @@ generator's problem changes with the row count, so accuracies are compared again
 the defaults tune on another seed). ``--C 1,0.5``: fit each size at each of these ``C`` (floats,
 ``auto``, ``default`` — the class default, the only fit without ``--C`` — or ``N0/N``, the float
 ``min(1, N0 / N)`` with ``--n0``); the exponents compare fits at the same ``C`` (with ``--C N0/N``
-alone, all fits). ``--eps``: the same for eps (``1e-3*N0/N``: ``1e-3 · min(1, N0 / N)``). ``--draw-rows M``: the nested draw has M + test rows whatever ``--sizes`` is, so
-runs of different sizes (e.g. in parallel) share one problem and one test set.
+alone, all fits). ``--eps``: the same for eps (``1e-3*N0/N``: ``1e-3 · min(1, N0 / N)``).
+``--draw-rows M``: the nested draw has M + test rows whatever ``--sizes`` is, so runs of different
+sizes (e.g. in parallel) share one problem and one test set.
 
 Usage: ``python benchmarks/cvm_growth.py [--sizes 100000,200000,400000,1000000] [--reference]
 [--per-size-draw] [--seed 0] [--C default] [--quick]``
@@ -141,7 +142,8 @@ def main(argv=None):
     if args.per_size_draw and (args.flip_y != 0.01 or args.label_noise):
         raise SystemExit(f"--flip-y {args.flip_y} needs the nested draw (drop --per-size-draw)")
     res = {"name": NAME, "environment": H.environment(), "test_rows": args.test_rows, "protocol": protocol,
-           "seed": args.seed, "flip_y": args.flip_y, "label_noise": args.label_noise, "C": args.C, "n0": args.n0, "fits": []}
+           "seed": args.seed, "flip_y": args.flip_y, "label_noise": args.label_noise, "C": args.C, "n0": args.n0,
+           "fits": []}
     draw = max(sizes) if args.draw_rows is None else max(args.draw_rows, max(sizes))
     res["draw_rows"] = None if args.per_size_draw else draw
     split = None if args.per_size_draw else nested_data([draw], args.test_rows, seed=args.seed, flip_y=args.flip_y,

@@ -200,7 +200,8 @@ def part_cvm(name, sub):
                             "kernel_evaluations": int(sum(r.kernel_evaluations for r in est.results_)),
                             "stop_reason": est.stop_reason_, "minus_svc_pts": 100 * (acc - out["svc"]["test_accuracy"]),
                             "seconds_ratio_to_svc_fit": s / svc_s, "warnings": w[:3]}
-        log(f"[cvm] {name}: CVM C={c_star} eps={eps:g}: test {acc:.4f} ({100 * (acc - out['svc']['test_accuracy']):+.2f} "
+        log(f"[cvm] {name}: CVM C={c_star} eps={eps:g}: test {acc:.4f} "
+            f"({100 * (acc - out['svc']['test_accuracy']):+.2f} "
             f"pts) {s:.1f}s core {rows[f'{eps:g}']['core_union']} full passes {sum(est.n_full_passes_)}")
     out["cvm"] = rows
     default = rows[f"{1e-4:g}"]
@@ -239,12 +240,13 @@ def per_feature_vectors(est, cols):
 
 
 def classify(Ftr, ytr, Fte, yte):
+    import warnings
+
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.neighbors import KNeighborsClassifier
     from sklearn.neural_network import MLPClassifier
     from sklearn.preprocessing import StandardScaler
     from sklearn.tree import DecisionTreeClassifier
-    import warnings
 
     out = {}
     t = time.perf_counter()
@@ -397,7 +399,8 @@ def _timed(fn):
     out = fn()
     wall = time.perf_counter() - t
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
-    return out, {"wall_seconds": wall, "cpu_seconds_this_process": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
+    return out, {"wall_seconds": wall,
+                 "cpu_seconds_this_process": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
                  "load_average_before": load}
 
 
@@ -432,7 +435,7 @@ def part_timing(cfg, repeats):
                                                     client=client)),
                     ("kpca_randomized", lambda: KernelPCA(n_components=nc, kernel="rbf", gamma=g,
                                                           eigen_solver="randomized", random_state=0))):
-                est, m = _timed(lambda: make().fit(Xtr, ytr))
+                est, m = _timed(lambda make=make: make().fit(Xtr, ytr))
                 runs[key].append(m)
                 if key not in acc:
                     acc[key] = knn((est.transform(Xtr), est.transform(Xte)))
@@ -464,7 +467,8 @@ def part_eps(cfg, eps_values):
     g = 1.0 / mean_sq_dist(Xtr)
     out = {"dataset": cfg["dataset"], "n_train": len(ytr), "C": MMDA_C, "rows": {}}
     for eps in eps_values:
-        est, m = _timed(lambda: MMDA(1, C=MMDA_C, eps=eps, gamma=g, random_state=0, client="sync").fit(Xtr, ytr))
+        est, m = _timed(lambda eps=eps: MMDA(1, C=MMDA_C, eps=eps, gamma=g, random_state=0,
+                                             client="sync").fit(Xtr, ytr))
         a = float(KNeighborsClassifier(1).fit(est.transform(Xtr), ytr).score(est.transform(Xte), yte))
         out["rows"][f"{eps:g}"] = {"eps": eps, **m, "knn1": a,
                                    "kernel_evaluations_per_feature": est.kernel_evaluations_per_feature_,
@@ -513,7 +517,8 @@ def part_scale(sizes, budget, tmp):
                     "kernel_evaluations": r.kernel_evaluations, "microseconds_per_row": 1e6 * s / n,
                     "stop_reason": r.stop_reason, "test_accuracy_20k": acc, "warnings": w[:3]}
             out["sizes"][str(n)] = prev
-            log(f"[scale] {n} rows: fit {s:.1f}s ({1e6 * s / n:.1f} µs/row), core {len(r.core_index)}, iters {r.n_iter}, "
+            log(f"[scale] {n} rows: fit {s:.1f}s ({1e6 * s / n:.1f} µs/row), core {len(r.core_index)}, "
+                f"iters {r.n_iter}, "
                 f"full passes {r.n_full_passes}, test acc {acc:.4f}")
             import shutil
 
@@ -523,7 +528,8 @@ def part_scale(sizes, budget, tmp):
         cluster.close()
     done = list(out["sizes"].values())
     if len(done) >= 2:
-        out["seconds_per_row_ratio_last_over_first"] = done[-1]["microseconds_per_row"] / done[0]["microseconds_per_row"]
+        out["seconds_per_row_ratio_last_over_first"] = (done[-1]["microseconds_per_row"]
+                                                        / done[0]["microseconds_per_row"])
         out["log_log_slope"] = float(np.polyfit(np.log([d["n_rows"] for d in done]),
                                                 np.log([d["fit_seconds"] for d in done]), 1)[0])
     return out
@@ -557,7 +563,7 @@ def plot(result, path):
     for name in names:
         C = result["mmda"][name]["cells"]
         keys = ["raw"] + [k for k in C if k != "raw"]
-        for i, k in enumerate(keys):
+        for k in keys:
             col = "grey" if k == "raw" else ("tab:blue" if k.startswith("mmda") else "tab:orange")
             ax.bar(x, 100 * C[k]["knn1"], color=col, width=0.8)
             ticks.append(x)
@@ -628,7 +634,8 @@ def summarise(result):
     if T:
         med, acc = T["median_wall_seconds"], T["knn1"]
         t["letter_Nc_same_load"] = {
-            "train_rows": T["n_train"], "median_wall_seconds": med, "knn1": {k: v for k, v in acc.items() if "kernel" not in k},
+            "train_rows": T["n_train"], "median_wall_seconds": med,
+            "knn1": {k: v for k, v in acc.items() if "kernel" not in k},
             "kpca_dense_over_mmda_in_process": T["kpca_dense_over_mmda_in_process"],
             "kpca_dense_over_mmda_2_workers": T["kpca_dense_over_mmda_2_workers"],
             "kpca_randomized_over_mmda_in_process": T["kpca_randomized_over_mmda_in_process"],
@@ -663,7 +670,8 @@ def main(args):
         import json
 
         previous = json.loads(Path(out).read_text())
-        prev_env = {k: previous.get("environment", {}).get(k) for k in ("date_utc", "git_commit", "load_average_at_start")}
+        prev_env = {k: previous.get("environment", {}).get(k)
+                    for k in ("date_utc", "git_commit", "load_average_at_start")}
         kept = {}
         for sec, part in (("cvm_vs_svc", 1), ("parallel", 3), ("scale", 4), ("timing", 5), ("eps", 6)):
             if part not in parts and sec in previous:

@@ -276,7 +276,7 @@ def main(argv=None):
         res["svc"] = dict(svc[-1], fit_s_all=[r["fit_s"] for r in svc],
                           fit_s_median=float(np.median([r["fit_s"] for r in svc])))
         res["cvm_over_svc_time"] = res["cvm"]["fit_s_median"] / res["svc"]["fit_s_median"]
-        res["cvm_over_svc_time_per_repeat"] = [c["fit_s"] / v["fit_s"] for c, v in zip(cvm, svc)]
+        res["cvm_over_svc_time_per_repeat"] = [c["fit_s"] / v["fit_s"] for c, v in zip(cvm, svc, strict=True)]
         res["accuracy_gap_points"] = 100 * (res["svc"]["accuracy"] - res["cvm"]["accuracy"])
     H.log(f"SVC {res.get('svc')}  CVM {res['cvm']}  ratio {res.get('cvm_over_svc_time')}")
     if not args.no_profile:

@@ -85,7 +85,8 @@ def run_dataset(name, args):
                 out[model][v] = {"same_as": "auto"}  # the same transform, so the same model: not refitted
                 continue
             est = {}
-            r = timed(lambda s=s: est.setdefault("e", make(s)), Xtr, ytr, Xte, yte, args.repeats, size)
+            r = timed(lambda s=s, est=est, make=make: est.setdefault("e", make(s)), Xtr, ytr, Xte, yte, args.repeats,
+                      size)
             r["standardized"] = bool(est["e"].standardized_)
             r["gamma"] = float(est["e"].kernel_.get("gamma"))
             out[model][v] = r

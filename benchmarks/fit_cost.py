@@ -113,8 +113,8 @@ def cache_layout(rows=77_000, n=131):
         B = full[:, :ncol]
         scratch = np.empty(2048 * cap)
         key = f"{'row' if order == 'C' else 'column'}-major, capacity {cap}, {ncol} columns"
-        out[key] = {"cross64_ms": 1e3 * _time(lambda: _cross64(B, d, scratch)),
-                    "gemv_ms": 1e3 * _time(lambda: B @ w[:ncol])}
+        out[key] = {"cross64_ms": 1e3 * _time(lambda B=B, scratch=scratch: _cross64(B, d, scratch)),
+                    "gemv_ms": 1e3 * _time(lambda B=B, ncol=ncol: B @ w[:ncol])}
         log(f"{key}: Bᵀd {out[key]['cross64_ms']:.1f} ms, Bw {out[key]['gemv_ms']:.1f} ms")
     return out
 

@@ -154,7 +154,8 @@ def cvm_default(name, timeout):
 def run_set(name, args):
     Xtr, Xte, ytr, yte = load_split(name)
     row = {"n_train": int(len(Xtr)), "n_test": int(len(Xte)), "n_features": int(Xtr.shape[1]),
-           "n_classes": int(len(np.unique(ytr))), "feature_std_range": [float(Xtr.std(0).min()), float(Xtr.std(0).max())]}
+           "n_classes": int(len(np.unique(ytr))),
+           "feature_std_range": [float(Xtr.std(0).min()), float(Xtr.std(0).max())]}
     H.log(f"{name}: {row}")
     row["svc"] = tuned_svc(Xtr, ytr, Xte, yte)
     H.log(f"{name}: svc {row['svc']}")
@@ -190,7 +191,7 @@ def plot(result, png):
 
     sets = list(result["sets"])
     fig, axes = plt.subplots(1, len(sets), figsize=(3.6 * len(sets), 3.2), squeeze=False)
-    for ax, name in zip(axes[0], sets):
+    for ax, name in zip(axes[0], sets, strict=True):
         r = result["sets"][name]
         for g, curve in r["kmp_cv"]["mean_cv_accuracy_by_size"].items():
             ax.plot(np.arange(1, len(curve) + 1), curve, label=f"γ = {g} × scale")

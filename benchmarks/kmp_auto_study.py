@@ -167,7 +167,7 @@ def run_set(name, args, regression):
            "cap": cap, "svc": reference(Xtr, ytr, Xte, yte, regression), "runs": {}}
     for v in [float(f) for f in args.fractions.split(",")]:
         for s in [int(x) for x in args.seeds.split(",")]:
-            path = one_path(lambda: cls(validation_fraction=v, n_iter_no_change=None, random_state=s),
+            path = one_path(lambda v=v, s=s: cls(validation_fraction=v, n_iter_no_change=None, random_state=s),
                             Xtr, ytr, Xte, yte, cap)
             sims = {f"{p[0]}/{p[1]:g}": simulate(path, p, "metric") for p in PATIENCES}
             if not regression:  # the held-out −MSE on the ±1 targets decides instead of the accuracy
@@ -184,7 +184,7 @@ def run_set(name, args, regression):
 
 def summarise(sets):
     table = {}
-    for name, row in sets.items():
+    for row in sets.values():
         for run in row.get("runs", {}).values():
             for pat, r in run["simulated"].items():
                 keys = [f"v{run['fraction']:g} p{pat}"]

@@ -62,7 +62,7 @@ def _arguments(p):
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None
 
-import numpy as np
+import numpy as np  # noqa: E402 (after parse_main_args, which sets the BLAS threads)
 
 
 def load(name, max_rows):
@@ -278,7 +278,8 @@ def summarize(sets):
     """Per rule: test accuracy minus the 1se rule's, and atoms over the SVC's support vectors."""
     out = {}
     for r in RULES:
-        d = {n: 100 * (row["rules"][r]["test_accuracy"] - row["rules"]["1se"]["test_accuracy"]) for n, row in sets.items()}
+        d = {n: 100 * (row["rules"][r]["test_accuracy"] - row["rules"]["1se"]["test_accuracy"])
+             for n, row in sets.items()}
         gap = {n: 100 * (row["rules"][r]["test_accuracy"] - row["svc"]["accuracy"]) for n, row in sets.items()}
         ratio = {n: row["rules"][r]["size"] / row["svc"]["n_support_vectors"] for n, row in sets.items()}
         out[r] = {"points_over_1se": d, "mean_points_over_1se": float(np.mean(list(d.values()))),

@@ -26,8 +26,10 @@ Protocol, per set, every variant in the same run, one BLAS thread, in process:
 
 Usage::
 
-    python benchmarks/kmp_cv_blocks.py --sets banana,twonorm --max-rows 6000 --out benchmarks/results/kmp_cv_blocks_mid.json
-    python benchmarks/kmp_cv_blocks.py --input dask --sets banana,twonorm,magic,satimage,texture,segment,titanic --out benchmarks/results/kmp_cv_blocks_dask.json
+    python benchmarks/kmp_cv_blocks.py --sets banana,twonorm --max-rows 6000 \\
+        --out benchmarks/results/kmp_cv_blocks_mid.json
+    python benchmarks/kmp_cv_blocks.py --input dask --sets banana,twonorm,magic,satimage,texture,segment,titanic \\
+        --out benchmarks/results/kmp_cv_blocks_dask.json
     python benchmarks/kmp_cv_blocks.py --sets pima --quick
 """
 
@@ -58,7 +60,7 @@ def _arguments(p):
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
 
-import numpy as np
+import numpy as np  # noqa: E402 (after parse_main_args, which sets the BLAS threads)
 
 COUNTS = {"pursuit_runs": 0, "scoring_passes": 0, "block_passes": 0}
 
@@ -129,14 +131,19 @@ def summarize(sets, keys):
         d_acc = {n: v[n]["test_accuracy"] - base[n]["test_accuracy"] for n in v}
         out[k] = {"total_seconds": sum(x["seconds"] for x in v.values()),
                   "total_cpu_seconds": sum(x["cpu_seconds"] for x in v.values()),
-                  "seconds_over_k1": sum(x["seconds"] for x in v.values()) / sum(x["seconds"] for x in base.values()),
-                  "cpu_over_k1": sum(x["cpu_seconds"] for x in v.values()) / sum(x["cpu_seconds"] for x in base.values()),
+                  "seconds_over_k1": (sum(x["seconds"] for x in v.values())
+                                      / sum(x["seconds"] for x in base.values())),
+                  "cpu_over_k1": (sum(x["cpu_seconds"] for x in v.values())
+                                  / sum(x["cpu_seconds"] for x in base.values())),
                   "median_set_cpu_ratio": float(np.median([v[n]["cpu_seconds"] / base[n]["cpu_seconds"] for n in v])),
                   "pooled_test_accuracy": sum(x["test_correct"] for x in v.values()) / n_test,
-                  "pooled_minus_k1_points": 100 * sum(v[n]["test_correct"] - base[n]["test_correct"] for n in v) / n_test,
+                  "pooled_minus_k1_points": (100 * sum(v[n]["test_correct"] - base[n]["test_correct"] for n in v)
+                                             / n_test),
                   "mean_test_accuracy": float(np.mean([x["test_accuracy"] for x in v.values()])),
-                  "worst_set_points": 100 * min(d_acc.values()), "choice_differs": [n for n in v if v[n]["choice_differs"]],
-                  "better": {n: d for n, d in d_acc.items() if d > 0}, "worse": {n: d for n, d in d_acc.items() if d < 0},
+                  "worst_set_points": 100 * min(d_acc.values()),
+                  "choice_differs": [n for n in v if v[n]["choice_differs"]],
+                  "better": {n: d for n, d in d_acc.items() if d > 0},
+                  "worse": {n: d for n, d in d_acc.items() if d < 0},
                   "scoring_passes": sum(x["scoring_passes"] for x in v.values()),
                   "pursuit_runs": sum(x["pursuit_runs"] for x in v.values())}
     return out

@@ -192,7 +192,8 @@ def run(argv=None):
             for kind, data in inputs.items():
                 H.log(f"{name} ({kind}, {len(X)} rows)")
                 results[f"{name}/{kind}"] = r = _one(data, args.repeats, tmp / f"{name}-{kind}")
-                H.log(f"  writes {r['write_share']:.4f} of the plain wall, cpu ratio {r['cpu_ratio']:.3f}, wall ratio {r['wall_ratio']:.3f}, identical {r['identical']}, "
+                H.log(f"  writes {r['write_share']:.4f} of the plain wall, cpu ratio {r['cpu_ratio']:.3f}, "
+                      f"wall ratio {r['wall_ratio']:.3f}, identical {r['identical']}, "
                       f"{r['checkpoint']['files']} files {r['checkpoint']['bytes'] / 1e6:.2f} MB; resume complete "
                       f"{r['resume_complete']['wall']:.2f} s; half: {r['resume_half']}")
                 H.write_json(out, result)

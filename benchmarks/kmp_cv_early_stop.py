@@ -57,7 +57,7 @@ def _arguments(p):
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
 
-import numpy as np
+import numpy as np  # noqa: E402 (after parse_main_args, which sets the BLAS threads)
 
 
 def fit_variant(share, Xtr, ytr, Xte, yte):
@@ -80,7 +80,7 @@ def run_set(name, shares, repeats, max_rows):
     Xtr, Xte, ytr, yte, n_rows = load(name, max_rows)
     svc = tuned_svc(Xtr, ytr, Xte, yte)
     keys = ["default"] + [str(s) for s in shares]
-    values = dict(zip(keys, [None] + list(shares)))
+    values = dict(zip(keys, [None] + list(shares), strict=True))
     row = {"n_rows_in_set": n_rows, "n_train": len(Xtr), "n_test": len(Xte), "n_features": int(Xtr.shape[1]),
            "n_classes": len(np.unique(ytr)), "grid_seconds": svc["wall_seconds"],
            "svc_test_accuracy": svc["accuracy"], "svc_support_vectors": svc["n_support_vectors"],
@@ -100,14 +100,16 @@ def summarize(sets, keys):
         d_acc = {n: v[n]["test_accuracy"] - base[n]["test_accuracy"] for n in v}
         out[k] = {"total_seconds": sum(x["seconds"] for x in v.values()),
                   "total_cpu_seconds": sum(x["cpu_seconds"] for x in v.values()),
-                  "seconds_over_default": sum(x["seconds"] for x in v.values()) / sum(x["seconds"] for x in base.values()),
+                  "seconds_over_default": (sum(x["seconds"] for x in v.values())
+                                           / sum(x["seconds"] for x in base.values())),
                   "cpu_over_default": (sum(x["cpu_seconds"] for x in v.values())
                                        / sum(x["cpu_seconds"] for x in base.values())),
                   "median_set_seconds_ratio": float(np.median([v[n]["seconds"] / base[n]["seconds"] for n in v])),
                   "pooled_test_accuracy": sum(x["test_correct"] for x in v.values()) / n_test,
                   "mean_test_accuracy": float(np.mean([x["test_accuracy"] for x in v.values()])),
                   "choice_differs": [n for n in v if v[n]["choice_differs"]],
-                  "better": {n: d for n, d in d_acc.items() if d > 0}, "worse": {n: d for n, d in d_acc.items() if d < 0},
+                  "better": {n: d for n, d in d_acc.items() if d > 0},
+                  "worse": {n: d for n, d in d_acc.items() if d < 0},
                   "atoms_in_all": sum(x["n_basis"] for x in v.values()),
                   "cv_over_grid_median": float(np.median([v[n]["seconds"] / sets[n]["grid_seconds"] for n in v]))}
     return out

@@ -35,8 +35,10 @@ Usage::
 
     python benchmarks/kmp_cv_prune.py --group mid --repeats 2 --out benchmarks/results/kmp_cv_prune_mid.json
     python benchmarks/kmp_cv_prune.py --group small --out benchmarks/results/kmp_cv_prune_small.json
-    python benchmarks/kmp_cv_prune.py --merge benchmarks/results/kmp_cv_prune_mid.json,benchmarks/results/kmp_cv_prune_small.json
-    python benchmarks/kmp_cv_prune.py --group mid --variants none,z1p --repeats 2 --out benchmarks/results/kmp_cv_prune_project_mid.json
+    python benchmarks/kmp_cv_prune.py \\
+        --merge benchmarks/results/kmp_cv_prune_mid.json,benchmarks/results/kmp_cv_prune_small.json
+    python benchmarks/kmp_cv_prune.py --group mid --variants none,z1p --repeats 2 \\
+        --out benchmarks/results/kmp_cv_prune_project_mid.json
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def _arguments(p):
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None  # before numpy loads
 
-import numpy as np
+import numpy as np  # noqa: E402 (after parse_main_args, which sets the BLAS threads)
 
 
 def _stage_log():

@@ -17,7 +17,8 @@ Protocol (every number measured in the same run, one BLAS thread, in process):
   ``scores_`` are bit-identical (else how many entries differ and by how much), whether the chosen
   (γ, size) and the refitted model are the same.
 - Repeats: ``--repeats`` (default 2) of each, interleaved (grid, old, new, grid, …), on sets up to
-  ``--large`` training rows (default 1,000; larger sets run once); reported medians and the ratios new / old and new / grid, old / grid of the medians.
+  ``--large`` training rows (default 1,000; larger sets run once); reported medians and the ratios
+  new / old and new / grid, old / grid of the medians.
 - **early-stop study** (item 3 of the task, offline, on the new fit's ``scores_``): for each (γ,
   fold) held-out curve, the atom at which a pursuit would stop under "no improvement of the
   held-out accuracy over the last ``share`` of the atoms" (checked from ``min_atoms`` on); the
@@ -35,7 +36,8 @@ Protocol (every number measured in the same run, one BLAS thread, in process):
   the refitted coefficients and atoms): old and new must agree when the change is meant to keep
   every bit; and the work, counted (deterministic, unlike the times): the pursuits run (refit
   included), their scoring passes (one per atom iteration) and the pursuits continued from a kept
-  state (``work`` per set, from the last repeat). No early-stop study. Default output ``results/kmp_cv_speed_overhead.json``.
+  state (``work`` per set, from the last repeat). No early-stop study. Default output
+  ``results/kmp_cv_speed_overhead.json``.
 
 Usage::
 
@@ -267,7 +269,8 @@ def run_against(name, old_tree, new_tree, repeats, large):
             "new_over_grid_cpu": med["new_cpu_seconds"] / med["grid_cpu_seconds"],
             "bit_identical": prints["old"] == prints["new"] and len(prints["new"]) == 1,
             "best_params": new["best_params"], "n_basis": new["n_basis"], "cap_reached": new["cap_reached"],
-            "work": {k: {c: runs[k][-1].get(c) for c in ("pursuits", "scoring_passes", "continued")} for k in ("old", "new")},
+            "work": {k: {c: runs[k][-1].get(c) for c in ("pursuits", "scoring_passes", "continued")}
+                     for k in ("old", "new")},
             "kmp_test_accuracy": new["accuracy"], "svc_test_accuracy": runs["grid"][-1]["accuracy"]}
 
 

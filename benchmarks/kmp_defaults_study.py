@@ -71,7 +71,7 @@ def _arguments(p):
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None
 
-import numpy as np
+import numpy as np  # noqa: E402 (after parse_main_args, which sets the BLAS threads)
 
 
 def _refuse(name):
@@ -154,8 +154,9 @@ def run_set(name, args):
     C = len(np.unique(ytr))
     sd = Xtr.std(0)
     live = sd[sd > 0]
-    row = {"split_seed": args.split_seed, "n_rows_in_set": n_rows, "n_train": len(Xtr), "n_test": len(Xte), "n_features": Xtr.shape[1],
-           "n_classes": C, "majority_fraction": float(np.bincount(np.unique(ytr, return_inverse=True)[1]).max() / len(ytr)),
+    row = {"split_seed": args.split_seed, "n_rows_in_set": n_rows, "n_train": len(Xtr), "n_test": len(Xte),
+           "n_features": Xtr.shape[1], "n_classes": C,
+           "majority_fraction": float(np.bincount(np.unique(ytr, return_inverse=True)[1]).max() / len(ytr)),
            "feature_std_ratio": float(live.max() / live.min()) if len(live) else None}
     if svc is None:
         from keel_cv import tuned_svc

@@ -120,7 +120,8 @@ def main(args):
     for w, sides in runs.items():
         med = {s: float(np.median([x["seconds"] for x in v])) for s, v in sides.items()}
         fps = {s: sorted({x["fingerprint"] for x in v}) for s, v in sides.items()}
-        row = {"median_seconds_old": med["old"], "median_seconds_new": med["new"], "ratio_new_over_old": med["new"] / med["old"],
+        row = {"median_seconds_old": med["old"], "median_seconds_new": med["new"],
+               "ratio_new_over_old": med["new"] / med["old"],
                "same_model": fps["old"] == fps["new"] and len(fps["old"]) == 1}
         if w == "plain":
             for s in ("old", "new"):

@@ -113,8 +113,8 @@ def model(N, d, s, k, nbar, m=1):
     return {
         # GEMM X·Zᵀ (X read once a pass), the block written, read and written by the elementwise
         # pass (~10 flops an element besides exp), read by KᵀR and ΣK²
-        "candidate kernel block": {"bytes": (N * d * 4 + 3 * N * ks * 4) / k, "flops": (2 * N * d * ks + 10 * N * ks) / k,
-                                   "exp": N * ks / k, "gemm": "f32"},
+        "candidate kernel block": {"bytes": (N * d * 4 + 3 * N * ks * 4) / k,
+                                   "flops": (2 * N * d * ks + 10 * N * ks) / k, "exp": N * ks / k, "gemm": "f32"},
         "candidate inner products": {"bytes": N * ks * 4 / k, "flops": (2 * N * ks * m + 2 * N * ks) / k, "exp": 0,
                                      "gemm": "f32"},
         # c columns one kernel call each (a GEMV over X each), then c x (c + n̄ + 2m) products; B
@@ -241,10 +241,12 @@ def main(argv=None):
             m = mdl[name]
             row.update({"bytes_per_atom": m["bytes"], "flops_per_atom": m["flops"], "exp_per_atom": m["exp"],
                         "roofline_seconds_per_atom": roofline_seconds(m, rates)})
-            row["measured_over_roofline"] = t / row["roofline_seconds_per_atom"] if row["roofline_seconds_per_atom"] else None
+            row["measured_over_roofline"] = (t / row["roofline_seconds_per_atom"]
+                                             if row["roofline_seconds_per_atom"] else None)
         steps[name] = row
         H.log(f"{name:26s} {1e3 * t:8.2f} ms/atom ({100 * row['share_of_fit']:4.1f}%)"
-              + (f", roofline {1e3 * row['roofline_seconds_per_atom']:.2f} ms" if "roofline_seconds_per_atom" in row else ""))
+              + (f", roofline {1e3 * row['roofline_seconds_per_atom']:.2f} ms"
+                 if "roofline_seconds_per_atom" in row else ""))
     res["steps"] = steps
     res["median_fit_seconds"] = fit_med
     if args.compare_exact:

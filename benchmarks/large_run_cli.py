@@ -220,8 +220,8 @@ def run(args, work, result, out):
         else:
             log_path.unlink(missing_ok=True)
         fit_s, _, rc = _cli(["train", str(train), "--model", str(model), "--overwrite", *ckpt, "--n-basis",
-                             str(args.n_basis), *_mode_flags(args), "--candidates", str(args.candidates), "--gamma", "0.05",
-                             "--random-state", "0", "--quiet", "--log-json", str(log_path), *where],
+                             str(args.n_basis), *_mode_flags(args), "--candidates", str(args.candidates),
+                             "--gamma", "0.05", "--random-state", "0", "--quiet", "--log-json", str(log_path), *where],
                             rss, "driver_train", timeout=args.max_fit_seconds)
         result["fit"] = _fit_record(log_path, fit_s, rc is not None)
         result["fit"]["driver_peak_rss_mib"] = rss.mib("driver_train")

@@ -21,8 +21,9 @@ and *twonorm*:
   at the same gamma and the same basis sizes, random_state = seed;
 * equal basis size means an equal number of KERNEL functions k: the squared loss refits a
   column of ones with every atom (exact least-squares intercept, not counted as an atom); for
-  the other losses the constant function is an atom that counts towards ``n_basis``, so they are fitted with n_basis = k + 1 and, if the
-  bias atom was not selected (k + 1 kernel atoms), refitted with n_basis = k. Every fit records
+  the other losses the constant function is an atom that counts towards ``n_basis``, so they are
+  fitted with n_basis = k + 1 and, if the bias atom was not selected (k + 1 kernel atoms), refitted
+  with n_basis = k. Every fit records
   its number of kernel atoms (``n_basis_``) and whether it has the bias atom;
 * the same fits on the clean training labels, for reference, and (sensitivity) the noisy-label
   fits again at γ*/4, a 4x wider kernel.
@@ -141,7 +142,8 @@ def fit_k(loss, gamma, k, seed, X, y):
     return est, {
         "n_basis_param": n_basis_param, "n_kernel_atoms": int(est.n_basis_),
         "bias_atom_iteration": bias_iter[0] if bias_iter else None,
-        "intercept": float(np.ravel(est.intercept_)[0]), "max_abs_coef": float(np.max(np.abs(coef))) if coef.size else 0.0,
+        "intercept": float(np.ravel(est.intercept_)[0]),
+        "max_abs_coef": float(np.max(np.abs(coef))) if coef.size else 0.0,
         "stop_reason": est.stop_reason_, "fit_seconds": secs_total,
         "train_loss_first_last": [losses[0], losses[-1]] if losses else None,
         "warnings": warns,
@@ -298,12 +300,14 @@ def run_dataset(name, cfg, seeds, do_clean, do_sensitivity):
     atoms_ok = all(f["n_kernel_atoms"] == f["k"] for f in fits)
     return {
         "keel_name": name, "n_samples": int(len(y)), "n_features": int(n_features), "classes": classes,
-        "n_train": int(round(len(y) * (1 - TEST_SIZE))), "n_flipped_train_labels": int(round(NOISE * round(len(y) * (1 - TEST_SIZE)))),
+        "n_train": int(round(len(y) * (1 - TEST_SIZE))),
+        "n_flipped_train_labels": int(round(NOISE * round(len(y) * (1 - TEST_SIZE)))),
         "seeds": list(seeds), "sizes": list(cfg["sizes"]), "gamma": gamma, "gamma_selection": gsel,
         "conditions": {c: {"training_labels": which, "gamma": g} for c, (which, g) in conds.items()},
         "errors": errors, "summary": summary, "paired": comparisons, "fit_seconds_by_loss": timing,
         "all_fits_have_k_kernel_atoms": atoms_ok,
-        "n_fits_with_bias_atom": {loss: int(sum(1 for f in fits if f["loss"] == loss and f["bias_atom_iteration"] is not None))
+        "n_fits_with_bias_atom": {loss: int(sum(1 for f in fits
+                                                if f["loss"] == loss and f["bias_atom_iteration"] is not None))
                                   for loss in LOSSES},
         "n_fits_with_warnings": int(sum(1 for f in fits if f["warnings"])),
         "fits": fits, "dataset_seconds": time.perf_counter() - t_ds,
@@ -371,18 +375,22 @@ def main(args):
     log(f"losses benchmark: seeds={seeds} sizes={cfg['sizes']} clean={do_clean}")
     result = {
         "benchmark": "losses_kmp", "issue": 4,
-        "description": (f"Test error of squared vs tanh vs logistic KMP with {int(NOISE * 100)}% flipped training labels "
+        "description": (f"Test error of squared vs tanh vs logistic KMP with {int(NOISE * 100)}% flipped "
+                        "training labels "
                         "(clean test labels), equal number of kernel atoms, 10 seeds (split, flip, KMP seed)."),
         "environment": env,
         "protocol": {
             "datasets": list(DATASETS), "losses": list(LOSSES), "loss_params": LOSS_PARAMS,
-            "label_noise": f"{NOISE} of the training labels flipped (exactly round(0.2*N_train), seeded by seed); test labels clean",
-            "split": f"train_test_split(test_size={TEST_SIZE}, stratify=y, random_state=seed); standardised by training mean/std",
+            "label_noise": f"{NOISE} of the training labels flipped (exactly round(0.2*N_train), seeded by seed); "
+                           "test labels clean",
+            "split": f"train_test_split(test_size={TEST_SIZE}, stratify=y, random_state=seed); "
+                     "standardised by training mean/std",
             "gamma": "one per dataset, from (1/d) x gamma_factors, chosen on seed 0 (see gamma_selection)",
             "gamma_factors": list(cfg["gamma_factors"]), "sizes_kernel_atoms": list(cfg["sizes"]), "seeds": seeds,
             "kmp": {"fit_mode": FIT_MODE, "candidates": CANDIDATES, "refit_every": REFIT_EVERY, "ridge": RIDGE,
                     "fit_intercept": True, "client": "sync", "random_state": "seed"},
-            "equal_size": ("k kernel atoms for every loss: squared n_basis=k (intercept: a refitted column of ones, not counted); tanh/logistic "
+            "equal_size": ("k kernel atoms for every loss: squared n_basis=k (intercept: a refitted column of ones, "
+                           "not counted); tanh/logistic "
                            "n_basis=k+1 (the bias atom counts towards n_basis), refitted with n_basis=k if the bias "
                            "atom was not selected"),
             "clean_reference": do_clean,
@@ -404,7 +412,8 @@ def main(args):
             for k in R["sizes"]:
                 s = R["summary"][cond]
                 log(f"{name} {cond} k={k}: " + "  ".join(
-                    f"{L} {100 * s[L][str(k)]['mean']:.2f}±{100 * s[L][str(k)]['std']:.2f} (med {100 * s[L][str(k)]['median']:.2f})"
+                    f"{L} {100 * s[L][str(k)]['mean']:.2f}±{100 * s[L][str(k)]['std']:.2f} "
+                    f"(med {100 * s[L][str(k)]['median']:.2f})"
                     for L in LOSSES))
     for line in result["verdicts"]["statements"]:
         log(line)

@@ -215,7 +215,7 @@ def check_mixed_greedy_choice(n_rows=300, n_basis=15, widths=(0.5, 2.0, 8.0)):
 # One dataset
 # --------------------------------------------------------------------------------------------
 def first_reach(grid, curve, level):
-    for k, e in zip(grid, curve):
+    for k, e in zip(grid, curve, strict=False):
         if e <= level + 1e-12:
             return int(k)
     return None
@@ -228,7 +228,7 @@ def compare(name, X, y, cfg, widths, *, with_control, tag=""):
     grid = sorted(set(range(cfg["step"], n_max + 1, cfg["step"])) | set(headline))
     seeds = list(range(cfg["seeds"]))
     centre = widths[WIDTH_FACTORS.index(1.0)]
-    models = {f"single_{f:g}x": (w, S) for f, w in zip(WIDTH_FACTORS, widths)}
+    models = {f"single_{f:g}x": (w, S) for f, w in zip(WIDTH_FACTORS, widths, strict=True)}
     models["mixed"] = (list(widths), S)
     if with_control:
         models["single_1x_s177"] = (centre, S * len(widths))
@@ -262,7 +262,8 @@ def compare(name, X, y, cfg, widths, *, with_control, tag=""):
             "best_single": best,
             "mixed_minus_best_single_median": float(med["mixed"][j] - med[best][j]),
             "mixed_minus_best_single_per_seed": [float(v) for v in diff],
-            "mixed_wins_ties_losses_vs_best_single": [int((diff < 0).sum()), int((diff == 0).sum()), int((diff > 0).sum())],
+            "mixed_wins_ties_losses_vs_best_single": [int((diff < 0).sum()), int((diff == 0).sum()),
+                                                      int((diff > 0).sum())],
             "mixed_beats_best_single": bool(med["mixed"][j] < med[best][j]),
             "mixed_minus_centre_width_single_1x_median": float(med["mixed"][j] - med["single_1x"][j]),
         }
@@ -297,7 +298,8 @@ def compare(name, X, y, cfg, widths, *, with_control, tag=""):
             row["k_single_1x_s177"] = first_reach(grid, med["single_1x_s177"], lv)
         levels.append(row)
     fewer_atoms = {
-        "level": level, "level_definition": f"median test error of the best single width ({best_at_max}) at n_max={n_max}",
+        "level": level,
+        "level_definition": f"median test error of the best single width ({best_at_max}) at n_max={n_max}",
         "best_single_at_n_max": best_at_max, "k_single_envelope": k_single, "k_mixed": k_mixed,
         "atoms_saved_fraction": (None if k_mixed is None or k_single is None else float(1 - k_mixed / k_single)),
         "by_level": levels, "per_seed": per_seed_reach,
@@ -328,7 +330,8 @@ def compare(name, X, y, cfg, widths, *, with_control, tag=""):
             "widths": list(widths), "counts_all_seeds": hist_total,
             "fraction": [c / max(sum(hist_total), 1) for c in hist_total],
             "mean_counts_in_first_k_atoms": {
-                str(k): np.stack([np.bincount(b[:k], minlength=nw) for b in bk]).mean(axis=0).tolist() for k in headline},
+                str(k): np.stack([np.bincount(b[:k], minlength=nw) for b in bk]).mean(axis=0).tolist()
+                for k in headline},
             "per_seed_counts": [np.bincount(b, minlength=nw).tolist() for b in bk],
             "per_position_counts": per_position,
         },
@@ -520,7 +523,8 @@ def summarise(result):
         v = {"mixed_beats_best_single": R["mixed_beats_best_single"],
              "mixed_beats_best_single_at_sizes": R["mixed_beats_best_single_at_sizes"],
              "mixed_matches_with_fewer_atoms": R["mixed_matches_with_fewer_atoms"],
-             "atoms_to_reach_e*": {"mixed": R["fewer_atoms"]["k_mixed"], "single": R["fewer_atoms"]["k_single_envelope"]},
+             "atoms_to_reach_e*": {"mixed": R["fewer_atoms"]["k_mixed"],
+                                   "single": R["fewer_atoms"]["k_single_envelope"]},
              "either": R["mixed_beats_best_single"] or R["mixed_matches_with_fewer_atoms"]}
         rc = R.get("recentred", {})
         if "mixed_beats_best_single" in rc:
@@ -608,11 +612,13 @@ def main(args):
         for k, v in R["equal_size"].items():
             me = v["median_test_error"]
             log(f"{name} k={k}: " + ", ".join(f"{m} {100 * e:.2f}" for m, e in me.items())
-                + f" | best single {v['best_single']}, mixed-best {100 * v['mixed_minus_best_single_median']:+.2f} pts, "
+                + f" | best single {v['best_single']}, "
+                  f"mixed-best {100 * v['mixed_minus_best_single_median']:+.2f} pts, "
                   f"W/T/L {v['mixed_wins_ties_losses_vs_best_single']}")
         fa = R["fewer_atoms"]
         log(f"{name}: beats={R['mixed_beats_best_single']} ({R['mixed_beats_best_single_at_sizes']}), "
-            f"fewer atoms={R['mixed_matches_with_fewer_atoms']} (e*={100 * fa['level']:.2f}%: single k={fa['k_single_envelope']}, "
+            f"fewer atoms={R['mixed_matches_with_fewer_atoms']} (e*={100 * fa['level']:.2f}%: "
+            f"single k={fa['k_single_envelope']}, "
             f"mixed k={fa['k_mixed']}, control k={fa['k_single_1x_s177']}; {fa['per_seed_summary']}); widths chosen "
             f"{R['mixed_width_selection']['counts_all_seeds']}")
         rc = R["recentred"]
@@ -621,10 +627,12 @@ def main(args):
                 me = v["median_test_error"]
                 log(f"{name} [recentred {[round(w, 5) for w in rc['widths']]}] k={k}: "
                     + ", ".join(f"{m} {100 * e:.2f}" for m, e in me.items())
-                    + f" | best single {v['best_single']}, mixed-best {100 * v['mixed_minus_best_single_median']:+.2f} pts, "
+                    + f" | best single {v['best_single']}, "
+                      f"mixed-best {100 * v['mixed_minus_best_single_median']:+.2f} pts, "
                       f"W/T/L {v['mixed_wins_ties_losses_vs_best_single']}")
             fa = rc["fewer_atoms"]
-            log(f"{name} [recentred]: beats={rc['mixed_beats_best_single']} ({rc['mixed_beats_best_single_at_sizes']}), "
+            log(f"{name} [recentred]: beats={rc['mixed_beats_best_single']} "
+                f"({rc['mixed_beats_best_single_at_sizes']}), "
                 f"fewer atoms={rc['mixed_matches_with_fewer_atoms']} (e*={100 * fa['level']:.2f}%: single "
                 f"k={fa['k_single_envelope']}, mixed k={fa['k_mixed']}); widths chosen "
                 f"{rc['mixed_width_selection']['counts_all_seeds']}")

@@ -190,7 +190,8 @@ def estimator_rows() -> list[tuple]:
         docs = doc_entries(cls)
         for p, default in signature_params(cls).items():
             e = docs.get(p)
-            rows.append((p, cname, repr(default), e.type if e else "", _first_sentence(e.text) if e else "(undocumented)",
+            rows.append((p, cname, repr(default), e.type if e else "",
+                         _first_sentence(e.text) if e else "(undocumented)",
                          e.source if e else ""))
     return rows
 
@@ -231,13 +232,15 @@ def cli_rows() -> list[tuple]:
         for p in cmd.params:
             if not isinstance(p, click.Option):
                 continue
-            default = "" if p.default is None or callable(p.default) or "Sentinel" in repr(p.default) else repr(p.default)
+            default = ("" if p.default is None or callable(p.default) or "Sentinel" in repr(p.default)
+                       else repr(p.default))
             sets = cli_parameter_of(cmd_name, p.name)
             rows.append((p.name, cmd_name, "/".join(p.opts), default, _first_sentence(" ".join((p.help or "").split())),
                          sets))
     for algo in ALGORITHMS:
         for name, text in param_flags(algo):
-            rows.append((name, f"train --algorithm {algo}", "--" + name.replace("_", "-"), "", _first_sentence(text), name))
+            rows.append((name, f"train --algorithm {algo}", "--" + name.replace("_", "-"), "", _first_sentence(text),
+                         name))
     return rows
 
 
@@ -293,7 +296,7 @@ def _table(header, rows) -> str:
 
 def audit_markdown() -> str:
     grouped: dict[tuple, list[str]] = {}
-    for name, cname, default, typ, text, source in estimator_rows():
+    for name, cname, default, typ, text, _source in estimator_rows():
         grouped.setdefault((name, default, typ, text), []).append(cname)
     est = [(f"`{k[0]}`", ", ".join(v), f"`{k[1]}`", k[2], k[3]) for k, v in sorted(grouped.items())]
     fgroup: dict[tuple, list[str]] = {}
@@ -320,7 +323,8 @@ def glossary_markdown() -> str:
     rows = [(f"`{i.name}`", i.idea, i.why) for i in GLOSSARY]
     syn = ", ".join(f"`{a}` → `{b}`" for a, b in sorted(SYNONYMS.items()))
     drivers = "\n".join(f"- drivers' `{n}`: {why}." for n, why in DRIVER_RENAMES.items())
-    renames = "\n".join(f"- `{c} --{o.replace('_', '-')}` sets `{p}`: {why}." for (c, o), (p, why) in CLI_RENAMES.items())
+    renames = "\n".join(f"- `{c} --{o.replace('_', '-')}` sets `{p}`: {why}."
+                        for (c, o), (p, why) in CLI_RENAMES.items())
     return "\n\n".join(["## Glossary\n", _table(("name", "the idea", "why this name"), rows),
                         f"Names not used for these ideas (tests/test_vocabulary.py refuses them): {syn}.",
                         "CLI options that set an estimator parameter under another name:\n\n" + renames,

@@ -113,7 +113,8 @@ def driver_rss_child(path, n_basis):
     with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="8GB", host="127.0.0.1",
                       dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         KMPClassifier(n_basis=n_basis, candidates=59, gamma=0.05, random_state=0, client=client).fit(store)
-    print(json.dumps({"rows": store.n_rows, "driver_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"rows": store.n_rows,
+                      "driver_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
 def main():
@@ -156,7 +157,7 @@ def main():
         # repeats interleave resident and streamed fits, so load from other work on this shared
         # machine hits both alike; the ratio of each repeat is taken, then their median
         reps = {name: [] for name in ("resident", *variants)}
-        for rep in range(args.repeats):
+        for _rep in range(args.repeats):
             resident, t_res = _fit(store, client, args.n_basis, {})
             reps["resident"].append({"fit_seconds": t_res, "seconds_per_iteration": _median_iter(resident)})
             for name, cfg in variants.items():
@@ -180,13 +181,14 @@ def main():
         out["resident"] = {"fit_seconds": float(np.median([r["fit_seconds"] for r in reps["resident"]])),
                            "seconds_per_iteration": float(np.median(res_it)), "repeats": reps["resident"]}
         out["streamed"] = runs
-    for name, run in out["streamed"].items():
+    for run in out["streamed"].values():
         # an iteration = 2 passes (score + commit), each streaming the same partitions
         ratios = [s["seconds_per_iteration"] / max(r["seconds_per_iteration"], 2 * run["read_seconds_per_pass"])
-                  for s, r in zip(run["repeats"], out["resident"]["repeats"])]
+                  for s, r in zip(run["repeats"], out["resident"]["repeats"], strict=False)]
         run["ratios_vs_max_resident_or_read"] = ratios
         run["ratio_vs_resident"] = float(np.median([s["seconds_per_iteration"] / r["seconds_per_iteration"]
-                                                    for s, r in zip(run["repeats"], out["resident"]["repeats"])]))
+                                                    for s, r in zip(run["repeats"], out["resident"]["repeats"],
+                                                                    strict=False)]))
         run["ratio_vs_max_resident_or_read"] = float(np.median(ratios))
         run["target_met"] = run["ratio_vs_max_resident_or_read"] <= 1.5
     rss = []

@@ -70,7 +70,8 @@ def main():
     same = pd.read_csv(tmp / "direct.csv").equals(pd.read_csv(tmp / "ingest_then_store.csv"))
     rec = {"rows": args.rows, "features": args.features, "csv_bytes": csv.stat().st_size, "repeats": args.repeats,
            "seconds": times, "median_seconds": {k: statistics.median(v) for k, v in times.items()},
-           "ratio_direct_over_store": statistics.median(times["direct"]) / statistics.median(times["ingest_then_store"]),
+           "ratio_direct_over_store": statistics.median(times["direct"])
+           / statistics.median(times["ingest_then_store"]),
            "same_predictions": bool(same), "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
            "cpu_count": os.cpu_count(), "note": "shared, loaded machine: read the ratio, not the seconds"}
     (ROOT / "results").mkdir(exist_ok=True)

@@ -357,7 +357,7 @@ def tune_nystroem(d, gammas, grid, k_star, alphas, classes, max_ext=2):
 
 def nystroem_run(d, gamma, grid, alphas_by_k, seed):
     errs, secs = [], []
-    for k, a in zip(grid, alphas_by_k):
+    for k, a in zip(grid, alphas_by_k, strict=False):
         t0 = time.perf_counter()
         ny = Nystroem(kernel="rbf", gamma=gamma, n_components=k, random_state=seed).fit(d["X_train"])
         clf = RidgeClassifier(alpha=a).fit(ny.transform(d["X_train"]), d["y_train"])
@@ -497,10 +497,10 @@ def run_task(task, cfg, n_seeds, reductions, checks, do_separate_check):
     m228 = skmp["228"]["median_test_error"]
     ny_med = info["nystroem"]["median_test_error"]
     within = [e <= svc_err + 0.01 for e in m59]
-    first_within = next((k for k, w in zip(grid, within) if w), None)
+    first_within = next((k for k, w in zip(grid, within, strict=False) if w), None)
     per_size = [{"k": k, "skmp59_median": a, "skmp228_median": b, "nystroem_median": c,
                  "skmp59_beats": bool(a < c), "skmp228_beats": bool(b < c)}
-                for k, a, b, c in zip(grid, m59, m228, ny_med)]
+                for k, a, b, c in zip(grid, m59, m228, ny_med, strict=False)]
     exact = info["exact_kmp"]
     met = bool(m59[ki] <= svc_err + 0.01)
     info["targets"] = {
@@ -547,7 +547,8 @@ def run_task(task, cfg, n_seeds, reductions, checks, do_separate_check):
         "nystroem_fit_seconds_median_at_k_star": info["nystroem"]["median_fit_seconds"][ki],
         "ratio_skmp59_to_svc_at_k_star": kmp_k / svc["fit_seconds"],
         "ratio_skmp228_to_svc_at_k_star": skmp["228"]["median_seconds_to_k"][ki] / svc["fit_seconds"],
-        "ratio_exact_to_svc_at_k_star": None if exact.get("skipped") else exact["seconds_to_k"][ki] / svc["fit_seconds"],
+        "ratio_exact_to_svc_at_k_star": (None if exact.get("skipped")
+                                         else exact["seconds_to_k"][ki] / svc["fit_seconds"]),
         "note": "seconds_to_k = fit setup + summed per-iteration seconds (history_) up to k atoms; "
                 "all fits single-threaded, client='sync'; SVC = final fit on the training split",
     }
@@ -556,7 +557,8 @@ def run_task(task, cfg, n_seeds, reductions, checks, do_separate_check):
         recon.append(exact["recon_max_abs_diff"])
     info["recon_max_abs_diff_over_fits"] = float(max(recon))
     info["task_seconds"] = time.perf_counter() - t_task
-    log(f"{task}: done in {info['task_seconds']:.0f}s; targets: within1pp={info['targets']['svc_within_1pp_at_k_star']} "
+    log(f"{task}: done in {info['task_seconds']:.0f}s; "
+        f"targets: within1pp={info['targets']['svc_within_1pp_at_k_star']} "
         f"beatsNystroem={info['targets']['beats_nystroem_every_size']}")
     return info
 

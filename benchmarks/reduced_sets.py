@@ -107,8 +107,8 @@ Usage::
 
 from __future__ import annotations
 
-import sys
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -183,7 +183,7 @@ def fold_onehot(X, names):
     for j, n in enumerate(names):
         groups.setdefault(n.split("=")[0], []).append(j)
     cols = []
-    for a, js in sorted(groups.items(), key=lambda t: int(t[0].lstrip("x"))):
+    for _a, js in sorted(groups.items(), key=lambda t: int(t[0].lstrip("x"))):
         if len(js) == 1 and "=" not in names[js[0]]:
             cols.append(X[:, js[0]])
         else:
@@ -420,7 +420,7 @@ def path_curve(comp, sizes, Kte, row_index, Xte, yte):
 
 
 def first_reach(sizes, errs, level):
-    for k, e in zip(sizes, errs):
+    for k, e in zip(sizes, errs, strict=False):
         if e <= level + 1e-12:
             return int(k)
     return None
@@ -468,7 +468,8 @@ def run_multi_task(name, cfg):
     c, i = res["coupled"], res["independent"]
     level = svc_err + MARGIN_PT / 100
     how = f"SVC test error + {MARGIN_PT} pt"
-    if first_reach(c["sizes"], c["test_error"], level) is None or first_reach(i["sizes"], i["test_error"], level) is None:
+    if (first_reach(c["sizes"], c["test_error"], level) is None
+            or first_reach(i["sizes"], i["test_error"], level) is None):
         level = max(min(c["test_error"]), min(i["test_error"]))
         how = "best test error both paths reach within their caps (SVC + 0.5 pt not reached by both)"
     kc, ki = first_reach(c["sizes"], c["test_error"], level), first_reach(i["sizes"], i["test_error"], level)
@@ -500,9 +501,8 @@ def plot(result, path):
     B = result.get("binary", {})
     if B:
         fig, axes = plt.subplots(1, len(B), figsize=(5.6 * len(B), 4.9), squeeze=False)
-        for ax, (name, R) in zip(axes[0], B.items()):
+        for ax, R in zip(axes[0], B.values(), strict=True):
             for m, (col, ls, lab) in STYLE.items():
-                x = np.array([q["median"] if q["median"] is not None else np.nan for q in R["methods"][m]["n_used"]])
                 st = R["methods"][m]["test_error"]
                 y = np.array([np.nan if q["median"] is None else 100 * q["median"] for q in st])
                 lo = np.array([np.nan if q["q25"] is None else 100 * q["q25"] for q in st])
@@ -522,7 +522,8 @@ def plot(result, path):
                          f"{tb['gap_pt_hmp_refit_minus_svc']['median']:+.2f}, dec+refit "
                          f"{tb.get('gap_pt_by_method', {}).get('hmp_dec_refit', {}).get('median', float('nan')):+.2f}, "
                          f"+exch. {tb.get('gap_pt_by_method', {}).get('hmp_x', {}).get('median', float('nan')):+.2f} / "
-                         f"{tb.get('gap_pt_by_method', {}).get('hmp_dec_x_refit', {}).get('median', float('nan')):+.2f} pt",
+                         f"{tb.get('gap_pt_by_method', {}).get('hmp_dec_x_refit', {}).get('median', float('nan')):+.2f}"
+                         " pt",
                          fontsize=9)
             top = np.nanmax([100 * q["median"] for q in R["methods"]["hmp"]["test_error"] if q["median"] is not None])
             ax.set_ylim(0, min(60, top * 1.15 + 1))
@@ -535,7 +536,7 @@ def plot(result, path):
     if M:
         p2 = Path(path).with_name(Path(path).stem + "_multiclass.png")
         fig, axes = plt.subplots(1, len(M), figsize=(5.6 * len(M), 4.4), squeeze=False)
-        for ax, (name, R) in zip(axes[0], M.items()):
+        for ax, R in zip(axes[0], M.values(), strict=True):
             for mode, col in (("coupled", "tab:red"), ("independent", "tab:blue")):
                 ax.plot(R[mode]["sizes"], 100 * np.array(R[mode]["test_error"]), color=col, marker=".", ms=3,
                         label=f"{mode} hmp")

@@ -148,7 +148,7 @@ def choose_params(name, Xtr, ytr):
     if name == "diabetes":
         gs = GridSearchCV(KernelRidge(kernel="rbf"), grid, cv=5, scoring="neg_mean_squared_error").fit(Xtr, ytr)
         rows = [{"alpha": p["alpha"], "gamma": p["gamma"], "val_mse": -s}
-                for p, s in zip(gs.cv_results_["params"], gs.cv_results_["mean_test_score"])]
+                for p, s in zip(gs.cv_results_["params"], gs.cv_results_["mean_test_score"], strict=True)]
         how = "5-fold CV on seed 0's training part"
     else:
         Xa, Xb, ya, yb = train_test_split(Xtr, ytr, test_size=0.2, random_state=1)
@@ -189,7 +189,7 @@ def part1_dataset(name, cfg, seeds, repeats):
         krr = KernelRidge(kernel="rbf", alpha=alpha, gamma=gamma).fit(Xtr, ytr)
         fit_s = time.perf_counter() - t
         full_mse = mse(krr.predict(Xte), yte)
-        t_full, ts_full = median_time(lambda: krr.predict(Xte), repeats)
+        t_full, ts_full = median_time(lambda krr=krr, Xte=Xte: krr.predict(Xte), repeats)
         levels, comps = {}, {}
         for frac in FRACTIONS:
             comp = ReducedSetCompressor(n_vectors=frac, method="hmp").fit(krr)
@@ -201,13 +201,15 @@ def part1_dataset(name, cfg, seeds, repeats):
                                                 - comps[f].expansion_.decision_function(Xte))))
                           for f in FRACTIONS)
         kmax = big.n_vectors_
-        grid = sorted({int(k) for k in np.unique(np.geomspace(1, kmax, 25).round())} | {comps[f].n_vectors_ for f in FRACTIONS})
+        grid = sorted({int(k) for k in np.unique(np.geomspace(1, kmax, 25).round())}
+                      | {comps[f].n_vectors_ for f in FRACTIONS})
         curve = {"n_vectors": grid, "rkhs_error_rel": [float(big.path_[k - 1]["rkhs_error_rel"]) for k in grid],
                  "test_mse": [mse(big.expansion_at(k).decision_function(Xte), yte) for k in grid]}
         assert all(big.path_[k - 1]["n_vectors"] == k for k in grid)
         runs.append({"seed": seed, "n_train": len(ytr), "n_test": len(yte), "krr_fit_seconds": fit_s,
                      "krr_test_mse": full_mse, "krr_predict_seconds_median": t_full, "krr_predict_seconds_all": ts_full,
-                     "levels": levels, "curve_from_10pct_run": curve, "prefix_vs_separate_run_max_abs_diff": prefix_diff})
+                     "levels": levels, "curve_from_10pct_run": curve,
+                     "prefix_vs_separate_run_max_abs_diff": prefix_diff})
         log(f"{name} seed {seed}: KRR mse {full_mse:.4f} (n={len(ytr)}); " + "; ".join(
             f"{k}: {v['n_vectors']} vec mse {v['test_mse']:.4f} rkhs_rel {v['rkhs_error_rel']:.2e} "
             f"{v['compression_seconds']:.2f}s x{v['speedup']:.1f}" for k, v in levels.items())
@@ -216,7 +218,7 @@ def part1_dataset(name, cfg, seeds, repeats):
     for frac in FRACTIONS:
         k = f"{frac:g}"
         L = [r["levels"][k] for r in runs]
-        summary[k] = {key: float(np.median([l[key] for l in L]))
+        summary[k] = {key: float(np.median([lev[key] for lev in L]))
                       for key in ("n_vectors", "test_mse", "mse_ratio_vs_full", "rkhs_error_rel", "compression_seconds",
                                   "speedup")}
     summary["krr_test_mse"] = float(np.median([r["krr_test_mse"] for r in runs]))
@@ -244,7 +246,8 @@ def part3(cfg, seeds, alpha, gamma):
                 comp = ReducedSetCompressor(n_vectors=k, chunk_vectors=c, refine=r).fit(krr)
                 wall = time.perf_counter() - t
                 rows.append({"seed": seed, "n_vectors": k, "variant": name, "chunk_vectors": c, "refine": r,
-                             "n_vectors_got": int(comp.n_vectors_), "rkhs_error_rel": float(comp.path_[-1]["rkhs_error_rel"]),
+                             "n_vectors_got": int(comp.n_vectors_),
+                             "rkhs_error_rel": float(comp.path_[-1]["rkhs_error_rel"]),
                              "test_mse": mse(comp.decision_function(Xte), yte), "krr_test_mse": full_mse,
                              "compression_seconds": float(comp.seconds_), "wall_seconds": wall,
                              "leaves_compressed": c is None or k < c})
@@ -254,7 +257,7 @@ def part3(cfg, seeds, alpha, gamma):
     summary = {}
     for k in sizes:
         summary[str(k)] = {}
-        for name, c, r in variants:
+        for name, _c, _r in variants:
             R = [x for x in rows if x["n_vectors"] == k and x["variant"] == name]
             summary[str(k)][name] = {key: float(np.median([x[key] for x in R]))
                                      for key in ("rkhs_error_rel", "test_mse", "compression_seconds")}
@@ -296,7 +299,7 @@ def part2(cfg, n_rows, levels, alpha, gamma, repeats, chunked, workdir, threads)
     t = time.perf_counter()
     bounds = np.linspace(0, n_rows, n_chunks + 1).astype(int)
     coef = np.empty(n_rows)
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         kr = KernelRidge(kernel="rbf", alpha=alpha, gamma=gamma).fit(Xtr[a:b], ytr[a:b] - ymean)
         coef[a:b] = kr.dual_coef_.reshape(-1) / n_chunks
     dc_seconds = time.perf_counter() - t
@@ -337,11 +340,12 @@ def part2(cfg, n_rows, levels, alpha, gamma, repeats, chunked, workdir, threads)
         out["greedy_run"] = {"n_vectors": kmax, "seconds": float(comp.seconds_), "wall_seconds": wall,
                              "init_seconds_estimate": float(c1.seconds_), "per_vector_seconds": float(per_vec),
                              "stop_reason": comp.stop_reason_, "wsq_workers": comp.wsq_}
-        log(f"big: greedy run to {kmax} vectors {comp.seconds_:.1f}s (wall {wall:.1f}s); per vector {1000 * per_vec:.1f} ms")
+        log(f"big: greedy run to {kmax} vectors {comp.seconds_:.1f}s (wall {wall:.1f}s); "
+            f"per vector {1000 * per_vec:.1f} ms")
         L = {}
         for k in levels:
             e = comp.expansion_at(k)
-            tc, tsc = median_time(lambda: e.decision_function(Xte), repeats)
+            tc, tsc = median_time(lambda e=e: e.decision_function(Xte), repeats)
             m_ = mse(e.decision_function(Xte), yte)
             L[str(k)] = {"n_vectors": int(e.n_vectors), "rkhs_error_rel": float(comp.path_[k - 1]["rkhs_error_rel"]),
                          "test_mse": m_, "mse_ratio_vs_full": m_ / full_mse, "predict_seconds_median": tc,
@@ -365,8 +369,9 @@ def part2(cfg, n_rows, levels, alpha, gamma, repeats, chunked, workdir, threads)
                                   "rkhs_error_rel": L[str(k)]["rkhs_error_rel"], "test_mse": L[str(k)]["test_mse"],
                                   "seconds_estimate": float(c1.seconds_ + per_vec * (k - 1))},
                               "note": "the single run's time at this size = init run + per-vector time x (k-1)"}
-            log(f"big chunked (c={c}, k={k}, refine): {cc.seconds_:.1f}s rkhs_rel {out['chunked']['rkhs_error_rel']:.3e} "
-                f"mse {m_:.4f} vs single run rkhs_rel {L[str(k)]['rkhs_error_rel']:.3e} mse {L[str(k)]['test_mse']:.4f}")
+            log(f"big chunked (c={c}, k={k}, refine): {cc.seconds_:.1f}s "
+                f"rkhs_rel {out['chunked']['rkhs_error_rel']:.3e} mse {m_:.4f} "
+                f"vs single run rkhs_rel {L[str(k)]['rkhs_error_rel']:.3e} mse {L[str(k)]['test_mse']:.4f}")
     return out
 
 
@@ -389,7 +394,6 @@ def plot(result, png):
                     label=f"{name} HMP path ({len(R['runs'])} seeds)" if i == 0 else None)
     P3 = result.get("part3")
     if P3:
-        marks = {"chunk": "s"}
         for v in P3["variants"]:
             if v == "hmp":
                 continue
@@ -402,7 +406,7 @@ def plot(result, png):
     if result.get("part2") and "curve" in result["part2"]:
         B = result["part2"]
         ax.plot(B["curve"]["n_vectors"], np.array(B["curve"]["test_mse"]) / B["full_test_mse"], color="black",
-                label=f"10⁵-term DC-KRR, HMP on the cluster")
+                label="10⁵-term DC-KRR, HMP on the cluster")
         if "chunked" in B:
             ax.plot([B["chunked"]["n_vectors"]], [B["chunked"]["test_mse"] / B["full_test_mse"]], "k*", ms=10,
                     label=f"10⁵ chunked c={B['chunked']['chunk_vectors']}")
@@ -456,8 +460,10 @@ def plot(result, png):
 def targets(result):
     T = {}
     F = result["part1"]["friedman1"]["median_over_seeds"]["0.1"]
-    T["friedman_mse_10pct"] = {"value": F["mse_ratio_vs_full"], "threshold": MSE_TOL, "met": F["mse_ratio_vs_full"] <= MSE_TOL}
-    T["friedman_speedup_10pct"] = {"value": F["speedup"], "threshold": SPEEDUP_10PCT, "met": F["speedup"] >= SPEEDUP_10PCT}
+    T["friedman_mse_10pct"] = {"value": F["mse_ratio_vs_full"], "threshold": MSE_TOL,
+                               "met": F["mse_ratio_vs_full"] <= MSE_TOL}
+    T["friedman_speedup_10pct"] = {"value": F["speedup"], "threshold": SPEEDUP_10PCT,
+                                   "met": F["speedup"] >= SPEEDUP_10PCT}
     B = result.get("part2")
     if B and "levels" in B:
         kmax = str(max(int(k) for k in B["levels"]))

@@ -66,11 +66,13 @@ def main(argv=None):
             assert np.array_equal(sampler.draw(r1, excluded), _old_draw(sampler, r2, excluded))
         assert r1.bit_generator.state == r2.bit_generator.state
         rng = np.random.default_rng(1)
-        new = _median_seconds(lambda: sampler.draw(rng, excluded), args.reps)
-        old = _median_seconds(lambda: _old_draw(sampler, rng, excluded), args.reps)
+        new = _median_seconds(lambda sampler=sampler, rng=rng, excluded=excluded: sampler.draw(rng, excluded),
+                              args.reps)
+        old = _median_seconds(lambda sampler=sampler, rng=rng, excluded=excluded: _old_draw(sampler, rng, excluded),
+                              args.reps)
         exa = np.sort(np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
         cvm = ExcludingCandidates(n_rows, s)
-        exc = _median_seconds(lambda: cvm.draw(rng, exa), max(args.reps // 4, 5))
+        exc = _median_seconds(lambda cvm=cvm, rng=rng, exa=exa: cvm.draw(rng, exa), max(args.reps // 4, 5))
         row = {"n_rows": n_rows, "n_excluded": n_excluded, "s": s, "random_candidates_us": new * 1e6,
                "old_loop_us": old * 1e6, "excluding_candidates_us": exc * 1e6, "new_over_old": new / old,
                "excluding_over_new": exc / new}

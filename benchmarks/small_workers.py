@@ -46,7 +46,8 @@ NAME = "small_workers"
 def _args(p):
     p.add_argument("--rows", type=int, default=4_600_000, help="rows of the streamed store (54 float32 features)")
     p.add_argument("--small-limit", default="350MB")
-    p.add_argument("--tiny-limit", default="300MB", help="also tried first; its failure, if any, is recorded ('none': skip)")
+    p.add_argument("--tiny-limit", default="300MB",
+                   help="also tried first; its failure, if any, is recorded ('none': skip)")
     p.add_argument("--roomy-limit", default="2.5GB")
     p.add_argument("--n-basis", type=int, default=5)
     p.add_argument("--overhead-rows", type=int, default=400_000)

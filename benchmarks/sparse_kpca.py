@@ -260,7 +260,8 @@ def kcca_run(seed, n_train, ks, ds):
         out["nystroem_cca"][k] = {"fit_seconds": secs, "train_corr": held_out_corr(At, Bt),
                                   "test_corr": held_out_corr(A, B), "warnings": [str(x.message)[:200] for x in w]}
         log(f"  kcca seed {seed} k={k}: sparse test {np.round(out['sparse'][k]['test_corr'][:3], 3)} "
-            f"({out['sparse'][k]['fit_seconds']:.1f}s), nystroem-cca {np.round(out['nystroem_cca'][k]['test_corr'][:3], 3)}")
+            f"({out['sparse'][k]['fit_seconds']:.1f}s), "
+            f"nystroem-cca {np.round(out['nystroem_cca'][k]['test_corr'][:3], 3)}")
     t0 = time.perf_counter()
     s, A, B, dims = dense_kcca(xa, xb, ta, tb, g, 1e-3)
     out["dense_kcca"] = {"fit_seconds": time.perf_counter() - t0, "span_dims": dims, "train_corr": s,
@@ -348,9 +349,11 @@ def summarise(res):
             **{f"nystroem_cca_k{k}": med("nystroem_cca", k) for k in ks},
             **{f"sparse_reg0.1_k{k}": med("sparse_reg0.1", k) for k in ks},
             "dense_kcca_reg1e-3": med("dense_kcca"), "dense_kcca_reg0.1": med("dense_kcca_reg0.1")},
-            "median_fit_seconds": {**{f"sparse_k{k}": float(np.median([r["sparse"][k]["fit_seconds"] for r in res["kcca"]])) for k in ks},
-                                   **{f"nystroem_cca_k{k}": float(np.median([r["nystroem_cca"][k]["fit_seconds"] for r in res["kcca"]])) for k in ks},
-                                   "dense_kcca": float(np.median([r["dense_kcca"]["fit_seconds"] for r in res["kcca"]]))}}
+            "median_fit_seconds": {
+                **{f"sparse_k{k}": float(np.median([r["sparse"][k]["fit_seconds"] for r in res["kcca"]])) for k in ks},
+                **{f"nystroem_cca_k{k}": float(np.median([r["nystroem_cca"][k]["fit_seconds"] for r in res["kcca"]]))
+                   for k in ks},
+                "dense_kcca": float(np.median([r["dense_kcca"]["fit_seconds"] for r in res["kcca"]]))}}
     return s
 
 
@@ -425,8 +428,9 @@ def main(args):
     for seed in range(cfg["toy_seeds"]):
         r = toy(seed, cfg["toy_kmax"])
         res["toy"].append(r)
-        log(f"  seed {seed}: bound argmin {r['k_bound_argmin']}, test residual there {r['test_residual_at_argmin']:.2f} "
-            f"(k=50: {r['test_residual_at_50']:.2f}), trace check {r['train_residual_vs_trace_path_max_rel_diff']:.1e}")
+        log(f"  seed {seed}: bound argmin {r['k_bound_argmin']}, "
+            f"test residual there {r['test_residual_at_argmin']:.2f} (k=50: {r['test_residual_at_50']:.2f}), "
+            f"trace check {r['train_residual_vs_trace_path_max_rel_diff']:.1e}")
     save()
     log("2. KMP bound")
     res["kmp"] = []
@@ -434,7 +438,8 @@ def main(args):
         for seed in range(cfg["kmp_seeds"]):
             r = kmp_run(name, seed, cfg["kmp_nbasis"])
             res["kmp"].append(r)
-            log(f"  {name} seed {seed}: bound argmin {r['k_bound_argmin']}, test-error argmin {r['k_test_error_argmin']}, "
+            log(f"  {name} seed {seed}: bound argmin {r['k_bound_argmin']}, "
+                f"test-error argmin {r['k_test_error_argmin']}, "
                 f"MSE argmin {r['k_test_mse_argmin']}; t match {r['bound_errors_match_prefix_models']}")
     save()
     log("3. KCCA")

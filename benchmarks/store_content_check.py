@@ -74,7 +74,7 @@ def main(argv=None):
         store = create_store(tmp / "s.zarr", X, y, chunk_rows=args.chunk_rows, classes=["neg", "pos"])
         del X
         starts = np.concatenate([[0], np.cumsum(store.row_chunks)])
-        bounds = [(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
+        bounds = [(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:], strict=True)]
         Xa, ya = store._X, store._y
         check = store.content_check(finite=True)
         blocks = {a: (Xa[a:b], ya[a:b]) for a, b in bounds}

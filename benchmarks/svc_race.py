@@ -110,7 +110,8 @@ def main(argv=None):
     M = res["methods"]
     if args.skip_svc is None:
         H.log(f"SVC on {len(ytr)} rows")
-        M["svc"] = row(SVC(C=1.0, gamma=gamma), Xtr, ytr, Xte, yte, lambda e: {"n_kernel_functions": int(e.n_support_.sum())})
+        M["svc"] = row(SVC(C=1.0, gamma=gamma), Xtr, ytr, Xte, yte,
+                       lambda e: {"n_kernel_functions": int(e.n_support_.sum())})
         n_sv = M["svc"]["n_kernel_functions"]
     else:
         n_sv = args.skip_svc

@@ -18,7 +18,8 @@ _EXPORTS = {
     "ingest": "store",
 }
 
-__all__ = ["CVMClassifier", "MMDA", "KMPClassifier", "KMPRegressor", "KMPClassifierCV", "KMPRegressorCV", "Kernel", "KernelExpansion", "ReducedSetCompressor", "SparseKCCA", "SparseKernelPCA",
+__all__ = ["CVMClassifier", "MMDA", "KMPClassifier", "KMPRegressor", "KMPClassifierCV", "KMPRegressorCV", "Kernel",
+           "KernelExpansion", "ReducedSetCompressor", "SparseKCCA", "SparseKernelPCA",
            "compress", "get_kernel", "ingest", "load", "save", "__version__"]
 
 

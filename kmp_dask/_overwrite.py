@@ -45,10 +45,11 @@ __all__ = ["ForeignTargetError", "check_replaceable", "kind_of", "RUN_MARKER", "
 
 RUN_MARKER = ".kmp_dask-run"
 #: Entries a pipeline run writes at the top of its directory.
-RUN_ENTRIES = frozenset({RUN_MARKER, "pipeline.json", "data", "model", "compressed", "checkpoint", "checkpoint_compress", "steps",
-                         "summary.json", "report.html", "model.joblib", "source_model"})
+RUN_ENTRIES = frozenset({RUN_MARKER, "pipeline.json", "data", "model", "compressed", "checkpoint",
+                         "checkpoint_compress", "steps", "summary.json", "report.html", "model.joblib", "source_model"})
 #: kmp_dask's own temporaries of those entries (save, the report's atomic write, a step record).
-_RUN_TEMPORARY = re.compile(r"^\.(model|compressed|source_model)\.(tmp|old)-\w+$|^\.report\.html\.\w+\.tmp$|^\.summary\.json\.\w+$"
+_RUN_TEMPORARY = re.compile(r"^\.(model|compressed|source_model)\.(tmp|old)-\w+$|^\.report\.html\.\w+\.tmp$"
+                            r"|^\.summary\.json\.\w+$"
                             r"|^\.(model|compressed|source_model|report\.html|summary\.json)\.tmp-\d+-[0-9a-f]{8}$")
 _DATA_ENTRY = re.compile(r"^[^/]+\.zarr(\.(tmp|old)-[0-9a-f]{32})?$")
 _ARRAY_FILE = re.compile(r"^a\d+\.npy$")
@@ -149,7 +150,9 @@ def _why_not_metrics(p: Path) -> str | None:
 
 
 def _why_not_predictions(p: Path) -> str | None:
-    from ._predictions_file import predictions_file_reason  # a CSV / Parquet file `predict` wrote (its header / metadata)
+    from ._predictions_file import (
+        predictions_file_reason,  # a CSV / Parquet file `predict` wrote (its header / metadata)
+    )
 
     return predictions_file_reason(p)
 

@@ -34,8 +34,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Temporary", "GRACE_SECONDS", "check_name_fits", "check_output_path", "hashed_stem", "name_max", "pid_alive", "remove_stale",
-           "sibling_name", "stale_temporaries", "temporary", "temporary_path"]
+__all__ = ["Temporary", "GRACE_SECONDS", "check_name_fits", "check_output_path", "hashed_stem", "name_max", "pid_alive",
+           "remove_stale", "sibling_name", "stale_temporaries", "temporary", "temporary_path"]
 
 #: A temporary whose lock is free is stale once it is this old, even if a process with its pid exists.
 GRACE_SECONDS = 60.0

@@ -207,7 +207,7 @@ def _resolve_ks(name: str, per_k: Sequence, m: int, ks) -> tuple[list[np.ndarray
         if len(kk) != len(arrays):
             raise ValueError(f"ks must have one entry per array of {name} ({len(arrays)}); got {len(kk)}")
         kk = [_check_int(f"ks[{j}]", k, 0, m, "m") for j, k in enumerate(kk)]
-        for j, (k, a) in enumerate(zip(kk, arrays)):
+        for j, (k, a) in enumerate(zip(kk, arrays, strict=True)):
             _check_len(f"{name}[{j}]", a, k, m)
     return arrays, np.asarray(kk, dtype=np.int64)
 
@@ -329,7 +329,8 @@ def kpca_bound_from_means(mean_residuals, ks, m: int, R: float, delta: float = 0
     means = _check_residuals(mean_residuals, R2, "mean_residuals")
     kk = np.asarray(ks)
     if kk.shape != means.shape or not np.issubdtype(kk.dtype, np.integer) or np.any((kk < 0) | (kk > m)):
-        raise ValueError(f"ks must be integers in [0, m={m}], one per mean residual; got {np.asarray(ks).tolist()[:10]}")
+        raise ValueError(f"ks must be integers in [0, m={m}], one per mean residual; "
+                         f"got {np.asarray(ks).tolist()[:10]}")
     return _kpca_core(means, kk, m, R2, delta)
 
 

@@ -15,8 +15,9 @@ scikit-learn's.
 Labels: a store keeps class *codes* in ``y`` and their names in the ``classes`` attribute;
 a model fitted on a store has those names as ``classes_``. Rows are matched by name, so a
 test store whose class list differs from the training store's (another order, a class
-missing) is still scored correctly; a label the model never saw counts as an error. A store none of whose class names is among the
-model's classes is refused before any pass (its codes would mean nothing to the model).
+missing) is still scored correctly; a label the model never saw counts as an error. A store none
+of whose class names is among the model's classes is refused before any pass (its codes would
+mean nothing to the model).
 """
 
 from __future__ import annotations
@@ -180,8 +181,7 @@ def evaluate(model, data, *, client=None, label=_UNSET) -> dict:
 def _metrics(model, kind, data, on) -> dict:
     """One pass of :func:`evaluate`: per part of the data, the confusion counts or the sums behind
     R² / MSE / MAE, added up."""
-    from .parallel._evaluate import (chunkwise, confusion_counts, data_parts, label_codes, regression_sums,
-                                     ship_model)
+    from .parallel._evaluate import chunkwise, confusion_counts, data_parts, label_codes, regression_sums, ship_model
 
     m, total = ship_model(model, on), None
     classes = np.asarray(getattr(model, "classes_", []))
@@ -291,7 +291,8 @@ def _columns(model, kind, output, n_cols) -> list[str]:
     if output == "decision":
         if n_cols == 1:
             return ["decision"]
-        return [f"decision_{c}" for c in classes] if len(classes) == n_cols else [f"decision_{j}" for j in range(n_cols)]
+        return ([f"decision_{c}" for c in classes] if len(classes) == n_cols
+                else [f"decision_{j}" for j in range(n_cols)])
     if kind == "transformer":
         try:
             names = [str(n) for n in model.get_feature_names_out()]
@@ -350,7 +351,7 @@ def _stream_to_store(model, kind, data, target, m, output, on, overwrite, prov):
             X, y, classes = _outputs(model, kind, part, m, output, data.classes)
             found["classes"] = classes
             ys = [None] * X.numblocks[0] if y is None else y.to_delayed().ravel()
-            pairs = list(zip(X.rechunk({1: -1}).to_delayed().ravel(), ys))
+            pairs = list(zip(X.rechunk({1: -1}).to_delayed().ravel(), ys, strict=False))
             for i in range(0, len(pairs), 8):
                 yield from dask.compute(*pairs[i:i + 8])
 
@@ -571,8 +572,8 @@ NPY_HEADER_BYTES = 256
 
 def _npy_header(dtype, shape) -> bytes:
     """A ``.npy`` format 1.0 header for ``dtype`` and ``shape``, padded to :data:`NPY_HEADER_BYTES`."""
-    text = "{'descr': %r, 'fortran_order': False, 'shape': %r, }" % (np.lib.format.dtype_to_descr(dtype),
-                                                                      tuple(int(k) for k in shape))
+    text = (f"{{'descr': {np.lib.format.dtype_to_descr(dtype)!r}, 'fortran_order': False, "
+            f"'shape': {tuple(int(k) for k in shape)!r}, }}")
     head = text.ljust(NPY_HEADER_BYTES - 10 - 1) + "\n"
     return b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode("latin1")
 

@@ -135,7 +135,8 @@ class KernelExpansion:
     def evaluate_block(self, X_block: np.ndarray) -> np.ndarray:
         """Values (rows, m) for one numpy block of raw rows (the function dask maps over chunks)."""
         X_block = self.transform_input(X_block)
-        basis = self.support_vectors.astype(X_block.dtype, copy=False) if X_block.dtype.kind == "f" else self.support_vectors
+        basis = (self.support_vectors.astype(X_block.dtype, copy=False) if X_block.dtype.kind == "f"
+                 else self.support_vectors)
         return predict_block(X_block, basis, self.coef, self.intercept, list(self.kernels), self.kernel_index)
 
     def kernel_matrix(self, X) -> np.ndarray:
@@ -161,12 +162,12 @@ class KernelExpansion:
 
         return affine_rows(X, self.input_offset, self.input_scale)
 
-    def with_input_transform(self, offset, scale) -> "KernelExpansion":
+    def with_input_transform(self, offset, scale) -> KernelExpansion:
         """The same expansion taking raw rows ``x`` mapped by ``(x − offset) / scale`` (None: none)."""
         return KernelExpansion(self.support_vectors, self.coef, self.intercept, self.kernels, self.kernel_index,
                                offset, scale)
 
-    def without_input_transform(self) -> "KernelExpansion":
+    def without_input_transform(self) -> KernelExpansion:
         """The expansion on rows already in its support vectors' space."""
         return self.with_input_transform(None, None)
 
@@ -174,18 +175,18 @@ class KernelExpansion:
     def _transform(self):
         return (getattr(self, "input_offset", None), getattr(self, "input_scale", None))
 
-    def subset(self, index) -> "KernelExpansion":
+    def subset(self, index) -> KernelExpansion:
         """The expansion restricted to the vectors ``index`` (same intercept and input transform)."""
         index = np.asarray(index, dtype=np.int64).reshape(-1)
         return KernelExpansion(self.support_vectors[index], self.coef[index], self.intercept,
                                self.kernels, self.kernel_index[index], *self._transform())
 
-    def with_coef(self, coef, intercept=None) -> "KernelExpansion":
+    def with_coef(self, coef, intercept=None) -> KernelExpansion:
         """Same vectors (and input transform), new coefficients (and intercept)."""
         return KernelExpansion(self.support_vectors, coef, self.intercept if intercept is None else intercept,
                                self.kernels, self.kernel_index, *self._transform())
 
-    def rkhs_inner(self, other: "KernelExpansion") -> np.ndarray:
+    def rkhs_inner(self, other: KernelExpansion) -> np.ndarray:
         """``⟨f_a, g_b⟩`` in the RKHS for every pair of outputs (m, m'), intercepts excluded.
 
         Only defined between expansions over one kernel (mixed dictionaries have no common RKHS
@@ -207,7 +208,7 @@ class KernelExpansion:
         """``‖f_j‖²`` per output (m,), intercept excluded (O(n²) kernel values, in row blocks)."""
         return np.diag(self.rkhs_inner(self)).copy()
 
-    def allclose(self, other: "KernelExpansion", rtol=1e-12, atol=0.0) -> bool:
+    def allclose(self, other: KernelExpansion, rtol=1e-12, atol=0.0) -> bool:
         return (
             self.kernels == other.kernels
             and self.support_vectors.shape == other.support_vectors.shape
@@ -234,7 +235,7 @@ class KernelExpansion:
         return out
 
     @classmethod
-    def from_dict(cls, d: dict) -> "KernelExpansion":
+    def from_dict(cls, d: dict) -> KernelExpansion:
         """Inverse of :meth:`to_dict` (a dict without the input transform — older models — has none)."""
         return cls(np.asarray(d["support_vectors"]), np.asarray(d["coef"]), np.asarray(d["intercept"]),
                    tuple(Kernel.from_dict(k) for k in d["kernels"]), np.asarray(d["kernel_index"]),

@@ -16,6 +16,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 HERE = Path(__file__).resolve().parent
 
 PARAMS = '''import os
+
 # Small-data switch: the tests run every notebook with KMP_NOTEBOOK_SMALL=1 (a few minutes for all six);
 # unset, the notebook runs at the full size its first cell documents.
 SMALL = os.environ.get("KMP_NOTEBOOK_SMALL", "0") == "1"
@@ -37,13 +38,16 @@ tests): 30 basis functions, all of them used (`n_basis`)."""),
     ("code", PARAMS + '''N_BASIS = 30 if SMALL else 200
 N_WORKERS = 2'''),
     ("code", '''%matplotlib inline
-import tempfile, time
+import tempfile
+import time
 from pathlib import Path
-import numpy as np
+
 import matplotlib.pyplot as plt
+import numpy as np
 from distributed import Client, LocalCluster
 from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
+
 import kmp_dask
 from kmp_dask import KMPClassifier
 from kmp_dask.datasets import load
@@ -63,7 +67,8 @@ are rows × features. Labels are stored as codes with the class names in the sto
 client = Client(cluster)
 print("dashboard:", client.dashboard_link)'''),
     ("md", "Open the dashboard link to watch the workers while the next cell runs."),
-    ("code", '''clf = KMPClassifier(n_basis=N_BASIS, candidates="auto", gamma=0.5, random_state=0, client=client, verbose=1)
+    ("code", '''clf = KMPClassifier(n_basis=N_BASIS, candidates="auto", gamma=0.5, random_state=0, client=client,
+                    verbose=1)
 t0 = time.perf_counter()
 clf.fit(train.url)
 print(f"{clf.n_basis_} basis functions in {time.perf_counter() - t0:.1f} s, stop: {clf.stop_reason_}")'''),
@@ -85,7 +90,8 @@ fig, ax = plt.subplots(figsize=(6, 3.5))
 ax.plot(sizes, acc, "o-", label="SKMP (prefix models of one fit)")
 ax.axhline(svc_acc, color="k", ls="--", label=f"SVC, {svc.n_support_.sum()} support vectors")
 ax.set_xlabel("basis functions"); ax.set_ylabel("test accuracy"); ax.legend(); plt.show()
-print(f"SKMP {acc[-1]:.4f} with {clf.n_basis_} functions; SVC {svc_acc:.4f} with {svc.n_support_.sum()} support vectors")'''),
+print(f"SKMP {acc[-1]:.4f} with {clf.n_basis_} functions; "
+      f"SVC {svc_acc:.4f} with {svc.n_support_.sum()} support vectors")'''),
     ("md", """Each point is the *k*-function model of the same fit (`expansion_at(k)`: exact least-squares
 coefficients of the first *k* atoms, no refit). The last line compares the final SKMP accuracy
 and its size with the SVC's accuracy and its number of support vectors."""),
@@ -112,9 +118,12 @@ over several seeds, in memory (numpy input, no cluster needed).
 N_BASIS = 25 if SMALL else 100'''),
     ("code", '''%matplotlib inline
 import math
-import numpy as np, pandas as pd
+
 import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 from sklearn.model_selection import train_test_split
+
 from kmp_dask import KMPClassifier
 from kmp_dask.datasets import load
 
@@ -142,11 +151,13 @@ for s in (59, 228):
     ("code", '''fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
 for name, curves in results.items():
     axes[0].plot(checkpoints, np.median(curves, axis=0), "o-", label=name)
-axes[0].set_xlabel("iterations (basis functions)"); axes[0].set_ylabel("test error (median over seeds)"); axes[0].legend()
+axes[0].set_xlabel("iterations (basis functions)"); axes[0].set_ylabel("test error (median over seeds)")
+axes[0].legend()
 axes[1].boxplot([np.asarray(c)[:, -1] for c in results.values()], tick_labels=list(results))
 axes[1].set_ylabel(f"test error after {checkpoints[-1]} iterations")
 plt.tight_layout(); plt.show()
-pd.DataFrame({k: np.asarray(v)[:, -1] for k, v in results.items() if k != "exact"}).describe().loc[["mean", "std", "min", "max"]]'''),
+final = pd.DataFrame({k: np.asarray(v)[:, -1] for k, v in results.items() if k != "exact"})
+final.describe().loc[["mean", "std", "min", "max"]]'''),
     ("md", """Left: median test error against iterations; right: the spread over seeds of the final test
 error. The table gives mean, standard deviation and range of the final error of the stochastic
 runs over the seeds; the exact run's final error is the single value in the first box. In the
@@ -160,15 +171,18 @@ Train an SVC, then replace its expansion over all support vectors by one over a 
 ones: hyperplane matching pursuit (`hmp`, the default), ℓ0 and ℓ1 (lasso) minimisation. We plot
 test error against the number of vectors and measure prediction time.
 
-**Full size**: keel *banana* (3,710 training rows), up to 100 vectors. **Small**: 600 training rows, up to 20 vectors."""),
+**Full size**: keel *banana* (3,710 training rows), up to 100 vectors. **Small**: 600 training rows,
+up to 20 vectors."""),
     ("code", PARAMS + '''MAX_VECTORS = 20 if SMALL else 100
 N_TRAIN = 600 if SMALL else None  # None: all training rows'''),
     ("code", '''%matplotlib inline
 import time
-import numpy as np
+
 import matplotlib.pyplot as plt
+import numpy as np
 from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
+
 from kmp_dask import ReducedSetCompressor
 from kmp_dask.datasets import load
 
@@ -180,16 +194,20 @@ svc = SVC(C=10, gamma=0.5).fit(X, y)
 print(f"SVC: {svc.n_support_.sum()} support vectors, test error {1 - svc.score(Xt, yt):.4f}")'''),
     ("md", "The starting point: how many support vectors the SVC keeps, and its test error."),
     ("code", '''import warnings
-with warnings.catch_warnings():  # l1: the lasso path's coordinate descent warns at loose duality gaps; the curve shows the result
+
+# l1: the lasso path's coordinate descent warns at loose duality gaps; the curve shows the result
+with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     comps = {m: ReducedSetCompressor(n_vectors=MAX_VECTORS, method=m).fit(svc, X, y) for m in ("hmp", "l0", "l1")}
 fig, ax = plt.subplots(figsize=(6, 3.5))
 for m, c in comps.items():
     ks = [int(level["n_vectors"]) for level in c.path_ if 0 < level["n_vectors"] <= MAX_VECTORS]
-    errs = [np.mean(np.where(c.expansion_at(k).evaluate_block(Xt)[:, 0] > 0, 1, 0) != (yt == svc.classes_[1])) for k in ks]
+    errs = [np.mean(np.where(c.expansion_at(k).evaluate_block(Xt)[:, 0] > 0, 1, 0) != (yt == svc.classes_[1]))
+            for k in ks]
     ax.plot(ks, errs, ".-", label=m)
 ax.axhline(1 - svc.score(Xt, yt), color="k", ls="--", label="SVC (all support vectors)")
-ax.set_xlabel("vectors"); ax.set_ylabel("test error (threshold of the path)"); ax.set_yscale("log"); ax.legend(); plt.show()'''),
+ax.set_xlabel("vectors"); ax.set_ylabel("test error (threshold of the path)")
+ax.set_yscale("log"); ax.legend(); plt.show()'''),
     ("md", """Each curve is one method's path: the *k*-vector expansion at every level it produced, scored
 with the path's own threshold (the final model additionally re-optimises the threshold on the
 training data). The dashed line is the uncompressed SVC."""),
@@ -217,7 +235,8 @@ variants = {
 for name, kw in variants.items():
     c = ReducedSetCompressor(n_vectors=k, **kw).fit(svc, X, y)
     rel = c.rkhs_error_.sum() / c.wsq_.sum()
-    print(f"{name:32s} {c.n_vectors_} vectors: ‖w − ŵ‖²/‖w‖² = {rel:.3f}, test error {np.mean(c.predict(Xt) != yt):.4f}")'''),
+    print(f"{name:32s} {c.n_vectors_} vectors: ‖w − ŵ‖²/‖w‖² = {rel:.3f}, "
+          f"test error {np.mean(c.predict(Xt) != yt):.4f}")'''),
     ("md", """The greedy path is not the best set of *k* vectors. `criterion="decrease"` picks each vector by
 the exact fall of ‖w − ŵ‖²; `exchange=10` then swaps vectors for better pool rows while that
 lowers the error (a local optimum of the paper's own objective); `refit="pool"` fits the
@@ -238,17 +257,19 @@ and compare 1-NN accuracy on each representation.
 **Full size**: all 10 digits. **Small**: digits 0–3."""),
     ("code", PARAMS + '''DIGITS = range(4) if SMALL else range(10)'''),
     ("code", '''%matplotlib inline
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.decomposition import KernelPCA
 from sklearn.model_selection import train_test_split
 from sklearn.neighbors import KNeighborsClassifier
+
 from kmp_dask import MMDA
 
 d = load_digits()
 keep = np.isin(d.target, list(DIGITS))
-X, Xt, y, yt = train_test_split(d.data[keep] / 16.0, d.target[keep], test_size=0.3, random_state=0, stratify=d.target[keep])
+X, Xt, y, yt = train_test_split(d.data[keep] / 16.0, d.target[keep], test_size=0.3, random_state=0,
+                                stratify=d.target[keep])
 mmda = MMDA(n_components=2, C=10.0, gamma=0.02, random_state=0).fit(X, y)
 kpca = KernelPCA(n_components=2 * len(DIGITS), kernel="rbf", gamma=0.02).fit(X)
 F, Ft = mmda.transform(X), mmda.transform(Xt)
@@ -257,13 +278,15 @@ print("MMDA features:", F.shape[1], " KernelPCA components:", P.shape[1])'''),
     ("md", """One-vs-rest: two MMDA features per class, so `2 × classes` features in all; KernelPCA gets as
 many components so the comparison below is at equal dimension."""),
     ("code", '''fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-for ax, Z, title in ((axes[0], Ft[:, :2], "MMDA (first binary problem's 2 features)"), (axes[1], Pt[:, :2], "KernelPCA (2 components)")):
+for ax, Z, title in ((axes[0], Ft[:, :2], "MMDA (first binary problem's 2 features)"),
+                     (axes[1], Pt[:, :2], "KernelPCA (2 components)")):
     sc = ax.scatter(Z[:, 0], Z[:, 1], c=yt, cmap="tab10", s=8)
     ax.set_title(title)
 fig.colorbar(sc, ax=axes, label="digit"); plt.show()'''),
     ("md", """Test digits in two dimensions: the MMDA features of the first one-vs-rest problem separate
 that class from the others by a margin; KernelPCA's leading components follow variance, not labels."""),
-    ("code", '''acc = {name: KNeighborsClassifier(1).fit(A, y).score(B, yt) for name, A, B in (("MMDA", F, Ft), ("KernelPCA", P, Pt))}
+    ("code", '''acc = {name: KNeighborsClassifier(1).fit(A, y).score(B, yt)
+       for name, A, B in (("MMDA", F, Ft), ("KernelPCA", P, Pt))}
 print({k: round(v, 4) for k, v in acc.items()})
 print("kernel evaluations per feature:", mmda.kernel_evaluations_per_feature_)'''),
     ("md", """1-NN test accuracy on each representation at equal dimension, and how many kernel
@@ -282,8 +305,9 @@ the test error along one fit.
 **Full size**: 3000 rows. **Small**: 600 rows."""),
     ("code", PARAMS + '''N_ROWS = 600 if SMALL else 3000'''),
     ("code", '''%matplotlib inline
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
+
 from kmp_dask import KMPRegressor, SparseKernelPCA
 
 rng = np.random.default_rng(0)
@@ -308,7 +332,8 @@ fig, ax = plt.subplots(figsize=(6, 3.5))
 ax.plot(ks, reg.bound_path_, label="KMP bound"); ax.plot(ks, test_err, label="test error (|y − f| > 0.3)")
 ax.axvline(reg.n_basis_, color="r", ls="--", label=f"kept: {reg.n_basis_}")
 ax.set_xlabel("basis functions"); ax.legend(); plt.show()
-print(f"kept {reg.n_basis_} basis functions; bound there {reg.bound_path_[reg.n_basis_]:.3f}, test error {test_err[reg.n_basis_]:.3f}")'''),
+print(f"kept {reg.n_basis_} basis functions; bound there {reg.bound_path_[reg.n_basis_]:.3f}, "
+      f"test error {test_err[reg.n_basis_]:.3f}")'''),
     ("md", """The KMP bound (an upper bound, with probability 1 − δ, on the rate of errors larger than γ =
 0.3) and the measured test rate of such errors, along one fit; the model keeps the size where
 the bound is smallest. The printed numbers are that size, the bound's value and the test error
@@ -326,7 +351,8 @@ core"). We plot time per iteration from the fit's own `history_` and the workers
 from the cluster while the fit runs (the history does not record memory).
 
 **Full size**: 10⁷ rows × 54 float32 (2.2 GB) on 2 workers of 1 GB each — the store is larger than
-both limits together; measured here: 30 basis functions in 475 s, peak worker RSS 679 MiB). **Small**: 40,000 rows on 2 workers of 1 GB (not out of core: a quick look).
+both limits together; measured here: 30 basis functions in 475 s, peak worker RSS 679 MiB). **Small**: 40,000 rows
+on 2 workers of 1 GB (not out of core: a quick look).
 A limit too small for even the streaming buffers fails at once with a `MemoryBudgetError` saying
 what to raise: a worker process itself uses ~180 MB, kmp_dask plans half the limit, and streaming
 needs two partitions of rows and state in flight (600 MB is too small for 40 basis functions).
@@ -338,11 +364,15 @@ store where the workers can read it (a shared file system or object store URL)."
 MEMORY_LIMIT = "1GB"
 N_BASIS = 15 if SMALL else 30'''),
     ("code", '''%matplotlib inline
-import tempfile, threading, time
+import tempfile
+import threading
+import time
 from pathlib import Path
-import numpy as np
+
 import matplotlib.pyplot as plt
+import numpy as np
 from distributed import Client, LocalCluster
+
 from kmp_dask import KMPClassifier
 from kmp_dask.datasets import make_classification_store
 
@@ -371,7 +401,7 @@ print(f"{clf.n_basis_} basis functions in {time.perf_counter() - t0:.0f} s")''')
     ("code", '''fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
 axes[0].plot([h["seconds"] for h in clf.history_], ".-")
 axes[0].set_xlabel("iteration"); axes[0].set_ylabel("seconds (from history_)")
-ts, mem = zip(*samples)
+ts, mem = zip(*samples, strict=True)
 axes[1].plot(np.subtract(ts, t0), mem)
 axes[1].set_xlabel("seconds since the fit started"); axes[1].set_ylabel("largest worker RSS (MiB)")
 plt.tight_layout(); plt.show()

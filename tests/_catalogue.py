@@ -14,8 +14,10 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import dask
+
 
 def _snapshot(root: Path) -> dict:
     """Every path under ``root`` with size and mtime, plus kmp_dask's temporary fit directories."""

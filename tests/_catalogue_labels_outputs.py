@@ -15,7 +15,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-
 from _catalogue import Case, Command
 
 from kmp_dask import KMPClassifier, SparseKCCA, SparseKernelPCA, save

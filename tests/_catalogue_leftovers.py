@@ -3,12 +3,12 @@ place, outputs that cannot be written (a name past the file system's limit, a da
 directory) and configuration refused before any step (a pipeline's ``[run] workers``, an ``inproc://``
 scheduler).
 
-``WORKSPACE`` adds a good saved model (``ok_model``), one with NaN coefficients (``nan_model``), one with a negative gamma
-(``gamma_model``), one whose ``model.json`` names an array file with a NUL byte (``nul_model``), one
-whose ``.npy`` header claims 8 TiB (``huge_model``), one whose ``model.json`` nests 100,000 lists
-(``deep_model``), a store with a checkpoint written before its middle chunk was rewritten in place
-(``changed_store``, ``changed_ckpt``), a directory named ``dir.csv`` and a pipeline file with
-``[run] workers = -3`` (``workers_toml``).
+``WORKSPACE`` adds a good saved model (``ok_model``), one with NaN coefficients (``nan_model``), one
+with a negative gamma (``gamma_model``), one whose ``model.json`` names an array file with a NUL
+byte (``nul_model``), one whose ``.npy`` header claims 8 TiB (``huge_model``), one whose
+``model.json`` nests 100,000 lists (``deep_model``), a store with a checkpoint written before its
+middle chunk was rewritten in place (``changed_store``, ``changed_ckpt``), a directory named
+``dir.csv`` and a pipeline file with ``[run] workers = -3`` (``workers_toml``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import zarr
-
 from _catalogue import Case, Command
+
 from kmp_dask import KMPClassifier, load, save
 from kmp_dask.evaluation import predict_to_file
 from kmp_dask.persist import ModelFileError

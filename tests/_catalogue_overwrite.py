@@ -17,7 +17,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-
 from _catalogue import Case, Command
 
 from kmp_dask import KMPClassifier, load, save
@@ -108,7 +107,8 @@ def _template() -> Path:
     # pipelines: a good one, and data names that are paths
     _pipeline(root, "ok.toml", "train")
     (root / "other.toml").write_text((root / "ok.toml").read_text().replace("n_vectors = 2", "n_vectors = 5"))
-    (root / "collide.toml").write_text((root / "ok.toml").read_text() + '[data.train_features]\nsource = "keel:banana"\n'
+    (root / "collide.toml").write_text((root / "ok.toml").read_text()
+                                       + '[data.train_features]\nsource = "keel:banana"\n'
                                        '[features]\ndata = ["train"]\n')
     _pipeline(root, "abs.toml", "/tmp/victim.zarr")
     _pipeline(root, "up.toml", "../../x")

@@ -21,8 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-
 from _catalogue import Case
+
 from kmp_dask import MMDA, CVMClassifier
 from kmp_dask.greedy._checkpoint import STATE_FILE
 

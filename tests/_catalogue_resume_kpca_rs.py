@@ -14,9 +14,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from _catalogue import Case
 from sklearn.svm import SVC
 
-from _catalogue import Case
 from kmp_dask import ReducedSetCompressor, SparseKCCA, SparseKernelPCA
 from kmp_dask.greedy._checkpoint import STATE_FILE
 

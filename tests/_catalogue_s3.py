@@ -14,7 +14,6 @@ import os
 from types import SimpleNamespace
 
 import numpy as np
-
 from _catalogue import Case, Command
 
 from kmp_dask import KMPClassifier
@@ -59,7 +58,8 @@ def _unchanged(fn):
         finally:
             after = s.s3.listing(s.bucket)
             if after != before:
-                raise AssertionError(f"the failure changed objects on the S3 server: {sorted(set(after) ^ set(before))}")
+                raise AssertionError(f"the failure changed objects on the S3 server: "
+                                     f"{sorted(set(after) ^ set(before))}")
     return run
 
 
@@ -221,7 +221,8 @@ CASES = [
 COMMANDS = [
     Command("ingest-s3-overwrite-foreign", _args(lambda s: ["ingest", "sklearn:iris", s.foreign, "--overwrite"]), 1,
             ("foreign", "is not a kmp_dask store", "nothing was deleted")),
-    Command("ingest-s3-missing-bucket", _args(lambda s: ["ingest", "sklearn:iris", "s3://no-such-bucket-kmp26/i.zarr"]), 1,
+    Command("ingest-s3-missing-bucket",
+            _args(lambda s: ["ingest", "sklearn:iris", "s3://no-such-bucket-kmp26/i.zarr"]), 1,
             ("the bucket 'no-such-bucket-kmp26' does not exist", "AWS_* environment variables")),
     Command("info-s3-missing-store", _args(lambda s: ["info", s.missing]), 1, ("no store at 's3://", "missing.zarr")),
     Command("train-s3-silent-endpoint",

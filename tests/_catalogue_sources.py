@@ -34,7 +34,8 @@ def WORKSPACE(root, ws):
     ws.zero_csv, ws.header_csv, ws.own_ab_csv = str(root / "zero.csv"), str(root / "header_only.csv"), \
         str(root / "own_ab.csv")
     ws.own_clf = str(root / "own_clf.model")
-    ws.own_csv, ws.own_semi, ws.own_parquet = str(root / "own.csv"), str(root / "own_semi.csv"), str(root / "own.parquet")
+    ws.own_csv, ws.own_semi, ws.own_parquet = (str(root / "own.csv"), str(root / "own_semi.csv"),
+                                               str(root / "own.parquet"))
     ws.own_null, ws.not_parquet, ws.own_npz = (str(root / "own_null.parquet"), str(root / "not_parquet.parquet"),
                                                str(root / "own.npz"))
     good = ('[data.train]\nsource = "own.csv"\nlabel = "species"\ndrop = ["id"]\npart = "train"\n'

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import zarr
-
 from _catalogue import Case, Command
 
 RNG = np.random.default_rng(0)

@@ -39,10 +39,11 @@ def cluster_env() -> dict:
 def wait_for_workers(client, n: int, cluster=None) -> None:
     """``client.wait_for_workers(n)`` with the generous :data:`WORKER_WAIT` bound.
 
-    With ``cluster`` (a ``LocalCluster``; by default the one the client was made from): if the workers are still short after a third of that,
-    the nannies whose worker is gone are replaced by new ones (:func:`replace_lost_workers`) and
-    the rest of the bound is waited — a nanny that does not restart its SIGKILLed worker (seen once
-    on Python 3.12 at load 12) does not fail every later test of the session."""
+    With ``cluster`` (a ``LocalCluster``; by default the one the client was made from): if the
+    workers are still short after a third of that, the nannies whose worker is gone are replaced by
+    new ones (:func:`replace_lost_workers`) and the rest of the bound is waited — a nanny that does
+    not restart its SIGKILLed worker (seen once on Python 3.12 at load 12) does not fail every later
+    test of the session."""
     cluster = cluster if cluster is not None else getattr(client, "cluster", None)
     if cluster is None or not hasattr(cluster, "worker_spec"):
         client.wait_for_workers(n, timeout=WORKER_WAIT)

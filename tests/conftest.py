@@ -48,7 +48,8 @@ def thread_cluster():
     from distributed import LocalCluster
 
     with dask.config.set(CLUSTER_CONFIG):
-        cluster = LocalCluster(processes=False, n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0")
+        cluster = LocalCluster(processes=False, n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0",
+                               worker_dashboard_address="127.0.0.1:0")
     with cluster:
         yield cluster
 

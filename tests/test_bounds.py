@@ -146,7 +146,7 @@ def test_kmp_path_matches_scalar_and_argmin():
     m, gamma = 400, 0.3
     per_k = [np.abs(rng.normal(0, math.exp(-k / 6), m - k)) for k in range(1, 40)]
     path = kmp_bound_path(per_k, m, gamma)
-    scalar = [kmp_bound(e, k, m, gamma) for k, e in zip(range(1, 40), per_k)]
+    scalar = [kmp_bound(e, k, m, gamma) for k, e in zip(range(1, 40), per_k, strict=True)]
     np.testing.assert_allclose(path, scalar, rtol=1e-12)
     assert kmp_bound_argmin(per_k, m, gamma) == 1 + int(np.argmin(scalar))
     assert kmp_bound_argmin(per_k, m, gamma, ks=range(1, 40)) == 1 + int(np.argmin(scalar))

@@ -41,7 +41,8 @@ def _sources():
 
 def _is_local_cluster(call: ast.Call) -> bool:
     f = call.func
-    return (isinstance(f, ast.Name) and f.id == "LocalCluster") or (isinstance(f, ast.Attribute) and f.attr == "LocalCluster")
+    return ((isinstance(f, ast.Name) and f.id == "LocalCluster")
+            or (isinstance(f, ast.Attribute) and f.attr == "LocalCluster"))
 
 
 def _findings() -> list[str]:
@@ -53,7 +54,7 @@ def _tree_findings(tree, where) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.List):  # a `dask scheduler` command line
             out += [f"{where}:{node.lineno}: --dashboard-address {ast.unparse(b)}"
-                    for a, b in zip(node.elts, node.elts[1:])
+                    for a, b in zip(node.elts, node.elts[1:], strict=False)
                     if isinstance(a, ast.Constant) and a.value == "--dashboard-address" and not _local(b)]
         if not isinstance(node, ast.Call):
             continue

@@ -21,7 +21,6 @@ import importlib
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -31,32 +30,29 @@ import zarr
 from click.testing import CliRunner
 
 pytest.importorskip("distributed")  # loads distributed's config defaults before dask.config.set
-import dask  # noqa: E402
+import dask.array as da  # noqa: E402
+import pandas as pd  # noqa: E402
 from sklearn.exceptions import NotFittedError  # noqa: E402
+from sklearn.svm import SVC  # noqa: E402
 
-from kmp_dask import KMPClassifier, KMPRegressor  # noqa: E402
+from kmp_dask import KMPClassifier, KMPRegressor, ReducedSetCompressor  # noqa: E402
 from kmp_dask.cli import main as cli  # noqa: E402
 from kmp_dask.datasets import load  # noqa: E402
-from kmp_dask.exceptions import DataValidationError, StoreExistsError, StoreSchemaError  # noqa: E402
+from kmp_dask.exceptions import (  # noqa: E402
+    DataValidationError,
+    DegenerateFitWarning,
+    KernelWidthWarning,
+    StoreExistsError,
+    StoreSchemaError,
+)
 from kmp_dask.store import (  # noqa: E402
+    InMemoryStore,
     StoreCorruptError,
     create_store,
     open_store,
     store_from_csv,
     store_from_libsvm,
 )
-
-# issue-16 rows at the end of CASES (degenerate fits, predict_proba, score, text features, dask NaN)
-import dask.array as da  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from kmp_dask.exceptions import DegenerateFitWarning, KernelWidthWarning  # noqa: E402
-from kmp_dask.store import InMemoryStore  # noqa: E402
-
-# issue-10 rows (reduced-set compression)
-from sklearn.svm import SVC  # noqa: E402
-
-from kmp_dask import ReducedSetCompressor  # noqa: E402
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(60, 3))
@@ -109,7 +105,6 @@ def _make_workspace(root: Path) -> SimpleNamespace:
 
 from _catalogue import FIX_ADDRESS, Case, Command, _short_timeout, _snapshot  # noqa: E402
 
-
 CASES = [
     # --- numpy input to the estimators (scikit-learn's checks plus ours) --------------------------
     Case("X-has-nan", lambda ws: KMPClassifier().fit(X_NAN, Y), ValueError, ("Input X contains NaN",)),
@@ -128,8 +123,10 @@ CASES = [
          ("n_basis must be a positive int", "got 0")),
     Case("candidates='x'", lambda ws: KMPClassifier(candidates="x").fit(X, Y), ValueError,
          ("candidates must be 'all', 'auto' or a positive int", "got 'x'")),
-    Case("ridge=-1", lambda ws: KMPClassifier(ridge=-1).fit(X, Y), ValueError, ("ridge must be a float >= 0", "got -1")),
-    Case("tol=2", lambda ws: KMPRegressor(tol=2).fit(X, X[:, 0]), ValueError, ("tol must be None or a float in [0, 1)", "got 2")),
+    Case("ridge=-1", lambda ws: KMPClassifier(ridge=-1).fit(X, Y), ValueError,
+         ("ridge must be a float >= 0", "got -1")),
+    Case("tol=2", lambda ws: KMPRegressor(tol=2).fit(X, X[:, 0]), ValueError,
+         ("tol must be None or a float in [0, 1)", "got 2")),
     Case("validation_fraction=1.5", lambda ws: KMPClassifier(validation_fraction=1.5).fit(X, Y), ValueError,
          ("validation_fraction must be 'auto' or a float in [0, 1)", "got 1.5")),
     Case("n_iter_no_change-without-split", lambda ws: KMPClassifier(n_basis=5, n_iter_no_change=5).fit(X, Y), ValueError,
@@ -158,19 +155,23 @@ CASES = [
          ConnectionError, ("tcp://127.0.0.1:1", "within 2 s", "dask scheduler", "'embedded'")),
     Case("client=missing-scheduler-file", lambda ws: KMPClassifier(client=str(ws.root / "sched.json")).fit(X, Y),
          FileNotFoundError, ("sched.json", "no scheduler file", "dask scheduler --scheduler-file")),
-    Case("client=42", lambda ws: KMPClassifier(client=42).fit(X, Y), TypeError, ("client must be", "got int", FIX_ADDRESS)),
+    Case("client=42", lambda ws: KMPClassifier(client=42).fit(X, Y), TypeError,
+         ("client must be", "got int", FIX_ADDRESS)),
     Case("client=bad-port", lambda ws: KMPClassifier(client="tcp://127.0.0.1:http").fit(X, Y), ValueError,
          ("client='tcp://127.0.0.1:http'", "not a dask scheduler address", FIX_ADDRESS)),
     Case("client=no-host", lambda ws: KMPClassifier(client="tcp://:8786").fit(X, Y), ValueError,
          ("client='tcp://:8786'", "host is missing")),
-    Case("client=garbage-scheduler-file", lambda ws: KMPClassifier(client=str(ws.root / "garbage_scheduler.json")).fit(X, Y),
+    Case("client=garbage-scheduler-file",
+         lambda ws: KMPClassifier(client=str(ws.root / "garbage_scheduler.json")).fit(X, Y),
          ValueError, ("garbage_scheduler.json", "not a readable dask scheduler file", "'address'",
                       "dask scheduler --scheduler-file")),
     # --- stores as fit input --------------------------------------------------------------------
-    Case("store-missing", lambda ws: KMPClassifier().fit(ws.missing), FileNotFoundError, ("no store at", "missing.zarr")),
+    Case("store-missing", lambda ws: KMPClassifier().fit(ws.missing), FileNotFoundError,
+         ("no store at", "missing.zarr")),
     Case("store-not-kmp_dask", lambda ws: KMPClassifier().fit(ws.foreign), StoreSchemaError,
          ("schema_version", "not a kmp_dask store")),
-    Case("store-plus-y", lambda ws: KMPClassifier().fit(ws.good, Y), ValueError, ("y is read from the store", "y=None")),
+    Case("store-plus-y", lambda ws: KMPClassifier().fit(ws.good, Y), ValueError,
+         ("y is read from the store", "y=None")),
     Case("store-corrupt-chunk-fit", lambda ws: KMPClassifier(n_basis=3, client="sync").fit(ws.corrupt),
          StoreCorruptError, ("corrupt.zarr", "array 'X'", "chunk 1 (rows 20..39)", "X/c/1/0", "blosc", "--verify")),
     Case("store-corrupt-chunk-predict", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).predict(ws.corrupt).compute(),
@@ -224,7 +225,8 @@ CASES = [
          ("stop_reason='no_usable_candidate'", "lower `ridge` (now 1e+15 per training row)")),
     # --- methods: predict_proba, score ------------------------------------------------------------
     Case("predict_proba-squared-loss", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).predict_proba(X), AttributeError,
-         ("predict_proba is available with loss='logistic' or probability=True", "loss='squared'", "KMPClassifier(probability=True)", "decision_function")),
+         ("predict_proba is available with loss='logistic' or probability=True", "loss='squared'",
+          "KMPClassifier(probability=True)", "decision_function")),
     Case("score-y=None-numpy", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).score(X), ValueError,
          ("score needs y unless X is a store", "got y=None", "ndarray")),
     Case("score-store-without-y", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).score(InMemoryStore(X)), ValueError,
@@ -275,10 +277,12 @@ CASES = [
                                                                                  da.from_array(Y, chunks=20)),
          DataValidationError, ("X must be numeric", "dask array of dtype <U", "get_dummies", "astype('float64')"),
          ("reads as a number",)),
-    Case("dask-X-nan-predict", lambda ws: KMPClassifier(n_basis=3).fit(X, Y).predict(da.from_array(X_NAN_LATE, chunks=20)).compute(),
+    Case("dask-X-nan-predict",
+         lambda ws: KMPClassifier(n_basis=3).fit(X, Y).predict(da.from_array(X_NAN_LATE, chunks=20)).compute(),
          DataValidationError, ("non-finite value (nan)", "row 45, column 1", "before calling predict"), ("ingest",)),
-    Case("dask-X-inf-score", lambda ws: KMPRegressor(n_basis=3).fit(X, X[:, 0]).score(da.from_array(X_INF, chunks=20),
-                                                                                        da.from_array(X[:, 0], chunks=20)),
+    Case("dask-X-inf-score",
+         lambda ws: KMPRegressor(n_basis=3).fit(X, X[:, 0]).score(da.from_array(X_INF, chunks=20),
+                                                                   da.from_array(X[:, 0], chunks=20)),
          DataValidationError, ("non-finite value (inf)", "row 7, column 2")),
     Case("regressor-y-text", lambda ws: KMPRegressor().fit(X, Y_TEXT), DataValidationError,
          ("y must be numeric for KMPRegressor", "'a'", "y.astype('float64')", "KMPClassifier"), ("classes=classes",)),
@@ -315,8 +319,10 @@ COMMANDS = [
             ("already exists", "good.zarr", "pass --overwrite"), ("overwrite=True",)),
     Command("ingest-csv-existing-target", lambda ws: ["ingest", ws.long, ws.good], 1,
             ("already exists", "--overwrite"), ("too long",)),
-    Command("ingest-csv-short-row", lambda ws: ["ingest", ws.short, ws.new, "--label", "label"], 1, ("row 50", "line 52", "is short")),
-    Command("ingest-csv-text-cell", lambda ws: ["ingest", ws.text, ws.new, "--label", "label"], 1, ("column 'b'", "'abc'", "row 30")),
+    Command("ingest-csv-short-row", lambda ws: ["ingest", ws.short, ws.new, "--label", "label"], 1,
+            ("row 50", "line 52", "is short")),
+    Command("ingest-csv-text-cell", lambda ws: ["ingest", ws.text, ws.new, "--label", "label"], 1,
+            ("column 'b'", "'abc'", "row 30")),
     Command("ingest-csv-long-row", lambda ws: ["ingest", ws.long, ws.new, "--label", "label"], 1,
             ("line 42", "data row 40", "too long", "4 fields"), ("Error tokenizing",)),
     Command("ingest-csv-empty-cell", lambda ws: ["ingest", ws.empty_cell, ws.new, "--label", "label"], 1,

@@ -55,7 +55,8 @@ class _Finder(ast.NodeVisitor):
 
     def visit_ImportFrom(self, node):
         for a in node.names:
-            if (node.module or "").split(".")[0] in {m for m, _ in UNPICKLING} and (node.module.split(".")[0], a.name) in UNPICKLING:
+            if ((node.module or "").split(".")[0] in {m for m, _ in UNPICKLING}
+                    and (node.module.split(".")[0], a.name) in UNPICKLING):
                 self.aliases[a.asname or a.name] = (node.module, a.name)
 
     def _function(self, node):
@@ -220,7 +221,8 @@ def test_a_pipeline_keeps_its_scikit_learn_model_openly_and_a_planted_pickle_is_
 def test_the_audit_sees_a_new_site(tmp_path, monkeypatch):
     """The finder itself: an unguarded joblib.load, a from-import alias and np.load(allow_pickle=True) show."""
     src = ("import joblib\nimport numpy as np\nfrom pickle import loads as L\n"
-           "def f(p):\n    joblib.load(p)\n    np.load(p, allow_pickle=True)\n    L(p)\n    np.load(p, allow_pickle=False)\n")
+           "def f(p):\n    joblib.load(p)\n    np.load(p, allow_pickle=True)\n    L(p)\n"
+           "    np.load(p, allow_pickle=False)\n")
     finder = _Finder()
     finder.visit(ast.parse(src))
     assert [s[1] for s in finder.sites] == ["joblib.load", "np.load(allow_pickle=True)", "pickle.loads"]

@@ -69,7 +69,8 @@ def shared_name_problems(occurrences, glossary) -> list[str]:
             if words is None:
                 problems.append(f"{name}: {c} has it but the glossary declares no meaning for {c}")
             elif words not in e.text:
-                problems.append(f"{name}: {c}'s description does not say {words!r} (the glossary's meaning): {e.text!r}")
+                problems.append(f"{name}: {c}'s description does not say {words!r} (the glossary's meaning): "
+                                f"{e.text!r}")
     return problems
 
 
@@ -124,9 +125,11 @@ def _fit(cname, **params):
     cls = CLASSES[cname]
     X, y = _data("reg" if cname.endswith(("Regressor", "RegressorCV")) else "clf", n=160)  # n > 59: "auto" draws
     base = {"KMPClassifier": {"n_basis": 6, "gamma": 0.5}, "KMPRegressor": {"n_basis": 6, "gamma": 0.5},
-            "KMPClassifierCV": {"gammas": [0.5], "n_basis": 4, "cv": 2}, "KMPRegressorCV": {"gammas": [0.5], "n_basis": 4, "cv": 2},
+            "KMPClassifierCV": {"gammas": [0.5], "n_basis": 4, "cv": 2},
+            "KMPRegressorCV": {"gammas": [0.5], "n_basis": 4, "cv": 2},
             "CVMClassifier": {"gamma": 0.5}, "MMDA": {"n_components": 2, "gamma": 0.5},
-            "SparseKernelPCA": {"n_components": 4, "gamma": 0.5}, "SparseKCCA": {"n_components": 3, "gamma_x": 0.5, "gamma_y": 0.5},
+            "SparseKernelPCA": {"n_components": 4, "gamma": 0.5},
+            "SparseKCCA": {"n_components": 3, "gamma_x": 0.5, "gamma_y": 0.5},
             "ReducedSetCompressor": {"n_vectors": 4}, "ReducedSetClassifier": {"n_vectors": 4},
             "ReducedSetRegressor": {"n_vectors": 4}}[cname]
     est = cls(**base, **params)
@@ -139,7 +142,8 @@ def _fit(cname, **params):
         est.fit(SVC(gamma=0.5).fit(X, y), X, y)
         return est, est.decision_function(X)
     est.fit(X, y)
-    return est, getattr(est, "decision_function", getattr(est, "predict", None))(X) if cname != "MMDA" else est.transform(X)
+    return est, (getattr(est, "decision_function", getattr(est, "predict", None))(X) if cname != "MMDA"
+                 else est.transform(X))
 
 
 def _fitted(est, out) -> dict:
@@ -185,7 +189,8 @@ def test_candidates_refuses_other_values_naming_the_argument(cname, bad):
 
 def _samples(cls) -> bool:
     params = NA.signature_params(cls)
-    source = "".join(inspect.getsource(inspect.getmodule(k)) for k in cls.__mro__ if k.__module__.startswith("kmp_dask"))
+    source = "".join(inspect.getsource(inspect.getmodule(k)) for k in cls.__mro__
+                     if k.__module__.startswith("kmp_dask"))
     return any(p in params for p in SAMPLING_PARAMS) or any(w in source for w in RANDOM_WORDS)
 
 
@@ -207,7 +212,8 @@ class _SamplesWithoutSeed:
 
 
 def test_random_state_check_fails_on_a_broken_copy():
-    assert lacking_random_state({"Broken": _SamplesWithoutSeed, "KMPClassifier": CLASSES["KMPClassifier"]}) == ["Broken"]
+    assert lacking_random_state({"Broken": _SamplesWithoutSeed,
+                                 "KMPClassifier": CLASSES["KMPClassifier"]}) == ["Broken"]
 
 
 @pytest.mark.parametrize("cname", CANDIDATE_CLASSES)
@@ -307,7 +313,7 @@ def test_cli_compress_candidates_spellings(tmp_path):
         assert r.exit_code == 0, r.output
         m = load(tmp_path / f"{text}.kmp")
         out[text] = (m.n_vectors_, m.decision_function(X))
-    assert all(np.array_equal(a, b) for a, b in zip(out["auto"], out["59"]))
+    assert all(np.array_equal(a, b) for a, b in zip(out["auto"], out["59"], strict=True))
 
 
 def test_docs_names_glossary_is_the_audits():

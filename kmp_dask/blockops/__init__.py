@@ -10,23 +10,69 @@ from ._engine import Engine
 from ._expansion import predict_block
 from ._journal import Effect, Journal, apply_effects
 from ._kmp import (
-    BIAS_ATOM, Atom, BlockQuery, HeldOutQuery, KMPSetup, KMPState, LineQuery, Move, RefitQuery, ScoreQuery, StatsQuery, ValQuery,
-    accept_column, kmp_column_stats, kmp_effects, kmp_init, kmp_gram, kmp_linesearch, kmp_refit_stats, kmp_score, kmp_stats, held_out_rows,
-    kmp_block_stats, move_fit, pend_column, set_coef, target_matrix,
+    BIAS_ATOM,
+    Atom,
+    BlockQuery,
+    HeldOutQuery,
+    KMPSetup,
+    KMPState,
+    LineQuery,
+    Move,
+    RefitQuery,
+    ScoreQuery,
+    StatsQuery,
+    ValQuery,
+    accept_column,
+    held_out_rows,
+    kmp_block_stats,
+    kmp_column_stats,
+    kmp_effects,
+    kmp_gram,
+    kmp_init,
+    kmp_linesearch,
+    kmp_refit_stats,
+    kmp_score,
+    kmp_stats,
+    move_fit,
+    pend_column,
+    set_coef,
+    target_matrix,
 )
+from ._partition import Partition, PartitionSpec, fetch_rows, partition_bounds, split_mask
 from ._reduced import (
-    RSScoreQuery, RSSetup, RSStart, RSState, RSValuesQuery, rs_effects, rs_init, rs_score, rs_start, rs_stats, rs_values,
+    RSScoreQuery,
+    RSSetup,
+    RSStart,
+    RSState,
+    RSValuesQuery,
+    rs_effects,
+    rs_init,
+    rs_score,
+    rs_start,
+    rs_stats,
+    rs_values,
 )
 from ._results import BlockStats, ColumnStats, GramStats, LineStats, PassResult, ScoreStats
-from ._partition import Partition, PartitionSpec, fetch_rows, partition_bounds, split_mask
-from ._state import ColumnCache, RecomputedColumns, Residual, Views, Workspace, cross64, kernel_block, split_views, sqnorm
+from ._state import (
+    ColumnCache,
+    RecomputedColumns,
+    Residual,
+    Views,
+    Workspace,
+    cross64,
+    kernel_block,
+    split_views,
+    sqnorm,
+)
 
 __all__ = [
     "Partition", "PartitionSpec", "fetch_rows", "partition_bounds", "split_mask", "predict_block",
     "Effect", "Journal", "apply_effects", "Engine", "PassResult", "ScoreStats", "ColumnStats", "LineStats", "GramStats",
-    "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm",
+    "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64",
+    "sqnorm",
     "Atom", "BIAS_ATOM", "KMPSetup", "KMPState", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery",
-    "Move", "HeldOutQuery", "held_out_rows", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column", "set_coef", "move_fit",
+    "Move", "HeldOutQuery", "held_out_rows", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column",
+    "set_coef", "move_fit",
     "kmp_score", "kmp_column_stats", "kmp_linesearch", "kmp_refit_stats", "kmp_gram", "kmp_effects",
     "BlockQuery", "BlockStats", "kmp_block_stats",
     "RSSetup", "RSStart", "RSScoreQuery", "RSValuesQuery", "RSState", "rs_init", "rs_start", "rs_stats", "rs_score",

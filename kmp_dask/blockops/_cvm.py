@@ -29,7 +29,8 @@ from ._partition import Partition
 from ._results import CVMFurthest
 from ._state import ColumnCache, Workspace, kernel_block, readonly, sqnorm
 
-__all__ = ["CVMSetup", "CVMQuery", "KernelColumns", "KERNEL_CACHE_BYTES", "CVMFeature", "CVMState", "cvm_init", "cvm_targets", "cvm_add_feature",
+__all__ = ["CVMSetup", "CVMQuery", "KernelColumns", "KERNEL_CACHE_BYTES", "CVMFeature", "CVMState", "cvm_init",
+           "cvm_targets", "cvm_add_feature",
            "cvm_furthest", "cvm_effects"]
 
 BLOCK_ELEMENTS = 1 << 18

@@ -18,8 +18,9 @@ so their effects compose without any driver writing a restore routine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["Effect", "Journal", "apply_effects"]
 

@@ -19,8 +19,8 @@ and fit stay unweighted; without weights no product changes (bit-identical to an
 :mod:`~kmp_dask.blockops._journal`): :func:`kmp_init`, :func:`pend_column`,
 :func:`accept_column`, :func:`set_coef`, :func:`move_fit`. *Queries* (read only):
 :func:`kmp_stats`, :func:`kmp_score`, :func:`kmp_column_stats`, :func:`kmp_linesearch`,
-:func:`kmp_refit_stats`, :func:`kmp_gram`, :func:`kmp_block_stats`. Messages are frozen dataclasses; the scoring, commit, line-search,
-refit and Gram passes answer with typed records (:mod:`~kmp_dask.blockops._results`:
+:func:`kmp_refit_stats`, :func:`kmp_gram`, :func:`kmp_block_stats`. Messages are frozen dataclasses; the scoring,
+commit, line-search, refit and Gram passes answer with typed records (:mod:`~kmp_dask.blockops._results`:
 :class:`ScoreStats`, :class:`ColumnStats`, :class:`LineStats`, :class:`GramStats`, totalled by
 their ``combine``), the statistics pass with a dict.
 
@@ -40,8 +40,20 @@ from ..kernels import shared_blocks
 from ._journal import Effect
 from ._partition import Partition, fetch_rows, split_mask, zero_weight_rows
 from ._results import BlockStats, ColumnStats, GramStats, LineStats, ScoreStats
-from ._state import (CROSS_BLOCK_ROWS, ColumnCache, RecomputedColumns, Residual, Views, Workspace, cross64, kernel_block,
-                     keyed_state, readonly, split_views, sqnorm)
+from ._state import (
+    CROSS_BLOCK_ROWS,
+    ColumnCache,
+    RecomputedColumns,
+    Residual,
+    Views,
+    Workspace,
+    cross64,
+    kernel_block,
+    keyed_state,
+    readonly,
+    split_views,
+    sqnorm,
+)
 
 __all__ = [
     "Atom", "BIAS_ATOM", "KMPSetup", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery", "Move",
@@ -274,7 +286,8 @@ def kmp_init(part: Partition, msg: KMPSetup) -> None:
         cache = RecomputedColumns(len(views.Xtr), len(views.Xva), part.X.dtype)
     else:
         cache = ColumnCache(len(views.Xtr), len(views.Xva), part.X.dtype, msg.capacity)
-    wtr, wva = (None, None) if part.w is None else (readonly(np.array(a, dtype=np.float64)) for a in views.split(part.w))
+    wtr, wva = ((None, None) if part.w is None
+                else (readonly(np.array(a, dtype=np.float64)) for a in views.split(part.w)))
     part.state["kmp"] = KMPState(list(msg.kernels), views, cache, fit, readonly(Yva),
                                  None if labels_va is None else readonly(labels_va), wtr=wtr, wva=wva)
 

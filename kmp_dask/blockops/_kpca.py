@@ -107,7 +107,7 @@ def _st(part: Partition) -> KPCAState:
 
 def kpca_init(part: Partition, msg: KPCASetup) -> None:
     views = []
-    for kernel, columns in zip(msg.kernels, msg.columns):
+    for kernel, columns in zip(msg.kernels, msg.columns, strict=True):
         X = _view_rows(part.X, columns)
         d = np.asarray(kernel.diag(X), dtype=np.float64).copy()
         views.append(ViewState(readonly(X), readonly(sqnorm(X)), kernel, columns,
@@ -119,15 +119,15 @@ def kpca_add(part: Partition, col: KPCAColumn) -> None:
     """Per view: append ``l(x) = (k(x, z) − L(x)·lz) / √dz`` and deflate ``d(x) −= l(x)²``."""
     st = _st(part)
     z_full = np.asarray(col.z).reshape(1, -1)
-    for v, lz, dz in zip(st.views, col.lz, col.dz):
+    for v, lz, dz in zip(st.views, col.lz, col.dz, strict=True):
         z = _view_rows(z_full, v.columns).astype(v.X.dtype, copy=False)
-        l = kernel_block(v.kernel, v.X, v.sq, z, sqnorm(z))[:, 0].astype(np.float64)
+        lx = kernel_block(v.kernel, v.X, v.sq, z, sqnorm(z))[:, 0].astype(np.float64)
         if v.cache.n:
-            l -= v.cache.train().astype(np.float64, copy=False) @ np.asarray(lz, dtype=np.float64)
-        l /= np.sqrt(dz)
-        v.cache.pend(l.astype(v.cache.dtype, copy=False), l[:0].astype(v.cache.dtype))
+            lx -= v.cache.train().astype(np.float64, copy=False) @ np.asarray(lz, dtype=np.float64)
+        lx /= np.sqrt(dz)
+        v.cache.pend(lx.astype(v.cache.dtype, copy=False), lx[:0].astype(v.cache.dtype))
         v.cache.accept()
-        v.d -= l * l
+        v.d -= lx * lx
         np.maximum(v.d, 0.0, out=v.d)
         if part.start <= col.index < part.stop:
             v.d[col.index - part.start] = 0.0  # the chosen point now lies in the span, exactly

@@ -53,7 +53,7 @@ def partition_bounds(row_chunks, row_bytes: int, *, target_bytes: int | None = N
     for c in chunks:
         k = max(1, -(-c // rows))
         edges = [start + (c * i) // k for i in range(k + 1)]
-        out.extend(zip(edges[:-1], edges[1:]))
+        out.extend(zip(edges[:-1], edges[1:], strict=True))
         start += c
     return [(a, b) for a, b in out if b > a]
 
@@ -73,7 +73,7 @@ class PartitionSpec:
     def nbytes(self) -> int:
         return (self.stop - self.start) * self.row_bytes
 
-    def load(self) -> "Partition":
+    def load(self) -> Partition:
         X, y = self.reader.read_range(self.start, self.stop)
         return Partition(self.index, self.start, self.stop, np.asarray(X), None if y is None else np.asarray(y),
                          w=self.w)

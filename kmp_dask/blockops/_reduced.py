@@ -211,7 +211,7 @@ class RSState:
     cache: ColumnCache | None = None
     fit: Residual | None = None
     delta: np.ndarray | None = None
-    xch: "XState | None" = None
+    xch: XState | None = None
     work: Workspace = field(default_factory=Workspace)
 
     @property

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BlockStats", "CVMFurthest", "ColumnStats", "GramStats", "KPCAMoments", "KPCAScoreStats", "LineStats", "PassResult",
+__all__ = ["BlockStats", "CVMFurthest", "ColumnStats", "GramStats", "KPCAMoments", "KPCAScoreStats", "LineStats",
+           "PassResult",
            "RSScoreStats", "RSStats", "RSValues", "ScoreStats", "total"]
 
 
@@ -279,7 +280,8 @@ class RSScoreStats(PassResult):
 
     def candidates(self) -> list[dict]:
         """The partitions' candidates as one dict per partition, in partition order (a total's)."""
-        return [dict(zip(RS_CANDIDATE_FIELDS, vals)) for vals in zip(*(getattr(self, k) for k in RS_CANDIDATE_FIELDS))]
+        return [dict(zip(RS_CANDIDATE_FIELDS, vals, strict=True))
+                for vals in zip(*(getattr(self, k) for k in RS_CANDIDATE_FIELDS), strict=True)]
 
 
 @dataclass(frozen=True)
@@ -331,5 +333,5 @@ class CVMFurthest(PassResult):
 
     def candidates(self) -> list[dict]:
         """The partitions' furthest rows as one dict per partition, in partition order (a total's)."""
-        return [dict(zip(CVM_CANDIDATE_FIELDS, vals))
-                for vals in zip(*(getattr(self, k) for k in CVM_CANDIDATE_FIELDS))]
+        return [dict(zip(CVM_CANDIDATE_FIELDS, vals, strict=True))
+                for vals in zip(*(getattr(self, k) for k in CVM_CANDIDATE_FIELDS), strict=True)]

@@ -15,16 +15,16 @@ Everything here is rebuildable from the rows and the effects the driver sent (se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
 from ._partition import Partition, split_mask
 
 __all__ = [
-    "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64", "sqnorm", "readonly",
+    "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64",
+    "sqnorm", "readonly",
     "CROSS_BLOCK_ROWS", "CACHE_BYTES_UP_FRONT",
 ]
 
@@ -317,7 +317,8 @@ class RecomputedColumns:
         if self.pending is None:
             raise RuntimeError("RecomputedColumns.accept: no pending column (the driver's effects are out of order)")
         atom = self.pending_atom
-        self.atoms.append((int(atom.kernel), None if atom.z is None else np.array(atom.z, dtype=self._dtype).reshape(-1)))
+        self.atoms.append((int(atom.kernel),
+                           None if atom.z is None else np.array(atom.z, dtype=self._dtype).reshape(-1)))
         self.last_cols, self.pending, self.pending_atom = self.pending, None, None
         self.n += 1
         self._groups = None
@@ -424,7 +425,7 @@ class Residual:
         self.R = Y.copy() if loss is None else -loss.gradient(Y, self.F)
 
     @classmethod
-    def coded(cls, codes: np.ndarray, table: np.ndarray, loss=None) -> "Residual":
+    def coded(cls, codes: np.ndarray, table: np.ndarray, loss=None) -> Residual:
         """Targets with few distinct rows (one-vs-rest ±1 columns) as row ``codes`` into a
         ``table`` of target rows. The same values as ``Residual(table[codes])`` — the targets are
         rebuilt when a resync, a loss or a statistic reads :attr:`Y` — but a partition holds and

@@ -38,7 +38,8 @@ Examples:
               help="CSV/TSV, Parquet: no label column; a store of the features only (to score with predict).")
 @click.option("--drop", multiple=True,
               help="CSV/TSV, Parquet: a column to leave out, by name or position (repeat, or comma-separated).")
-@click.option("--delimiter", default=None, help="CSV/TSV: the field delimiter (default: detected from the first lines).")
+@click.option("--delimiter", default=None,
+              help="CSV/TSV: the field delimiter (default: detected from the first lines).")
 @click.option("--no-header", is_flag=True,
               help="CSV/TSV: the first line is data, not column names; columns are then named by position "
                    "(--label 0 is the first).")
@@ -57,8 +58,8 @@ Examples:
               help="Show a progress bar of rows written (default: only on a terminal).")
 @click.option("--labels", default=None, type=click.Path(exists=True, dir_okay=False),
               help="For a .npy SOURCE: a .npy file of labels (one per row).")
-def ingest(source, target, label, no_label, drop, delimiter, no_header, n_rows, test_size, test_target, chunk_rows, overwrite, seed,
-           start_row, progress, labels):
+def ingest(source, target, label, no_label, drop, delimiter, no_header, n_rows, test_size, test_target, chunk_rows,
+           overwrite, seed, start_row, progress, labels):
     """Write SOURCE into a zarr store at TARGET.
 
     SOURCE is keel:NAME, sklearn:NAME, synthetic:classification, synthetic:regression,
@@ -134,7 +135,8 @@ def info(target, verify, progress, clean):
         raise FileNotFoundError(f"no store at {target!r}; beside it: {_temporaries_text(temporaries, target)}")
     st = open_store(target)
     attrs = st.attrs
-    click.echo(f"{st!r}\n  dtype {st.dtype}, {len(st.row_chunks)} row chunks of {st.row_chunks[0]} rows, y {st.y_shape}")
+    click.echo(f"{st!r}\n  dtype {st.dtype}, {len(st.row_chunks)} row chunks of {st.row_chunks[0]} rows, "
+               f"y {st.y_shape}")
     for key in ("feature_names", "classes", "provenance"):
         val = attrs.get(key)
         text = json.dumps(val) if val is not None else "-"

@@ -11,6 +11,7 @@ import click
 from ._main import main
 from ._where import Where, check_where
 
+
 def _split_standardise(ds, test_size, seed):
     from sklearn.model_selection import train_test_split
 
@@ -33,7 +34,8 @@ def _demo_stores(ds, dataset, work, split, seed, overwrite):
                       feature_names=ds.feature_names, provenance=provenance)
     te = create_store(work / f"{name}-test.zarr", Xte, yte, classes=ds.classes, overwrite=overwrite,
                       feature_names=ds.feature_names, provenance=provenance)
-    click.echo(f"ingested {dataset}: train {tr.n_rows} x {tr.n_features} -> {tr.url}, test {te.n_rows} rows -> {te.url}")
+    click.echo(f"ingested {dataset}: train {tr.n_rows} x {tr.n_features} -> {tr.url}, "
+               f"test {te.n_rows} rows -> {te.url}")
     return tr, te
 
 
@@ -71,7 +73,8 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
         check_where(Where(scheduler=scheduler))  # before anything is written to --workdir
     ds = load(dataset)
     if ds.task != "classification":
-        raise click.BadParameter(f"the demo needs a classification data set; {dataset} is {ds.task}", param_hint="--dataset")
+        raise click.BadParameter(f"the demo needs a classification data set; {dataset} is {ds.task}",
+                                 param_hint="--dataset")
     Xtr, Xte, ytr, yte = _split_standardise(ds, 0.3, seed)
     work = Path(workdir)
     tr, te = _demo_stores(ds, dataset, work, (Xtr, Xte, ytr, yte), seed, overwrite)
@@ -105,8 +108,10 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
         "svc": {"accuracy": svc_acc, "n_support": int(svc.n_support_.sum()), "fit_seconds": svc_s},
         "svc_reduced_set": {"accuracy": rs_acc, "n_vectors": int(small.n_vectors_), "compress_seconds": rs_s},
     }
-    click.echo(f"KMP : test accuracy {acc:.4f} with {clf.n_basis_} basis functions (fit {fit_s:.1f} s, stop: {clf.stop_reason_})")
-    click.echo(f"SVC : test accuracy {svc_acc:.4f} with {summary['svc']['n_support']} support vectors (fit {svc_s:.1f} s, same gamma, C=1)")
+    click.echo(f"KMP : test accuracy {acc:.4f} with {clf.n_basis_} basis functions "
+               f"(fit {fit_s:.1f} s, stop: {clf.stop_reason_})")
+    click.echo(f"SVC : test accuracy {svc_acc:.4f} with {summary['svc']['n_support']} support vectors "
+               f"(fit {svc_s:.1f} s, same gamma, C=1)")
     click.echo(f"SVC reduced set: test accuracy {rs_acc:.4f} with {small.n_vectors_} vectors "
                f"(hyperplane matching pursuit, {rs_s:.1f} s)")
     (work / "demo-summary.json").write_text(json.dumps(summary, indent=2))

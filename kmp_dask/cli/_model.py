@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -80,7 +80,7 @@ class _JsonLog:
         self.algorithm = algorithm
 
     def __call__(self, desc, record):
-        line = {"time": datetime.now(timezone.utc).isoformat(), "algorithm": self.algorithm, "stage": desc}
+        line = {"time": datetime.now(UTC).isoformat(), "algorithm": self.algorithm, "stage": desc}
         line.update(record)
         from ..pipeline._runner import json_default
 
@@ -400,7 +400,8 @@ def evaluate(model_path, data, label, delimiter, no_header, as_json, output, ove
     written). Named columns are matched to the model's by name, in any order; other columns
     are ignored and listed in one line.
     """
-    from ..evaluation import check_evaluate, evaluate as run_evaluate
+    from ..evaluation import check_evaluate
+    from ..evaluation import evaluate as run_evaluate
     from ._where import data_nbytes
 
     if output:
@@ -443,13 +444,19 @@ def _atomic_write_text(path, text: str) -> None:
 
 
 @main.command(short_help="Predictions, probabilities or features of a store or a file, to .csv/.parquet/.npy/.zarr.",
-              epilog="\b\nExamples:\n  kmp-dask predict kmp.model new.csv --output pred.csv              # a new file, no label needed\n"
+              epilog="\b\nExamples:\n"
+                     "  kmp-dask predict kmp.model new.csv --output pred.csv              "
+                     "# a new file, no label needed\n"
                      "  kmp-dask predict kmp.model new.parquet --output pred.parquet\n"
-                     "  kmp-dask predict kmp.model data/test.zarr --output pred.csv          # row, prediction (class names)\n"
-                     "  kmp-dask predict kmp.model data/test.zarr --output proba.parquet --proba   # row, proba_<class>...\n"
+                     "  kmp-dask predict kmp.model data/test.zarr --output pred.csv          "
+                     "# row, prediction (class names)\n"
+                     "  kmp-dask predict kmp.model data/test.zarr --output proba.parquet --proba   "
+                     "# row, proba_<class>...\n"
                      "  kmp-dask predict svc10.model data/test.zarr --output scores.npy --decision\n"
-                     "  kmp-dask predict kmp.model data/test.zarr --output pred.zarr         # a store: X = decision values, y = classes\n"
-                     "  kmp-dask predict mmda.model data/train.zarr --output features.zarr   # X = features, y = labels")
+                     "  kmp-dask predict kmp.model data/test.zarr --output pred.zarr         "
+                     "# a store: X = decision values, y = classes\n"
+                     "  kmp-dask predict mmda.model data/train.zarr --output features.zarr   "
+                     "# X = features, y = labels")
 @click.argument("model_path", metavar="MODEL")
 @click.argument("data", metavar="DATA")
 @click.option("--output", required=True, type=click.Path(),

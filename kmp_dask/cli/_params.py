@@ -250,7 +250,8 @@ def _check_cvm(cls, params: dict) -> None:
     kernel = params.get("kernel", "rbf")
     if isinstance(kernel, str):
         extra = {k: params[k] for k in ("kernel_params",) if params.get(k) is not None}
-        k = get_kernel(kernel, gamma=None if isinstance(gamma, str) else gamma, n_features=3, **extra.get("kernel_params", {}))
+        k = get_kernel(kernel, gamma=None if isinstance(gamma, str) else gamma, n_features=3,
+                       **extra.get("kernel_params", {}))
         _constant_diagonal(k, np.random.default_rng(0).normal(size=(8, 3)))
 
 

@@ -37,7 +37,8 @@ def _load_any(path: str, trust_pickle: bool):
     try:
         return joblib.load(p)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means "not a model file"
-        raise click.UsageError(f"{path!r} could not be read as a joblib model file: {type(exc).__name__}: {exc}") from None
+        raise click.UsageError(f"{path!r} could not be read as a joblib model file: "
+                               f"{type(exc).__name__}: {exc}") from None
 
 
 IN_MEMORY_POOL_BYTES = 2 * 2**30
@@ -79,17 +80,20 @@ def _class_names(store, y):
 
 @main.command(short_help="Reduced-set compression of a kernel model (kmp_dask or SVC).",
               epilog="\b\nExamples:\n  kmp-dask compress kmp.model --n-vectors 20 --model kmp20.model\n"
-                     "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 50 --data train.zarr --model svc50.model\n"
-                     "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 0.2 --data train.zarr --criterion decrease "
-                     "--exchange 10 --refit pool --model svc-small.model")
+                     "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 50 --data train.zarr "
+                     "--model svc50.model\n"
+                     "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 0.2 --data train.zarr "
+                     "--criterion decrease --exchange 10 --refit pool --model svc-small.model")
 @click.argument("source", metavar="MODEL")
 @click.option("--n-vectors", required=True, help="Vectors to keep: an int, or a fraction of the model's (0.2).")
 @click.option("--model", "model_path", required=True, type=click.Path(), help="Where to save the compressed model.")
-@click.option("--data", default=None, help="A labelled store: the candidate pool and the rows used to re-fit thresholds.")
+@click.option("--data", default=None,
+              help="A labelled store: the candidate pool and the rows used to re-fit thresholds.")
 @click.option("--method", type=click.Choice(["hmp", "l0", "l1"]), default="hmp", show_default=True,
               help="hmp: hyperplane matching pursuit (on the workers); l0, l1: the dense baselines.")
 @click.option("--candidates", default="all", show_default=True,
-              help="Pool points scored per iteration: 'all', 'auto' (59 random ones) or an int (that many random ones).")
+              help="Pool points scored per iteration: 'all', 'auto' (59 random ones) or an int "
+                   "(that many random ones).")
 @click.option("--criterion", type=click.Choice(["eq13", "decrease"]), default="eq13", show_default=True,
               help="hmp selection score: the paper's eq. 13, or the exact decrease of the RKHS error.")
 @click.option("--refit", type=click.Choice(["rkhs", "pool"]), default="rkhs", show_default=True,
@@ -119,7 +123,8 @@ def compress(source, n_vectors, model_path, data, method, candidates, criterion,
     st = _open_store(data) if data else None
     n = parse_value(n_vectors)
     if isinstance(n, bool) or not isinstance(n, (int, float)):
-        raise click.BadParameter(f"expected an int or a fraction in (0, 1); got {n_vectors!r}", param_hint="--n-vectors")
+        raise click.BadParameter(f"expected an int or a fraction in (0, 1); got {n_vectors!r}",
+                                 param_hint="--n-vectors")
     comp = ReducedSetCompressor(n_vectors=n, method=method, random_state=random_state, verbose=_verbose(quiet),
                                 candidates=candidates, criterion=criterion,
                                 refit=refit, exchange=exchange)
@@ -144,7 +149,8 @@ def compress(source, n_vectors, model_path, data, method, candidates, criterion,
                      "--output report.html")
 @click.argument("models", nargs=-1, required=True, metavar="MODEL...")
 @click.option("--output", required=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
-@click.option("--data", default=None, help="A store: a sample of its rows for accuracy-vs-size curves and feature scatter.")
+@click.option("--data", default=None,
+              help="A store: a sample of its rows for accuracy-vs-size curves and feature scatter.")
 @click.option("--sample-rows", default=2000, show_default=True, type=click.IntRange(10, 10**6),
               help="Rows of --data read for the plots.")
 @click.option("--evaluation", "evaluations", multiple=True, type=click.Path(exists=True, dir_okay=False),

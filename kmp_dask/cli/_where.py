@@ -152,11 +152,13 @@ def check_where(where: Where) -> None:
                                "--tls-cert and --tls-key (certificates signed by the cluster's CA)")
     if where.tls:
         if where.scheduler is None:
-            raise click.UsageError("--tls-* options need --scheduler or --scheduler-file (the embedded cluster is local)")
+            raise click.UsageError("--tls-* options need --scheduler or --scheduler-file "
+                                   "(the embedded cluster is local)")
         missing = [n for n, v in (("--tls-ca-file", where.tls_ca_file), ("--tls-cert", where.tls_cert),
                                   ("--tls-key", where.tls_key)) if not v]
         if missing:
-            raise click.UsageError(f"TLS needs all of --tls-ca-file, --tls-cert and --tls-key; missing {', '.join(missing)}")
+            raise click.UsageError(f"TLS needs all of --tls-ca-file, --tls-cert and --tls-key; "
+                                   f"missing {', '.join(missing)}")
 
 
 def _address(scheduler: str) -> str:

@@ -69,7 +69,7 @@ class PlattCalibrator:
         self.n_rows = int(n_rows)
 
     @classmethod
-    def fit(cls, F, codes, n_classes: int, sample_weight=None) -> "PlattCalibrator":
+    def fit(cls, F, codes, n_classes: int, sample_weight=None) -> PlattCalibrator:
         """Fit on decision values ``F`` (n, m) of held-out rows whose classes are ``codes`` (n,)
         (indices into the model's ``classes_``); ``sample_weight``: the rows' weights or None.
 

@@ -278,7 +278,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         """One L2-SVM per problem: ``expansion_`` over the union of their core vectors, one output each."""
         union, pos = [], {}
         for r in results:
-            for g, row in zip(r.core_index.tolist(), r.core_rows):
+            for g, row in zip(r.core_index.tolist(), r.core_rows, strict=True):
                 if g not in pos:
                     pos[g] = len(union)
                     union.append(row)
@@ -352,7 +352,8 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     def _check_fit_args(self, X, y):
         if not (isinstance(self.n_components, numbers.Integral) and not isinstance(self.n_components, bool)
                 and self.n_components >= 1):
-            raise ValueError(f"n_components must be an int >= 1 (features per binary problem); got {self.n_components!r}")
+            raise ValueError(f"n_components must be an int >= 1 (features per binary problem); "
+                             f"got {self.n_components!r}")
         super()._check_fit_args(X, y)
 
     def _features_per_problem(self) -> int:
@@ -366,7 +367,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
             prev = []  # this problem's earlier features, as coefficient vectors over the union
             for res, (S, a, PSa, norm) in features:
                 c = {}
-                for g, row, w in zip(res.core_index.tolist(), S, a):
+                for g, row, w in zip(res.core_index.tolist(), S, a, strict=True):
                     if g not in pos:
                         pos[g] = len(union)
                         union.append(row)

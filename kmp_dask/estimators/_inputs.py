@@ -23,7 +23,9 @@ from ..parallel import encode_dask_labels
 from ..store import DataStore, InMemoryStore, as_store, store_from_dask
 from ..store._validation import as_numpy_X, first_nonfinite
 
-__all__ = ["check_class_labels", "encode_labels", "is_dask_array", "is_store_like", "fit_input", "record_feature_names", "check_store_feature_names", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X", "check_regression_targets", "sample_rows",
+__all__ = ["check_class_labels", "encode_labels", "is_dask_array", "is_store_like", "fit_input", "record_feature_names",
+           "check_store_feature_names", "check_weights", "weights_digest", "unsupervised_input", "check_dask_X",
+           "check_regression_targets", "sample_rows",
            "validate_numeric"]
 
 
@@ -66,7 +68,8 @@ def check_regression_targets(estimator, y) -> None:
         example = ""
     else:
         flat = np.asarray(y).ravel()
-        example = f" (row 0 holds {flat[0].item() if isinstance(flat[0], np.generic) else flat[0]!r})" if flat.size else ""
+        example = (f" (row 0 holds {flat[0].item() if isinstance(flat[0], np.generic) else flat[0]!r})"
+                   if flat.size else "")
     raise DataValidationError(
         f"y must be numeric for {type(estimator).__name__}; got dtype {dtype}{example}. A regressor fits "
         "numbers: convert y with y.astype('float64'), or, for class labels, use KMPClassifier."

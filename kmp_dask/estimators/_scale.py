@@ -114,7 +114,8 @@ STANDARDIZING = ("KMPClassifier", "KMPRegressor", "CVMClassifier", "MMDA", "Spar
 
 
 def _standardise_hint(owner: str, name: str) -> str:
-    yourself = f"sklearn.preprocessing.StandardScaler, or (x − mean) / std from the store's attributes) and keep {name}='scale'"
+    yourself = ("sklearn.preprocessing.StandardScaler, or (x − mean) / std from the store's attributes) "
+                f"and keep {name}='scale'")
     if owner in STANDARDIZING:
         return ("Standardise the features: standardize='auto' (the default; CLI --standardize auto) or True does it "
                 f"inside the model; or standardise them yourself (e.g. {yourself}")

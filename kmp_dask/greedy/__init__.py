@@ -26,7 +26,8 @@ from ._sampling import AllCandidates, ExcludingCandidates, RandomCandidates, n_c
 from ._sparse_kpca import sparse_kernel_pca
 
 __all__ = [
-    "FIT_MODES", "BASIS_COLUMNS", "resolve_basis_columns", "kernel_matching_pursuit", "read_held_out_rows", "Pursuit", "PursuitConfig", "dense_kmp", "PursuitResult", "StopReason",
+    "FIT_MODES", "BASIS_COLUMNS", "resolve_basis_columns", "kernel_matching_pursuit", "read_held_out_rows", "Pursuit",
+    "PursuitConfig", "dense_kmp", "PursuitResult", "StopReason",
     "AllCandidates", "RandomCandidates", "n_candidates_for", "validation_eligibility", "CandidateSet",
     "core_vector_machine", "fit_binary_problems", "run_problem", "hyperplane_pursuit", "compress_on_pool",
     "chunked_compression", "sparse_kernel_pca", "ExcludingCandidates", "merge_ranked",

@@ -68,16 +68,17 @@ from .._version import __version__
 from ..blockops._engine import Engine
 from ..blockops._safe_pickle import UnsafePickleError, restricted_loads
 
-__all__ = ["Checkpoint", "CheckpointInUseError", "NO_CHECKPOINT", "open_checkpoint", "checkpoint_info", "data_fingerprint",
-           "FORMAT_VERSION", "STATE_FILE"]
+__all__ = ["Checkpoint", "CheckpointInUseError", "NO_CHECKPOINT", "open_checkpoint", "checkpoint_info",
+           "data_fingerprint", "FORMAT_VERSION", "STATE_FILE"]
 
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 4
 """2: sparse KPCA/KCCA and reduced-set loops keep their records in a PathRecorder, the CVM's QP grows
 its buffers in place. 3: the CVM QP's factor is an IncrementalCholesky, the HMP and sparse KPCA loops
-keep a frozen HMPConfig / KPCAConfig. 4: the CVM's QP is an SMOQP (its kept gradient, no factor). States of an earlier layout cannot be resumed: the header check
-refuses them with a clear message (start the fit again)."""
+keep a frozen HMPConfig / KPCAConfig. 4: the CVM's QP is an SMOQP (its kept gradient, no factor).
+States of an earlier layout cannot be resumed: the header check refuses them with a clear message
+(start the fit again)."""
 STATE_FILE, TMP_FILE = "state.ckpt", "state.tmp"
 _MAGIC = b"kmp_dask checkpoint\n"
 #: where and how loudly a fit runs do not change its model; a resumed fit keeps the basis_columns mode it began with
@@ -140,7 +141,7 @@ class Checkpoint:
         """The payload this checkpoint was opened with (None: nothing saved, start from scratch)."""
         return self.saved
 
-    def part(self, name: str) -> "Checkpoint":
+    def part(self, name: str) -> Checkpoint:
         """The checkpoint file ``<directory>/<name>.ckpt`` of one part of this fit (same header);
         its payload is loaded — after the header check — only when this fit resumes."""
         if not name or name == "state" or not all(c.isalnum() or c in "-_" for c in name):
@@ -150,7 +151,7 @@ class Checkpoint:
             part.saved = _load(part.path, self.header)
         return part
 
-    def detached(self) -> "Checkpoint":
+    def detached(self) -> Checkpoint:
         """This checkpoint without its loaded payload (to send to the process that writes it; its
         directory made absolute, as that process may run elsewhere)."""
         return Checkpoint(self.directory.absolute(), self.every, self.header, resuming=self.resuming, name=self.name)
@@ -370,7 +371,7 @@ class _DirectoryLock:
         self.key = key
 
     @classmethod
-    def acquire(cls, directory: Path) -> "_DirectoryLock":
+    def acquire(cls, directory: Path) -> _DirectoryLock:
         import fcntl
 
         created = not directory.exists()
@@ -458,7 +459,8 @@ def data_fingerprint(store, *, with_location: bool = True) -> dict:
         "n_rows": int(store.n_rows), "n_features": int(store.n_features), "dtype": str(np.dtype(store.dtype)),
         "y_shape": list(store.y_shape or ()), "row_chunks": hashlib.sha256(str(sizes).encode()).hexdigest()[:16],
         "summary_sha256": hashlib.sha256(json.dumps(_jsonable(summary), sort_keys=True).encode()).hexdigest(),
-        "rows_sha256": h.hexdigest(), **({"files": _files_digest(store)} if store.url is not None and with_location else {}),
+        "rows_sha256": h.hexdigest(),
+        **({"files": _files_digest(store)} if store.url is not None and with_location else {}),
     }
 
 

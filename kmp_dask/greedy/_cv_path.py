@@ -14,7 +14,8 @@ import numpy as np
 from ..blockops._prefix_scores import FactorPrefixScorer, PrefixScorer, hash_folds
 from ..linalg import one_blas_thread
 
-__all__ = ["factor_prefix_scorer", "hash_folds", "prefix_scorer", "row_folds"]  # hash_folds: the hash itself, re-exported
+# hash_folds: the hash itself, re-exported
+__all__ = ["factor_prefix_scorer", "hash_folds", "prefix_scorer", "row_folds"]
 
 
 def prefix_scorer(expansion, expansion_at, classes=None, parameters_at=None) -> PrefixScorer:

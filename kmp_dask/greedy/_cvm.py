@@ -58,8 +58,9 @@ class CVMResult:
     ``core_y`` (n,) ±1; ``core_P`` (n, q) projections on the features the run was deflated by;
     ``alpha`` (n,) MEB weights (the SVM's dual variables); ``R2`` the ball's squared radius;
     ``objective`` ``αᵀK̃α``; ``n_iter``; ``n_full_passes``; ``n_passes``; ``stop_reason``
-    (a :class:`~kmp_dask.greedy._result.StopReason` value: "converged" or "max_core"); ``kernel_evaluations`` (computed by the distance passes — values
-    read from the partitions' kernel-column cache are not counted — and the core Gram);
+    (a :class:`~kmp_dask.greedy._result.StopReason` value: "converged" or "max_core");
+    ``kernel_evaluations`` (computed by the distance passes — values read from the partitions'
+    kernel-column cache are not counted — and the core Gram);
     ``seconds``; ``history``: one record per iteration (``iteration``, ``n_core``, ``R2`` the
     radius the new core rows were found outside of), kept by the loop's
     :class:`~kmp_dask.greedy._record.PathRecorder` (a resumed run's is the uninterrupted run's;
@@ -155,13 +156,14 @@ def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: 
                         resume: dict | None = None, points_per_pass: int = POINTS_PER_PASS) -> CVMResult:
     """One binary L2-SVM by the core-set loop over the engine's partitions.
 
-    ``engine`` (:class:`~kmp_dask.blockops.Engine`) holds the partitions. The partitions must hold the rows (:func:`~kmp_dask.blockops._cvm.cvm_effects.init`), the
-    binary targets (``targets``) and ``n_features_deflated`` MMDA projections. ``kappa`` is the
-    kernel's constant diagonal κ; ``candidates=None`` measures every row in every iteration (no
-    probabilistic speed-up). ``refill``: rows outside the ball a full pass hands to the following
-    sampled passes (:data:`REFILL`; 0: none). ``points_per_pass``: rows outside the ball one
-    iteration may add (:data:`POINTS_PER_PASS`; 1: Bădoiu–Clarkson's one furthest point — the QP
-    then admits them as one block).
+    ``engine`` (:class:`~kmp_dask.blockops.Engine`) holds the partitions. The partitions must hold
+    the rows (:func:`~kmp_dask.blockops._cvm.cvm_effects.init`), the binary targets (``targets``)
+    and ``n_features_deflated`` MMDA projections. ``kappa`` is the kernel's constant diagonal κ;
+    ``candidates=None`` measures every row in every iteration (no probabilistic speed-up).
+    ``refill``: rows outside the ball a full pass hands to the following sampled passes
+    (:data:`REFILL`; 0: none). ``points_per_pass``: rows outside the ball one iteration may add
+    (:data:`POINTS_PER_PASS`; 1: Bădoiu–Clarkson's one furthest point — the QP then admits them as
+    one block).
 
     ``callback(record)``: after each iteration, with its record (``iteration``, ``n_core``, ``R2``),
     through the loop's :class:`~kmp_dask.greedy._record.PathRecorder` (``CVMResult.history``).
@@ -169,12 +171,13 @@ def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: 
     ``checkpoint``: anything with ``maybe_save(t, state)``, called at the end of iteration ``t``
     (after the new core row joined and its record was kept, before ``callback``) with a function
     returning the loop's whole state (:meth:`_CoreSetLoop.state`: core set, α, the QP's active set
-    and factor, pending rows, counters, the records, the RNG's state; K̃ is not saved but rebuilt from the core rows entry for entry,
-    :func:`_rebuilt_ktilde`). ``resume``: such a state; the loop continues after its iteration, with
-    ``random_state`` set from it. The caller restores the partitions to that moment (targets and
-    deflating features: the kernel-column cache is rebuilt by the next pass, one column at a time
-    as when the rows joined), so the resumed run's result is bit for bit the uninterrupted one's
-    (``kernel_evaluations`` counts the rebuilt columns too; ``seconds`` adds the saved run's).
+    and factor, pending rows, counters, the records, the RNG's state; K̃ is not saved but rebuilt
+    from the core rows entry for entry, :func:`_rebuilt_ktilde`). ``resume``: such a state; the loop
+    continues after its iteration, with ``random_state`` set from it. The caller restores the
+    partitions to that moment (targets and deflating features: the kernel-column cache is rebuilt by
+    the next pass, one column at a time as when the rows joined), so the resumed run's result is bit
+    for bit the uninterrupted one's (``kernel_evaluations`` counts the rebuilt columns too;
+    ``seconds`` adds the saved run's).
     """
     t0 = time.perf_counter()
     rng = random_state if random_state is not None else np.random.default_rng(0)
@@ -242,7 +245,7 @@ class _CoreSetLoop:
         """The loop after the iteration the state ``r`` (:meth:`state`) was saved at."""
         rows, P = np.asarray(r["core_rows"]), np.asarray(r["core_P"]).reshape(len(r["core_index"]), -1)
         self._buffers(rows.shape[1], rows.dtype, P.shape[1])
-        for idx, row, ys, Ps in zip(r["core_index"], rows, r["core_y"], P):
+        for idx, row, ys, Ps in zip(r["core_index"], rows, r["core_y"], P, strict=True):
             self._append_core(idx, row, ys, Ps)
         self.alpha, self.qp, self.pending = r["alpha"], r["qp"], r["pending"]
         Q = _rebuilt_ktilde(self.kernel, rows, np.asarray(r["core_y"]), P, self.C, r["Q_rows"])

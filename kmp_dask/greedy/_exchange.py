@@ -56,8 +56,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from ..blockops._engine import Engine
-from ..blockops._reduced import (removal_scores, xch_row_scores, xch_rows_removed, xch_rows_swap,
-                                 xch_rows_sync)
+from ..blockops._reduced import removal_scores, xch_row_scores, xch_rows_removed, xch_rows_swap, xch_rows_sync
 from ..linalg import rank_one_update
 from ._hmp import MIN_PIVOT
 

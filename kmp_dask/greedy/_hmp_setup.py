@@ -126,7 +126,7 @@ def chunked_compression(tasks, expansion, *, piece_vectors: int, keep: int, arit
     kernel = expansion.kernels[0]
     sv, coef = expansion.support_vectors, expansion.coef
     bounds = list(range(0, len(sv), int(piece_vectors))) + [len(sv)]
-    pieces = [(sv[a:b], coef[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    pieces = [(sv[a:b], coef[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     # the kernel (a few numbers) travels inside each task, not as scattered data: a scattered
     # value is not recomputable, so a worker killed while holding a replica cancelled the tree
     # ("lost dependencies", 1 run in 3 of the killed-worker test); every task stays a pure function

@@ -44,8 +44,22 @@ import warnings
 
 import numpy as np
 
-from ..blockops import BIAS_ATOM, ColumnStats, Engine, KMPSetup, ScoreQuery, ScoreStats, StatsQuery, ValQuery, kmp_column_stats, kmp_effects, kmp_score, kmp_stats
-from ..blockops import HeldOutQuery, held_out_rows
+from ..blockops import (
+    BIAS_ATOM,
+    ColumnStats,
+    Engine,
+    HeldOutQuery,
+    KMPSetup,
+    ScoreQuery,
+    ScoreStats,
+    StatsQuery,
+    ValQuery,
+    held_out_rows,
+    kmp_column_stats,
+    kmp_effects,
+    kmp_score,
+    kmp_stats,
+)
 from ..blockops._safe_pickle import restricted_loads
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning, user_stacklevel
 from ..linalg import IncrementalCholesky, one_blas_thread
@@ -213,7 +227,8 @@ def _check_factor_fits(n_basis: int, requested: int) -> None:
         raise ValueError(
             f"n_basis={requested}{capped} needs a {_format_bytes(need)} Cholesky factor in this process "
             "(n_basis² × 8 bytes; "
-            f"backfit / prefit / refit keep it), more than the {_format_bytes(free)} of memory available. Pass a smaller "
+            f"backfit / prefit / refit keep it), more than the {_format_bytes(free)} of memory available. "
+            "Pass a smaller "
             f"n_basis (at most about {int((free / 8) ** 0.5 * 0.5)} here), or fit_mode='basic' (no factor)."
         )
 
@@ -247,7 +262,8 @@ class Pursuit:
         # the weight of the training rows: their number, or the sum of their sample weights
         self.w_train = float(sum(s["w_sum"] for s in stats)) if "w_sum" in stats[0] else self.n_train
         if not self.w_train > 0:
-            raise ValueError("sample_weight is zero on every training row (after the validation split): nothing to fit. "
+            raise ValueError("sample_weight is zero on every training row (after the validation split): "
+                             "nothing to fit. "
                              "Give some rows a positive weight.")
         m = len(stats[0]["y_sum"])
         centre = c.fit_intercept and c.loss is None and not strategy.intercept_column
@@ -258,7 +274,8 @@ class Pursuit:
         eligible = validation_eligibility(c.validation_fraction, c.split_seed)
         self.atoms_per_pass = int(c.atoms_per_pass)  # k > 1: k·s candidates a pass (Popovici's s per atom)
         self.sampler = (AllCandidates(c.n_rows, eligible) if isinstance(c.candidates, str)
-                        else RandomCandidates(c.n_rows, int(c.candidates) * self.atoms_per_pass, eligible, self.n_train))
+                        else RandomCandidates(c.n_rows, int(c.candidates) * self.atoms_per_pass, eligible,
+                                              self.n_train))
         val = None
         if self.n_val > 0 and c.validation_fraction > 0:
             val = ValQuery("accuracy" if c.targets["kind"] == "ovr" else "loss", self.offset, c.targets.get("classes"))
@@ -537,7 +554,8 @@ class Pursuit:
                 warned = True
         n_atoms = self._n_row_atoms()
         if n_atoms:  # with no basis function, run() names the reason (DegenerateFitWarning)
-            warnings.warn(_PREMATURE.format(n=n_atoms, k=self.max_tries), PrematureStopWarning, stacklevel=user_stacklevel())
+            warnings.warn(_PREMATURE.format(n=n_atoms, k=self.max_tries), PrematureStopWarning,
+                          stacklevel=user_stacklevel())
         return None
 
     def _scored_column(self, atom, j):
@@ -572,7 +590,8 @@ class Pursuit:
         cut = snap is not None and snap[0] < len(self.atoms)
         if cut:  # back to the best held-out size (a time budget keeps its own stop reason)
             stop, n_keep = (stop if stop == StopReason.MAX_TIME else StopReason.EARLY_STOPPING), snap[0]
-            coef = snap[1] if self.chol is None or self.setup.loss is not None else prefix_coef(self.chol.L, self.ytd, n_keep)
+            coef = (snap[1] if self.chol is None or self.setup.loss is not None
+                    else prefix_coef(self.chol.L, self.ytd, n_keep))
         history = self.recorder.history
         if cut or stop == StopReason.EARLY_STOPPING:
             history = history[: n_keep - int(self.bias_column)]
@@ -781,7 +800,8 @@ def kernel_matching_pursuit(
         tol=tol, fit_intercept=fit_intercept, validation_fraction=validation_fraction,
         n_iter_no_change=n_iter_no_change, split_seed=split_seed, max_tries=max_tries, loss=loss,
         refit_every=refit_every, line_search_steps=line_search_steps, final_refit_steps=final_refit_steps,
-        error_threshold=error_threshold, basis_columns=basis_columns, atoms_per_pass=atoms_per_pass)  # validates fit_mode and loss
+        error_threshold=error_threshold, basis_columns=basis_columns,
+        atoms_per_pass=atoms_per_pass)  # validates fit_mode and loss
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     if checkpoint is None and config.loss is None:
         checkpoint = _EXTENSION.get()  # the extend hook (KMP cross-validation), or None

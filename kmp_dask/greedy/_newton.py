@@ -23,8 +23,9 @@ _FRACTIONS = (1.0, 0.5, 0.25, 0.125)
 def line_search(send, stats0, sqn, steps):
     """Newton line search along the pending column, per output; never increases the loss.
 
-    ``stats0``: a :class:`~kmp_dask.blockops.LineStats` at step 0 (each field (m,)). Each pass evaluates 4 trial steps on
-    the segment from the current best towards its Newton point. Returns the step (m,).
+    ``stats0``: a :class:`~kmp_dask.blockops.LineStats` at step 0 (each field (m,)). Each pass
+    evaluates 4 trial steps on the segment from the current best towards its Newton point. Returns
+    the step (m,).
     """
     a = np.zeros_like(stats0.loss)
     L, G, H = stats0.loss.copy(), stats0.grad.copy(), stats0.hess.copy()

@@ -126,7 +126,7 @@ class PathRecorder:
         self.history: list[dict] = []
         self.paths: dict[str, list] = {name: [] for name in paths}
 
-    def attach(self, callback) -> "PathRecorder":
+    def attach(self, callback) -> PathRecorder:
         self.callback = callback
         return self
 

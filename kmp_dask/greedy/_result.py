@@ -6,7 +6,6 @@ import enum
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from scipy.linalg import cho_solve
 
 from ..expansion import KernelExpansion
@@ -14,7 +13,7 @@ from ..expansion import KernelExpansion
 __all__ = ["StopReason", "PursuitResult", "make_result", "merge_repeats", "prefix_coef"]
 
 
-class StopReason(str, enum.Enum):
+class StopReason(str, enum.Enum):  # noqa: UP042 (enum.StrEnum would change the members' str() and format())
     """Why a greedy loop ended, for every family (stored as ``stop_reason_`` on estimators and as
     ``stop_reason`` in the CVM, HMP and sparse KPCA results, as its string value)."""
 

@@ -33,7 +33,8 @@ from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import RandomCandidates
 
-__all__ = ["KPCAResult", "KPCARun", "KPCAConfig", "sparse_kernel_pca", "principal_directions", "canonical_directions", "truncate"]
+__all__ = ["KPCAResult", "KPCARun", "KPCAConfig", "sparse_kernel_pca", "principal_directions", "canonical_directions",
+           "truncate"]
 
 MAX_STALLS = 8
 
@@ -240,7 +241,7 @@ class KPCARun:
         ``L(z)`` brought up to date first."""
         self.pool.coordinates(self, S)
         return np.stack([np.asarray(k.diag(_view(self.Z, col)), dtype=np.float64) - np.einsum("ij,ij->i", L, L)
-                         for k, col, L in zip(self.kernels, self.columns, self.LZ)])
+                         for k, col, L in zip(self.kernels, self.columns, self.LZ, strict=True)])
 
     def score_pass(self, idx_next) -> KPCAScoreStats:
         """One pass: the queued choice applied, this iteration's candidates scored, the trace and
@@ -332,7 +333,8 @@ class _Sampled:
 
     @staticmethod
     def coordinates(run, S) -> None:
-        run.LZ = [_coords(c, k, _view(S, col), _view(run.Z, col)) for c, k, col in zip(run.chols, run.kernels, run.columns)]
+        run.LZ = [_coords(c, k, _view(S, col), _view(run.Z, col))
+                  for c, k, col in zip(run.chols, run.kernels, run.columns, strict=True)]
 
     @staticmethod
     def draw(run, rng):
@@ -352,9 +354,9 @@ _EVERY_ROW, _SAMPLED = _EveryRow(), _Sampled()
 
 def _extend_coords(LZ, kernels, columns, Z, z, lz, d):
     """Rows' coordinates on a new column ``l(x) = (k(x, z) − L(x)·L(z)) / √d``, per view."""
-    return [np.hstack([L, ((k(_view(Z, col), _view(z[None, :], col))[:, 0].astype(np.float64) - L @ l)
+    return [np.hstack([L, ((k(_view(Z, col), _view(z[None, :], col))[:, 0].astype(np.float64) - L @ lzv)
                            / np.sqrt(dv))[:, None]])
-            for L, k, col, l, dv in zip(LZ, kernels, columns, lz, d)]
+            for L, k, col, lzv, dv in zip(LZ, kernels, columns, lz, d, strict=True)]
 
 
 def _admit(chols, kernels, columns, S, Z, idx, score, dead, tries: int = 8):
@@ -365,7 +367,7 @@ def _admit(chols, kernels, columns, S, Z, idx, score, dead, tries: int = 8):
             break
         trial = [c.copy() for c in chols]
         ok = True
-        for c, k, col in zip(trial, kernels, columns):
+        for c, k, col in zip(trial, kernels, columns, strict=True):
             zj = _view(Z[j : j + 1], col)
             cross = k(_view(S, col), zj)[:, 0].astype(np.float64) if len(S) else np.zeros(0)
             ok = ok and c.append(cross, float(k.diag(zj)[0]))

@@ -27,14 +27,14 @@ acceptance with the residual update the next pass applies).
 from __future__ import annotations
 
 import numpy as np
-
 from numpy.linalg import LinAlgError
 from scipy.linalg import cho_factor, cho_solve, lstsq
 
 from ..blockops import GramStats, LineStats, kmp_gram
 from ._newton import line_search, newton_refit, refit_due
 
-__all__ = ["make_strategy", "SquaredBasic", "SquaredBasicReselect", "SquaredBackfit", "SquaredPrefit", "SquaredRefit", "LossDriven"]
+__all__ = ["make_strategy", "SquaredBasic", "SquaredBasicReselect", "SquaredBackfit", "SquaredPrefit", "SquaredRefit",
+           "LossDriven"]
 
 
 def _ratio(num, denom, sqn):
@@ -219,4 +219,5 @@ def make_strategy(config):
         return LossDriven(config.fit_mode, config.refit_every, config.line_search_steps, config.final_refit_steps)
     if config.fit_mode == "refit":
         return SquaredRefit(config.refit_every)
-    return {"basic": SquaredBasic, "basic_reselect": SquaredBasicReselect, "backfit": SquaredBackfit, "prefit": SquaredPrefit}[config.fit_mode]()
+    return {"basic": SquaredBasic, "basic_reselect": SquaredBasicReselect, "backfit": SquaredBackfit,
+            "prefit": SquaredPrefit}[config.fit_mode]()

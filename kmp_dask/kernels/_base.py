@@ -333,5 +333,5 @@ def shared_blocks(kernels, X, Y, *, X_sqnorm=None, Y_sqnorm=None) -> dict:
         if len(members) > 1:
             spec = _lookup(name)
             values = [kernels[q].get(spec.multi_param) for q in members]
-            out.update(zip(members, spec.multi(X, Y, values, X_sqnorm=X_sqnorm, Y_sqnorm=Y_sqnorm)))
+            out.update(zip(members, spec.multi(X, Y, values, X_sqnorm=X_sqnorm, Y_sqnorm=Y_sqnorm), strict=True))
     return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from ._common import as_float_pair, as_float_rows, row_sqnorms
 
 

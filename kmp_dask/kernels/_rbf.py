@@ -11,7 +11,6 @@ import numpy as np
 
 from ._common import as_float_pair, as_float_rows, row_sqnorms
 
-
 _SLAB_ELEMENTS = 1 << 16  # elements per row slab of the elementwise passes
 
 
@@ -159,7 +158,7 @@ def rbf_multi(X, Y, gammas, *, X_sqnorm=None, Y_sqnorm=None):
         rows = slice(start, start + step)
         G = D[rows]
         _gram_to_sqdist(G, x_sq[rows], y_sq, slack, scratch[: len(G)])
-        for K, gamma in zip(out, gammas):
+        for K, gamma in zip(out, gammas, strict=True):
             np.multiply(G, -gamma, out=K[rows])
             np.exp(K[rows], out=K[rows])
     return out

@@ -3,10 +3,11 @@ family that keeps a growing factor.
 
 NumPy/SciPy only, always float64. The factor is stored in a preallocated buffer that doubles when
 full. Columns (atoms, core points) are added one at a time or as a block, removed at any position,
-or the whole factor is recomputed from its matrix. Two kinds of triangular solves read it:
-one LAPACK call on the factor (:meth:`IncrementalCholesky.solve_lower`, :meth:`~IncrementalCholesky.solve`,
-:meth:`~IncrementalCholesky.solve_upper`; KMP, HMP, sparse KPCA) and row-blocked solves that read the buffer in place without copying the
-factor (:func:`forward_substitution`, :func:`back_substitution`; the CVM core-set QP). They round
+or the whole factor is recomputed from its matrix. Two kinds of triangular solves read it: one
+LAPACK call on the factor (:meth:`IncrementalCholesky.solve_lower`,
+:meth:`~IncrementalCholesky.solve`, :meth:`~IncrementalCholesky.solve_upper`; KMP, HMP, sparse KPCA)
+and row-blocked solves that read the buffer in place without copying the factor
+(:func:`forward_substitution`, :func:`back_substitution`; the CVM core-set QP). They round
 differently, so each family keeps the one it was built with and its fits stay bit for bit the same.
 """
 

@@ -27,18 +27,24 @@ No driver writes restore code.
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import logging
 import os
 import time
-
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from ..blockops import Journal, apply_effects
 from ..store._base import StoreCorruptError
 from ._client import scheduler_identity
-from ._paging import MEMORY_FRACTION, MemoryBudgetError, Pager, partition_nbytes, streamed_nbytes, transient_bytes, worker_budget
+from ._paging import (
+    MEMORY_FRACTION,
+    MemoryBudgetError,
+    Pager,
+    partition_nbytes,
+    streamed_nbytes,
+    transient_bytes,
+    worker_budget,
+)
 from ._waits import LOSS_TIMEOUT, SLICE, SchedulerLostError, await_live_workers, cancelled_error, scheduler_workers
 
 __all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder", "SchedulerLostError"]  # the error: _waits
@@ -215,7 +221,8 @@ class PartitionHolder:
         if need > self.budget and self.explicit_budget:
             raise MemoryBudgetError(
                 f"budget_bytes (kmp_dask.budget-bytes) = {self.budget / 2**20:.1f} MiB per worker is too small: "
-                f"streaming needs {need / 2**20:.1f} MiB (three partitions of rows and state in flight: computed, prefetched, written back). "
+                f"streaming needs {need / 2**20:.1f} MiB (three partitions of rows and state in flight: "
+                "computed, prefetched, written back). "
                 "Raise it, or unset it to use the worker's memory_limit."
             )
         if need > self.budget:
@@ -336,7 +343,7 @@ def _assign(specs, workers):
     groups = [[] for _ in range(w)]
     for k, spec in enumerate(specs):
         groups[k * w // n].append(spec)
-    return [(addr, g) for addr, g in zip(workers, groups) if g]
+    return [(addr, g) for addr, g in zip(workers, groups, strict=True) if g]
 
 
 class ActorEngine:
@@ -417,11 +424,11 @@ class ActorEngine:
         raise AssertionError("unreachable")
 
     def _start_once(self, addr, group):
-        fut = self.client.submit(PartitionHolder, group, self.memory_fraction, self.local_x, self.budget_bytes, actor=True,
-                                 workers=[addr], allow_other_workers=True, pure=False)
+        fut = self.client.submit(PartitionHolder, group, self.memory_fraction, self.local_x, self.budget_bytes,
+                                 actor=True, workers=[addr], allow_other_workers=True, pure=False)
         try:
             actor = fut.result(timeout=self.start_timeout)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             fut.cancel()
             self._workers()  # the scheduler gone: say that (SchedulerLostError)
             raise TimeoutError(
@@ -486,7 +493,7 @@ class ActorEngine:
         while True:
             try:
                 return call.result(timeout=SLICE)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 pass
             info = self._workers().get(holder["addr"])
             if info is None:

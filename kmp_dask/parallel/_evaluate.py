@@ -157,7 +157,7 @@ def chunkwise(model, X, method, probe, shipped=None):
     X = X.rechunk({1: -1})
     m = ship_model(model) if shipped is None else shipped
     parts = [da.from_delayed(dask.delayed(_apply, pure=True)(m, method, b), shape=(int(n),) + tail, dtype=dtype)
-             for b, n in zip(X.to_delayed().ravel(), X.chunks[0])]
+             for b, n in zip(X.to_delayed().ravel(), X.chunks[0], strict=True)]
     if not parts:
         return da.from_array(np.empty((0,) + tail, dtype=dtype), chunks=((0,),) + tuple((k,) for k in tail))
     return da.concatenate(parts, axis=0)
@@ -186,7 +186,7 @@ def confusion_counts(pred_codes, true_codes, n_classes: int) -> np.ndarray:
 
     true_codes = _as_dask(true_codes, pred_codes.chunks[0]).rechunk(pred_codes.chunks[0])
     parts = [dask.delayed(_confusion_block)(p, t, n_classes)
-             for p, t in zip(pred_codes.to_delayed().ravel(), true_codes.to_delayed().ravel())]
+             for p, t in zip(pred_codes.to_delayed().ravel(), true_codes.to_delayed().ravel(), strict=True)]
     return np.sum(dask.compute(*parts), axis=0)
 
 
@@ -206,7 +206,7 @@ def regression_sums(pred, true) -> dict:
     true = _as_dask(true, pred.chunks[0])
     true = true.rechunk((pred.chunks[0],) + true.chunks[1:])
     parts = [dask.delayed(_regression_block)(p, t)
-             for p, t in zip(pred.to_delayed().ravel(), true.to_delayed().ravel())]
+             for p, t in zip(pred.to_delayed().ravel(), true.to_delayed().ravel(), strict=True)]
     n, s, s2, sse, sae = np.sum(dask.compute(*parts), axis=0)
     return {"n": n, "sum": s, "sumsq": s2, "sse": sse, "sae": sae}
 

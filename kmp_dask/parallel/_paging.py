@@ -37,8 +37,8 @@ import tempfile
 import numpy as np
 
 from ..blockops import Partition, Workspace
-from ..blockops._state import Paged
 from ..blockops._safe_pickle import RestrictedUnpickler
+from ..blockops._state import Paged
 
 __all__ = ["Pager", "worker_budget", "MemoryBudgetError", "MEMORY_FRACTION", "TRANSIENT_BYTES", "transient_bytes"]
 
@@ -209,7 +209,8 @@ class BufferPool:
 
     def give(self, arrays) -> None:
         for a in arrays:
-            if a.base is None and (a.flags.c_contiguous or a.flags.f_contiguous) and self.bytes + a.nbytes <= self.max_bytes:
+            if (a.base is None and (a.flags.c_contiguous or a.flags.f_contiguous)
+                    and self.bytes + a.nbytes <= self.max_bytes):
                 key = (a.dtype.str, a.shape, "C" if a.flags.c_contiguous else "F")
                 a.flags.writeable = True
                 self._free.setdefault(key, []).append(a)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._scatter import SCATTER_RETRIES, rerun_if_lost, scatter_value
+from ._scatter import rerun_if_lost, scatter_value
 from ._waits import wait_for
 
 __all__ = ["row_block_sums"]
@@ -35,7 +35,7 @@ def row_block_sums(fn, X, y, args: tuple, *, client=None) -> np.ndarray:
     X = X.rechunk({1: -1}) if X.ndim == 2 and X.numblocks[1] != 1 else X
     y = y.rechunk((X.chunks[0],) + tuple((-1,) * (y.ndim - 1)))
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(np.int64)
-    blocks = list(zip(X.to_delayed().ravel(), y.to_delayed().ravel(), starts))
+    blocks = list(zip(X.to_delayed().ravel(), y.to_delayed().ravel(), starts, strict=True))
     if not blocks:
         raise ValueError("row_block_sums needs at least one row block; got an empty array")
     if client is None:

@@ -27,9 +27,9 @@ import socket
 import time
 from concurrent.futures import CancelledError
 
-__all__ = ["SchedulerLostError", "WorkersKilledError", "wait_for", "scheduler_workers", "scheduler_reachable", "scheduler_lost_message",
-           "no_workers_wait", "await_live_workers", "cancelled_error", "SLICE", "NO_WORKERS_WAIT", "LOSS_TIMEOUT",
-           "RESULT_TIMEOUT"]
+__all__ = ["SchedulerLostError", "WorkersKilledError", "wait_for", "scheduler_workers", "scheduler_reachable",
+           "scheduler_lost_message", "no_workers_wait", "await_live_workers", "cancelled_error", "SLICE",
+           "NO_WORKERS_WAIT", "LOSS_TIMEOUT", "RESULT_TIMEOUT"]
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +149,8 @@ def _killed_worker(exc, what):
     """dask's ``KilledWorker`` (a task's workers died while running it, ``allowed-failures`` + 1
     times) as one line saying what to do."""
     return WorkersKilledError(
-        f"every worker that ran a task ({what}) died while running it ({' '.join(str(exc).split())[:300]}); dask stopped "
+        f"every worker that ran a task ({what}) died while running it ({' '.join(str(exc).split())[:300]}); "
+        "dask stopped "
         "retrying it. A worker killed for memory needs a larger memory limit (--memory-limit / the workers' "
         "memory_limit) or smaller chunks; check the workers' logs, and fit again — a fit started with "
         "checkpoint=DIR continues with resume=True (CLI: --resume).")

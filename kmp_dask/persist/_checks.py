@@ -108,7 +108,8 @@ def check_npy_size(f: Path, name: str, path) -> None:
     held = f.stat().st_size - offset
     if claimed != held:
         raise ModelFileError(f"{str(path)!r}: the array file {name!r} is damaged: its header announces shape "
-                             f"{tuple(shape)} of {dtype} ({_bytes(claimed)}) but the file holds {_bytes(held)} of data; "
+                             f"{tuple(shape)} of {dtype} ({_bytes(claimed)}) but the file holds {_bytes(held)} "
+                             f"of data; "
                              f"{_fix(path)}")
 
 

@@ -16,12 +16,11 @@ dask and unpickles nothing.
 from __future__ import annotations
 
 import inspect
-
 import json
 import os
 import shutil
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -64,9 +63,10 @@ def _document(model) -> tuple[dict, dict]:
     state = {k: v for k, v in vars(model).items() if k not in DROPPED}
     if "client" in state:
         state["client"] = None
-    params = {k: v for k, v in model.get_params(deep=False).items() if k != "client"} if hasattr(model, "get_params") else {}
+    params = ({k: v for k, v in model.get_params(deep=False).items() if k != "client"}
+              if hasattr(model, "get_params") else {})
     doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "kmp_dask_version": __version__,
-           "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "class": qualname(model),
+           "created": datetime.now(UTC).isoformat(timespec="seconds"), "class": qualname(model),
            "params": enc.encode(params, "params"), "summary": _summary(model),
            "dropped": sorted(k for k in DROPPED if k in vars(model)),
            "state": {k: enc.encode(v, k) for k, v in state.items()}}
@@ -165,7 +165,8 @@ def load(path):
     cls = resolve(doc.get("class"))
     state = doc.get("state")
     if not isinstance(state, dict):
-        raise ModelFileError(f"{str(path)!r}: model.json has no 'state' object; the file is damaged — save the model again")
+        raise ModelFileError(f"{str(path)!r}: model.json has no 'state' object; the file is damaged — "
+                             "save the model again")
     obj = cls.__new__(cls)
     for k, v in state.items():
         if not isinstance(k, str) or not k.isidentifier():
@@ -196,6 +197,7 @@ def model_info(path) -> dict:
     """What a saved model is, from its JSON only (class, versions, parameters, sizes)."""
     path, doc = _read_document(path)
     params = decode(doc.get("params", {}), lambda name: f"<array {name}>")
-    return {"path": str(path), "class": str(doc.get("class")).rsplit(".", 1)[-1], "format_version": doc["format_version"],
+    return {"path": str(path), "class": str(doc.get("class")).rsplit(".", 1)[-1],
+            "format_version": doc["format_version"],
             "kmp_dask_version": doc.get("kmp_dask_version"), "created": doc.get("created"),
             "params": params, **doc.get("summary", {}), "dropped": doc.get("dropped", [])}

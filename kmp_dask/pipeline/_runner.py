@@ -18,7 +18,6 @@ import shutil
 import time
 from pathlib import Path
 
-
 from .._overwrite import RUN_MARKER
 
 __all__ = ["run_pipeline", "RunDirectory"]

@@ -92,7 +92,8 @@ def _apply_small(spec: dict, path) -> dict:
 
 
 def _data_refs(spec: dict) -> list[tuple[str, str]]:
-    refs = [("evaluate.data", spec.get("evaluate", {}).get("data")), ("report.data", spec.get("report", {}).get("data")),
+    refs = [("evaluate.data", spec.get("evaluate", {}).get("data")),
+            ("report.data", spec.get("report", {}).get("data")),
             ("compress.data", spec.get("compress", {}).get("data"))]
     refs += [("features.data", d) for d in spec.get("features", {}).get("data", [])]
     return [(k, v) for k, v in refs if v is not None]
@@ -143,7 +144,8 @@ def validate(spec: dict, path) -> None:
         raise SpecError(f"{path}: model.algorithm = {algo!r}; use one of {', '.join(sorted(ALGORITHMS))}")
     for est in (spec["model"].get("estimator"), spec.get("downstream", {}).get("estimator")):
         if est is not None and est not in SKLEARN:
-            raise SpecError(f"{path}: estimator {est!r} is not one a pipeline may use; choose from {', '.join(sorted(SKLEARN))}")
+            raise SpecError(f"{path}: estimator {est!r} is not one a pipeline may use; "
+                            f"choose from {', '.join(sorted(SKLEARN))}")
     for d in spec.get("features", {}).get("data", []):
         if f"{d}_features" in spec["data"]:
             raise SpecError(f"{path}: [features] writes the store {d}_features, which [data.{d}_features] also "
@@ -208,9 +210,10 @@ def _check_counts(run: dict, path) -> None:
     for key in ("workers", "threads_per_worker"):
         v = run.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 256):
-            raise SpecError(f"{path}: [run] {key} = {v!r}: give a whole number from 1 to 256 "
-                            f"({'worker processes of the embedded cluster' if key == 'workers' else 'threads per worker'}"
-                            f"), or leave it out for the default")
+            raise SpecError(
+                f"{path}: [run] {key} = {v!r}: give a whole number from 1 to 256 "
+                f"({'worker processes of the embedded cluster' if key == 'workers' else 'threads per worker'}"
+                f"), or leave it out for the default")
 
 
 #: Bytes per value of the synthetic generators' stores (float32) and their default feature counts.
@@ -273,7 +276,8 @@ def _check_source(name: str, d: dict, path) -> None:
     for key in ("n_rows", "seed", "start_row", "chunk_rows", "n_features", "n_classes"):
         if key in d and (isinstance(d[key], bool) or not isinstance(d[key], int)
                          or d[key] < (0 if key in ("seed", "start_row") else 1)):
-            raise SpecError(f"{where} {key} = {d[key]!r}: give a {'non-negative' if key in ('seed', 'start_row') else 'positive'} integer")
+            kind = "non-negative" if key in ("seed", "start_row") else "positive"
+            raise SpecError(f"{where} {key} = {d[key]!r}: give a {kind} integer")
     if "drop" in d and not (isinstance(d["drop"], (str, int)) or (isinstance(d["drop"], list) and all(
             isinstance(c, (str, int)) for c in d["drop"]))):
         raise SpecError(f"{where} drop = {d['drop']!r}: give a column name or position, or a list of them")
@@ -320,7 +324,8 @@ def _check_params(spec: dict, path) -> None:
         names = [n for n in ALGORITHMS[m.get("algorithm", "kmp")] if n is not None]
         tables.append(("model.params", m.get("params", {}), [estimator_class(n) for n in names]))
     if "compress" in spec:
-        tables.append(("compress.params", spec["compress"].get("params", {}), [estimator_class("ReducedSetCompressor")]))
+        tables.append(("compress.params", spec["compress"].get("params", {}),
+                       [estimator_class("ReducedSetCompressor")]))
     d = spec.get("downstream", {})
     if "estimator" in d:
         est = d["estimator"]

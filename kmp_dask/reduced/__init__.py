@@ -20,6 +20,7 @@ from ._models import CompressionTarget, as_compression_target
 from ._sparse import SparseLevel, l0_path, l1_path
 
 __all__ = [
-    "ReducedSetCompressor", "ReducedSetClassifier", "ReducedSetRegressor", "compress", "best_threshold", "CompressionTarget", "as_compression_target",
+    "ReducedSetCompressor", "ReducedSetClassifier", "ReducedSetRegressor", "compress", "best_threshold",
+    "CompressionTarget", "as_compression_target",
     "SparseLevel", "l0_path", "l1_path", "PrefixKeptWarning",
 ]

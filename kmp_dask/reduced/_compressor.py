@@ -227,7 +227,8 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
 
         Parameters
         ----------
-        model : fitted SVC, NuSVC, SVR, NuSVR, KernelRidge, KMPClassifier, KMPRegressor, ..., KernelExpansion, or Pipeline
+        model : fitted SVC, NuSVC, SVR, NuSVR, KernelRidge, KMPClassifier, KMPRegressor, ..., KernelExpansion, \
+or Pipeline
             A scikit-learn ``Pipeline`` of linear scalers (StandardScaler, MinMaxScaler,
             MaxAbsScaler, RobustScaler) ending in one of those models: the scalers are composed
             into one per-feature map that the compressed model applies itself (``expansion_``
@@ -328,7 +329,8 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
         """The fit's checkpoint (None without one); its header holds the parameters and digests."""
         return open_fit_checkpoint(self, checkpoint, checkpoint_every, resume, store, is_store_like(X_pool),
                                    model=model_digest(target),
-                                   labels={k: array_digest(v) for k, v in (("y", y), ("X_val", X_val), ("y_val", y_val))})
+                                   labels={k: array_digest(v)
+                                           for k, v in (("y", y), ("X_val", X_val), ("y_val", y_val))})
 
     def _run_route(self, done, exp, store, rows, pool_coef, in_memory, n_keep, groups, coupled, m, keep, ckpt):
         """The path's levels and ``‖w‖²``: from a complete checkpoint, the pursuit, or the dense baselines."""
@@ -436,7 +438,8 @@ def _model_space(target, X_pool, X_val):
     shift = (exp.input_offset, exp.input_scale)
     target = dataclasses.replace(target, expansion=exp.without_input_transform())
     if X_pool is not None and not is_dask_array(X_pool):  # a dask pool is refused by prepare_pool
-        X_pool = AffineStore(as_store(X_pool), *shift) if is_store_like(X_pool) else affine_rows(np.asarray(X_pool), *shift)
+        X_pool = (AffineStore(as_store(X_pool), *shift) if is_store_like(X_pool)
+                  else affine_rows(np.asarray(X_pool), *shift))
     if X_val is not None:
         X_val = affine_rows(np.asarray(X_val), *shift)
     return target, X_pool, X_val, shift

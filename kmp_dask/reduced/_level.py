@@ -107,7 +107,7 @@ def _union_level(results, groups, m, it) -> _Level:
     where = {i: k for k, i in enumerate(union)}
     coef_all = np.zeros((len(union), m))
     err = np.zeros(m)
-    for (index, coef, e), group in zip(per, groups):
+    for (index, coef, e), group in zip(per, groups, strict=True):
         for j_local, j in enumerate(group):
             coef_all[[where[i] for i in index.tolist()], j] = coef[:, j_local]
             err[j] = e[j_local]

@@ -89,7 +89,9 @@ class ReducedSetClassifier(ClassifierMixin, _ReducedSetModel):
     estimator : estimator object or None, default=None
         The model to fit and compress: any classifier
         :func:`~kmp_dask.reduced.as_compression_target` accepts (None: ``SVC(kernel="rbf")``).
-    n_vectors, method, backfit, candidates, coupled, optimize_threshold, refit, criterion, exchange, exchange_guard, random_state, client
+    n_vectors, method, backfit, candidates, coupled, optimize_threshold, refit
+        As for :class:`~kmp_dask.reduced.ReducedSetCompressor`.
+    criterion, exchange, exchange_guard, random_state, client
         As for :class:`~kmp_dask.reduced.ReducedSetCompressor`.
     probability : bool, default=False
         ``predict_proba``: 10 % of the rows (stratified) are held out, the estimator is fitted and
@@ -156,8 +158,10 @@ class ReducedSetRegressor(RegressorMixin, _ReducedSetModel):
     estimator : estimator object or None, default=None
         The model to fit and compress: any regressor
         :func:`~kmp_dask.reduced.as_compression_target` accepts (None: ``KernelRidge(kernel="rbf")``).
-    n_vectors, method, backfit, candidates, coupled, optimize_threshold, refit, criterion, exchange, exchange_guard, random_state, client
+    n_vectors, method, backfit, candidates, coupled, optimize_threshold, refit
         As for :class:`~kmp_dask.reduced.ReducedSetCompressor` (``optimize_threshold`` has no effect).
+    criterion, exchange, exchange_guard, random_state, client
+        As for :class:`~kmp_dask.reduced.ReducedSetCompressor`.
     """
 
     _default_estimator = staticmethod(lambda: KernelRidge(kernel="rbf"))

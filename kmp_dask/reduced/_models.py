@@ -159,7 +159,8 @@ class CompressionTarget:
         ``F_p > 0`` means class ``i``. None otherwise.
     source : str
         The model's type name (``"SVC"``, ``"NuSVC"``, ``"SVR"``, ``"NuSVR"``, ``"KernelRidge"``,
-        ``"KMPRegressor"``, ``"KMPClassifier"``, ``"CVMClassifier"``, ``"MMDA"``, ``"SparseKernelPCA"``, ``"KernelExpansion"``).
+        ``"KMPRegressor"``, ``"KMPClassifier"``, ``"CVMClassifier"``, ``"MMDA"``, ``"SparseKernelPCA"``,
+        ``"KernelExpansion"``).
     break_ties : bool, default=False
         ``kind="ovo"`` only: predict by the argmax of scikit-learn's one-vs-rest transform of the
         pairwise values (an ``SVC(break_ties=True, decision_function_shape="ovr")``) instead of
@@ -341,12 +342,12 @@ def as_compression_target(model) -> CompressionTarget:
     Parameters
     ----------
     model : fitted estimator, Pipeline, KernelExpansion or CompressionTarget
-        A scikit-learn ``Pipeline`` of linear scalers ending in one of the models below (the
-        scaling becomes the expansion's input transform: raw rows in); scikit-learn ``SVC``, ``NuSVC``, ``SVR``, ``NuSVR`` or ``KernelRidge`` with a kernel
-        kmp_dask can evaluate (rbf, laplacian for KernelRidge, poly/polynomial, sigmoid,
-        linear); kmp_dask's ``KMPRegressor`` / ``KMPClassifier`` / ``CVMClassifier`` / ``MMDA`` /
-        ``SparseKernelPCA`` (the transformers' features as a multi-output regression target); or a
-        ``KernelExpansion``.
+        A scikit-learn ``Pipeline`` of linear scalers ending in one of the models below (the scaling
+        becomes the expansion's input transform: raw rows in); scikit-learn ``SVC``, ``NuSVC``,
+        ``SVR``, ``NuSVR`` or ``KernelRidge`` with a kernel kmp_dask can evaluate (rbf, laplacian
+        for KernelRidge, poly/polynomial, sigmoid, linear); kmp_dask's ``KMPRegressor`` /
+        ``KMPClassifier`` / ``CVMClassifier`` / ``MMDA`` / ``SparseKernelPCA`` (the transformers'
+        features as a multi-output regression target); or a ``KernelExpansion``.
 
     Returns
     -------

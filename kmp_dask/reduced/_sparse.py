@@ -353,7 +353,7 @@ def _level(K, F, wsq, supports, coefs, refit, param) -> SparseLevel:
     if len(supports) == 1:  # one support shared by all outputs
         B[:] = _refit(K, F, union) if refit else coefs[0]
     else:
-        for j, (s, c) in enumerate(zip(supports, coefs)):
+        for j, (s, c) in enumerate(zip(supports, coefs, strict=True)):
             rows = np.searchsorted(union, s)
             B[rows, j] = _refit(K, F[:, [j]], s)[:, 0] if refit else c
     return SparseLevel(support=union, coef=B, rkhs_error=_error(K, F, wsq, union, B), param=float(param))
@@ -522,7 +522,7 @@ def _l1_levels(K, F, w, lams, path, group, refit):
     m = F.shape[1]
     cache: dict[tuple, SparseLevel] = {}
     candidates = []
-    for lam, B in zip(lams, path):
+    for lam, B in zip(lams, path, strict=True):
         nz = B != 0
         if group or m == 1:
             supports = [np.flatnonzero(nz.any(axis=1))]

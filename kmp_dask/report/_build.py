@@ -4,9 +4,9 @@ and the atomic write."""
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -185,7 +185,7 @@ def _evaluation_parts(name: str, metrics: Mapping) -> list:
         parts.append(Table(f"{name}: per class", ["class"] + cols, rows))
     cm, classes = metrics.get("confusion"), metrics.get("classes")
     if cm and classes and len(cm) == len(classes):
-        rows = [[str(c)] + [int(v) for v in r] for c, r in zip(classes, cm)]
+        rows = [[str(c)] + [int(v) for v in r] for c, r in zip(classes, cm, strict=True)]
         parts.append(Table(f"{name}: confusion (rows true, columns predicted)",
                            ["true \\ predicted"] + [str(c) for c in classes], rows))
     return parts
@@ -230,7 +230,7 @@ def build_report(models, *, X=None, y=None, evaluations=None, title=None) -> str
         blocks.append(_evaluations_block(evaluations))
     overview = Table("Models", ["name", "class", "task", "size", "stop reason", "fit time"],
                      [_overview_row(n, m) for n, m in named])
-    created = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    created = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     data = f" · plots on {len(X)} given rows" if X is not None else ""
     meta = f"kmp_dask {__version__} · created {created} · {len(named)} model(s){data}"
     title = title or ("kmp_dask report: " + ", ".join(n for n, _ in named))

@@ -35,7 +35,7 @@ def _png(fig: Figure) -> bytes:
 
 
 def _draw(ax, curves, colours, *, logy=False):
-    for c, colour in zip(curves, colours):
+    for c, colour in zip(curves, colours, strict=True):
         ax.plot(c.x, c.y, color=colour, label=c.label, marker=c.marker or None, markersize=4, linewidth=1.5,
                 linestyle=c.linestyle)
     if logy and all(np.all(c.y > 0) for c in curves):
@@ -48,8 +48,8 @@ def line_png(title: str, xlabel: str, ylabel: str, curves: list[Curve], *, right
     """Curves against a shared x; those with ``right=True`` on a second y axis."""
     fig, ax = _figure()
     colours = [f"C{i}" for i in range(len(curves))]
-    left = [(c, k) for c, k in zip(curves, colours) if not c.right]
-    right = [(c, k) for c, k in zip(curves, colours) if c.right]
+    left = [(c, k) for c, k in zip(curves, colours, strict=True) if not c.right]
+    right = [(c, k) for c, k in zip(curves, colours, strict=True) if c.right]
     _draw(ax, [c for c, _ in left], [k for _, k in left], logy=logy)
     handles, labels = ax.get_legend_handles_labels()
     if right:

@@ -266,7 +266,8 @@ def cv_scores(model) -> CVScores:
     g0 = int(np.flatnonzero(top[:, s0])[0])
     chosen = (int(np.argmin(np.abs(gammas - chosen_g))), int(np.argmin(np.abs(sizes - chosen_n))))
     return CVScores(str(rec.get("metric", "score")), str(rec.get("rule", "")), k, gammas, sizes, mean, se, (g0, s0),
-                    chosen, float(mean[g0, s0] - (0.5 if rec.get("rule") == "half_se" else 1.0) * se[g0, s0]), tuple(str(w) for w in rec.get("warnings", ())))
+                    chosen, float(mean[g0, s0] - (0.5 if rec.get("rule") == "half_se" else 1.0) * se[g0, s0]),
+                    tuple(str(w) for w in rec.get("warnings", ())))
 
 
 def cv_table_sizes(cv: CVScores) -> list[int]:

@@ -14,11 +14,11 @@ from ._ingest import (
     store_from_dask,
     store_from_libsvm,
 )
-from ._parquet import store_from_parquet
-from ._sources import check_source, default_test_target, ingest, source_kind
 from ._memory import InMemoryStore, MemoryRowReader
-from ._transform import AffineReader, AffineStore
+from ._parquet import store_from_parquet
 from ._schema import SCHEMA_VERSION, RunningStats
+from ._sources import check_source, default_test_target, ingest, source_kind
+from ._transform import AffineReader, AffineStore
 from ._zarr import ZarrRowReader, ZarrStore, check_target_free
 
 __all__ = [

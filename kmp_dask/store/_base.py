@@ -298,4 +298,4 @@ def row_partitions(row_chunks: Sequence[int], n_partitions: int) -> list[tuple[i
         target = bounds[-1] * k / p
         cuts.append(int(candidates[np.argmin(np.abs(bounds[candidates] - target))]))
     cuts.append(n_chunks)
-    return [(int(bounds[a]), int(bounds[b])) for a, b in zip(cuts[:-1], cuts[1:])]
+    return [(int(bounds[a]), int(bounds[b])) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]

@@ -495,7 +495,7 @@ def store_from_dask(target, X, y=None, *, chunk_rows=None, overwrite=False, feat
     task = dask.delayed(_store_block, pure=False)
 
     def tasks_for(writer):
-        return [task(writer, s, xb, yv, meta.dtype, meta.y_dtype) for s, xb, yv in zip(starts, Xb, yb)]
+        return [task(writer, s, xb, yv, meta.dtype, meta.y_dtype) for s, xb, yv in zip(starts, Xb, yb, strict=True)]
 
     return _parallel_ingest(target, tasks_for, meta, n_rows, overwrite=overwrite,
                             storage_options=storage_options, compute=lambda t: dask.compute(*t))
@@ -617,7 +617,8 @@ def _resolve_drop(columns: list, drop, label, where: str) -> list:
         drop = [drop]
     out = []
     for value in drop:
-        col = resolve_column(columns, value, what="drop column", where=where, option="--drop (drop= in Python and pipeline files)")
+        col = resolve_column(columns, value, what="drop column", where=where,
+                             option="--drop (drop= in Python and pipeline files)")
         if label is not None and col == label:
             raise ValueError(f"drop column {value!r} is the label column {str(label)!r} of {where}; drop feature "
                              "columns only (or pass no label).")
@@ -1149,7 +1150,7 @@ def _libsvm_blocks(path, n_features: int, chunk_rows: int, y_dtype) -> Iterator[
 
 
 def _take(it: Iterator, n: int) -> list:
-    return [item for _, item in zip(range(n), it)]
+    return [item for _, item in zip(range(n), it, strict=False)]
 
 
 def store_from_libsvm(target, path, *, n_features=None, chunk_rows=None, overwrite=False,

@@ -78,7 +78,7 @@ def make_provenance(provenance: Mapping[str, Any] | None, source: str) -> dict[s
     """Provenance dict with ``source``, ``created`` (UTC ISO time) and the kmp_dask version."""
     base = {
         "source": source,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "kmp_dask_version": __version__,
     }
     base.update(dict(provenance or {}))

@@ -80,7 +80,8 @@ def _check_options(source, kind: str, options: dict, n_rows, test_size, part, te
             raise ValueError(f"--{name} ({py}) applies to {allowed} sources; source {os.fspath(source)!r} is "
                              f"{_KIND_TEXT[kind]}: leave --{name} out.")
     if n_rows is not None and (isinstance(n_rows, bool) or not isinstance(n_rows, (int, np.integer)) or n_rows < 1):
-        raise ValueError(f"n_rows={n_rows!r}: give a positive number of rows (--n-rows N), or leave it out for all rows.")
+        raise ValueError(f"n_rows={n_rows!r}: give a positive number of rows (--n-rows N), "
+                         "or leave it out for all rows.")
     if kind == "synthetic" and n_rows is None:
         raise ValueError(f"source {os.fspath(source)!r} needs --n-rows (n_rows=): the number of rows to generate.")
     if test_size is not None:
@@ -149,8 +150,8 @@ def _array_plan(X, y, *, chunk_rows, feature_names, classes, provenance, source)
     def blocks():
         for a in range(0, n, rows):
             Xb, yb = X[a: a + rows], None if y is None else y[a: a + rows]
-            yield np.asarray(getattr(Xb, "compute", lambda: Xb)()), \
-                None if yb is None else np.asarray(getattr(yb, "compute", lambda: yb)())
+            yield np.asarray(getattr(Xb, "compute", lambda Xb=Xb: Xb)()), \
+                None if yb is None else np.asarray(getattr(yb, "compute", lambda yb=yb: yb)())
 
     return SourcePlan(blocks=blocks, feature_names=feature_names, classes=classes, provenance=provenance,
                       source=source, chunk_rows=rows, n_rows=n)
@@ -164,7 +165,7 @@ def _store_plan(path, chunk_rows) -> SourcePlan:
     bounds = np.cumsum([0, *st.row_chunks])
 
     def blocks():
-        for a, b in zip(bounds[:-1], bounds[1:]):
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             yield st.read_range(int(a), int(b))
 
     prov = {"source store": os.fspath(path), "source provenance": attrs.get("provenance")}

@@ -44,8 +44,8 @@ _VERSION_KEYS = ("ETag", "etag", "generation", "md5Hash", "LastModified", "last_
 #: zarr array config of every array kmp_dask writes: all-zero chunks are written too.
 WRITE_CONFIG = {"write_empty_chunks": True}
 
-__all__ = ["Location", "MissingFilesystemError", "StorePublishError", "ZarrRowReader", "ZarrSink", "ZarrStore", "atomic_target",
-           "check_target_free", "publish_remote"]
+__all__ = ["Location", "MissingFilesystemError", "StorePublishError", "ZarrRowReader", "ZarrSink", "ZarrStore",
+           "atomic_target", "check_target_free", "publish_remote"]
 
 
 def default_compressors() -> tuple:
@@ -155,7 +155,8 @@ def _check_storage_options(storage_options: Any) -> dict:
         raise TypeError(
             f"storage_options must be a dict of fsspec options such as {{'endpoint_url': 'http://host:9000', "
             f"'key': ..., 'secret': ...}}; got {type(storage_options).__name__}"
-            + (f" with keys {[type(k).__name__ for k in storage_options]}" if isinstance(storage_options, Mapping) else "")
+            + (f" with keys {[type(k).__name__ for k in storage_options]}"
+               if isinstance(storage_options, Mapping) else "")
             + " (the value is not shown: it may hold a secret)."
         )
     return dict(storage_options)
@@ -316,6 +317,8 @@ def publish_remote(tmp: Location, final: Location) -> None:
         try:
             final.remove()
         except Exception:  # pragma: no cover - the store is unreadable without its zarr.json anyway
+            # silence is right here: zarr.json is copied last, so what is left is never opened as a
+            # store, and the StorePublishError below names the failure that matters and the kept copy
             pass
         raise StorePublishError(
             f"publishing the new store at {final.url!r} failed ({type(exc).__name__}: {exc}); the complete new "
@@ -631,7 +634,7 @@ class ZarrStore:
             For the first label code that is not an integer index into ``classes``.
         """
         arrays = [("X", self._X)] + ([("y", self._y)] if self._y is not None else [])
-        bounds = [(a, a + n) for a, n in zip(np.cumsum((0,) + self.row_chunks[:-1]), self.row_chunks)]
+        bounds = [(a, a + n) for a, n in zip(np.cumsum((0,) + self.row_chunks[:-1]), self.row_chunks, strict=True)]
         if self.complete:
             for name, arr in arrays:
                 listed = _listed_chunk_keys(self._loc, name)

@@ -37,7 +37,7 @@ def test_kpca_score_total_matches_dense_kernel():
     np.testing.assert_allclose(tot.trace, [np.trace(K)])
     np.testing.assert_allclose(tot.dmax, [K.diagonal().max()])  # the maximum, not a sum
     np.testing.assert_allclose(tot.sq[0], (K[:, [3, 40]] ** 2).sum(axis=0))
-    got = {int(g): x for own, rows in tot.fetched for g, x in zip(own, rows)}
+    got = {int(g): x for own, rows in tot.fetched for g, x in zip(own, rows, strict=True)}
     np.testing.assert_array_equal(got[5], X[5])
     np.testing.assert_array_equal(got[33], X[33])
     assert mom.n == len(X) and mom.sums[0].shape == (0,) and mom.gram[(0, 0)].shape == (0, 0)

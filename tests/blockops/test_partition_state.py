@@ -145,7 +145,7 @@ def test_journal_replay_rebuilds_each_partition_bit_for_bit(kw):
                                   random_state=0, **kw)
     n = len(res.basis_indices) + 1  # + the intercept column (backfit / prefit)
     assert len(eng.journal) <= 1 + 2 * n + 33
-    for spec, live in zip(partition_specs(InMemoryStore(X, y, chunk_rows=64)), eng.partitions):
+    for spec, live in zip(partition_specs(InMemoryStore(X, y, chunk_rows=64)), eng.partitions, strict=True):
         fresh = spec.load()
         apply_effects(fresh, tuple(eng.journal))
         a, b = live.state["kmp"], fresh.state["kmp"]
@@ -164,7 +164,7 @@ def test_pass_results_combine_in_partition_order_bit_for_bit():
     rng = np.random.default_rng(5)
     parts = [ColumnStats(float(s), c, yt, x) for s, c, yt, x in zip(
         rng.normal(size=11) * 10.0 ** rng.integers(-8, 8, size=11), rng.normal(size=(11, 3)),
-        rng.normal(size=(11, 3)) * 1e6, rng.normal(size=(11, 4)))]
+        rng.normal(size=(11, 3)) * 1e6, rng.normal(size=(11, 4)), strict=True)]
     tot = ColumnStats.combine(parts)
     assert type(tot.sqn) is float and tot.sqn == float(np.add.reduce([p.sqn for p in parts]))
     for name in ("corr", "ytd", "cross"):

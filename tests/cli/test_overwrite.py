@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from kmp_dask import KMPClassifier, load, save
-from kmp_dask._overwrite import ForeignTargetError, RUN_MARKER, check_replaceable, kind_of
+from kmp_dask._overwrite import RUN_MARKER, ForeignTargetError, check_replaceable, kind_of
 from kmp_dask.cli import main as cli
 from kmp_dask.exceptions import StoreExistsError
 from kmp_dask.pipeline._runner import RunDirectory

@@ -87,7 +87,8 @@ def test_zarr_with_probabilities(setup, tmp_path):
 
 def test_transformer_features_csv(setup, tmp_path):
     root, X, store, clf, _ = setup
-    mmda = MMDA(n_components=1, gamma=0.5, max_core=30, client="sync", random_state=0).fit(X[:120], NAMES[_data()[1][:120]])
+    mmda = MMDA(n_components=1, gamma=0.5, max_core=30, client="sync", random_state=0).fit(X[:120],
+                                                                                          NAMES[_data()[1][:120]])
     predict_to_file(mmda, store, tmp_path / "f.csv", client="sync")
     df = pd.read_csv(tmp_path / "f.csv")
     assert list(df.columns) == ["row"] + [f"feature_{n}" for n in mmda.get_feature_names_out()]

@@ -9,7 +9,6 @@ import subprocess
 import time
 
 import pytest
-
 from _loaded_machine import stop_in_order
 
 from ._run import dask_cmd as _dask_cli

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from _cluster_helpers import CLUSTER, scheduler_address, script_env
 
 pytestmark = pytest.mark.timeout(900)

@@ -15,11 +15,10 @@ import tomllib
 from importlib import metadata
 
 import pytest
+from _cluster_helpers import CLUSTER, ROOT, load_module, script_env
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-
-from _cluster_helpers import CLUSTER, ROOT, load_module, script_env
 
 SUPPORTED_PYTHONS = {"3.11", "3.12"}
 yaml = pytest.importorskip("yaml")
@@ -146,7 +145,8 @@ def test_kubernetes_manifest_has_the_fields_the_readme_names():
     assert isinstance(worker["replicas"], int) and worker["replicas"] >= 1
     wc = worker["spec"]["containers"][0]
     sc = doc["spec"]["scheduler"]["spec"]["containers"][0]
-    # the worker-command pitfall (cluster/README.md): `dask worker` / `dask scheduler`, never dask-worker / dask-scheduler
+    # the worker-command pitfall (cluster/README.md): `dask worker` / `dask scheduler`, never dask-worker /
+    # dask-scheduler
     assert wc["args"][:2] == ["dask", "worker"] and sc["args"][:2] == ["dask", "scheduler"]
     for c in (wc, sc):
         words = [*c.get("command", []), *c.get("args", [])]
@@ -209,7 +209,7 @@ def test_slurm_job_script_from_jobqueue_yaml(fake_slurm):
     assert len(worker) == 1
     cmd = worker[0].split()
     assert cmd[1:3] == ["-m", "distributed.cli.dask_worker"] and cmd[3].startswith("tcp://127.0.0.1:")
-    flags = dict(zip(cmd[4::1], cmd[5::1]))
+    flags = dict(zip(cmd[4::1], cmd[5::1], strict=False))
     assert flags["--nworkers"] == "8" and flags["--nthreads"] == "1"
     assert flags["--memory-limit"] == "4.00GiB" and flags["--local-directory"] == "$TMPDIR"
     assert flags["--lifetime"] == "115m" and flags["--lifetime-stagger"] == "4m"

@@ -13,9 +13,9 @@ import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
-
 from _cluster_helpers import CLUSTER, ROOT, script_env
 
 pytestmark = pytest.mark.timeout(240)

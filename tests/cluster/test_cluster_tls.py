@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from _cluster_helpers import CLUSTER, scheduler_address, script_env
 
 pytestmark = [pytest.mark.timeout(240),

@@ -141,7 +141,7 @@ def test_one_vs_rest_problems_as_tasks_equal_the_in_process_fit(process_client):
     X, y = load_iris(return_X_y=True)
     local = CVMClassifier(C=C, gamma=0.5, random_state=0).fit(X, y)
     tasks = CVMClassifier(C=C, gamma=0.5, random_state=0, client=process_client).fit(X, y)
-    for a, b in zip(local.core_indices_, tasks.core_indices_):
+    for a, b in zip(local.core_indices_, tasks.core_indices_, strict=True):
         assert a.tolist() == b.tolist()
     np.testing.assert_allclose(tasks.decision_function(X), local.decision_function(X), rtol=1e-9, atol=1e-12)
 

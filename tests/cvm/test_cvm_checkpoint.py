@@ -377,8 +377,8 @@ def test_a_task_of_an_earlier_run_stops_at_its_next_save(tmp_path):
 def test_the_rebuilt_ktilde_is_the_loops_own_bit_for_bit():
     """A loop checkpoint keeps the core rows, not K̃: the matrix rebuilt from them on resume must
     be the one the loop grew row by row (MMDA's deflated kernel included)."""
-    from kmp_dask.greedy._cvm import _rebuilt_ktilde
     import kmp_dask.greedy._cvm as g
+    from kmp_dask.greedy._cvm import _rebuilt_ktilde
 
     X, y = _data(classes=2, seed=4)
     grown, real = [], g._grow
@@ -404,8 +404,8 @@ def test_the_rebuilt_ktilde_is_the_loops_own_bit_for_bit():
 @pytest.mark.timeout(900)
 def test_one_vs_rest_tasks_time_out_when_no_problem_finishes_in_time(process_client):
     """Results are taken as they arrive; ``timeout`` bounds the wait for the next one."""
-    from kmp_dask.kernels import get_kernel
     from kmp_dask.greedy._cvm_problems import fit_binary_problems
+    from kmp_dask.kernels import get_kernel
     from kmp_dask.parallel import Tasks
     from kmp_dask.store import InMemoryStore
 

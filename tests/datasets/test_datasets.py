@@ -177,7 +177,8 @@ def test_parallel_generation_with_client_matches_serial(tmp_path):
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR) as cluster, \
+                      dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+                      silence_logs=logging.ERROR) as cluster, \
             Client(cluster) as client:
         store = make_classification_store(tmp_path / "p.zarr", 5500, n_features=6,
                                           chunk_rows=1000, client=client)

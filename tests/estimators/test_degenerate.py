@@ -50,6 +50,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _engines import NoisyScores
 from sklearn.datasets import load_digits, make_moons
 from sklearn.metrics import r2_score
 
@@ -61,8 +62,6 @@ from kmp_dask.greedy import kernel_matching_pursuit
 from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import make_engine
 from kmp_dask.store import InMemoryStore, create_store
-
-from _engines import NoisyScores
 
 IDENTICAL = np.ones((1000, 3))
 TWO_LABELS = np.repeat([0, 1], 500)

@@ -100,7 +100,7 @@ def test_staged_predictions_and_prefixes_are_the_best_estimators(kind):
                          (est.staged_decision_function(X), best.staged_decision_function(X))):
         stages = list(mine)
         assert len(stages) == k
-        for a, b in zip(stages, theirs):
+        for a, b in zip(stages, theirs, strict=True):
             np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(list(est.staged_predict(X))[-1], est.predict(X))
     small = est.prefix(max(1, k // 2))

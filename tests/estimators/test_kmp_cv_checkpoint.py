@@ -248,7 +248,8 @@ from kmp_dask import KMPClassifierCV, save
 store, ckpt, model = sys.argv[1:4]
 est = KMPClassifierCV(random_state=0, cv=3, client="sync")
 est.fit(store, **({} if ckpt == "-" else {"checkpoint": ckpt, "checkpoint_every": 5, "resume": True}))
-save(est.best_estimator_, model, overwrite=True)  # a kill may fall in the save; with cv_search_: the widths, every held-out score, the choice
+# a kill may fall in the save; with cv_search_: the widths, every held-out score, the choice
+save(est.best_estimator_, model, overwrite=True)
 print("DONE", flush=True)
 """
 

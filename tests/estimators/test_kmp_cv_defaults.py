@@ -8,9 +8,9 @@ picks, so its scores must be equal) and separately fitted ``KMPClassifier`` mode
 
 import numpy as np
 import pytest
+from _cv_checks import assert_extension_is_the_rerun, assert_same_search, checkerboard
 from sklearn.datasets import make_moons
 
-from _cv_checks import assert_extension_is_the_rerun, assert_same_search, checkerboard
 from kmp_dask import KMPClassifier, KMPClassifierCV, KMPRegressorCV
 from kmp_dask.estimators import _kmp_cv
 
@@ -199,7 +199,7 @@ def _reached(auto, full, caps):
     """Per width: the cap its pursuits were run to — ``auto``'s scores are ``full``'s (a fixed cap)
     up to it and the last model's beyond it — or None when no cap of ``caps`` fits."""
     out = []
-    for a, f in zip(auto.scores_, full.scores_):
+    for a, f in zip(auto.scores_, full.scores_, strict=True):
         fits = [c for c in caps if np.array_equal(a[:, :c], f[:, :c]) and np.all(a[:, c:] == a[:, c - 1:c])]
         out.append(fits[0] if fits else None)
     return out

@@ -11,10 +11,10 @@ the search has stages whatever the score curves. The oracle: the same search wit
 
 import numpy as np
 import pytest
+from _cv_checks import assert_same_search, fold_copies
 from sklearn.model_selection import PredefinedSplit
 from sklearn.utils import check_random_state
 
-from _cv_checks import assert_same_search, fold_copies
 from kmp_dask import KMPClassifierCV, KMPRegressorCV
 from kmp_dask.estimators import _kmp_cv
 from kmp_dask.greedy._cv_path import row_folds

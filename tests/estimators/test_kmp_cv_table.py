@@ -43,7 +43,7 @@ def _both(monkeypatch, make, X, y):
 
 def _assert_same_pursuits(X, plain, tabled):
     assert len(plain) == len(tabled) > 0
-    for a, b in zip(plain, tabled):
+    for a, b in zip(plain, tabled, strict=True):
         rows = b.support_vectors[:, 0].astype(int)  # the table's kernel: basis "rows" are row indices
         np.testing.assert_array_equal(b.support_vectors[:, 0], rows)
         np.testing.assert_array_equal(X[rows], a.support_vectors)  # the same atoms, in the same order

@@ -31,7 +31,8 @@ def test_logistic_full_basis_matches_sklearn_logistic_regression():
     N, C, gamma = 40, 1e3, 0.5
     X = rng.normal(size=(N, 2))
     y = (X[:, 0] + 0.8 * rng.normal(size=N) > 0).astype(int)
-    lr = LogisticRegression(C=C, solver="newton-cholesky", tol=1e-12, max_iter=1000).fit(rbf_kernel(X, X, gamma=gamma), y)
+    lr = LogisticRegression(C=C, solver="newton-cholesky", tol=1e-12, max_iter=1000).fit(rbf_kernel(X, X, gamma=gamma),
+                                                                                          y)
     clf = KMPClassifier(n_basis=N + 1, candidates="all", loss="logistic", gamma=gamma, ridge=1 / (C * N),
                         client="sync").fit(X, y)
     assert clf.n_basis_ == N
@@ -171,7 +172,7 @@ def test_refit_schedule_auto_is_geometric():
             due.append(n)
     assert due[:10] == list(range(1, 11))
     gaps = np.diff(due)
-    assert all(g == max(1, a // 10) for a, g in zip(due[:-1], gaps))
+    assert all(g == max(1, a // 10) for a, g in zip(due[:-1], gaps, strict=True))
     assert len(due) < 60  # about 10 + log(n/10)/log(1.1) (53 at n = 400), not n
     assert [t for t in range(9) if _refit_due(3, t, t + 1, 0)] == [2, 5, 8]
     assert not any(_refit_due(None, t, t + 1, 0) for t in range(20))

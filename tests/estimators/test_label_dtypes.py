@@ -141,7 +141,8 @@ def test_evaluate_refuses_a_store_with_no_class_in_common(tmp_path):
     X, y = _data()
     model = _kmp().fit(X, y)
     store = create_store(tmp_path / "s.zarr", X, (y == "pos").astype(np.int64), classes=["cat", "dog"])
-    with pytest.raises(ValueError, match=r"classes \['cat', 'dog'\].*classes \['neg', 'pos'\]: no class name in common"):
+    with pytest.raises(ValueError,
+                       match=r"classes \['cat', 'dog'\].*classes \['neg', 'pos'\]: no class name in common"):
         evaluate(model, store, client="sync")
 
 

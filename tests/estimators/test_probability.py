@@ -145,7 +145,8 @@ def test_cli_predict_proba_works_for_a_classifier_trained_with_probability(tmp_p
     create_store(tmp_path / "te.zarr", Xte, yte, chunk_rows=256)
     run = CliRunner().invoke
     r = run(main, ["train", str(tmp_path / "tr.zarr"), "--model", str(tmp_path / "m"), "--n-basis", "30",
-                   "--probability", "true", "--task", "classification", "--random-state", "0", "--scheduler", "sync", "--quiet"])
+                   "--probability", "true", "--task", "classification", "--random-state", "0", "--scheduler", "sync",
+                   "--quiet"])
     assert r.exit_code == 0, r.output
     r = run(main, ["predict", str(tmp_path / "m"), str(tmp_path / "te.zarr"), "--output", str(tmp_path / "p.csv"),
                    "--proba", "--quiet", "--scheduler", "sync"])

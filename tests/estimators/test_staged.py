@@ -39,7 +39,7 @@ def test_staged_outputs_are_the_prefix_models():
     decisions = list(clf.staged_decision_function(XB))
     labels = list(clf.staged_predict(XB))
     assert len(decisions) == len(labels) == clf.n_basis_
-    for k, (F, lab) in enumerate(zip(decisions, labels), start=1):
+    for k, (F, lab) in enumerate(zip(decisions, labels, strict=True), start=1):
         np.testing.assert_allclose(F, clf.prefix(k).decision_function(XB), rtol=1e-10, atol=1e-10)
         np.testing.assert_array_equal(lab, clf.prefix(k).predict(XB))
     np.testing.assert_allclose(decisions[-1], clf.decision_function(XB), rtol=1e-10, atol=1e-10)
@@ -56,7 +56,7 @@ def test_staged_on_a_dask_array_is_lazy_and_equal():
     lazy = list(clf.staged_decision_function(da.from_array(XM, chunks=(100, 2))))
     eager = list(clf.staged_decision_function(XM))
     assert all(hasattr(F, "dask") for F in lazy)
-    for a, b in zip(lazy, eager):
+    for a, b in zip(lazy, eager, strict=True):
         np.testing.assert_allclose(a.compute(), b, rtol=1e-10, atol=1e-10)
 
 

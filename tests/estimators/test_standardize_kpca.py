@@ -58,7 +58,7 @@ def test_kcca_true_equals_fitting_on_standardised_views():
     b = _kcca(standardize=False).fit(Zx, Zy)
     np.testing.assert_array_equal(a.components_index_, b.components_index_)
     np.testing.assert_allclose(a.correlations_, b.correlations_, rtol=0, atol=1e-10)
-    for fa, fb in zip(a.transform(X_MIXED, Y_MIXED), b.transform(Zx, Zy)):
+    for fa, fb in zip(a.transform(X_MIXED, Y_MIXED), b.transform(Zx, Zy), strict=True):
         np.testing.assert_allclose(fa, fb, rtol=0, atol=1e-10)
     # Theorem 4's bound takes the raw training view and equals the one on standardised rows
     assert a.bound(X_MIXED, Y_MIXED, 0.5) == pytest.approx(b.bound(Zx, Zy, 0.5), rel=1e-9)
@@ -105,7 +105,7 @@ def test_auto_is_bit_identical_on_same_scale_data():
     off = _kcca(standardize=False).fit(X_SAME, Y)
     assert not (auto.standardized_x_ or auto.standardized_y_)
     np.testing.assert_array_equal(auto.correlations_, off.correlations_)
-    for fa, fb in zip(auto.transform(X_SAME, Y), off.transform(X_SAME, Y)):
+    for fa, fb in zip(auto.transform(X_SAME, Y), off.transform(X_SAME, Y), strict=True):
         np.testing.assert_array_equal(fa, fb)
 
 
@@ -139,7 +139,7 @@ def test_saved_models_transform_raw_rows(tmp_path):
             np.testing.assert_array_equal(back.transform(X_MIXED), est.transform(X_MIXED))
         else:
             assert back.standardized_x_ and back.standardized_y_
-            for fa, fb in zip(back.transform(X_MIXED, Y_MIXED), est.transform(X_MIXED, Y_MIXED)):
+            for fa, fb in zip(back.transform(X_MIXED, Y_MIXED), est.transform(X_MIXED, Y_MIXED), strict=True):
                 np.testing.assert_array_equal(fa, fb)
 
 

@@ -14,8 +14,7 @@ from _kill_at_line import run_and_kill_at
 
 import kmp_dask.estimators._kmp as est_kmp
 from kmp_dask import KMPClassifier, KMPRegressor
-from kmp_dask.greedy import Pursuit, kernel_matching_pursuit
-from kmp_dask.greedy import _checkpoint
+from kmp_dask.greedy import Pursuit, _checkpoint, kernel_matching_pursuit
 from kmp_dask.greedy._checkpoint import STATE_FILE, TMP_FILE, Checkpoint, checkpoint_info, open_checkpoint
 from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import InProcessEngine, partition_specs
@@ -74,10 +73,12 @@ def _interrupted_then_resumed(monkeypatch, make, fit_args, ckpt, at, every):
 
 
 CASES = {
-    "squared-backfit-auto-validation": (KMPRegressor, {"n_basis": 20, "candidates": "auto", "validation_fraction": 0.2}, 0),
+    "squared-backfit-auto-validation": (KMPRegressor, {"n_basis": 20, "candidates": "auto",
+                                                       "validation_fraction": 0.2}, 0),
     "squared-basic-all": (KMPRegressor, {"n_basis": 12, "candidates": "all", "fit_mode": "basic"}, 0),
     "logistic-binary": (KMPClassifier, {"n_basis": 16, "loss": "logistic", "refit_every": 3}, 2),
-    "logistic-multiclass-validation": (KMPClassifier, {"n_basis": 14, "loss": "logistic", "validation_fraction": 0.2}, 3),
+    "logistic-multiclass-validation": (KMPClassifier, {"n_basis": 14, "loss": "logistic",
+                                                      "validation_fraction": 0.2}, 3),
     "squared-multiclass-early-stopping": (KMPClassifier, {"n_basis": 40, "validation_fraction": 0.25,
                                                           "n_iter_no_change": 3, "candidates": 20}, 4),
 }
@@ -273,7 +274,7 @@ def test_resumed_on_a_process_cluster_is_identical(tmp_path, monkeypatch, proces
     X, y = _data(n=3000, classes=3)
     store = create_store(tmp_path / "d.zarr", X, y, chunk_rows=700)
     for loss, at in [("squared", 6), ("logistic", 3)]:
-        make = lambda client: KMPClassifier(  # noqa: E731
+        make = lambda client, loss=loss: KMPClassifier(  # noqa: E731
             n_basis=12, gamma=0.5, random_state=3, loss=loss, validation_fraction=0.2, client=client)
         ref = make("sync").fit(store.url)
         for where, client in [("cluster", process_client), ("process", "sync")]:

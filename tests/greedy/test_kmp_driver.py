@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _engines import NoisyScores, pursue
 from sklearn.linear_model import orthogonal_mp
 from sklearn.metrics.pairwise import rbf_kernel
 
@@ -13,8 +14,6 @@ from kmp_dask.greedy import dense_kmp, kernel_matching_pursuit, n_candidates_for
 from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import make_engine
 from kmp_dask.store import InMemoryStore
-
-from _engines import NoisyScores, pursue
 
 GAMMA = 0.5
 

@@ -12,7 +12,7 @@ from kmp_dask.greedy._result import StopReason
 def _split(cand, cuts):
     """The candidates as partitions would return them: consecutive row ranges, each its own dict."""
     bounds = [0, *cuts, len(cand["index"])]
-    return [{k: v[a:b] for k, v in cand.items()} for a, b in zip(bounds[:-1], bounds[1:])]
+    return [{k: v[a:b] for k, v in cand.items()} for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 @pytest.mark.parametrize("cuts", [[], [3], [2, 2, 7], [0, 5, 11]])

@@ -2,8 +2,8 @@
 
 Squared loss: one scoring pass + one commit pass per atom (backfit, prefit; basic pursuit has no
 commit pass), plus the set-up passes (stats, init + first candidates), the intercept column's
-commit (backfit / prefit) and one final pass that measures the final model. A pass is one round trip to every worker, so this is the
-latency model of a fit.
+commit (backfit / prefit) and one final pass that measures the final model. A pass is one round
+trip to every worker, so this is the latency model of a fit.
 """
 
 from __future__ import annotations

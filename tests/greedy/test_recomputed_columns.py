@@ -60,7 +60,8 @@ def test_squared_loss_same_fit_as_stored(mode, m):
     assert all(isinstance(c, RecomputedColumns) for c in caches_r)
     assert recomputed.basis_columns == "recomputed" and stored.basis_columns == "stored"
     _same(stored, recomputed)
-    np.testing.assert_allclose([r["residual_norm"] for r in recomputed.history], [r["residual_norm"] for r in stored.history], rtol=1e-7)
+    np.testing.assert_allclose([r["residual_norm"] for r in recomputed.history],
+                               [r["residual_norm"] for r in stored.history], rtol=1e-7)
 
 
 def test_partitions_hold_no_rows_by_atoms_matrix():

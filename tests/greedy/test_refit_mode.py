@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.metrics.pairwise import rbf_kernel
-
 from _engines import pursue
+from sklearn.metrics.pairwise import rbf_kernel
 
 from kmp_dask import KMPClassifier, KMPRegressor
 

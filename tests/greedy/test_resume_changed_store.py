@@ -66,7 +66,8 @@ def test_an_unchanged_store_resumes(store, tmp_path):
     open_checkpoint(tmp_path / "ck", estimator="KMPClassifier", params=params, store=ZarrStore(store)).save_payload(
         {"x": 1})
     ZarrStore(store).read_range(0, 300)  # reading changes nothing
-    got = open_checkpoint(tmp_path / "ck", resume=True, estimator="KMPClassifier", params=params, store=ZarrStore(store))
+    got = open_checkpoint(tmp_path / "ck", resume=True, estimator="KMPClassifier", params=params,
+                          store=ZarrStore(store))
     assert got.restore_payload() == {"x": 1}
 
 

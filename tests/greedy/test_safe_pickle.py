@@ -43,7 +43,8 @@ def test_tampered_checkpoint_is_refused_before_it_runs(tmp_path):
     KMPRegressor(n_basis=4, random_state=0).fit(X, y, checkpoint=ck)
     marker = tmp_path / "pwned"
     _tamper(ck / STATE_FILE, {"result": _Evil(marker)})
-    with pytest.raises(ValueError, match=r"cannot be resumed: refusing to load posix\.system|refusing to load os\.system"):
+    with pytest.raises(ValueError,
+                       match=r"cannot be resumed: refusing to load posix\.system|refusing to load os\.system"):
         KMPRegressor(n_basis=4, random_state=0).fit(X, y, checkpoint=ck, resume=True)
     assert not marker.exists()
 

@@ -298,5 +298,5 @@ def test_rbf_multi_is_bit_identical_to_rbf(dtype):
     X = rng.normal(size=(3000, 7)).astype(dtype)
     Y = np.vstack([X[:5], rng.normal(size=(40, 7))]).astype(dtype)
     gammas = [0.05, 0.7, 3.0]
-    for K, g in zip(rbf_multi(X, Y, gammas), gammas):
+    for K, g in zip(rbf_multi(X, Y, gammas), gammas, strict=True):
         assert K.tobytes() == rbf(X, Y, gamma=g).tobytes()

@@ -6,7 +6,6 @@ overwritten."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from _kill_at_line import run_and_kill_at
@@ -110,7 +109,7 @@ def test_kcca_resumed_fit_is_identical(tmp_path, monkeypatch):
     X = _data(n=300)
     Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] * X[:, 2]]) + 0.1 * np.random.default_rng(1).normal(size=(300, 2))
     for params in ({"n_components": 10}, {"n_components": 10, "candidates": 30}):
-        make = lambda: SparseKCCA(gamma_x=0.3, gamma_y=0.5, random_state=3, **params)  # noqa: E731
+        make = lambda params=params: SparseKCCA(gamma_x=0.3, gamma_y=0.5, random_state=3, **params)  # noqa: E731
         ref = make().fit(X, Y)
         ckpt = tmp_path / f"ck{len(params)}"
         resumed = _interrupted_then_resumed(monkeypatch, make, (X, Y), ckpt, 6, 4)

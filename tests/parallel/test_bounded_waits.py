@@ -23,8 +23,7 @@ from click.testing import CliRunner
 from kmp_dask import KMPClassifier, KMPRegressor, save
 from kmp_dask.cli import main as cli
 from kmp_dask.cli._main import is_expected_error, one_line_message
-from kmp_dask.parallel import connect
-from kmp_dask.parallel import _client
+from kmp_dask.parallel import _client, connect
 from kmp_dask.store import create_store
 
 RNG = np.random.default_rng(29)

@@ -28,8 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import random_kills as RK  # noqa: E402
 
 from kmp_dask import KMPClassifier  # noqa: E402
-from kmp_dask.parallel._engine import SchedulerLostError  # noqa: E402
-from kmp_dask.parallel._engine import ActorEngine  # noqa: E402
+from kmp_dask.parallel._engine import ActorEngine, SchedulerLostError  # noqa: E402
 from kmp_dask.store import create_store  # noqa: E402
 
 #: The driver must end this many seconds after the kill at most (the benchmark measured 30.2 s

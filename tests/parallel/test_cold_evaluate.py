@@ -109,7 +109,8 @@ def test_a_lost_model_is_shipped_again(tmp_path, process_client, monkeypatch, wh
         evaluation.predict_to_file(model, store, tmp_path / "q.csv", client="sync")
         got, want = (tmp_path / "p.csv").read_text(), (tmp_path / "q.csv").read_text()
     else:
-        got, want = (np.asarray(evaluation.predict_to_store(model, store, tmp_path / name, client=c).read_range(0, 400)[1])
+        got, want = (np.asarray(evaluation.predict_to_store(model, store, tmp_path / name, client=c)
+                                .read_range(0, 400)[1])
                      for name, c in (("p.zarr", process_client), ("q.zarr", "sync")))
     assert len(shipped) >= 2 and shipped[0].status == "cancelled"
     if isinstance(got, np.ndarray):

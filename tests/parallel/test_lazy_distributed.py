@@ -20,6 +20,7 @@ print("distributed" in sys.modules)
 
 def test_in_process_fit_does_not_import_distributed():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", CODE], check=False, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", CODE], check=False, env=env, capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "False"

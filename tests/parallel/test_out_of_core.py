@@ -8,7 +8,6 @@ on a store several times their total.
 from __future__ import annotations
 
 import logging
-import os
 
 import dask
 import numpy as np
@@ -333,7 +332,8 @@ def test_streamed_partitions_on_a_threaded_cluster_do_not_share_scratch(tmp_path
                                       chunk_rows=10_000, random_state=5)
     kw = dict(n_basis=15, candidates=40, gamma=0.1, random_state=0, basis_columns="stored")
     ref = KMPClassifier(client="sync", **kw).fit(small)
-    with LocalCluster(processes=False, n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+    with LocalCluster(processes=False, n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0",
+                      worker_dashboard_address="127.0.0.1:0",
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         for _ in range(2):
             with dask.config.set({"kmp_dask.budget-bytes": 3 << 20}):

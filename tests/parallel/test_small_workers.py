@@ -19,7 +19,7 @@ def test_partitions_hold_at_most_partition_bytes_of_rows_whatever_the_chunking()
         bounds = partition_bounds(chunks, row_bytes)
         sizes = np.array([b - a for a, b in bounds])
         assert bounds[0][0] == 0 and bounds[-1][1] == sum(chunks)
-        assert all(b0 == a1 for (_, b0), (a1, _) in zip(bounds[:-1], bounds[1:]))  # contiguous
+        assert all(b0 == a1 for (_, b0), (a1, _) in zip(bounds[:-1], bounds[1:], strict=True))  # contiguous
         assert sizes.max() * row_bytes <= PARTITION_BYTES
         # no partition straddles a chunk boundary
         edges = set(np.cumsum(chunks).tolist())
@@ -81,14 +81,13 @@ def test_same_fit_on_one_roomy_worker_and_two_300mb_workers(tmp_path):
     """A store of ~80 MB of rows + state on 2 workers × 300 MB (kmp_dask plans half of that, minus
     the ~100 MiB an idle worker holds): partitions stream on both workers, and the model is the one
     of a single worker with room for everything (no streaming), bit for bit."""
+    from _loaded_machine import WORKER_WAIT
     from distributed import Client, LocalCluster
 
     from kmp_dask.datasets import make_classification_store
     from kmp_dask.greedy import kernel_matching_pursuit
     from kmp_dask.kernels import get_kernel
     from kmp_dask.parallel import ActorEngine, partition_specs
-
-    from _loaded_machine import WORKER_WAIT
 
     store = make_classification_store(str(tmp_path / "s.zarr"), 300_000, n_features=54, n_classes=3,
                                       chunk_rows=10_000, random_state=4)
@@ -124,7 +123,8 @@ def test_a_pass_sees_every_worker_while_the_client_refreshes_its_cache():
     from kmp_dask.parallel._engine import ActorEngine
 
     with dask.config.set({"distributed.client.scheduler-info-interval": "5ms"}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0",
+                         worker_dashboard_address="127.0.0.1:0",
                          silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         client.wait_for_workers(2, timeout=120)
         engine = types.SimpleNamespace(client=client, loss_timeout=0.0)

@@ -14,8 +14,17 @@ from sklearn.datasets import make_moons
 from sklearn.svm import SVC
 
 import kmp_dask
-from kmp_dask import (MMDA, CVMClassifier, KMPClassifier, KMPRegressor, ReducedSetCompressor, SparseKCCA,
-                      SparseKernelPCA, load, save)
+from kmp_dask import (
+    MMDA,
+    CVMClassifier,
+    KMPClassifier,
+    KMPRegressor,
+    ReducedSetCompressor,
+    SparseKCCA,
+    SparseKernelPCA,
+    load,
+    save,
+)
 from kmp_dask.persist import FORMAT_VERSION, model_info
 from kmp_dask.reduced import ReducedSetClassifier, ReducedSetRegressor
 
@@ -25,7 +34,8 @@ LABELS = np.array(["a", "b", "c"])[(X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)]
 
 MODELS = {
     "kmp-classifier": lambda: KMPClassifier(n_basis=12, random_state=0, validation_fraction=0.2).fit(X, Y),
-    "kmp-logistic-multiclass-mixed": lambda: KMPClassifier(n_basis=10, loss="logistic", gamma=[0.1, 1.0]).fit(X, LABELS),
+    "kmp-logistic-multiclass-mixed": lambda: KMPClassifier(n_basis=10, loss="logistic",
+                                                           gamma=[0.1, 1.0]).fit(X, LABELS),
     "kmp-regressor-bound": lambda: KMPRegressor(n_basis=12, stopping="bound", bound_threshold=0.3).fit(X, YR),
     "kmp-regressor-2d": lambda: KMPRegressor(n_basis=8).fit(X, np.c_[YR, -YR]),
     "cvm": lambda: CVMClassifier(random_state=0).fit(X, Y),

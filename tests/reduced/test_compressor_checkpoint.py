@@ -7,7 +7,6 @@ another model, pool, labels or parameters is refused; an existing one is never o
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from _kill_at_line import run_and_kill_at

@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification
 from sklearn.svm import SVC
+from test_hmp import _dense_coupled_hmp, _problem, _rkhs_error, _run
 
 from kmp_dask import KernelExpansion
 from kmp_dask.greedy._hmp import dense_hyperplane_pursuit
 from kmp_dask.reduced import ReducedSetCompressor
-
-from test_hmp import _dense_coupled_hmp, _problem, _rkhs_error, _run
 
 
 def _dense(X, alpha, kernel, pool=None, **kw):

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_dense_hmp import _dense, _dense_exact_greedy, binary  # noqa: F401 (fixture)
+from test_hmp import _problem, _rkhs_error, _run
 
 from kmp_dask import KernelExpansion
 from kmp_dask.blockops import apply_effects
 from kmp_dask.greedy._hmp import RESYNC_EVERY, hyperplane_pursuit
-from kmp_dask.parallel import InProcessEngine, partition_specs
 from kmp_dask.greedy._hmp_setup import compress_on_pool
+from kmp_dask.parallel import InProcessEngine, partition_specs
 from kmp_dask.reduced import ReducedSetCompressor
 from kmp_dask.store import InMemoryStore
-
-from test_dense_hmp import _dense, _dense_exact_greedy, binary  # noqa: F401 (fixture)
-from test_hmp import _problem, _rkhs_error, _run
 
 
 @pytest.mark.parametrize("m", [1, 3])
@@ -81,7 +80,7 @@ def test_partitions_track_the_exact_delta_and_the_journal_rebuilds_them_bit_for_
     # the journal: init, start, 2 column effects + 1 δ move per vector, the last resync
     assert len(eng.journal) == 2 + 3 * n + 1
     assert sum(e.slot == "rs.fit.delta" for e in eng.journal) == n
-    for spec, live in zip(partition_specs(store), eng.partitions):
+    for spec, live in zip(partition_specs(store), eng.partitions, strict=True):
         fresh = spec.load()
         apply_effects(fresh, tuple(eng.journal))
         a, b = live.state["rs"], fresh.state["rs"]
@@ -103,7 +102,7 @@ def test_independent_pursuits_restart_delta_and_drop_the_previous_moves_from_the
         _, results = compress_on_pool(eng, exp, alpha, n_rows=len(X), outputs_groups=[[0], [1]], n_vectors=20,
                                       criterion="decrease")
         assert len(eng.journal) == 2 + 3 * 20  # init, the second start, its own 20 vectors only
-        for spec, live in zip(partition_specs(store), eng.partitions):
+        for spec, live in zip(partition_specs(store), eng.partitions, strict=True):
             fresh = spec.load()
             apply_effects(fresh, tuple(eng.journal))
             assert np.array_equal(live.state["rs"].delta, fresh.state["rs"].delta)

@@ -12,17 +12,16 @@ import signal
 import numpy as np
 import pytest
 from _loaded_machine import WORKER_WAIT  # generous on a loaded machine
+from test_dense_hmp import binary  # noqa: F401 (fixture)
 
 from kmp_dask import KernelExpansion
 from kmp_dask.blockops import apply_effects
 from kmp_dask.greedy._exchange import engine_exchange, exchange_vectors
+from kmp_dask.greedy._hmp_setup import compress_on_pool
 from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import InProcessEngine, partition_specs
-from kmp_dask.greedy._hmp_setup import compress_on_pool
 from kmp_dask.reduced import ReducedSetCompressor
 from kmp_dask.store import InMemoryStore, create_store
-
-from test_dense_hmp import binary  # noqa: F401 (fixture)
 
 
 def _problem(n=200, m=1, gamma=0.7, seed=0):
@@ -64,7 +63,7 @@ def test_engine_exchange_equals_the_in_process_exchange_whatever_the_chunking(m,
             cache_before = [p.state["rs"].cache.train().copy() for p in eng.partitions]
             got = engine_exchange(eng, kernel=k, wsq=wsq, index=res.index[:level], vectors=res.vectors[:level],
                                   n_rows=len(X), max_sweeps=sweeps)
-            for p, c in zip(eng.partitions, cache_before):  # the pursuit's cache is left as it was
+            for p, c in zip(eng.partitions, cache_before, strict=True):  # the pursuit's cache is left as it was
                 assert np.array_equal(p.state["rs"].cache.train(), c)
         if ref is None:
             ref = _reference(exp, X, wsq, res.index[:level], sweeps)
@@ -119,7 +118,7 @@ def test_a_partition_rebuilt_mid_exchange_gives_the_same_result(at):
         assert live.n_swaps > 0
         # the journal rebuilds the exchange state bit for bit: start, every column, moves since the resync
         assert any(e.slot == "rs.xch.cols" for e in eng.journal)
-        for spec, part in zip(specs, eng.partitions):
+        for spec, part in zip(specs, eng.partitions, strict=True):
             fresh = spec.load()
             apply_effects(fresh, tuple(eng.journal))
             a, b = part.state["rs"].xch, fresh.state["rs"].xch

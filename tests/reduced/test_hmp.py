@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from kmp_dask import KernelExpansion
-from kmp_dask.greedy._hmp import hyperplane_pursuit, pool_errors
+from kmp_dask.greedy._hmp import pool_errors
+from kmp_dask.greedy._hmp_setup import compress_on_pool, pool_rkhs_norms
 from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import make_engine
-from kmp_dask.greedy._hmp_setup import compress_on_pool, pool_rkhs_norms
 from kmp_dask.store import InMemoryStore
 
 
@@ -141,7 +141,7 @@ def test_pool_errors_equal_the_dense_prediction_errors():
     _, _, res, sse, _ = _run(X, alpha, k, n_vectors=12)
     K = k(X, X)
     f = K @ alpha
-    for row, level in zip(sse, (1, res.n_levels - 1)):
+    for row, level in zip(sse, (1, res.n_levels - 1), strict=True):
         index, coef = res.prefix_coef(level)
         np.testing.assert_allclose(row, ((f - K[:, index] @ coef) ** 2).sum(axis=0), rtol=1e-9)
     np.testing.assert_allclose(res.pool_sse[level], sse[-1], rtol=1e-9)

@@ -12,9 +12,9 @@ import pytest
 from _loaded_machine import wait_for_workers  # generous on a loaded machine
 
 from kmp_dask import KernelExpansion
+from kmp_dask.greedy._hmp_setup import compress_on_pool
 from kmp_dask.kernels import get_kernel
 from kmp_dask.parallel import ActorEngine, InProcessEngine, partition_specs
-from kmp_dask.greedy._hmp_setup import compress_on_pool
 from kmp_dask.store import create_store
 
 

@@ -110,7 +110,7 @@ def _check_labels_consistent(target, F, y, y_pred):
         votes[np.arange(len(y)), np.where(F[:, p] > 0, i, j)] += 1
     sure = correct & (votes.max(axis=1) == k - 1)  # the winner beat every other class
     assert sure.mean() > 0.5
-    for p, ((i, j), (mask, s)) in enumerate(zip(target.pairs, labels)):
+    for p, ((i, j), (mask, s)) in enumerate(zip(target.pairs, labels, strict=True)):
         assert_array_equal(mask, (y == classes[i]) | (y == classes[j]))
         assert_array_equal(s, np.where(y[mask] == classes[i], 1.0, -1.0))
         assert_array_equal(np.sign(F[mask & sure, p]), s[sure[mask]])

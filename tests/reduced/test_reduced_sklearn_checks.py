@@ -5,8 +5,11 @@ import pytest
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import (
-    check_get_params_invariance, check_no_attributes_set_in_init, check_parameters_default_constructible,
-    check_set_params, parametrize_with_checks,
+    check_get_params_invariance,
+    check_no_attributes_set_in_init,
+    check_parameters_default_constructible,
+    check_set_params,
+    parametrize_with_checks,
 )
 
 from kmp_dask.reduced import ReducedSetClassifier, ReducedSetCompressor, ReducedSetRegressor

@@ -24,8 +24,15 @@ def data():
 @pytest.fixture(scope="session")
 def fitted(data):
     """name -> fitted estimator, one per family (two KMP variants: validation split, bound stopping)."""
-    from kmp_dask import MMDA, CVMClassifier, KMPClassifier, KMPRegressor, ReducedSetCompressor, SparseKCCA, \
-        SparseKernelPCA
+    from kmp_dask import (
+        MMDA,
+        CVMClassifier,
+        KMPClassifier,
+        KMPRegressor,
+        ReducedSetCompressor,
+        SparseKCCA,
+        SparseKernelPCA,
+    )
     from kmp_dask.reduced import ReducedSetClassifier, ReducedSetRegressor
 
     X, y, yr = data["X"], data["y"], data["yr"]

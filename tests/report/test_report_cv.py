@@ -92,8 +92,10 @@ def test_report_of_a_train_cv_model_draws_score_vs_size_per_gamma(store_path, re
     assert reference.rule_ == "half_se"
     threshold = mean[g0, s0] - se[g0, s0] / 2
     chosen = reference.best_params_["n_basis"]
-    assert f"half-SE threshold {threshold:.4f}" in text and f"chosen: {chosen} atoms, gamma={reference.best_params_['gamma']:.4g}" in text
-    assert "chosen" in rows[chosen][-1] and all("chosen" not in row[-1] for i, row in enumerate(rows[1:]) if i + 1 != chosen)
+    assert f"half-SE threshold {threshold:.4f}" in text
+    assert f"chosen: {chosen} atoms, gamma={reference.best_params_['gamma']:.4g}" in text
+    assert "chosen" in rows[chosen][-1]
+    assert all("chosen" not in row[-1] for i, row in enumerate(rows[1:]) if i + 1 != chosen)
     assert mean[:, chosen - 1].max() >= threshold and (mean[:, :chosen - 1] < threshold).all()
     # the estimator itself reports the same (its best_estimator_ carries the search)
     assert CV_TITLE in build_report({"cv": reference})

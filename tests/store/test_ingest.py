@@ -100,7 +100,7 @@ def test_row_partitions_are_contiguous_aligned_and_balanced():
     chunks = [100] * 10 + [3]
     parts = row_partitions(chunks, 3)
     assert parts[0][0] == 0 and parts[-1][1] == 1003
-    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:], strict=False))
     assert all(start % 100 == 0 for start, _ in parts)
     assert max(b - a for a, b in parts) - min(b - a for a, b in parts) <= 100
 

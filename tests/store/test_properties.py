@@ -19,7 +19,7 @@ def test_row_partitions_cover_rows_on_chunk_boundaries(chunks, p):
     assert len(parts) == min(p, len(chunks))
     assert parts[0][0] == 0 and parts[-1][1] == sum(chunks)
     assert all(a < b and a in bounds and b in bounds for a, b in parts)
-    assert all(x[1] == y[0] for x, y in zip(parts, parts[1:]))
+    assert all(x[1] == y[0] for x, y in zip(parts, parts[1:], strict=False))
 
 
 @settings(max_examples=60, deadline=None)

@@ -79,7 +79,7 @@ def _siblings(s3, url):
 def test_store_on_s3_holds_what_a_local_one_holds(s3, pair):
     local, remote = pair
     assert remote.url.startswith("s3://") and remote.complete
-    for a, b in zip(local.read_range(0, 240), remote.read_range(0, 240)):
+    for a, b in zip(local.read_range(0, 240), remote.read_range(0, 240), strict=True):
         assert np.array_equal(a, b) and a.dtype == b.dtype
     rows = [7, 200, 3, 7]
     assert np.array_equal(local.read_rows(rows)[0], remote.read_rows(rows)[0])
@@ -117,7 +117,8 @@ def test_fit_and_predict_on_s3_on_a_cluster_same_as_local(pair):
     from distributed import Client, LocalCluster
 
     local, remote = pair
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as lc, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0",
+                      worker_dashboard_address="127.0.0.1:0") as lc, \
             Client(lc) as client:
         a = KMPClassifier(n_basis=6, candidates=20, gamma=0.5, random_state=0, client=client).fit(local)
         b = KMPClassifier(n_basis=6, candidates=20, gamma=0.5, random_state=0, client=client).fit(remote)
@@ -130,10 +131,11 @@ def test_fit_and_predict_on_s3_on_a_cluster_same_as_local(pair):
 @pytest.mark.slow
 def test_csv_ingest_to_s3_same_as_local(s3, url, tmp_path):
     path = tmp_path / "d.csv"
-    path.write_text("a,b,c,label\n" + "".join(f"{r[0]},{r[1]},{r[2]},{int(l)}\n" for r, l in zip(X[:50], Y[:50])))
+    path.write_text("a,b,c,label\n" + "".join(f"{r[0]},{r[1]},{r[2]},{int(lab)}\n"
+                                              for r, lab in zip(X[:50], Y[:50], strict=True)))
     local = store_from_csv(tmp_path / "l.zarr", path, chunk_rows=16)
     remote = store_from_csv(url, path, chunk_rows=16, storage_options=s3.storage_options)
-    for a, b in zip(local.read_range(0, 50), remote.read_range(0, 50)):
+    for a, b in zip(local.read_range(0, 50), remote.read_range(0, 50), strict=True):
         assert np.array_equal(a, b)
     assert local.attrs["feature_names"] == remote.attrs["feature_names"] == ["a", "b", "c"]
 
@@ -275,8 +277,6 @@ def _own_csv(path):
 def test_own_csv_with_a_test_split_to_s3(s3, bucket, tmp_path, monkeypatch):
     """ingest --label --test-size writes two stores (two nested temporaries): both published; when the
     second publish fails, neither store nor any temporary is left but the one the error names."""
-    import s3fs
-
     for k, v in s3.environ().items():
         monkeypatch.setenv(k, v)
     csv = _own_csv(tmp_path / "own.csv")
@@ -316,8 +316,8 @@ def test_cli_train_predict_evaluate_on_s3_on_a_process_cluster_same_as_local(s3,
     local = str(tmp_path / "train.zarr")
 
     def kmp(*args):
-        out = subprocess.run([sys.executable, "-c", "from kmp_dask.cli import main; main()", *args], env=env, capture_output=True,
-                             text=True, cwd=tmp_path, timeout=600)
+        out = subprocess.run([sys.executable, "-c", "from kmp_dask.cli import main; main()", *args], env=env,
+                             capture_output=True, text=True, cwd=tmp_path, timeout=600)
         assert out.returncode == 0, out.stdout + out.stderr
         return out.stdout
 
@@ -382,8 +382,8 @@ def test_predict_and_evaluate_a_csv_on_s3_as_the_local_file(s3, bucket, tmp_path
     fsspec.filesystem("s3", **s3.storage_options).put(csv, remote)
     outs = {}
     for name, src in (("local", csv), ("remote", remote)):
-        run = CliRunner().invoke(cli, ["predict", str(tmp_path / "m.kmp"), src, "--output", str(tmp_path / f"{name}.csv"),
-                                       "--scheduler", "sync"])
+        run = CliRunner().invoke(cli, ["predict", str(tmp_path / "m.kmp"), src,
+                                       "--output", str(tmp_path / f"{name}.csv"), "--scheduler", "sync"])
         assert run.exit_code == 0, run.output
         outs[name] = pd.read_csv(tmp_path / f"{name}.csv")
         run = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "m.kmp"), src, "--label", "species", "--json",

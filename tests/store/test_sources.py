@@ -70,13 +70,14 @@ def test_parquet_and_csv_give_the_same_store(files, tmp_path):
     _, paths = files
     a = store_from_csv(tmp_path / "a.zarr", paths["csv"], label_column="species", drop="id")
     b = store_from_parquet(tmp_path / "b.zarr", paths["parquet"], label_column="species", drop=[1])
-    for x, y in zip(a.read_range(0, N), b.read_range(0, N)):
+    for x, y in zip(a.read_range(0, N), b.read_range(0, N), strict=True):
         np.testing.assert_array_equal(x, y)
 
 
 def test_delimiter_detected_or_given_and_a_wrong_one_refused(files, tmp_path):
     _, paths = files
-    assert ingest(paths["semi"], tmp_path / "d.zarr", label="species", drop="id").attrs["provenance"]["delimiter"] == ";"
+    provenance = ingest(paths["semi"], tmp_path / "d.zarr", label="species", drop="id").attrs["provenance"]
+    assert provenance["delimiter"] == ";"
     with pytest.raises(DataValidationError, match=r"single column with the given delimiter ','.*--delimiter ';'"):
         ingest(paths["semi"], tmp_path / "e.zarr", label="species", delimiter=",")
     assert not (tmp_path / "e.zarr").exists()
@@ -149,7 +150,7 @@ def test_n_rows_is_honoured_by_every_source(files, tmp_path):
     np.savez(tmp_path / "xy.npz", X=X, y=y)
     store = create_store(tmp_path / "whole.zarr", X, y, chunk_rows=300)
     lib = tmp_path / "d.libsvm"
-    lib.write_text("".join(f"{int(t)} 1:{r[0]} 2:{r[1]}\n" for t, r in zip(y[:50], X[:50])))
+    lib.write_text("".join(f"{int(t)} 1:{r[0]} 2:{r[1]}\n" for t, r in zip(y[:50], X[:50], strict=True)))
     cases = [(paths["csv"], {"label": "species", "drop": "id"}), (paths["parquet"], {"label": 0, "drop": 1}),
              (tmp_path / "X.npy", {}), (tmp_path / "xy.npz", {}), (store.url, {}), (lib, {}),
              ("sklearn:iris", {})]
