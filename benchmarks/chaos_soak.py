@@ -28,7 +28,8 @@ Protocol
   each ``kmp-dask`` a subprocess in its own session under a hard ``--job-timeout``. While an
   attempt runs, a chaos thread fires at exponential intervals (``--kill-rate`` per minute of job
   time) and SIGKILLs one random worker process (the nanny restarts it), or the scheduler
-  (``--scheduler-share``; restarted at once on the same port and scheduler file), or the driver (``--driver-share``: the ``kmp-dask``
+  (``--scheduler-share``; restarted at once on the same port and scheduler file), or the driver
+  (``--driver-share``: the ``kmp-dask``
   process itself).
 * An attempt that ends in an ``Error:`` line or was killed is run again — ``--resume`` for a
   ``train`` with ``--checkpoint`` and for ``run``, ``--overwrite`` for the others — up to
@@ -186,7 +187,8 @@ class SoakCluster:
                 continue
             try:
                 for child in psutil.Process(nanny.pid).children():
-                    if "spawn_main" in " ".join(child.cmdline()) and "resource_tracker" not in " ".join(child.cmdline()):
+                    line = " ".join(child.cmdline())
+                    if "spawn_main" in line and "resource_tracker" not in line:
                         pids.append(child.pid)
             except psutil.Error:
                 pass
@@ -347,7 +349,7 @@ def _write_csv(path, X, labels):
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow([f"x{k}" for k in range(X.shape[1])] + ["label"])
-        for row, label in zip(X.tolist(), labels):
+        for row, label in zip(X.tolist(), labels, strict=True):
             w.writerow([repr(v) for v in row] + [label])
 
 
@@ -722,7 +724,8 @@ def _json_diff(a, b, where="") -> list:
                 out += _json_diff(a[k], b[k], f"{where}/{k}")
         return out[:10]
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for x, y, k in zip(a, b, range(len(a))) for d in _json_diff(x, y, f"{where}[{k}]")][:10]
+        return [d for x, y, k in zip(a, b, range(len(a)), strict=False)
+                for d in _json_diff(x, y, f"{where}[{k}]")][:10]
     return [] if a == b else [f"{where}: {str(a)[:80]!r} != {str(b)[:80]!r}"]
 
 
@@ -863,7 +866,8 @@ def _classify(job, n, attempts, out, refs, jdir) -> dict:
         outcome = "identical" if len(attempts) == 1 else "identical-after-resume"
     return {"n": n, "job": job.name, "outcome": outcome, "problems": sorted(problems, key=SEVERITY.get),
             "attempts": attempts, "n_attempts": len(attempts), "kills": [k for a in attempts for k in a["kills"]],
-            "differences": diffs[:10], "diagnostic_differences": diagnostic[:10], "leftovers": left[:20], "orphans": orphans, "dir": str(jdir),
+            "differences": diffs[:10], "diagnostic_differences": diagnostic[:10], "leftovers": left[:20],
+            "orphans": orphans, "dir": str(jdir),
             "load": list(os.getloadavg())}
 
 
@@ -912,7 +916,8 @@ def summarize(records, kills, failed_refs, end_orphans) -> dict:
     for k in kills:
         by_kind[k["kind"]] = by_kind.get(k["kind"], 0) + 1
     return {"jobs": len(records), "outcomes": counts,
-            "jobs_with_diagnostic_differences": sum(bool(r.get("diagnostic_differences")) for r in records), "kills": len(kills), "kills_by_kind": by_kind,
+            "jobs_with_diagnostic_differences": sum(bool(r.get("diagnostic_differences")) for r in records),
+            "kills": len(kills), "kills_by_kind": by_kind,
             "jobs_with_kills": sum(bool(r["kills"]) for r in records),
             "attempts": sum(r["n_attempts"] for r in records), "per_job": per_job,
             "error_lines": dict(sorted(errors.items(), key=lambda kv: -kv[1])),

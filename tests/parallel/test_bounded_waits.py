@@ -119,7 +119,8 @@ def test_cli_ingest_and_report_on_a_full_or_read_only_disk(tmp_path, code, words
     out = tmp_path / "out"
     out.mkdir()
     before = tree(tmp_path)
-    for args in (["ingest", str(src), str(out / "s.zarr"), "--label", "label"], ["report", str(model), "--output", str(out / "r.html")]):
+    for args in (["ingest", str(src), str(out / "s.zarr"), "--label", "label"],
+                 ["report", str(model), "--output", str(out / "r.html")]):
         with failing_writes(out, code):
             result = CliRunner().invoke(cli, args)
         line = _one_error_line(result)
