@@ -63,6 +63,10 @@ GLOSSARY = (
          "the KMP estimators and KMP's CV (every (γ, fold) pursuit and the refit; \"auto\" there: k without "
          "the in-process kernel table — store / dask input —, else 1)",
          types=("int", '"auto" or int')),
+    Idea("probability", "predict_proba for any loss, from a calibration fitted on held-out rows (as SVC's)",
+         "scikit-learn's SVC(probability=True); \"auto\" (KMPClassifier only): True where the fit holds rows "
+         "out anyway (n_basis=\"auto\" or a validation split), so no training row is spent",
+         types=("bool", 'bool or "auto"')),
     Idea("n_vectors", "vectors kept by a reduced set (Weston & Bakır's N_z)",
          "the reduced-set papers' 'vectors'; only the compressor and its meta-estimators",
          types=("int or float",)),

@@ -829,7 +829,7 @@ _ATTRIBUTES = """
         one), ``y`` is read from the store, chunk by chunk, as in ``fit``.
 """
 
-_PROBABILITY = """    probability : bool, default=False
+_PROBABILITY = """    probability : bool or "auto", default="auto"
         Give ``predict_proba`` for any loss, as ``SVC(probability=True)``: the decision values are
         mapped to class probabilities by a multinomial logistic regression on them (Platt's
         sigmoid for two classes; ``calibrator_``) fitted on rows the fit holds out — the
@@ -837,7 +837,9 @@ _PROBABILITY = """    probability : bool, default=False
         hash of the row index (``PROBABILITY_HOLDOUT``; the model is then trained on the other
         90 %). One extra read of the held-out rows (at most ~50,000 of them). With
         ``loss="logistic"`` the outputs are log-odds already and its ``predict_proba`` is used
-        unchanged (docs/estimators.md, "Probabilities").
+        unchanged (docs/estimators.md, "Probabilities"). "auto": True when the fit holds rows out
+        anyway (``n_basis="auto"``, or ``validation_fraction > 0``), so the probabilities cost no
+        training rows and the model is the one ``probability=False`` gives; False otherwise.
 """
 
 
@@ -1006,7 +1008,7 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
                  validation_fraction="auto", n_iter_no_change="auto", random_state=None, client=None, chunk_rows=None,
                  verbose=0, loss="squared", loss_params=None, refit_every="auto", stopping=None,
                  bound_threshold=None, bound_delta=0.05, basis_columns="auto", standardize="auto",
-                 atoms_per_pass="auto", max_time=None, probability=False):
+                 atoms_per_pass="auto", max_time=None, probability="auto"):
         super().__init__(
             kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params, n_basis=n_basis,
             fit_mode=fit_mode, candidates=candidates, eps=eps, q=q, tol=tol, ridge=ridge, fit_intercept=fit_intercept,
@@ -1042,12 +1044,16 @@ class KMPClassifier(ClassifierMixin, _BaseKMP):
     def _check_fit_args(self, X, y):
         if y is not None and not is_dask_array(y):  # the labels first (scikit-learn's target-type errors)
             check_class_labels(y)
-        if not isinstance(self.probability, (bool, np.bool_)):
-            raise ValueError(f"probability must be True or False; got {self.probability!r}")
+        if not (isinstance(self.probability, (bool, np.bool_)) or _is_auto(self.probability)):
+            raise ValueError(f"probability must be True, False or 'auto'; got {self.probability!r}")
         super()._check_fit_args(X, y)
 
     def _calibrates(self) -> bool:
-        return bool(self.probability) and not self._is_logistic()  # logistic outputs are log-odds already
+        if self._is_logistic():  # logistic outputs are log-odds already
+            return False
+        if _is_auto(self.probability):  # only where rows are held out anyway: no training row spent
+            return self._growth()[0] > 0
+        return bool(self.probability)
 
     def _targets(self, engine, store):
         names = store.attrs.get("classes")

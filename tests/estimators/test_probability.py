@@ -59,7 +59,7 @@ def test_without_probability_there_is_no_predict_proba_and_the_error_says_how():
     assert not hasattr(clf, "predict_proba")
     with pytest.raises(AttributeError, match=r"probability=True"):
         clf.predict_proba(X)
-    with pytest.raises(ValueError, match="probability must be True or False"):
+    with pytest.raises(ValueError, match="probability must be True, False or 'auto'"):
         KMPClassifier(probability="yes").fit(X, y)
 
 
@@ -173,3 +173,37 @@ def test_a_cluster_fit_calibrates_on_the_same_rows_as_in_process(tmp_path):
     there = KMPClassifier(n_basis=20, probability=True, random_state=0, client="embedded").fit(store)
     assert there.calibrator_.n_rows == here.calibrator_.n_rows
     np.testing.assert_allclose(there.predict_proba(Xte), here.predict_proba(Xte), rtol=1e-6, atol=1e-9)
+
+
+def test_probability_auto_calibrates_where_rows_are_held_out_anyway():
+    """``probability="auto"`` (the default): with ``n_basis="auto"`` the fit holds out rows for its
+    size already, so it calibrates on them and the model is the one ``probability=False`` gives;
+    with an int ``n_basis`` and no validation split it spends no rows and gives no predict_proba."""
+    Xtr, Xte, ytr, yte = _keel("banana", 1500)
+    auto = KMPClassifier(random_state=0).fit(Xtr, ytr)
+    plain = KMPClassifier(random_state=0, probability=False).fit(Xtr, ytr)
+    np.testing.assert_array_equal(auto.decision_function(Xte), plain.decision_function(Xte))
+    P = auto.predict_proba(Xte)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    assert not hasattr(plain, "predict_proba")
+    assert not hasattr(KMPClassifier(n_basis=10, random_state=0).fit(Xtr, ytr), "predict_proba")
+
+
+def test_cli_predict_proba_works_for_a_classifier_trained_with_no_model_flags(tmp_path):
+    """``train`` with no size and no ``--probability`` (``n_basis="auto"``, ``probability="auto"``):
+    ``predict --proba`` works, and its log-loss beats the class shares."""
+    from kmp_dask.cli import main
+
+    Xtr, Xte, ytr, yte = _keel("banana", 1500)
+    create_store(tmp_path / "tr.zarr", Xtr, ytr, chunk_rows=256)
+    create_store(tmp_path / "te.zarr", Xte, yte, chunk_rows=256)
+    run = CliRunner().invoke
+    r = run(main, ["train", str(tmp_path / "tr.zarr"), "--model", str(tmp_path / "m"), "--random-state", "0",
+                   "--task", "classification", "--scheduler", "sync", "--quiet"])  # banana's labels are ±1 numbers
+    assert r.exit_code == 0, r.output
+    r = run(main, ["predict", str(tmp_path / "m"), str(tmp_path / "te.zarr"), "--output", str(tmp_path / "p.csv"),
+                   "--proba", "--quiet", "--scheduler", "sync"])
+    assert r.exit_code == 0, r.output
+    classes = kmp_dask.load(tmp_path / "m").classes_
+    P = pd.read_csv(tmp_path / "p.csv")[[f"proba_{c}" for c in classes]].to_numpy()
+    assert log_loss(yte, P, labels=classes) < _constant_log_loss(ytr, yte, classes)

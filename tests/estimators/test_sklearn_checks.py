@@ -32,9 +32,12 @@ PROBA_ARGMAX = (
 
 
 def _expected_failures(est):
-    if getattr(est, "probability", False):
-        return {"check_classifiers_train": PROBA_ARGMAX}
     held_out = est.n_basis == "auto" if est.validation_fraction == "auto" else est.validation_fraction > 0
+    probability = getattr(est, "probability", False)
+    calibrated = probability is True or (probability == "auto" and held_out and est.loss != "logistic")
+    if probability is True:
+        return {"check_classifiers_train": PROBA_ARGMAX}
+    proba = {"check_classifiers_train": PROBA_ARGMAX} if calibrated else {}
     if held_out:  # n_basis="auto" holds out validation_fraction="auto" of the rows
         why = _EXPECTED["validation"]
     elif est.fit_mode == "basic":
@@ -42,8 +45,8 @@ def _expected_failures(est):
     elif est.fit_mode == "prefit" or est.loss == "logistic":  # the two that exhaust the 15 rows here
         why = _EXPECTED["exhaust"]
     else:
-        return {}
-    return {"check_sample_weight_equivalence_on_dense_data": why}
+        return proba
+    return {**proba, "check_sample_weight_equivalence_on_dense_data": why}
 
 
 @parametrize_with_checks([
