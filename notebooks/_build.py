@@ -370,8 +370,10 @@ core"). We plot time per iteration from the fit's own `history_` and the workers
 from the cluster while the fit runs (the history does not record memory).
 
 **Full size**: 10⁷ rows × 54 float32 (2.2 GB) on 2 workers of 1 GB each — the store is larger than
-both limits together; measured here: 30 basis functions in 475 s, peak worker RSS 679 MiB). **Small**: 40,000 rows
-on 2 workers of 1 GB (not out of core: a quick look).
+both limits together; measured here: 30 basis functions in 475 s, peak worker RSS 679 MiB). **Small**: 2.6 million
+rows (535 MiB) on 2 workers of 550 MB each, 5 basis functions — the store is larger than each worker's
+limit and each worker keeps only a few tens of MiB of its rows resident, so it is out of core too,
+in about a minute.
 A limit too small for even the streaming buffers fails at once with a `MemoryBudgetError` saying
 what to raise: a worker process itself uses ~180 MB, kmp_dask plans half the limit, and streaming
 needs two partitions of rows and state in flight (600 MB is too small for 40 basis functions).
@@ -379,9 +381,9 @@ needs two partitions of rows and state in flight (600 MB is too small for 40 bas
 To run the same notebook on a remote cluster, replace the `LocalCluster` cell by
 `client = Client("tcp://scheduler-host:8786")` (or `Client(scheduler_file=...)`) and write the
 store where the workers can read it (a shared file system or object store URL)."""),
-    ("code", PARAMS + '''N_ROWS = 40_000 if SMALL else 10_000_000
-MEMORY_LIMIT = "1GB"
-N_BASIS = 15 if SMALL else 30'''),
+    ("code", PARAMS + '''N_ROWS = 2_600_000 if SMALL else 10_000_000
+MEMORY_LIMIT = "550MB" if SMALL else "1GB"
+N_BASIS = 5 if SMALL else 30'''),
     ("code", '''%matplotlib inline
 import tempfile
 import threading

@@ -67,8 +67,8 @@ def test_runs_and_draws(name, tmp_path, monkeypatch):
 
 @pytest.mark.timeout(600)
 def test_quickstart_text_says_what_its_output_shows(tmp_path, monkeypatch):
-    """Notebook 01's text names the stop reason and the saved model's entries its run prints (the
-    small run's; the full run's 65 of 200 functions, ``converged``, is quoted from a run of it)."""
+    """Notebook 01's text names the stop reason, the basis size and the saved model's entries its
+    (small) run prints."""
     import re
 
     from nbclient import NotebookClient
