@@ -371,7 +371,7 @@ from the cluster while the fit runs (the history does not record memory).
 
 **Full size**: 10⁷ rows × 54 float32 (2.2 GB) on 2 workers of 1 GB each — the store is larger than
 both limits together; measured here: 30 basis functions in 475 s, peak worker RSS 679 MiB). **Small**: 2.6 million
-rows (535 MiB) on 2 workers of 550 MB each, 5 basis functions — the store is larger than each worker's
+rows (536 MiB) on 2 workers of 550 MB each, 5 basis functions — the store is larger than each worker's
 limit and each worker keeps only a few tens of MiB of its rows resident, so it is out of core too,
 in about a minute.
 A limit too small for even the streaming buffers fails at once with a `MemoryBudgetError` saying
