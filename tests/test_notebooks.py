@@ -41,8 +41,15 @@ def test_stored_stripped_and_as_generated(name):
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", RUN_PARAMS)
 def test_runs_and_draws(name, tmp_path, monkeypatch):
+    """... and leave nothing behind in the system temp dir (here a fresh one: the kernel, its dask
+    workers and everything they start inherit TMPDIR)."""
     from nbclient import NotebookClient
 
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    (tmp / "already-there").mkdir()  # what others wrote before the run stays
+    before = sorted(p.name for p in tmp.iterdir())
+    monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.setenv("KMP_NOTEBOOK_SMALL", "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
@@ -55,12 +62,13 @@ def test_runs_and_draws(name, tmp_path, monkeypatch):
     assert all(len(img) > 5000 for img in images), [len(i) for i in images]
     seen = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("output_type") == "stream")
     assert seen.strip() == "SMALL=True", f"{name} did not run in small mode: {seen!r}"
+    assert sorted(p.name for p in tmp.iterdir()) == before, f"{name} left files in the temp dir"
 
 
 @pytest.mark.timeout(600)
 def test_quickstart_text_says_what_its_output_shows(tmp_path, monkeypatch):
-    """Notebook 01's text names the stop reason and the saved model's entries its run prints (the
-    small run's; the full run's 65 of 200 functions, ``converged``, is quoted from a run of it)."""
+    """Notebook 01's text names the stop reason, the basis size and the saved model's entries its
+    (small) run prints."""
     import re
 
     from nbclient import NotebookClient
