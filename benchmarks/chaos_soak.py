@@ -336,8 +336,9 @@ def make_data(directory, seed=0, rows=1600, chunk_rows=200, timeout=600) -> dict
                 src = d / f"{name}_{part}.csv"
                 _write_csv(src, X[rows_], [f"c{v}" for v in y[rows_]])
             if not store.exists():
-                _check_run(_exe("kmp-dask") + ["ingest", str(src), str(store), "--chunk-rows", str(chunk_rows),
-                                               "--no-progress"], timeout)
+                _check_run(_exe("kmp-dask") + ["ingest", str(src), str(store),
+                                               *(["--label", "label"] if src.suffix == ".csv" else []),
+                                               "--chunk-rows", str(chunk_rows), "--no-progress"], timeout)
             stores[f"{name}_{part}"] = str(store)
     stores["multi_csv"] = str(d / "multi_train.csv")
     return stores
@@ -479,8 +480,8 @@ def job_catalogue(data: dict, workdir) -> dict:
                                                           d["reg_test"], "--quiet", "--output",
                                                           str(out / "metrics.json")],
             ("metrics.json",), needs=("train-kmp-regression",)),
-        Job("ingest", lambda out, ck, refs: ["ingest", d["multi_csv"], str(out / "ingested.zarr"), "--chunk-rows",
-                                             "200", "--no-progress"],
+        Job("ingest", lambda out, ck, refs: ["ingest", d["multi_csv"], str(out / "ingested.zarr"), "--label",
+                                             "label", "--chunk-rows", "200", "--no-progress"],
             ("ingested.zarr",), cluster=False),
         Job("run-pipeline-kmp", _run_argv(data, workdir, "kmp"), ("run/model", "run/compressed",
                                                                   "run/steps/evaluate.json"), "--resume"),

@@ -802,11 +802,11 @@ _ATTRIBUTES = """
         The resolved loss.
     n_features_in_ : int
         Number of features seen in ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Column names of a pandas ``X`` (only when it had string column names), or the training
         store's ``feature_names`` (only when they are other than ``x0, x1, ...``). A store or
         DataFrame given to predict / score is matched to them by name (docs/store.md).
-    store_feature_names_ : ndarray of shape (n_features_in_,)
+    store_feature_names_ : ndarray of shape (``n_features_in_``,)
         The training store's ``feature_names``, as ``feature_names_in_`` (kept for models saved
         before a store-fitted model had ``feature_names_in_``).
 
