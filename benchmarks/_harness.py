@@ -189,6 +189,19 @@ def run_sets(name, args, run_set, *, doc, issue, merge=None):
     return result
 
 
+
+def uptime() -> str:
+    """The machine's ``uptime`` line (its load averages), recorded beside every timing; the load
+    averages alone if the command is missing or does not answer within 10 s."""
+    import os
+    import subprocess
+
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:  # no uptime command, or it hung: the load averages say the same
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def environment(extra=None):
     """Versions, machine, thread settings, the command and the git state of ``kmp_dask/``."""
     from importlib.metadata import version

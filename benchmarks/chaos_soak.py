@@ -928,13 +928,6 @@ def summarize(records, kills, failed_refs, end_orphans) -> dict:
                            "leftovers==0": counts["leftover"] == 0}}
 
 
-def _uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except Exception:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def _processes_under(workdir) -> list:
     """Processes whose command line names ``workdir`` (the soak's cluster, jobs, references)."""
     import psutil
@@ -960,7 +953,7 @@ def run_soak(workdir, *, duration=180.0, seed=0, kill_rate=3.0, scheduler_share=
            "config": {"duration": duration, "seed": seed, "kill_rate_per_min": kill_rate,
                       "scheduler_share": scheduler_share, "driver_share": driver_share, "job_timeout": job_timeout,
                       "max_attempts": max_attempts, "workers": 3, "workdir": str(workdir)},
-           "uptime_start": _uptime(), "environment": H.environment()}
+           "uptime_start": H.uptime(), "environment": H.environment()}
     t0 = time.time()
     cluster = SoakCluster(workdir / "cluster")
     chaos = None
@@ -1017,7 +1010,7 @@ def _write(doc, records, chaos, failed, cluster, end_orphans, loads, t0, out):
     doc["cluster_events"] = cluster.events
     doc["load_1min"] = ({"median": statistics.median(loads), "min": min(loads), "max": max(loads)}
                         if loads else None)
-    doc["uptime_end"] = _uptime()
+    doc["uptime_end"] = H.uptime()
     doc["total_seconds"] = round(time.time() - t0, 1)
     doc["records"] = records
     if out:

@@ -31,7 +31,6 @@ Usage::
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 import warnings
@@ -56,10 +55,6 @@ def _arguments(p):
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None
 
 import numpy as np  # noqa: E402
-
-
-def uptime():
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def load_cls(name, max_rows):
@@ -160,7 +155,7 @@ def summarise(rows):
 def main(args):
     t0 = time.perf_counter()
     out = H.output_path(NAME, args.out)
-    result = {"benchmark": NAME, "environment": H.environment(), "settings": vars(args), "uptime_start": uptime(),
+    result = {"benchmark": NAME, "environment": H.environment(), "settings": vars(args), "uptime_start": H.uptime(),
               "protocol": __doc__.split("Usage::")[0].strip(), "sets": {}}
     jobs = [(n, False) for n in (args.sets + "," + args.extra).split(",") if n] + \
            [(n, True) for n in ("diabetes," + args.reg_sets).split(",") if n]
@@ -171,7 +166,7 @@ def main(args):
             run_one(name, regression, args, i % 2)
         result["summary"] = summarise(result["sets"])
         H.write_json(out, result)
-    result["uptime_end"] = uptime()
+    result["uptime_end"] = H.uptime()
     H.finish(result, out, t0)
 
 

@@ -23,7 +23,6 @@ Usage::
 from __future__ import annotations
 
 import statistics
-import subprocess
 import sys
 import time
 import warnings
@@ -46,10 +45,6 @@ def _arguments(p):
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None
 
 import numpy as np  # noqa: E402
-
-
-def uptime():
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def run_set(name, args):
@@ -91,13 +86,13 @@ def main(args):
     t0 = time.perf_counter()
     out = H.output_path(NAME, args.out)
     ks = [int(k) for k in args.ks.split(",")]
-    result = {"benchmark": NAME, "environment": H.environment(), "settings": vars(args), "uptime_start": uptime(),
+    result = {"benchmark": NAME, "environment": H.environment(), "settings": vars(args), "uptime_start": H.uptime(),
               "protocol": __doc__.split("Usage::")[0].strip(), "sets": {}}
     for name in [s for s in args.sets.split(",") if s]:
         result["sets"][name] = run_set(name, args)
         result["summary"] = summarise(result["sets"], ks)
         H.write_json(out, result)
-    result["uptime_end"] = uptime()
+    result["uptime_end"] = H.uptime()
     H.log(f"chosen k = {result['summary']['chosen']}: {result['summary']['by_k']}")
     H.finish(result, out, t0)
 

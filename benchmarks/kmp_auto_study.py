@@ -39,7 +39,6 @@ Usage::
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 import warnings
@@ -69,10 +68,6 @@ def _arguments(p):
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None
 
 import numpy as np  # noqa: E402
-
-
-def uptime():
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def load(name, max_rows, regression):
@@ -210,7 +205,7 @@ def summarise(sets):
 def main(args):
     t0 = time.perf_counter()
     out = H.output_path(NAME, args.out, quick=args.quick)
-    result = {"benchmark": NAME, "environment": H.environment(), "settings": vars(args), "uptime_start": uptime(),
+    result = {"benchmark": NAME, "environment": H.environment(), "settings": vars(args), "uptime_start": H.uptime(),
               "protocol": __doc__.split("Usage::")[0].strip(), "patiences": PATIENCES, "sets": {}}
     for regression, names in ((False, args.sets), (True, args.reg_sets)):
         for name in [s for s in names.split(",") if s]:
@@ -218,7 +213,7 @@ def main(args):
             result["sets"][key] = run_set(name, args, regression)
             result["summary"] = summarise(result["sets"])
             H.write_json(out, result)
-    result["uptime_end"] = uptime()
+    result["uptime_end"] = H.uptime()
     H.log(f"chosen: {result['summary']['chosen']}; best mean: {result['summary']['best_mean']}")
     H.finish(result, out, t0)
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,9 +55,6 @@ def _checksum_all(root: Path) -> str:
                     h.update(block)
     return h.hexdigest()
 
-
-def _uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def _measure(store, path: Path, repeats: int) -> dict:
@@ -103,7 +99,7 @@ def main(argv=None):
     tmp = Path(tempfile.mkdtemp(prefix="kmp-resume-fingerprint-"))
     result = {"question": "cost of the resume fingerprint that lists every file of the store",
               "rows": n, "features": d, "dtype": "float64", "x_bytes": n * d * 8, "repeats": args.repeats,
-              "uptime_before": _uptime(), "layouts": {}}
+              "uptime_before": H.uptime(), "layouts": {}}
     try:
         for label, rows in (("default_chunks", None), ("small_chunks", args.small_chunk_rows)):
             path = tmp / f"{label}.zarr"
@@ -118,7 +114,7 @@ def main(argv=None):
             shutil.rmtree(path, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    result["uptime_after"] = _uptime()
+    result["uptime_after"] = H.uptime()
     result["environment"] = H.environment()
     H.finish(result, H.output_path(NAME, args.out, args.quick), t0)
 
