@@ -192,8 +192,8 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
     _xengine = None  #: (engine, n_rows) kept open during fit for exchanges on a store pool
 
     def __init__(self, n_vectors=0.2, *, method="hmp", backfit=True, candidates="all", coupled="auto",
-                 select="n_vectors", rkhs_tol=1e-3, optimize_threshold=True, chunk_vectors=None, refine=True,
-                 refit="rkhs", criterion="eq13", exchange=0, exchange_guard=True, dense="auto", l0_gammas=None,
+                 select="n_vectors", rkhs_tol=1e-3, optimize_threshold=False, chunk_vectors=None, refine=True,
+                 refit="rkhs", criterion="decrease", exchange=0, exchange_guard=True, dense="auto", l0_gammas=None,
                  l1_alphas=None, l0_step="ridge", chunking="tree", random_state=None, client=None, verbose=0,
                  probability=False):
         self.n_vectors = n_vectors
