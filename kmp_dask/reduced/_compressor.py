@@ -137,7 +137,7 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
         greedy path's (``rkhs_error_`` is the model's own).
     exchange_guard : bool, default=True
         With ``exchange`` and labels for a numpy pool (``y`` in ``fit``): keep a level's exchanged
-        vectors only when its error on the labelled pool (training error with re-fitted
+        vectors only when its error on the labelled pool (training error with the level's
         thresholds; mean squared error for regressors) is not above the greedy level's, else use
         the greedy level. With very few vectors the RKHS optimum can classify worse (image* at
         3 vectors: docs/reduced.md "Exchanges"). False: always the exchanged vectors.
