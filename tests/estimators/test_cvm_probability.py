@@ -101,3 +101,28 @@ def test_a_store_gives_what_the_numpy_rows_give(tmp_path):
     assert_array_equal(a.expansion_.support_vectors, b.expansion_.support_vectors)
     assert_allclose(b.predict_proba(X), a.predict_proba(X), rtol=1e-10)
     assert_array_equal(b.core_indices_, a.core_indices_)
+
+
+def test_cli_trains_a_calibrated_cvm_and_predicts_its_probabilities(tmp_path):
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from kmp_dask import load
+    from kmp_dask.cli import main
+
+    X, y = _data(700, 5)
+    Xt, yt = _data(400, 6)
+    create_store(tmp_path / "tr.zarr", X, y, chunk_rows=128)
+    create_store(tmp_path / "te.zarr", Xt, yt, chunk_rows=128)
+    r = CliRunner().invoke(main, ["train", str(tmp_path / "tr.zarr"), "--model", str(tmp_path / "m"), "--algorithm",
+                                  "cvm", "--probability", "true", "--gamma", "0.5", "--task", "classification",
+                                  "--random-state", "0", "--scheduler", "sync", "--quiet"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["predict", str(tmp_path / "m"), str(tmp_path / "te.zarr"), "--output",
+                                  str(tmp_path / "p.csv"), "--proba", "--quiet", "--scheduler", "sync"])
+    assert r.exit_code == 0, r.output
+    model = load(tmp_path / "m")
+    P = pd.read_csv(tmp_path / "p.csv")[[f"proba_{c}" for c in model.classes_]].to_numpy()
+    assert_allclose(P, model.predict_proba(Xt), rtol=1e-9)
+    shares = np.array([np.mean(y == c) for c in model.classes_])
+    assert log_loss(yt, P, labels=model.classes_) < log_loss(yt, np.tile(shares, (len(yt), 1)), labels=model.classes_)
