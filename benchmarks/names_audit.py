@@ -114,9 +114,9 @@ CLI_BUILDERS = {"compress": ("kmp_dask.cli._post", "compress", "ReducedSetCompre
                 "demo": ("kmp_dask.cli._demo", "demo", "KMPClassifier")}
 #: Options of those commands that set no estimator parameter (where to read, write, run, print).
 CLI_COMMAND_OPTIONS = {
-    "compress": {"source", "model_path", "data", "trust_pickle", "overwrite", "quiet", "scheduler", "scheduler_file",
-                 "workers", "threads_per_worker", "memory_limit", "local_directory", "tls_ca_file", "tls_cert",
-                 "tls_key", "connect_timeout"},
+    "compress": {"source", "model_path", "data", "val_data", "trust_pickle", "overwrite", "quiet", "scheduler",
+                 "scheduler_file", "workers", "threads_per_worker", "memory_limit", "local_directory", "tls_ca_file",
+                 "tls_cert", "tls_key", "connect_timeout"},
     "demo": {"dataset", "workdir", "workers", "scheduler", "every", "overwrite"},
 }
 #: CLI options that set an estimator parameter of another name, and why (command, option) -> (parameter, reason).

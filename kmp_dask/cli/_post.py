@@ -42,9 +42,10 @@ def _load_any(path: str, trust_pickle: bool):
 
 
 IN_MEMORY_POOL_BYTES = 2 * 2**30
-"""Largest --data read into this process: always for --refit pool (least squares on the pool as
-one array), and for --exchange when it fits (the rows' labels then re-fit the thresholds; a
-larger store is exchanged on the engine, streaming the store)."""
+"""Largest --data (or --val-data) read into this process: always for --refit pool (least squares on
+the pool as one array) and --probability without --val-data (calibration on the labelled pool),
+and for --exchange when it fits (the rows' labels then guard the exchanges; a larger store is
+exchanged on the engine, streaming the store)."""
 
 
 def _fits_in_memory(st) -> bool:
@@ -83,32 +84,39 @@ def _class_names(store, y):
                      "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 50 --data train.zarr "
                      "--model svc50.model\n"
                      "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 0.2 --data train.zarr "
-                     "--criterion decrease --exchange 10 --refit pool --model svc-small.model")
+                     "--exchange 10 --refit pool --model svc-small.model\n"
+                     "  kmp-dask compress svc.joblib --trust-pickle --n-vectors 0.2 --data train.zarr "
+                     "--probability --val-data valid.zarr --model svc-proba.model")
 @click.argument("source", metavar="MODEL")
 @click.option("--n-vectors", required=True, help="Vectors to keep: an int, or a fraction of the model's (0.2).")
 @click.option("--model", "model_path", required=True, type=click.Path(), help="Where to save the compressed model.")
 @click.option("--data", default=None,
-              help="A labelled store: the candidate pool and the rows used to re-fit thresholds.")
+              help="A labelled store: the candidate pool (its labels guard the exchanges).")
 @click.option("--method", type=click.Choice(["hmp", "l0", "l1"]), default="hmp", show_default=True,
               help="hmp: hyperplane matching pursuit (on the workers); l0, l1: the dense baselines.")
 @click.option("--candidates", default="all", show_default=True,
               help="Pool points scored per iteration: 'all', 'auto' (59 random ones) or an int "
                    "(that many random ones).")
-@click.option("--criterion", type=click.Choice(["eq13", "decrease"]), default="eq13", show_default=True,
-              help="hmp selection score: the paper's eq. 13, or the exact decrease of the RKHS error.")
+@click.option("--criterion", type=click.Choice(["eq13", "decrease"]), default="decrease", show_default=True,
+              help="hmp selection score: the exact decrease of the RKHS error, or the paper's eq. 13.")
 @click.option("--refit", type=click.Choice(["rkhs", "pool"]), default="rkhs", show_default=True,
               help="Coefficients: the paper's RKHS optimum, or least squares to the model's values on the --data rows "
                    "(reads --data into memory).")
 @click.option("--exchange", default=0, show_default=True, type=click.IntRange(0, None),
               help="Sweeps of single-vector exchanges that improve the kept vectors (--data up to 2 GiB is read into "
-                   "memory and its labels re-fit the thresholds; a larger store is exchanged on the workers).")
+                   "memory and its labels guard the exchanges; a larger store is exchanged on the workers).")
+@click.option("--probability", is_flag=True,
+              help="Classifiers: calibrate class probabilities (predict --proba) on the --val-data rows, else on the "
+                   "--data rows (read into memory; usually the model's training rows, somewhat over-confident).")
+@click.option("--val-data", default=None,
+              help="A labelled store of held-out rows (read into memory): --probability is calibrated on them.")
 @click.option("--random-state", default=0, show_default=True, type=int)
 @click.option("--trust-pickle", is_flag=True, help=PICKLE_HELP)
 @click.option("--overwrite", is_flag=True, help="Replace --model if it exists.")
 @click.option("--quiet", "-q", is_flag=True)
 @where_options
-def compress(source, n_vectors, model_path, data, method, candidates, criterion, refit, exchange, random_state,
-             trust_pickle, overwrite, quiet, where):
+def compress(source, n_vectors, model_path, data, method, candidates, criterion, refit, exchange, probability,
+             val_data, random_state, trust_pickle, overwrite, quiet, where):
     """Compress MODEL (a kmp_dask KMP, CVM or MMDA model, or a scikit-learn SVC/SVR/KernelRidge file) by
     reduced-set selection."""
     from .. import ReducedSetCompressor, save
@@ -119,28 +127,51 @@ def compress(source, n_vectors, model_path, data, method, candidates, criterion,
     model = _load_any(source, trust_pickle)
     from ..reduced._models import as_compression_target
 
-    as_compression_target(model)  # a model that cannot be compressed is refused before a cluster starts
+    # a model that cannot be compressed is refused before a cluster starts
+    kind = as_compression_target(model).kind
     st = _open_store(data) if data else None
+    val = _calibration_rows(probability, kind, st, val_data)
     n = parse_value(n_vectors)
     if isinstance(n, bool) or not isinstance(n, (int, float)):
         raise click.BadParameter(f"expected an int or a fraction in (0, 1); got {n_vectors!r}",
                                  param_hint="--n-vectors")
     comp = ReducedSetCompressor(n_vectors=n, method=method, random_state=random_state, verbose=_verbose(quiet),
                                 candidates=candidates, criterion=criterion,
-                                refit=refit, exchange=exchange)
-    in_memory = refit == "pool" or (exchange > 0 and st is not None and _fits_in_memory(st))
+                                refit=refit, exchange=exchange, probability=probability)
+    calibrate_on_pool = probability and val is None
+    in_memory = refit == "pool" or calibrate_on_pool or (exchange > 0 and st is not None and _fits_in_memory(st))
     pool = st.url if st is not None else None
-    if in_memory:  # the pool's rows in this process (and its labels: thresholds re-optimised), no cluster
-        pool, labels = _pool_in_memory(st, "--refit pool" if refit == "pool" else "--exchange")
-        comp.fit(model, pool, labels)
+    X_val, y_val = val if val is not None else (None, None)
+    if in_memory:  # the pool's rows and labels in this process (exchange guard, calibration), no cluster
+        option = "--refit pool" if refit == "pool" else "--probability" if calibrate_on_pool else "--exchange"
+        pool, labels = _pool_in_memory(st, option)
+        comp.fit(model, pool, labels, X_val=X_val, y_val=y_val)
     else:
         with running(where, quiet=quiet, nbytes=store_nbytes(st) if st is not None else None) as client:
             comp.set_params(client=client)
-            comp.fit(model, pool)
+            comp.fit(model, pool, X_val=X_val, y_val=y_val)
     comp.set_params(client=None)
     save(comp, model_path, overwrite=overwrite)
     if not quiet:
         click.echo(f"compressed {type(model).__name__} to {comp.n_vectors_} vectors; saved to {model_path}")
+
+
+def _calibration_rows(probability, kind, st, val_data):
+    """``(X, y)`` of --val-data in memory (None without it), checked before any work: --probability
+    needs a classifier and labelled rows (--val-data, else --data)."""
+    if val_data and not probability:
+        raise click.UsageError("--val-data holds the rows --probability is calibrated on: add --probability, or "
+                               "drop --val-data")
+    if not probability:
+        return None
+    if kind == "regression":
+        raise click.UsageError("--probability needs a classifier; the model is a regression model: drop --probability")
+    if val_data:
+        return _pool_in_memory(_open_store(val_data), "--val-data")
+    if st is None:
+        raise click.UsageError("--probability calibrates on labelled rows: pass --val-data (held-out rows, best) or "
+                               "--data (the labelled pool)")
+    return None
 
 
 @main.command(short_help="A self-contained HTML report of saved models.",

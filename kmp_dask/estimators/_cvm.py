@@ -7,15 +7,19 @@ import time
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils.validation import check_random_state
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..expansion import KernelExpansion
 from ..greedy._cvm_problems import fit_binary_problems
 from ..greedy._labels import store_labels
 from ..greedy._sampling import resolve_candidates
 from ..kernels import get_kernel
+from ..parallel import map_blocks_rows
 from ..parallel._session import engine_session, task_session
 from ._base import ExpansionEstimatorMixin, draw_seed, progress_session, squeeze_outputs
+from ._calibration import PROBABILITY_HOLDOUT, PlattCalibrator, calibration_fraction, proba_block
+from ._holdout import SplitStore, held_out_rows
 from ._inputs import check_class_labels, is_dask_array, is_store_like, sample_rows
 from ._progress import inner_progress, progress_callback
 from ._scale import check_gamma_value, check_standardize, input_transform, resolve_gamma
@@ -110,6 +114,7 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
         self.C_ = resolve_C(self.C, len(codes))
         rs = check_random_state(self.random_state)
         seeds = [draw_seed(rs) for _ in positives]
+        store = self._training_rows(store, codes, seeds[0])
         if ckpt is not None and ckpt.result is not None:  # the checkpointed fit had finished
             return ckpt.result, kernel, names, float(ckpt.saved.get("elapsed", 0.0))
         label = list(names) if len(codes) > 2 else [names[1]]
@@ -123,6 +128,10 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
                 on_problem=_on_problem(bar, cb, label),
                 on_iteration=_on_iteration(bar, self.verbose, label, f"{type(self).__name__} core set"))
         return results, kernel, names, None
+
+    def _training_rows(self, store, codes, seed):
+        """Hook: the store the problems are solved on (all rows; CVMClassifier(probability=True) holds some out)."""
+        return store
 
     def _finish_fit(self, out, run):
         """``classes_``, ``kernel_``, ``fit_seconds_``, then the family's model (``_model_from_problems``)."""
@@ -255,6 +264,12 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         Progress per binary problem (one per class for several classes): 1 a progress bar,
         ``k ≥ 2`` a line on stderr every ``k`` problems (class, core vectors, time); listeners
         (the CLI's ``--log-json``) get every problem's record.
+    probability : bool, default=False
+        Give ``predict_proba``, as ``SVC(probability=True)``: 10 % of the rows are held out by a
+        hash of the row index (``PROBABILITY_HOLDOUT``, as KMPClassifier does; the problems are
+        solved on the other 90 %), and the decision values of (up to ``CALIBRATION_ROWS`` of)
+        them fit ``calibrator_``, a multinomial logistic regression on the decision values
+        (Platt's sigmoid for two classes). False: all rows, and the model of earlier versions.
 
     Attributes
     ----------
@@ -269,10 +284,46 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     """
 
     def __init__(self, *, C="auto", eps=1e-4, kernel="rbf", gamma="scale", kernel_params=None, candidates=59,
-                 max_core=10000, random_state=None, client=None, chunk_rows=None, verbose=0, standardize="auto"):
+                 max_core=10000, random_state=None, client=None, chunk_rows=None, verbose=0, standardize="auto",
+                 probability=False):
         super().__init__(C=C, eps=eps, kernel=kernel, gamma=gamma, kernel_params=kernel_params,
                          candidates=candidates, max_core=max_core, random_state=random_state, client=client,
                          chunk_rows=chunk_rows, verbose=verbose, standardize=standardize)
+        self.probability = probability
+
+    def _check_params(self):
+        super()._check_params()
+        if not isinstance(self.probability, (bool, np.bool_)):
+            raise ValueError(f"probability must be True or False; got {self.probability!r}")
+
+    def _training_rows(self, store, codes, seed):
+        """``probability=True``: the rows a hash split (:data:`PROBABILITY_HOLDOUT`, seeded by the first
+        problem's seed) does not hold out; the held-out ones calibrate (:func:`calibrate_cvm`)."""
+        self._held = None
+        if not self.probability:
+            return store
+        view = SplitStore(store, PROBABILITY_HOLDOUT, seed)
+        self._held = (store, view, np.asarray(codes), seed)
+        return view
+
+    def _finish_fit(self, out, run):
+        super()._finish_fit(out, run)
+        calibrate_cvm(self, self.__dict__.pop("_held", None))
+        return self
+
+    def _has_proba(self):
+        return getattr(self, "calibrator_", None) is not None or (
+            not hasattr(self, "expansion_") and bool(self.probability))
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Class probabilities (n, n_classes) (``probability=True``): the decision values mapped by
+        ``calibrator_``, fitted on the rows the fit held out (lazy for dask / store input)."""
+        check_is_fitted(self, "calibrator_")
+        F = self._decision(X)
+        if is_dask_array(F):
+            return map_blocks_rows(proba_block, F, self.calibrator_, dtype=np.float64, n_cols=len(self.classes_))
+        return self.calibrator_.predict_proba(F)
 
     def _model_from_problems(self, results):
         """One L2-SVM per problem: ``expansion_`` over the union of their core vectors, one output each."""
@@ -306,6 +357,25 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         """Predicted class labels (numpy, also for dask / store input)."""
         F = self._decision(X)
         return self._labels_from_decision(F if isinstance(F, np.ndarray) else F.compute())
+
+
+def calibrate_cvm(est, held) -> None:
+    """``calibrator_`` of a fitted CVMClassifier from ``held`` = (the fit's full store, the view it
+    was solved on, class codes, seed) — None without ``probability`` — and its ``core_indices_`` as
+    rows of the full store."""
+    est.calibrator_ = None
+    if held is None:
+        return
+    full, view, codes, seed = held
+    est.core_indices_ = (view.base_index(est.core_indices_) if len(est.classes_) == 2
+                         else [view.base_index(c) for c in est.core_indices_])
+    X, y = held_out_rows(full, calibration_fraction(PROBABILITY_HOLDOUT, full.n_rows), seed)
+    F = est.expansion_.without_input_transform().decision_function(X)  # X: the fit's (standardised) rows
+    # a CVM's decision values are small (~1e-3: the ball's scale), and the logistic fit's L2 term
+    # would flatten them: fit on values of unit RMS and fold that scale into the map
+    unit = 1.0 / max(float(np.sqrt(np.mean(np.square(F)))), np.finfo(np.float64).tiny)
+    est.calibrator_ = PlattCalibrator.fit(F * unit, np.searchsorted(codes, np.asarray(y)), len(est.classes_))
+    est.calibrator_.coef = est.calibrator_.coef * unit
 
 
 class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):

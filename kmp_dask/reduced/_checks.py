@@ -44,9 +44,6 @@ def check_params(est) -> None:
             raise ValueError(f"{name} must be one of {allowed}; got {getattr(est, name)!r}")
     if est.criterion not in ("eq13", "decrease"):
         raise ValueError(f"criterion must be 'eq13' or 'decrease'; got {est.criterion!r}")
-    if est.criterion != "eq13" and (est.method != "hmp" or not est.backfit):
-        raise ValueError(f"criterion='decrease' works with method='hmp' and backfit=True; got "
-                         f"method={est.method!r}, backfit={est.backfit!r} (use criterion='eq13')")
     _check_exchange(est)
     if est.dense not in ("auto", True, False):
         raise ValueError(f"dense must be True, False or 'auto'; got {est.dense!r}")

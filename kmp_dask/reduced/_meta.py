@@ -26,7 +26,7 @@ class _ReducedSetModel(BaseEstimator):
     _default_estimator = None
 
     def __init__(self, estimator=None, *, n_vectors=0.2, method="hmp", backfit=True, candidates="all",
-                 coupled="auto", optimize_threshold=True, refit="rkhs", criterion="eq13", exchange=0,
+                 coupled="auto", optimize_threshold=False, refit="rkhs", criterion="decrease", exchange=0,
                  exchange_guard=True, random_state=None, client=None):
         self.estimator = estimator
         self.n_vectors = n_vectors
@@ -102,7 +102,7 @@ class ReducedSetClassifier(ClassifierMixin, _ReducedSetModel):
     _default_estimator = staticmethod(lambda: SVC(kernel="rbf"))
 
     def __init__(self, estimator=None, *, n_vectors=0.2, method="hmp", backfit=True, candidates="all",
-                 coupled="auto", optimize_threshold=True, refit="rkhs", criterion="eq13", exchange=0,
+                 coupled="auto", optimize_threshold=False, refit="rkhs", criterion="decrease", exchange=0,
                  exchange_guard=True, random_state=None, client=None, probability=False):
         super().__init__(estimator, n_vectors=n_vectors, method=method, backfit=backfit, candidates=candidates,
                          coupled=coupled, optimize_threshold=optimize_threshold, refit=refit, criterion=criterion,

@@ -155,10 +155,12 @@ def _tree_vectors(est, tasks, exp, n_vectors, saver, ckpt):
 
 def hmp_config(est, kernel, n_rows, n_vectors, backfit=None) -> HMPConfig:
     """The pursuit's configuration from the compressor's parameters (built once per route):
-    ``rkhs_tol`` only with ``select="rkhs_tol"``, ``candidates`` resolved ("all" → None)."""
-    return HMPConfig(kernel, n_rows, n_vectors, bool(est.backfit) if backfit is None else backfit,
+    ``rkhs_tol`` only with ``select="rkhs_tol"``, ``candidates`` resolved ("all" → None); without
+    backfitting ``criterion="decrease"`` is eq. 13's score (the basic step's exact decrease)."""
+    backfit = bool(est.backfit) if backfit is None else backfit
+    return HMPConfig(kernel, n_rows, n_vectors, backfit,
                      resolve_candidates(est.candidates), float(est.rkhs_tol) if est.select == "rkhs_tol" else 0.0,
-                     criterion=est.criterion)
+                     criterion=est.criterion if backfit else "eq13")
 
 
 def engine_pursuit(est, run, client, store, pool_coef, n_vectors, owner, on_engine):

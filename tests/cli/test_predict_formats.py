@@ -249,3 +249,49 @@ def test_compressed_svc_on_string_labels_evaluates_and_predicts_names(setup, tmp
     res = _invoke("predict", tmp_path / "svc10.model", store.url, "--output", tmp_path / "svc.csv", "--quiet")
     assert res.exit_code == 0, res.output
     assert_array_equal(pd.read_csv(tmp_path / "svc.csv")["prediction"].to_numpy(dtype=object), comp.predict(X))
+
+
+def test_compress_with_probability_calibrates_on_held_out_rows(setup, tmp_path, in_process):
+    """``compress --probability --val-data`` fits the compressed model's calibrator on the held-out
+    store's rows (as ``ReducedSetCompressor(probability=True).fit(..., X_val=, y_val=)``), saves it,
+    and ``predict --proba`` writes its probabilities; its log-loss on held-out rows is below the
+    class shares'."""
+    import joblib
+    from sklearn.metrics import log_loss
+    from sklearn.svm import SVC
+
+    from kmp_dask import ReducedSetCompressor, load
+
+    root, X, store, clf, _ = setup
+    y = NAMES[_data()[1]]
+    Xv, code_v = _data(n=200, seed=1)
+    val = create_store(tmp_path / "val.zarr", Xv, code_v, classes=NAMES.tolist(), chunk_rows=64)
+    Xt, code_t = _data(n=400, seed=2)
+    svc = SVC(gamma=0.5).fit(X, y)
+    joblib.dump(svc, tmp_path / "svc.joblib")
+    args = ("compress", tmp_path / "svc.joblib", "--trust-pickle", "--n-vectors", "12", "--data", store.url,
+            "--model", tmp_path / "p.model", "--quiet")
+    res = _invoke(*args, "--probability", "--val-data", val.url)
+    assert res.exit_code == 0, res.output
+    comp = load(tmp_path / "p.model")
+    ref = ReducedSetCompressor(12, probability=True, random_state=0).fit(svc, X, y, X_val=Xv, y_val=NAMES[code_v])
+    assert_allclose(comp.predict_proba(Xt), ref.predict_proba(Xt), rtol=1e-10, atol=1e-12)
+    res = _invoke("predict", tmp_path / "p.model", store.url, "--output", tmp_path / "p.csv", "--proba", "--quiet")
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(tmp_path / "p.csv")
+    assert list(df.columns) == ["row", "proba_ant", "proba_bee", "proba_cat"]
+    assert_allclose(df[["proba_ant", "proba_bee", "proba_cat"]].to_numpy(), comp.predict_proba(X), rtol=1e-9)
+    shares = np.array([np.mean(y == c) for c in NAMES])
+    assert log_loss(NAMES[code_t], comp.predict_proba(Xt), labels=NAMES) < log_loss(
+        NAMES[code_t], np.tile(shares, (len(Xt), 1)), labels=NAMES)
+    # without --val-data: the labelled --data rows, as fit(model, X_pool, y) calibrates
+    res = _invoke(*args[:-2], tmp_path / "q.model", "--quiet", "--probability")
+    assert res.exit_code == 0, res.output
+    on_pool = ReducedSetCompressor(12, probability=True, random_state=0).fit(svc, X, y)
+    assert_allclose(load(tmp_path / "q.model").predict_proba(Xt), on_pool.predict_proba(Xt), rtol=1e-10, atol=1e-12)
+    # refused in one line before any work: no labelled rows, --val-data alone
+    for extra, message in ((("--probability",), "--val-data"), (("--val-data", val.url), "add --probability")):
+        res = _invoke("compress", tmp_path / "svc.joblib", "--trust-pickle", "--n-vectors", "12", "--model",
+                      tmp_path / "r.model", "--quiet", *extra)
+        assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output, res.output
+        assert not (tmp_path / "r.model").exists()

@@ -90,7 +90,7 @@ def test_compressor_cyclic_chunking_and_its_checks():
     y = (X[:, 0] * X[:, 1] > 0).astype(int)
     svc = SVC(C=10.0, gamma=0.5).fit(X, y)
     plain = ReducedSetCompressor(12, chunk_vectors=60, chunking="cyclic", refine=False).fit(svc)
-    ref = cyclic_chunking(plain.target_.expansion, piece_vectors=60, keep=12)
+    ref = cyclic_chunking(plain.target_.expansion, piece_vectors=60, keep=12, criterion=plain.criterion)
     np.testing.assert_array_equal(plain.expansion_.support_vectors, ref.vectors)
     np.testing.assert_allclose(plain.rkhs_error_, ref.rkhs_error, rtol=1e-6)  # exact error = tracked one
     assert plain.stop_reason_ == "chunk_cyclic"

@@ -154,10 +154,14 @@ def test_decrease_criterion_is_the_exact_greedy_and_keeps_the_oracles(m):
     assert full.rkhs_error[-1].sum() <= 1e-9 * full.wsq.sum()
 
 
-def test_decrease_criterion_needs_backfitting(binary):
+def test_decrease_criterion_without_backfitting_is_eq13(binary):
+    """The default criterion ("decrease") with the basic pursuit (backfit=False) scores eq. 13, which
+    is that step's exact decrease: the same path as criterion="eq13"."""
     svc, X, y, _, _ = binary
-    with pytest.raises(ValueError, match="criterion"):
-        ReducedSetCompressor(criterion="decrease", backfit=False).fit(svc, X, y)
+    basic = {c: ReducedSetCompressor(n_vectors=8, criterion=c, backfit=False).fit(svc, X, y) for c in ("eq13",
+                                                                                                   "decrease")}
+    np.testing.assert_array_equal(basic["eq13"].support_index_, basic["decrease"].support_index_)
+    np.testing.assert_array_equal(basic["eq13"].expansion_.coef, basic["decrease"].expansion_.coef)
     with pytest.raises(ValueError, match="criterion"):
         ReducedSetCompressor(criterion="nope").fit(svc, X, y)
     comp = ReducedSetCompressor(n_vectors=10, criterion="decrease").fit(svc, X, y)

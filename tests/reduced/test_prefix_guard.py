@@ -44,7 +44,7 @@ def test_a_compression_at_least_as_good_as_the_prefix_is_kept(kmp):
     X, y, model = kmp
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrefixKeptWarning)
-        comp = ReducedSetCompressor(12, random_state=0).fit(model, X, y)
+        comp = ReducedSetCompressor(12, optimize_threshold=True, random_state=0).fit(model, X, y)
     assert not comp.used_prefix_
     assert _error(comp.expansion_, X, y, model.classes_) <= _error(model.expansion_at(12), X, y, model.classes_)
     assert comp.expansion_.support_vectors.tobytes() != model.expansion_at(12).support_vectors.tobytes()

@@ -393,3 +393,56 @@ def test_predict_and_evaluate_a_csv_on_s3_as_the_local_file(s3, bucket, tmp_path
     pd.testing.assert_frame_equal(outs["remote"], outs["local"])
     assert outs["remote"]["prediction"].tolist() == model.predict(pd.read_csv(csv)[["a", "b", "c"]]).tolist()
     assert outs["remote-metrics"] == outs["local-metrics"] > 0.8
+
+
+def test_parquet_on_s3_ingests_predicts_and_evaluates_as_the_local_file(s3, bucket, tmp_path, monkeypatch):
+    """A Parquet file at an s3:// URL: ``ingest`` makes the store the local file makes (arrays, class
+    names, column names), a model trained on it scores the remote file with ``predict`` (columns
+    shuffled, no label column) and ``evaluate --label`` as the local file and the ingested store."""
+    pytest.importorskip("pyarrow")
+    import fsspec
+    import pandas as pd
+
+    from kmp_dask import load
+
+    for k, v in s3.environ().items():
+        monkeypatch.setenv(k, v)
+    frame = pd.read_csv(_own_csv(tmp_path / "own.csv"))
+    frame.to_parquet(tmp_path / "own.parquet", index=False)
+    frame[["c", "a", "b"]].to_parquet(tmp_path / "new.parquet", index=False)  # unlabelled, shuffled columns
+    base = f"s3://{bucket}/pq-{uuid.uuid4().hex[:6]}"
+    fs = fsspec.filesystem("s3", **s3.storage_options)
+    for name in ("own.parquet", "new.parquet"):
+        fs.put(str(tmp_path / name), f"{base}/{name}")
+
+    def run(*args):
+        out = CliRunner().invoke(cli, [str(a) for a in args])
+        assert out.exit_code == 0, out.output
+        return out.output
+
+    for where, src in (("local", tmp_path / "own.parquet"), ("remote", f"{base}/own.parquet")):
+        run("ingest", src, tmp_path / f"{where}.zarr", "--label", "species", "--no-progress")
+    local, remote = open_store(tmp_path / "local.zarr"), open_store(tmp_path / "remote.zarr")
+    for a, b in zip(local.read_range(0, local.n_rows), remote.read_range(0, remote.n_rows), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert remote.attrs["classes"] == local.attrs["classes"] == ["cat", "dog"]
+    assert remote.attrs["feature_names"] == local.attrs["feature_names"] == ["a", "b", "c"]
+    run("train", tmp_path / "remote.zarr", "--model", tmp_path / "m.kmp", "--n-basis", "5", "--gamma", "0.5",
+        "--scheduler", "sync", "--quiet")
+    model = load(tmp_path / "m.kmp")
+    outs = {}
+    for where, src in (("local", tmp_path / "new.parquet"), ("remote", f"{base}/new.parquet"),
+                       ("store", tmp_path / "local.zarr")):
+        run("predict", tmp_path / "m.kmp", src, "--output", tmp_path / f"{where}.csv", "--scheduler", "sync",
+            "--quiet")
+        outs[where] = pd.read_csv(tmp_path / f"{where}.csv")
+    pd.testing.assert_frame_equal(outs["remote"], outs["local"])
+    pd.testing.assert_frame_equal(outs["remote"], outs["store"])
+    assert outs["remote"]["prediction"].tolist() == model.predict(frame[["a", "b", "c"]]).tolist()
+    acc = {}
+    for where, src, label in (("remote", f"{base}/own.parquet", ["--label", "species"]),
+                              ("store", tmp_path / "local.zarr", [])):
+        text = run("evaluate", tmp_path / "m.kmp", src, *label, "--json", "--scheduler", "sync")
+        acc[where] = json.loads(text[text.index("{"):])["accuracy"]
+    assert acc["remote"] == acc["store"] == pytest.approx(float(np.mean(model.predict(frame[["a", "b", "c"]])
+                                                                        == frame["species"])))
