@@ -18,6 +18,10 @@ the stop read off the path; the refit is one more fit per (v, seed). One BLAS th
 shared 2-core machine (``uptime`` recorded): ``seconds`` are wall seconds of the pursuit up to its stop
 (its history's), plus the refit's wall seconds for ``refit``: a rough cost only.
 
+``--check-acceptance``: the same measurement on the small classification sets of
+kmp_auto_acceptance.py (sonar, wdbc, ionosphere, saheart, vowel; its data loading), shares 0.1 and 0.3
+— a check of a configuration that passed the rule on sets it was not chosen on, never a choice.
+
 Decision rule, fixed before measuring: a ``refit`` or ``keep`` configuration replaces the default on
 small sets only if its mean test accuracy over these sets and seeds is at least 0.5 points above
 ``keep 0.1``'s and no set's mean drops by more than 2 points; otherwise the default stays.
@@ -39,6 +43,7 @@ import _harness as H  # noqa: E402
 
 NAME = "kmp_auto_small"
 SETS = "heart,wine,haberman,iris,tae,bands,monk-2,movement_libras,wisconsin,mammographic"
+ACCEPTANCE_SMALL = "sonar,wdbc,ionosphere,saheart,vowel"
 USED = {"wdbc", "vowel", "phoneme", "spambase", "ring", "ionosphere", "sonar", "saheart", "bupa", "satimage",
         "penbased", "banana", "pima", "german", "vehicle", "australian", "segment", "titanic", "twonorm", "magic",
         "texture"}
@@ -48,6 +53,8 @@ def _arguments(p):
     p.add_argument("--sets", default=SETS)
     p.add_argument("--fractions", default="0.1,0.2,0.3")
     p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--check-acceptance", action="store_true",
+                   help="measure on kmp_auto_acceptance.py's small sets instead (a check, not a choice)")
 
 
 ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" else None
@@ -121,8 +128,12 @@ def main(args):
     out = H.output_path(NAME, args.out)
     result = {"benchmark": NAME, "environment": H.environment(), "settings": vars(args), "uptime_start": H.uptime(),
               "protocol": __doc__.split("Usage::")[0].strip(), "sets": {}}
+    if args.check_acceptance:
+        from kmp_auto_acceptance import load_cls
+
+        args.sets, args.fractions = ACCEPTANCE_SMALL, "0.1,0.3"
     for name in [n for n in args.sets.split(",") if n]:
-        Xtr, Xte, ytr, yte = load(name)
+        Xtr, Xte, ytr, yte = load_cls(name, 5000) if args.check_acceptance else load(name)
         runs = {}
         for v in [float(f) for f in args.fractions.split(",")]:
             for seed in [int(s) for s in args.seeds.split(",")]:
