@@ -11,6 +11,7 @@ from ._expansion import predict_block
 from ._journal import Effect, Journal, apply_effects
 from ._kmp import (
     BIAS_ATOM,
+    FACTORED_EXPONENT_MAX_64,
     Atom,
     BlockQuery,
     HeldOutQuery,
@@ -70,6 +71,7 @@ __all__ = [
     "Effect", "Journal", "apply_effects", "Engine", "PassResult", "ScoreStats", "ColumnStats", "LineStats", "GramStats",
     "Views", "split_views", "ColumnCache", "RecomputedColumns", "Residual", "Workspace", "kernel_block", "cross64",
     "sqnorm",
+    "FACTORED_EXPONENT_MAX_64",
     "Atom", "BIAS_ATOM", "KMPSetup", "KMPState", "StatsQuery", "ScoreQuery", "ValQuery", "LineQuery", "RefitQuery",
     "Move", "HeldOutQuery", "held_out_rows", "target_matrix", "kmp_stats", "kmp_init", "pend_column", "accept_column",
     "set_coef", "move_fit",

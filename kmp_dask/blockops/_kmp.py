@@ -72,6 +72,12 @@ FACTORED_BLOCK_ELEMENTS = 1 << 16
 #: ``exp(2γ xᵀz)``, its square and ``exp(−γ‖x‖²)²`` neither overflow nor underflow in float32.
 FACTORED_EXPONENT_MAX = 40.0
 
+#: The bound a query may ask for instead (``ScoreQuery.factored_limit``) when rows and candidates are
+#: float64: ``exp(2γ xᵀz)²`` stays below e⁶⁰⁰ ≈ 4e260 and ``exp(−γ‖x‖²)²`` above e⁻⁶⁰⁰ ≈ 3e−261, both
+#: inside float64's range; each factored value then carries a relative error of at most about
+#: 600 units of float64 rounding (1e−13), far below any gap between candidate scores that matters.
+FACTORED_EXPONENT_MAX_64 = 300.0
+
 
 # -- messages --------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -135,6 +141,7 @@ class ScoreQuery:
     val: ValQuery | None = None
     count_above: float | None = None  #: count training rows with max_j |R_ij| above this (squared loss)
     factored: bool = False  #: RBF scores from the factored kernel (several atoms per pass: the kept are recomputed)
+    factored_limit: float | None = None  #: float64 data: the exponent bound of the factored scores (None: 40)
 
 
 @dataclass(frozen=True)
@@ -420,14 +427,16 @@ def _held_sqnorms(kernel, X, Z):
     return None if held is None else held(X, Z)
 
 
-def _factored_gamma(st: KMPState, Z_sq) -> float | None:
-    """γ when the factored scoring applies (one RBF kernel, exponents in range), else None."""
+def _factored_gamma(st: KMPState, Z_sq, limit: float | None = None) -> float | None:
+    """γ when the factored scoring applies (one RBF kernel, exponents in range), else None; ``limit``
+    (float64 rows and candidates only): the exponent bound instead of :data:`FACTORED_EXPONENT_MAX`."""
     kernels, sq = st.kernels, st.views.sq_tr
     if len(kernels) != 1 or kernels[0].name != "rbf" or not len(sq) or not len(Z_sq):
         return None
     gamma = float(kernels[0].get("gamma"))
     top = gamma * (float(np.max(sq)) + float(np.max(Z_sq)))
-    return gamma if top <= FACTORED_EXPONENT_MAX else None  # (False for NaN)
+    wide = limit is not None and st.views.Xtr.dtype == np.float64 and np.asarray(Z_sq).dtype == np.float64
+    return gamma if top <= (limit if wide else FACTORED_EXPONENT_MAX) else None  # (False for NaN)
 
 
 def _score_factored(st: KMPState, Z, Z_sq, gamma: float) -> dict:
@@ -507,7 +516,7 @@ def kmp_score(part: Partition, q: ScoreQuery) -> ScoreStats:
         above = np.max(np.abs(R), axis=1) > q.count_above if len(R) else np.zeros(0, dtype=bool)
         out["n_above"] = int(np.count_nonzero(above if w is None else above & (w > 0)))
     if q.cand is not None:
-        gamma = _factored_gamma(st, q.cand_sq) if q.factored and not q.want_cross else None
+        gamma = _factored_gamma(st, q.cand_sq, q.factored_limit) if q.factored and not q.want_cross else None
         out.update(_score_candidates(st, q.cand, q.cand_sq, q.want_cross) if gamma is None
                    else _score_factored(st, q.cand, q.cand_sq, gamma))
     if q.val is not None:

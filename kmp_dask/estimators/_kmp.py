@@ -287,6 +287,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
                     checkpoint=run.checkpoint, basis_columns=self.basis_columns,
                     atoms_per_pass=self._atoms_per_pass(), max_time=self.max_time,
                     val_criterion=AUTO_CRITERION if _is_auto(self.n_basis) else "metric",
+                    rank_only_scores=self._rank_only_scores(),
                 )
             held = self._calibration_rows(engine, store.n_rows, seed)
         return result, sample_rows(store), held
@@ -322,6 +323,14 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
             k = AUTO_ATOMS_PER_PASS if fast else 1
         self.atoms_per_pass_ = int(k)
         return self.atoms_per_pass_
+
+    def _rank_only_scores(self) -> bool:
+        """``n_basis="auto"`` with ``fit_mode="backfit"`` and the squared loss: the scoring passes may
+        rank the candidates by the factored RBF scores (``rank_only_scores`` of
+        :func:`~kmp_dask.greedy.kernel_matching_pursuit`; the model stays the exact least-squares
+        path of the atoms chosen). An int ``n_basis`` keeps the exact scores, bit for bit."""
+        squared = self.loss in ("squared", None) or getattr(self.loss, "name", None) == "squared"
+        return _is_auto(self.n_basis) and self.fit_mode == "backfit" and squared
 
     def _growth(self):
         """``(validation_fraction, n_iter_no_change)`` the pursuit gets: with ``n_basis="auto"``,

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..blockops import (
     BIAS_ATOM,
+    FACTORED_EXPONENT_MAX_64,
     ColumnStats,
     Engine,
     HeldOutQuery,
@@ -273,6 +274,7 @@ class Pursuit:
         self.lam = float(c.ridge) * self.w_train
         eligible = validation_eligibility(c.validation_fraction, c.split_seed)
         self.atoms_per_pass = int(c.atoms_per_pass)  # k > 1: k·s candidates a pass (Popovici's s per atom)
+        self.rank_only_scores = bool(c.rank_only_scores)  # factored RBF scores rank the candidates
         self.sampler = (AllCandidates(c.n_rows, eligible) if isinstance(c.candidates, str)
                         else RandomCandidates(c.n_rows, int(c.candidates) * self.atoms_per_pass, eligible,
                                               self.n_train))
@@ -368,9 +370,11 @@ class Pursuit:
 
     def step(self, cands, fetch):
         """The scoring pass (with the previous iteration's acceptance and residual update)."""
+        rank = self.__dict__.get("rank_only_scores", False)  # (a checkpoint written before it: exact scores)
         q = ScoreQuery(None if cands is None else cands.Z, None if cands is None else cands.Z_sq,
                        self.strategy.want_cross and bool(self.atoms), fetch, self.val_query, self.error_threshold,
-                       factored=self.atoms_per_pass > 1)  # k > 1: scores only rank; the kept are recomputed exactly
+                       factored=self.atoms_per_pass > 1 or rank,  # scores only rank; the kept are recomputed exactly
+                       factored_limit=FACTORED_EXPONENT_MAX_64 if rank else None)
         res = ScoreStats.combine(self.send(kmp_score, q, step=True))
         self.recorder.record_pass(res, len(self.atoms), self.coef)
         if self.callback is not None and self.recorder.history:
@@ -711,7 +715,7 @@ def kernel_matching_pursuit(
     split_seed: int = 0, callback=None, max_tries: int = 5, loss=None, refit_every: int | str | None = "auto",
     line_search_steps: int = 3, final_refit_steps: int = 25, error_threshold: float | None = None,
     checkpoint=None, basis_columns: str = "stored", atoms_per_pass: int = 1, max_time: float | None = None,
-    val_criterion: str = "metric",
+    val_criterion: str = "metric", rank_only_scores: bool = False,
 ) -> PursuitResult:
     """Greedy selection of ``n_basis`` kernel functions centred on training rows.
 
@@ -780,6 +784,14 @@ def kernel_matching_pursuit(
         ("metric"), or for classification the held-out −MSE on the ±1 targets (−mean loss for
         other losses) — "loss", a smoother curve on few held-out rows. The history's
         ``val_score`` is the metric either way.
+    rank_only_scores : bool
+        The scoring passes may compute one RBF kernel's candidate scores in the factored form
+        (:func:`~kmp_dask.blockops._kmp._score_factored`, two elementwise passes instead of the exact
+        block's nine; float64 data up to the wider exponent bound ``FACTORED_EXPONENT_MAX_64``): the
+        scores then only rank the candidates — the chosen column and every coefficient come from
+        the exact commit pass, as with ``atoms_per_pass > 1`` — so the model differs from the exact
+        scoring's only where two candidates' scores tie to about 1e−13. ``n_basis="auto"`` (squared
+        loss, backfit) uses it; an int ``n_basis`` keeps the exact scores, bit for bit.
     checkpoint : :class:`~kmp_dask.greedy._checkpoint.Checkpoint` or None
         Saves the driver's state every ``checkpoint.every`` iterations and the result at the end;
         one holding a saved state (``resume``) continues it: its journal is replayed on
@@ -801,7 +813,7 @@ def kernel_matching_pursuit(
         n_iter_no_change=n_iter_no_change, split_seed=split_seed, max_tries=max_tries, loss=loss,
         refit_every=refit_every, line_search_steps=line_search_steps, final_refit_steps=final_refit_steps,
         error_threshold=error_threshold, basis_columns=basis_columns,
-        atoms_per_pass=atoms_per_pass)  # validates fit_mode and loss
+        atoms_per_pass=atoms_per_pass, rank_only_scores=bool(rank_only_scores))  # validates fit_mode and loss
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     if checkpoint is None and config.loss is None:
         checkpoint = _EXTENSION.get()  # the extend hook (KMP cross-validation), or None

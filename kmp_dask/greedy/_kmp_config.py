@@ -51,6 +51,7 @@ class PursuitConfig:
     error_threshold: float | None = None
     basis_columns: str = "stored"
     atoms_per_pass: int = 1
+    rank_only_scores: bool = False
 
     def __post_init__(self):
         if self.fit_mode not in FIT_MODES:

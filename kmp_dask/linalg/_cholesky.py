@@ -13,6 +13,7 @@ differently, so each family keeps the one it was built with and its fits stay bi
 
 from __future__ import annotations
 
+import ctypes
 import math
 from numbers import Integral, Real
 
@@ -85,6 +86,51 @@ def _solve_lower(L: np.ndarray, b: np.ndarray) -> np.ndarray:
         raise np.linalg.LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
     if info < 0:
         raise ValueError(f"illegal value in {-info}-th argument of internal trtrs")
+    return x
+
+
+def _lapack_dtrtrs():
+    """scipy's own LAPACK ``dtrtrs`` (the routine behind ``scipy.linalg.lapack.dtrtrs``) as a ctypes
+    function taking a leading dimension, from ``scipy.linalg.cython_lapack``'s exported C API; None
+    when it cannot be loaded (the f2py wrapper is then used)."""
+    try:
+        from scipy.linalg import cython_lapack
+
+        capsule = cython_lapack.__pyx_capi__["dtrtrs"]
+        api = ctypes.pythonapi
+        api.PyCapsule_GetName.restype, api.PyCapsule_GetName.argtypes = ctypes.c_char_p, [ctypes.py_object]
+        api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+        api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        pointer = api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
+        ip, vp, cp = ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_char_p
+        return ctypes.CFUNCTYPE(None, cp, cp, cp, ip, ip, vp, ip, vp, ip, ip)(pointer)
+    except Exception:  # no cython_lapack API (another scipy build): the copying call stays
+        return None
+
+
+_DTRTRS = _lapack_dtrtrs()
+
+
+def _solve_lower_strided(buffer: np.ndarray, n: int, b: np.ndarray) -> np.ndarray | None:
+    """``_solve_lower(buffer[:n, :n], b)`` bit for bit, without the copy of the factor: for a
+    C-contiguous float64 ``buffer`` the f2py wrapper copies the strided leading block
+    (``n²`` values, most of the time of an append once ``n`` is in the hundreds; it grows with the
+    buffer's capacity, not with ``n``). The same LAPACK routine on the same values — the buffer
+    read in Fortran order is ``Lᵀ`` with leading dimension ``capacity`` — called directly. None
+    when that call is not available or ``buffer`` is not laid out so (the caller falls back)."""
+    if _DTRTRS is None or not (buffer.flags.c_contiguous and buffer.dtype == np.float64 and buffer.ndim == 2) \
+            or b.ndim not in (1, 2) or not b.size:
+        return None
+    x = np.array(b, dtype=np.float64, order="F")  # as f2py: a Fortran-ordered copy, overwritten
+    nrhs = 1 if x.ndim == 1 else x.shape[1]
+    ints = [ctypes.c_int(v) for v in (n, nrhs, buffer.shape[1], max(n, 1), 0)]
+    n_, nrhs_, lda, ldb, info = (ctypes.byref(v) for v in ints)
+    _DTRTRS(b"U", b"T", b"N", n_, nrhs_, buffer.ctypes.data, lda, x.ctypes.data, ldb, info)
+    code = ints[4].value
+    if code > 0:
+        raise np.linalg.LinAlgError(f"singular matrix: resolution failed at diagonal {code - 1}")
+    if code < 0:
+        raise ValueError(f"illegal value in {-code}-th argument of internal trtrs")
     return x
 
 
@@ -259,7 +305,8 @@ class IncrementalCholesky:
         b = self._check_rows(b, "b")
         if self._size == 0:
             return b.copy()
-        return _solve_lower(self._buffer[: self._size, : self._size], b)
+        x = _solve_lower_strided(self._buffer, self._size, b)
+        return _solve_lower(self._buffer[: self._size, : self._size], b) if x is None else x
 
     def solve_upper(self, b: np.ndarray, size: int | None = None) -> np.ndarray:
         """Back substitution ``L_k⁻ᵀ b`` on the factor's leading ``k = size`` rows (all by default):

@@ -114,6 +114,28 @@ def test_int_n_basis_is_the_fit_before_auto_bit_for_bit(cls):
         assert getattr(new, attr).tobytes() == getattr(old, attr).tobytes()
 
 
+@pytest.mark.parametrize("cls", [KMPClassifier, KMPRegressor])
+def test_auto_ranks_by_factored_scores_and_keeps_the_exact_model(cls, monkeypatch):
+    """n_basis="auto" ranks candidates by the factored RBF scores (two elementwise passes, not nine)
+    and the chosen columns and coefficients stay exact: the model equals the one exact scores give."""
+    from kmp_dask.blockops import _kmp as blocks
+
+    X, y = make_moons(700, noise=0.3, random_state=2) if cls is KMPClassifier else make_friedman1(700, random_state=2)
+    calls = []
+    factored = blocks._score_factored
+    monkeypatch.setattr(blocks, "_score_factored", lambda *a: calls.append(1) or factored(*a))
+    fast = cls(random_state=4).fit(X, y)
+    assert calls, "the auto growth did not use the factored scores"
+    monkeypatch.setattr(cls, "_rank_only_scores", lambda self: False)
+    calls.clear()
+    exact = cls(random_state=4).fit(X, y)
+    assert not calls
+    assert fast.n_basis_ == exact.n_basis_ > 5
+    assert_array_equal(fast.val_sizes_, exact.val_sizes_)
+    for attr in ("basis_indices_", "dual_coef_", "intercept_", "val_scores_"):
+        assert getattr(fast, attr).tobytes() == getattr(exact, attr).tobytes()
+
+
 def test_regressor_auto_grows_and_stops():
     X, y = make_friedman1(900, noise=0.5, random_state=0)
     est, _ = _fit_quiet(KMPRegressor(random_state=0), X, y)

@@ -81,6 +81,8 @@ CASES = {
                                                       "validation_fraction": 0.2}, 3),
     "squared-multiclass-early-stopping": (KMPClassifier, {"n_basis": 40, "validation_fraction": 0.25,
                                                           "n_iter_no_change": 3, "candidates": 20}, 4),
+    # n_basis="auto": the factored ranking scores (rank_only_scores) are part of the saved state
+    "n-basis-auto-early-stopping": (KMPClassifier, {}, 3),
 }
 
 

@@ -201,3 +201,24 @@ def test_of_factor_is_a_read_only_view_that_grows_into_a_copy(atoms):
     assert np.array_equal(L, np.array(_factor(atoms[:, :4]).L))
     with pytest.raises(ValueError, match="square"):
         IncrementalCholesky.of_factor(np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("n_rhs", [None, 3])
+@pytest.mark.parametrize("capacity", [1, 7, 64])
+def test_solve_lower_on_the_buffer_rounds_as_the_copying_lapack_call(capacity, n_rhs):
+    """solve_lower reads the factor in place (no copy of the strided leading block) and must give
+    the copying f2py call's result bit for bit: the models of every int n_basis depend on it."""
+    from kmp_dask.linalg._cholesky import _solve_lower
+
+    rng = np.random.default_rng(capacity)
+    A = rng.normal(size=(60, 40)) * np.logspace(-3, 3, 40)
+    chol = IncrementalCholesky(capacity=capacity, ridge=1e-6)
+    for j in range(40):
+        n = chol.size
+        b = rng.normal(size=(n,) if n_rhs is None else (n, n_rhs))
+        if n:
+            x = chol.solve_lower(b)
+            ref = _solve_lower(np.array(chol.L), b) if chol.capacity == n else _solve_lower(chol._buffer[:n, :n], b)
+            assert x.shape == ref.shape and np.array_equal(x, ref)
+        chol.append(A[:, :j].T @ A[:, j], float(A[:, j] @ A[:, j]))
+    assert chol.size == 40
