@@ -18,7 +18,7 @@ from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candid
 from ..greedy._kmp import auto_n_basis
 from ..greedy._labels import partition_labels
 from ..greedy._record import patience_atoms
-from ..kernels import Kernel, get_kernel
+from ..kernels import Kernel, get_kernel, kernel_spec
 from ..losses import get_loss
 from ..parallel import map_blocks_rows
 from ..parallel._session import engine_session
@@ -514,9 +514,6 @@ polynomial. Measured as above: at 1e-5 the test accuracy fell on every non-linea
 collapsed (digits 0.92, letter 0.54). Below about 1e-6…1e-7 the pursuit finds no basis function
 at all and the driver's ``constant_kernel`` warning is given instead."""
 
-_DISTANCE_KERNELS = {"rbf": ("sqeuclidean", "squared distance"), "laplacian": ("cityblock", "L1 distance")}
-
-
 def _warn_if_degenerate(est, Z):
     """After a fit: warn when the model is degenerate although the driver found basis functions.
 
@@ -537,13 +534,13 @@ def _warn_if_degenerate(est, Z):
             "check that X holds the features you meant; changing `gamma` or `ridge` cannot help.",
             DegenerateFitWarning, stacklevel=user_stacklevel())
         return
-    if Z is None or len(Z) < 2 or any(k.name not in _DISTANCE_KERNELS or k.get("gamma") is None for k in est.kernels_):
+    if Z is None or len(Z) < 2 or any(kernel_spec(k).distance is None or k.get("gamma") is None for k in est.kernels_):
         return
     from scipy.spatial.distance import pdist
 
     problems = []
     for kernel in est.kernels_:
-        metric, what = _DISTANCE_KERNELS[kernel.name]
+        metric, what = kernel_spec(kernel).distance
         d = pdist(Z, metric)
         d = d[d > 0]
         if len(d) < 2:

@@ -62,6 +62,7 @@ from ..blockops import (
 )
 from ..blockops._safe_pickle import restricted_loads
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning, user_stacklevel
+from ..kernels import kernel_spec
 from ..linalg import IncrementalCholesky, one_blas_thread
 from ._candidates import CandidateSet, gather_fetched
 from ._checkpoint import NO_CHECKPOINT
@@ -619,13 +620,13 @@ def _gamma_hint(kernel, sample) -> str:
     gamma = kernel.get("gamma")
     if gamma is None:
         return f"Change the parameters of {kernel!r} (its values do not vary over the data)."
-    metric = {"rbf": "sqeuclidean", "laplacian": "cityblock"}.get(kernel.name)
-    if metric is None:
+    distance = kernel_spec(kernel).distance
+    if distance is None:
         return f"Increase `gamma` (now {gamma:g} for the {kernel.name!r} kernel) or standardise X."
+    metric, what = distance
     d = pdist(sample, metric)
     d = d[d > 0]
     scale = float(np.median(d)) if len(d) else 0.0
-    what = "squared distance" if metric == "sqeuclidean" else "L1 distance"
     if scale <= 0:
         return f"Increase `gamma` (now {gamma:g}) or standardise X."
     return (f"Increase `gamma` (now {gamma:g}): gamma = 1 / median {what} between rows = {1 / scale:.3g} is a "
