@@ -407,7 +407,7 @@ class Pursuit:
             if idx_next is not None:
                 cands = self._candidates(res, idx_next)
             self.recorder.history[-1]["seconds"] = time.perf_counter() - t0
-            self.checkpoint.maybe_save(self, t, cands, rng)           # every k iterations (if asked)
+            self.checkpoint.maybe_save(self, t, rng, cands=cands, last=t + 1 == self.n_basis)  # every k (if asked)
         else:
             stop = StopReason.N_BASIS
         self._finish()
@@ -662,11 +662,11 @@ class PursuitExtension:
         self.saved = None
         self.replays = 0  #: how many fits continued a kept state (for tests and benchmarks)
 
-    def maybe_save(self, pursuit, t: int, cands, rng) -> None:
-        if t + 1 == pursuit.n_basis:  # the loop's last iteration: keep a copy (the final pass changes it)
-            state = pickle.dumps((pursuit, cands), protocol=pickle.HIGHEST_PROTOCOL)  # ~10× faster than deepcopy
+    def maybe_save(self, loop, t: int, rng, *, cands=None, first: int | None = None, last: bool = False) -> None:
+        if last:  # the loop's last iteration: keep a copy (the final pass changes it)
+            state = pickle.dumps((loop, cands), protocol=pickle.HIGHEST_PROTOCOL)  # ~10× faster than deepcopy
             self.saved = {"state": state, "t": int(t), "rng": rng.bit_generator.state,
-                          "journal": tuple(pursuit.engine.journal)}
+                          "journal": tuple(loop.engine.journal)}
 
     def save_result(self, result) -> None:
         pass

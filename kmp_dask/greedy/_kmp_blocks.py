@@ -69,7 +69,7 @@ def run_blocks(p, rng, resume_at=None):
         if idx_next is not None:
             cands = p._candidates(res, idx_next)
         p.recorder.history[-1]["seconds"] = time.perf_counter() - t0
-        _maybe_save(p, t, t_end, cands, rng)
+        p.checkpoint.maybe_save(p, t_end - 1, rng, cands=cands, first=t, last=t_end == p.n_basis)
         t = t_end
     else:
         stop = StopReason.N_BASIS
@@ -77,17 +77,6 @@ def run_blocks(p, rng, resume_at=None):
     if stop in (StopReason.CONVERGED, StopReason.LINEAR_DEPENDENCE) and not p._n_row_atoms():
         stop = p._no_basis(stop, cands, score)
     return p._result(stop)
-
-
-def _maybe_save(p, t, t_end, cands, rng):
-    """A checkpoint when the batch crossed a multiple of ``every`` (or reached ``n_basis``); the
-    extend hook (no ``every``: :class:`~kmp_dask.greedy._kmp.PursuitExtension`) keeps the state
-    when the batch reached ``n_basis``."""
-    every = getattr(p.checkpoint, "every", None)
-    if every and (t_end // every > t // every or t_end == p.n_basis):
-        p.checkpoint.save_state(p, t_end - 1, cands, rng)
-    elif every is None:
-        p.checkpoint.maybe_save(p, t_end - 1, cands, rng)
 
 
 def keep(score, k):

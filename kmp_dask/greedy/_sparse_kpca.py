@@ -162,11 +162,6 @@ class KPCARun:
         self.n_passes, self.stalls, self.seconds = 0, 0, 0.0
         self.engine = self.checkpoint = None
 
-    @property
-    def n_basis(self) -> int:
-        """The loop's last iteration is ``n_basis − 1`` (what ``Checkpoint.maybe_save`` asks)."""
-        return self.config.n_components
-
     # the configuration's fields the loop reads (one source: ``config``; nothing copied)
     kernels = property(lambda self: self.config.kernels)
     columns = property(lambda self: self.config.columns)
@@ -288,7 +283,7 @@ class KPCARun:
             rec["residual_norm"] = ((traces[-1][0] - score[pick]) / traces[0][0] if traces[0][0] > 0 else 0.0)
         self.recorder.keep(rec)
         if self.checkpoint is not None:  # the end of iteration t: everything the rest depends on
-            self.checkpoint.maybe_save(self, t, None, rng)
+            self.checkpoint.maybe_save(self, t, rng, last=t + 1 >= self.n_components)
         self.recorder.emit(rec)
 
     def moments(self) -> KPCAResult:
