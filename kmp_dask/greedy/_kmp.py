@@ -66,8 +66,9 @@ from ..kernels import kernel_spec
 from ..linalg import IncrementalCholesky, one_blas_thread
 from ._candidates import CandidateSet, gather_fetched
 from ._checkpoint import NO_CHECKPOINT
-from ._kmp_blocks import run_blocks
+from ._kmp_blocks import block_step, open_batch
 from ._kmp_config import FIT_MODES, PursuitConfig
+from ._loop import Iteration, run_loop
 from ._record import Recorder
 from ._result import PursuitResult, StopReason, make_result, prefix_coef
 from ._sampling import AllCandidates, RandomCandidates, validation_eligibility
@@ -302,7 +303,7 @@ class Pursuit:
         self._scored = None  # (corr, sqn) totals of the last scoring pass
 
     # -- checkpoints: everything but the engine, the callback and the checkpoint itself -----------
-    _DETACHED = ("engine", "callback", "checkpoint", "deadline")
+    _DETACHED = ("engine", "callback", "checkpoint", "deadline", "_t", "_cands", "_score")
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k not in self._DETACHED}
@@ -367,7 +368,7 @@ class Pursuit:
         self._accept, self._residual, self._pend, self._batch = False, None, None, []
         return self.engine.run(query, msg, tuple(queued) + tuple(effects))
 
-    def step(self, cands, fetch):
+    def score(self, cands, fetch):
         """The scoring pass (with the previous iteration's acceptance and residual update)."""
         q = ScoreQuery(None if cands is None else cands.Z, None if cands is None else cands.Z_sq,
                        self.strategy.want_cross and bool(self.atoms), fetch, self.val_query, self.error_threshold,
@@ -386,40 +387,54 @@ class Pursuit:
 
     # -- the algorithm ----------------------------------------------------------------------------
     def run(self, rng, resume_at=None) -> PursuitResult:
-        """The pursuit; ``resume_at=(t, cands)`` continues a checkpoint saved after iteration t − 1."""
+        """The pursuit; ``resume_at=(t, cands)`` continues a checkpoint saved after iteration t − 1.
+
+        One loop, :func:`~kmp_dask.greedy._loop.run_loop` (which also saves the checkpoint every
+        ``every`` iterations, if asked), over one of two kinds of step: one atom a pass
+        (:meth:`step`) or ``atoms_per_pass`` atoms a batch (:func:`~._kmp_blocks.block_step`)."""
+        self._t, self._cands = resume_at if resume_at is not None else (0, self._begin(rng))
+        self._score = None
         if self.atoms_per_pass > 1:
-            return run_blocks(self, rng, resume_at)
-        t_first, cands = resume_at if resume_at is not None else (0, self._begin(rng))
-        stop, score = StopReason.N_BASIS, None
-        for t in range(t_first, self.n_basis):
-            t0 = time.perf_counter()
-            res, idx_next, score, stop = self.scoring_pass(cands, rng)  # score all candidates
-            if stop is not None:
-                break
-            picked = self._pick(score, cands)                         # best admissible candidate
-            if picked is None:
-                stop = StopReason.LINEAR_DEPENDENCE
-                break
-            j, atom, col, w = picked
-            self._append(atom)                                        # basis ← basis ∪ {d_j}
-            self.strategy.add(self, col, w, t)                        # coefficients
-            self.recorder.new_iteration(t, atom, score, j)
-            if idx_next is not None:
-                cands = self._candidates(res, idx_next)
-            self.recorder.history[-1]["seconds"] = time.perf_counter() - t0
-            self.checkpoint.maybe_save(self, t, rng, cands=cands, last=t + 1 == self.n_basis)  # every k (if asked)
-        else:
-            stop = StopReason.N_BASIS
+            open_batch(self)
+        stop = run_loop(self, rng, self.checkpoint)
+        cands, score = self._cands, self._score
         self._finish()
         if stop in (StopReason.CONVERGED, StopReason.LINEAR_DEPENDENCE) and not self._n_row_atoms():
             stop = self._no_basis(stop, cands, score)
         return self._result(stop)
 
+    def step(self, rng):
+        """One iteration (the loop contract's step): the scoring pass, the stop checks, the best
+        admissible candidate joins the basis and the coefficients are updated; its
+        :class:`~kmp_dask.greedy._loop.Iteration` (the record stays the recorder's: the next
+        scoring pass completes it), or why the loop stops."""
+        if self.atoms_per_pass > 1:
+            return block_step(self, rng)
+        t, cands = self._t, self._cands
+        if t >= self.n_basis:
+            return StopReason.N_BASIS
+        t0 = time.perf_counter()
+        res, idx_next, self._score, stop = self.scoring_pass(cands, rng)  # score all candidates
+        if stop is not None:
+            return stop
+        picked = self._pick(self._score, cands)                   # best admissible candidate
+        if picked is None:
+            return StopReason.LINEAR_DEPENDENCE
+        j, atom, col, w = picked
+        self._append(atom)                                        # basis ← basis ∪ {d_j}
+        self.strategy.add(self, col, w, t)                        # coefficients
+        self.recorder.new_iteration(t, atom, self._score, j)
+        if idx_next is not None:
+            self._cands = self._candidates(res, idx_next)
+        self.recorder.history[-1]["seconds"] = time.perf_counter() - t0
+        self._t = t + 1
+        return Iteration(None, t, last=t + 1 == self.n_basis, cands=self._cands)
+
     def scoring_pass(self, cands, rng):
         """One pass that scores ``cands`` (and fetches the next draw), then the stop checks:
         ``(res, idx_next, score, stop)``, ``stop`` None to go on (shared with the block loop)."""
         idx_next = None if self.sampler.exhaustive else self.sampler.draw(rng, self.excluded)
-        res = self.step(cands, idx_next)
+        res = self.score(cands, idx_next)
         stop = self._stop_rule(res)
         if stop is not None:
             return res, idx_next, None, stop
@@ -583,7 +598,7 @@ class Pursuit:
         refitted = self.strategy.finish(self)
         if self.atoms and (accept_queued or refitted):
             self.resync()
-            self.step(None, None)
+            self.score(None, None)
 
     def _result(self, stop) -> PursuitResult:
         n_keep, coef, loop_stop = len(self.atoms), self.coef, stop

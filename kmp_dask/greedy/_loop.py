@@ -18,8 +18,11 @@ A family's driver loop is an object with
 :func:`run_loop` owns what every family did alike: the iteration, the stall count, the order
 "record kept → checkpoint saved (its cadence: :meth:`~kmp_dask.greedy._checkpoint.Checkpoint.maybe_save`,
 the one signature) → record handed to the callback", so a resumed run's history is an
-uninterrupted run's. Sparse KPCA / KCCA (:class:`~kmp_dask.greedy._sparse_kpca.KPCARun`) and
-hyperplane matching pursuit on an engine (:class:`~kmp_dask.greedy._hmp.HMPLoop`) run on it.
+uninterrupted run's. Sparse KPCA / KCCA (:class:`~kmp_dask.greedy._sparse_kpca.KPCARun`),
+hyperplane matching pursuit on an engine (:class:`~kmp_dask.greedy._hmp.HMPLoop`) and in process
+(``_DensePursuit``) and KMP (:class:`~kmp_dask.greedy._kmp.Pursuit`: one atom a pass, or
+``atoms_per_pass`` atoms a batch as a second kind of step, ``_kmp_blocks.block_step``) run on it.
+The CVM's core-set loop does not yet.
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ class Iteration(NamedTuple):
 def run_loop(loop, rng, checkpoint=None) -> StopReason:
     """Step ``loop`` until it stops; return why. After each admitted iteration its record is kept,
     ``checkpoint.maybe_save`` is called (when there is a checkpoint), then the callback gets the
-    record; after each stall the stall count grows and ``loop.stop_on_stall()`` decides."""
+    record; after each stall the stall count grows and ``loop.stop_on_stall()`` decides. A step
+    whose record is None keeps its own records: KMP's, completed by the next scoring pass (which
+    measures the model the iteration made) and handed to the callback there."""
     while True:
         out = loop.step(rng)
         if isinstance(out, StopReason):
@@ -56,7 +61,9 @@ def run_loop(loop, rng, checkpoint=None) -> StopReason:
                 return reason
             continue
         loop.stalls = 0
-        loop.recorder.keep(out.record)
+        if out.record is not None:
+            loop.recorder.keep(out.record)
         if checkpoint is not None:
             checkpoint.maybe_save(loop, out.t, rng, cands=out.cands, first=out.first, last=out.last)
-        loop.recorder.emit(out.record)
+        if out.record is not None:
+            loop.recorder.emit(out.record)
