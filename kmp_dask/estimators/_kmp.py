@@ -14,7 +14,14 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning, PrematureStopWarning, user_stacklevel
 from ..expansion import KernelExpansion
-from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for, read_held_out_rows
+from ..greedy import (
+    BASIS_COLUMNS,
+    FIT_MODES,
+    PursuitConfig,
+    kernel_matching_pursuit,
+    n_candidates_for,
+    read_held_out_rows,
+)
 from ..greedy._kmp import auto_n_basis
 from ..greedy._labels import partition_labels
 from ..greedy._record import patience_atoms
@@ -276,18 +283,16 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
             targets = self._targets(engine, store)
             n_basis = self._cap(engine, store, targets)
             with progress_session(progress_callback(self.verbose, n_basis)) as (cb, _):
-                result = kernel_matching_pursuit(
-                    engine, kernel=self.kernels_, n_rows=store.n_rows, n_features=store.n_features,
-                    dtype=store.dtype, targets=targets, n_basis=n_basis,
-                    fit_mode=self.fit_mode, candidates=self._n_candidates(),
-                    random_state=np.random.default_rng(seed), ridge=float(self.ridge), tol=self.tol,
+                config = PursuitConfig(
+                    self.kernels_, store.n_rows, store.n_features, store.dtype, targets, n_basis,
+                    fit_mode=self.fit_mode, candidates=self._n_candidates(), ridge=float(self.ridge), tol=self.tol,
                     fit_intercept=self.fit_intercept, validation_fraction=self._held_out_fraction(vf),
-                    n_iter_no_change=patience, split_seed=seed, callback=cb,
-                    loss=self.loss_, refit_every=self.refit_every, error_threshold=self._bound_threshold(),
-                    checkpoint=run.checkpoint, basis_columns=self.basis_columns,
-                    atoms_per_pass=self._atoms_per_pass(), max_time=self.max_time,
-                    val_criterion=AUTO_CRITERION if _is_auto(self.n_basis) else "metric",
-                )
+                    n_iter_no_change=patience, split_seed=seed, loss=self.loss_, refit_every=self.refit_every,
+                    error_threshold=self._bound_threshold(), basis_columns=self.basis_columns,
+                    atoms_per_pass=self._atoms_per_pass())
+                result = kernel_matching_pursuit(
+                    engine, config, random_state=np.random.default_rng(seed), callback=cb, checkpoint=run.checkpoint,
+                    max_time=self.max_time, val_criterion=AUTO_CRITERION if _is_auto(self.n_basis) else "metric")
             held = self._calibration_rows(engine, store.n_rows, seed)
         return result, sample_rows(store), held
 

@@ -53,6 +53,7 @@ from ..blockops import Atom, Engine, RSScoreQuery, RSValuesQuery, rs_effects, rs
 from ..blockops._results import RSScoreStats, RSValues
 from ..linalg import IncrementalCholesky
 from ._candidates import merge_ranked
+from ._configs import config_given
 from ._hmp_config import CRITERIA, HMPConfig
 from ._loop import Iteration, run_loop
 from ._record import PathRecorder
@@ -144,10 +145,8 @@ def _merge_candidates(res: RSScoreStats):
     return merge_ranked(res.candidates(), ("index", "score", "rows", "r", "f", "kdiag"), by="score")
 
 
-def hyperplane_pursuit(engine: Engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: int, backfit: bool = True,
-                       candidates: int | None = None, random_state=None, rkhs_tol: float = 0.0,
-                       top: int = 4, callback=None, criterion: str = "eq13", checkpoint=None,
-                       loop=None) -> HMPResult:
+def hyperplane_pursuit(engine: Engine, config: HMPConfig | None = None, *, wsq, outputs, random_state=None,
+                       callback=None, checkpoint=None, loop=None, **keywords) -> HMPResult:
     """Run hyperplane matching pursuit over the pool held by ``engine``.
 
     The partitions must have received :func:`~kmp_dask.blockops.rs_effects.init` (the
@@ -177,7 +176,7 @@ def hyperplane_pursuit(engine: Engine, *, kernel, n_rows: int, wsq, outputs, n_v
     loop : :class:`HMPLoop` or None — a saved state to continue (the engine's partitions must
         be in the state they had then: its journal replayed)
     """
-    config = HMPConfig(kernel, n_rows, n_vectors, backfit, candidates, rkhs_tol, top, criterion)
+    config = config_given(HMPConfig, config, keywords, owner="hyperplane_pursuit")
     return run_hyperplane_pursuit(engine, config, wsq=wsq, outputs=outputs, random_state=random_state,
                                   callback=callback, checkpoint=checkpoint, loop=loop)
 
@@ -385,10 +384,8 @@ class _HMPModel:
         )
 
 
-def dense_hyperplane_pursuit(rows, *, kernel=None, F, wsq, n_vectors: int | None = None, candidates: int | None = None,
-                             random_state=None, rkhs_tol: float = 0.0, callback=None,
-                             criterion: str = "eq13", checkpoint=None, run=None,
-                             config: HMPConfig | None = None) -> HMPResult:
+def dense_hyperplane_pursuit(rows, config: HMPConfig | None = None, *, F, wsq, random_state=None, callback=None,
+                             checkpoint=None, run=None, **keywords) -> HMPResult:
     """Backfitted hyperplane matching pursuit over a pool held in this process (see the module
     docstring): ``rows`` (P, d) the pool, ``F`` (P, m) the expansion's values there (without
     intercept) for the outputs pursued (coupled when m > 1), ``wsq`` (m,) their ``‖w_j‖²``;
@@ -408,14 +405,8 @@ def dense_hyperplane_pursuit(rows, *, kernel=None, F, wsq, n_vectors: int | None
     ``config``: an :class:`HMPConfig` built by the caller (the compressor's routes), in place of
     ``kernel``, ``n_vectors``, ``candidates``, ``rkhs_tol`` and ``criterion`` (backfitting; its
     ``top`` is unused: every candidate is tried in score order)."""
-    if config is None:
-        if kernel is None or n_vectors is None:
-            raise ValueError("dense_hyperplane_pursuit needs kernel= and n_vectors= (or config=, an HMPConfig); "
-                             f"got kernel={kernel!r}, n_vectors={n_vectors!r}")
-        config = HMPConfig(kernel, len(rows), n_vectors, True, candidates, rkhs_tol, criterion=criterion)
-    elif kernel is not None or n_vectors is not None:
-        raise ValueError("pass either config= (an HMPConfig) or kernel= and n_vectors=, not both; "
-                         f"got config={config!r} with kernel={kernel!r}, n_vectors={n_vectors!r}")
+    config = config_given(HMPConfig, config, keywords, owner="dense_hyperplane_pursuit",
+                          fixed={"n_rows": len(rows), "backfit": True, "top": 4})
     t0 = time.perf_counter()
     if run is None:
         run = _DensePursuit(rows, config, F, wsq, random_state)

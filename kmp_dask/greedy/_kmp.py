@@ -66,6 +66,7 @@ from ..kernels import kernel_spec
 from ..linalg import IncrementalCholesky, one_blas_thread
 from ._candidates import CandidateSet, gather_fetched
 from ._checkpoint import NO_CHECKPOINT
+from ._configs import config_given
 from ._kmp_blocks import block_step, open_batch
 from ._kmp_config import FIT_MODES, PursuitConfig
 from ._loop import Iteration, run_loop
@@ -613,8 +614,8 @@ class Pursuit:
             history = history[: n_keep - int(self.bias_column)]
         m = self.coef.shape[1]
         result = make_result(self.atoms[:n_keep], np.asarray(coef[:n_keep]).reshape(n_keep, m), self.offset, stop,
-                             history, self.n_train, self.n_val, self.n_features, self.dtype, self.kernels,
-                             *self._prefix_data())
+                             history, data=(self.n_train, self.n_val, self.n_features, self.dtype),
+                             kernels=self.kernels, prefix=self._prefix_data())
         result.loop_stop = loop_stop
         if self.recorder.val_scores:  # the whole held-out path, in row atoms (the intercept column not counted)
             result.val_sizes = np.asarray(self.recorder.val_sizes, dtype=np.int64) - int(self.bias_column)
@@ -721,13 +722,8 @@ def extending(hook: PursuitExtension):
 
 
 def kernel_matching_pursuit(
-    engine: Engine, *, kernel, n_rows: int, n_features: int, dtype, targets: dict, n_basis: int,
-    fit_mode: str = "backfit", candidates="all", random_state=None, ridge: float = 0.0, tol: float | None = None,
-    fit_intercept: bool = True, validation_fraction: float = 0.0, n_iter_no_change: int | None = None,
-    split_seed: int = 0, callback=None, max_tries: int = 5, loss=None, refit_every: int | str | None = "auto",
-    line_search_steps: int = 3, final_refit_steps: int = 25, error_threshold: float | None = None,
-    checkpoint=None, basis_columns: str = "stored", atoms_per_pass: int = 1, max_time: float | None = None,
-    val_criterion: str = "metric",
+    engine: Engine, config: PursuitConfig | None = None, *, random_state=None, callback=None, checkpoint=None,
+    max_time: float | None = None, val_criterion: str = "metric", **keywords,
 ) -> PursuitResult:
     """Greedy selection of ``n_basis`` kernel functions centred on training rows.
 
@@ -811,13 +807,8 @@ def kernel_matching_pursuit(
         loss, other losses), ``val_score`` (accuracy for classification, −MSE or −mean loss
         for regression, or None) and ``seconds``.
     """
-    config = PursuitConfig(
-        kernel, n_rows, n_features, dtype, targets, n_basis, fit_mode=fit_mode, candidates=candidates, ridge=ridge,
-        tol=tol, fit_intercept=fit_intercept, validation_fraction=validation_fraction,
-        n_iter_no_change=n_iter_no_change, split_seed=split_seed, max_tries=max_tries, loss=loss,
-        refit_every=refit_every, line_search_steps=line_search_steps, final_refit_steps=final_refit_steps,
-        error_threshold=error_threshold, basis_columns=basis_columns,
-        atoms_per_pass=atoms_per_pass)  # validates fit_mode and loss
+    config = config_given(PursuitConfig, config, keywords, owner="kernel_matching_pursuit",
+                          renames={"kernel": "kernels"})  # its __post_init__ validates fit_mode, loss, atoms_per_pass
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     if checkpoint is None and config.loss is None:
         checkpoint = _EXTENSION.get()  # the extend hook (KMP cross-validation), or None
@@ -825,7 +816,8 @@ def kernel_matching_pursuit(
         return checkpoint.result  # the checkpointed fit had finished
     if checkpoint is not None and checkpoint.saved is not None:
         pursuit, resume_at = _restored(engine, callback, checkpoint, rng)
-        _extend_to(pursuit, n_basis)  # a checkpoint's own n_basis (checked): unchanged; the extend hook's: larger
+        # a checkpoint's own n_basis (checked): unchanged; the extend hook's: larger
+        _extend_to(pursuit, config.n_basis)
     else:
         pursuit, resume_at = Pursuit(engine, config, callback=callback, checkpoint=checkpoint), None
     pursuit.deadline = None if max_time is None else time.monotonic() + float(max_time)

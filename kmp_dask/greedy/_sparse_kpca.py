@@ -28,6 +28,7 @@ from ..blockops._kpca import KPCAColumn, KPCAScoreQuery, kpca_effects, kpca_mome
 from ..blockops._results import KPCAMoments, KPCAScoreStats
 from ..linalg import IncrementalCholesky
 from ._candidates import gather_fetched
+from ._configs import config_given
 from ._kpca_config import KPCAConfig
 from ._loop import Iteration, run_loop
 from ._record import PathRecorder
@@ -90,9 +91,8 @@ def _score(res: KPCAScoreStats, dz, tol):
     return np.where(ok & np.isfinite(score), score, -np.inf)
 
 
-def sparse_kernel_pca(engine: Engine, *, kernel, n_rows: int, n_features: int, dtype, n_components: int,
-                      candidates: int | None = None, random_state=None, rank_tol: float = 1e-10,
-                      callback=None, columns=(None,), checkpoint=None) -> KPCAResult:
+def sparse_kernel_pca(engine: Engine, config: KPCAConfig | None = None, *, random_state=None, callback=None,
+                      checkpoint=None, **keywords) -> KPCAResult:
     """Greedy selection of ``n_components`` points over the engine's partitions
     (``engine``: an :class:`~kmp_dask.blockops.Engine`).
 
@@ -111,7 +111,7 @@ def sparse_kernel_pca(engine: Engine, *, kernel, n_rows: int, n_features: int, d
     and the loop goes on — the same result as an uninterrupted run. One holding a result
     returns it without a pass.
     """
-    config = KPCAConfig(kernel, n_rows, n_features, dtype, n_components, columns, candidates, rank_tol)
+    config = config_given(KPCAConfig, config, keywords, owner="sparse_kernel_pca", renames={"kernel": "kernels"})
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result  # the checkpointed selection had finished
     t0 = time.perf_counter()
