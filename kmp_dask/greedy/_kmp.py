@@ -401,7 +401,7 @@ class Pursuit:
         cands, score = self._cands, self._score
         self._finish()
         if stop in (StopReason.CONVERGED, StopReason.LINEAR_DEPENDENCE) and not self._n_row_atoms():
-            stop = self._no_basis(stop, cands, score)
+            stop = no_basis(self, stop, cands, score)
         return self._result(stop)
 
     def step(self, rng):
@@ -465,52 +465,6 @@ class Pursuit:
 
     def _n_row_atoms(self) -> int:
         return sum(not a.is_bias for a in self.atoms)
-
-    def _no_basis(self, stop, cands, score):
-        """The fit ends with no basis function: name why (``stop_reason``) and what to change.
-
-        Looks only at what the driver holds: the candidate rows (identical rows → no usable
-        candidate; a kernel constant on them → constant kernel). Nothing here changes the model.
-        """
-        y_sq = float(_total(self._y, "y_sqsum").sum())
-        if stop == StopReason.CONVERGED and not self.rss0 > 1e-12 * y_sq:
-            return stop  # the targets are constant: the constant model is the right answer
-        Z = np.asarray(cands.Z, dtype=np.float64)
-        sample = Z[np.unique(np.linspace(0, len(Z) - 1, min(len(Z), 64)).astype(np.intp))] if len(Z) else Z
-        info = {"s": len(Z), "m": len(sample), "k": self.max_tries, "rss0": self.rss0,
-                "ridge": self.lam / max(self.w_train, 1e-300),
-                "best": float(np.max(score)) if score is not None and len(score) else 0.0}
-        if len(Z) and np.all(Z == Z[0]):
-            cause = "duplicates"
-        elif len(sample) > 1 and self._kernel_is_constant(sample, info):
-            cause = "constant"
-        else:
-            cause = None
-        if stop == StopReason.LINEAR_DEPENDENCE:  # the stop reason keeps the mechanism; the message the cause
-            reason, why, fix = stop, _CAUSES["dependent"][0], _CAUSES[cause or "dependent"][1]
-            if cause:
-                why = why[:-1] + ": " + _CAUSES[cause][0]
-        else:
-            reason = {"duplicates": StopReason.NO_USABLE_CANDIDATE, "constant": StopReason.CONSTANT_KERNEL,
-                      None: StopReason.NO_USABLE_CANDIDATE}[cause]
-            why, fix = _CAUSES[cause or "uncorrelated"]
-        warnings.warn(_NO_BASIS.format(reason=reason.value, why=why.format(**info), fix=fix.format(**info)),
-                      DegenerateFitWarning, stacklevel=user_stacklevel())
-        return reason
-
-    def _kernel_is_constant(self, sample, info) -> bool:
-        """Whether every kernel of the dictionary is numerically constant on ``sample`` rows."""
-        spreads, hints = [], []
-        for kernel in self.kernels:
-            K = np.asarray(kernel(sample, sample), dtype=np.float64)
-            spreads.append(float(np.ptp(K)) / max(float(np.abs(K).max()), 1e-300))
-            hints.append(_gamma_hint(kernel, sample))
-        if max(spreads) > _CONSTANT_SPREAD:
-            return False
-        info["spread"] = max(spreads)
-        info["kernels"] = ", ".join(repr(k) for k in self.kernels)
-        info["gamma_hint"] = " ".join(dict.fromkeys(hints))
-        return True
 
     def _initial_rss(self, res) -> float:
         if self.bias_column:  # measure progress from the intercept-only model, as with centring
@@ -627,6 +581,53 @@ class Pursuit:
         if self.chol is None or self.setup.loss is not None or not self.ytd:
             return None, None
         return self.chol.L, np.array(self.ytd_rows())
+
+
+def no_basis(p: Pursuit, stop, cands, score):
+    """A pursuit ``p`` ends with no basis function: name why (``stop_reason``) and what to change.
+
+    Looks only at what the driver holds: the candidate rows (identical rows → no usable
+    candidate; a kernel constant on them → constant kernel). Nothing here changes the model.
+    """
+    y_sq = float(_total(p._y, "y_sqsum").sum())
+    if stop == StopReason.CONVERGED and not p.rss0 > 1e-12 * y_sq:
+        return stop  # the targets are constant: the constant model is the right answer
+    Z = np.asarray(cands.Z, dtype=np.float64)
+    sample = Z[np.unique(np.linspace(0, len(Z) - 1, min(len(Z), 64)).astype(np.intp))] if len(Z) else Z
+    info = {"s": len(Z), "m": len(sample), "k": p.max_tries, "rss0": p.rss0,
+            "ridge": p.lam / max(p.w_train, 1e-300),
+            "best": float(np.max(score)) if score is not None and len(score) else 0.0}
+    if len(Z) and np.all(Z == Z[0]):
+        cause = "duplicates"
+    elif len(sample) > 1 and _kernel_is_constant(p, sample, info):
+        cause = "constant"
+    else:
+        cause = None
+    if stop == StopReason.LINEAR_DEPENDENCE:  # the stop reason keeps the mechanism; the message the cause
+        reason, why, fix = stop, _CAUSES["dependent"][0], _CAUSES[cause or "dependent"][1]
+        if cause:
+            why = why[:-1] + ": " + _CAUSES[cause][0]
+    else:
+        reason = {"duplicates": StopReason.NO_USABLE_CANDIDATE, "constant": StopReason.CONSTANT_KERNEL,
+                  None: StopReason.NO_USABLE_CANDIDATE}[cause]
+        why, fix = _CAUSES[cause or "uncorrelated"]
+    warnings.warn(_NO_BASIS.format(reason=reason.value, why=why.format(**info), fix=fix.format(**info)),
+                  DegenerateFitWarning, stacklevel=user_stacklevel())
+    return reason
+
+def _kernel_is_constant(p: Pursuit, sample, info) -> bool:
+    """Whether every kernel of the dictionary is numerically constant on ``sample`` rows."""
+    spreads, hints = [], []
+    for kernel in p.kernels:
+        K = np.asarray(kernel(sample, sample), dtype=np.float64)
+        spreads.append(float(np.ptp(K)) / max(float(np.abs(K).max()), 1e-300))
+        hints.append(_gamma_hint(kernel, sample))
+    if max(spreads) > _CONSTANT_SPREAD:
+        return False
+    info["spread"] = max(spreads)
+    info["kernels"] = ", ".join(repr(k) for k in p.kernels)
+    info["gamma_hint"] = " ".join(dict.fromkeys(hints))
+    return True
 
 
 def _gamma_hint(kernel, sample) -> str:
