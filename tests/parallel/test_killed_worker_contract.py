@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from _contracts import kill_worker_at
-from _loaded_machine import WORKER_WAIT  # generous on a loaded machine
+from _loaded_machine import wait_for_workers  # generous on a loaded machine; replaces a nanny that gave up
 from sklearn.datasets import make_classification
 
 from kmp_dask.blockops._cvm import cvm_effects
@@ -139,11 +139,13 @@ CASES = {
 }
 
 
+@pytest.mark.timeout(900)  # a worker's restart under load, bounded by _loaded_machine.WORKER_WAIT
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "kmp-atoms-per-pass" else n
                                   for n in CASES])
 def test_killed_worker_is_rebuilt_and_the_model_is_unchanged(tmp_path, process_client, name):
     """SIGKILL a worker mid-fit: its partitions are rebuilt from the driver's state. On the
-    session's process cluster (its nanny restarts the worker; the test waits for it)."""
+    session's process cluster (its nanny restarts the worker; the test waits for it, and replaces
+    a nanny that did not restart it, so the later tests of the session have both workers)."""
     case = CASES[name]
     specs = partition_specs(case.store(tmp_path))
     with InProcessEngine(specs) as eng:
@@ -158,5 +160,5 @@ def test_killed_worker_is_rebuilt_and_the_model_is_unchanged(tmp_path, process_c
             res = case.fit(eng, kill)
             assert kill.killed and eng.n_restarts >= 1
     finally:
-        process_client.wait_for_workers(2, timeout=WORKER_WAIT)
+        wait_for_workers(process_client, 2)
     case.same(res, ref)
