@@ -180,9 +180,22 @@ def test_candidates_all_auto_int_one_meaning(cname):
 @pytest.mark.parametrize("cname", CANDIDATE_CLASSES)
 @pytest.mark.parametrize("bad", [0, -2, True, 2.5, "some"])
 def test_candidates_refuses_other_values_naming_the_argument(cname, bad):
-    with pytest.raises(ValueError, match="candidates") as info:
+    with pytest.raises(ValueError, match=r"candidates must be 'all'.*got") as info:
         _fit(cname, candidates=bad)
     assert repr(bad) in str(info.value) or str(bad) in str(info.value)
+
+
+def test_resolve_candidates():
+    """The one resolution every estimator calls: "all" and None are every row, "auto" the s of
+    (eps, q), an int itself; anything else (a case-changed word included) is refused."""
+    from kmp_dask.greedy._sampling import resolve_candidates
+
+    assert resolve_candidates("all") is None and resolve_candidates(None) is None
+    assert resolve_candidates("auto") == 59 and resolve_candidates("auto", eps=0.01, q=0.98) == 228
+    assert resolve_candidates(7) == 7 and resolve_candidates(np.int64(3)) == 3
+    for bad in (0, -1, True, 2.5, "some", "ALL"):
+        with pytest.raises(ValueError, match=r"candidates must be 'all'.*got"):
+            resolve_candidates(bad)
 
 
 # --- (c) random_state -----------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg.blas import dsyrk as _dsyrk
 
-from ..kernels import shared_blocks
+from ..kernels import kernel_spec, shared_blocks
 from ._journal import Effect
 from ._partition import Partition, fetch_rows, split_mask, zero_weight_rows
 from ._results import BlockStats, ColumnStats, GramStats, LineStats, ScoreStats
@@ -428,10 +428,11 @@ def _held_sqnorms(kernel, X, Z):
 
 
 def _factored_gamma(st: KMPState, Z_sq, limit: float | None = None) -> float | None:
-    """γ when the factored scoring applies (one RBF kernel, exponents in range), else None; ``limit``
-    (float64 rows and candidates only): the exponent bound instead of :data:`FACTORED_EXPONENT_MAX`."""
+    """γ when the factored scoring applies (one kernel registered ``factored``: RBF; exponents in
+    range), else None; ``limit`` (float64 rows and candidates only): the exponent bound instead of
+    :data:`FACTORED_EXPONENT_MAX`."""
     kernels, sq = st.kernels, st.views.sq_tr
-    if len(kernels) != 1 or kernels[0].name != "rbf" or not len(sq) or not len(Z_sq):
+    if len(kernels) != 1 or not kernel_spec(kernels[0]).factored or not len(sq) or not len(Z_sq):
         return None
     gamma = float(kernels[0].get("gamma"))
     top = gamma * (float(np.max(sq)) + float(np.max(Z_sq)))

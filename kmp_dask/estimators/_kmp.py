@@ -14,11 +14,18 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning, PrematureStopWarning, user_stacklevel
 from ..expansion import KernelExpansion
-from ..greedy import BASIS_COLUMNS, FIT_MODES, kernel_matching_pursuit, n_candidates_for, read_held_out_rows
+from ..greedy import (
+    BASIS_COLUMNS,
+    FIT_MODES,
+    PursuitConfig,
+    kernel_matching_pursuit,
+    n_candidates_for,
+    read_held_out_rows,
+)
 from ..greedy._kmp import auto_n_basis
 from ..greedy._labels import partition_labels
 from ..greedy._record import patience_atoms
-from ..kernels import Kernel, get_kernel
+from ..kernels import Kernel, get_kernel, kernel_spec
 from ..losses import get_loss
 from ..parallel import map_blocks_rows
 from ..parallel._session import engine_session
@@ -276,19 +283,17 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
             targets = self._targets(engine, store)
             n_basis = self._cap(engine, store, targets)
             with progress_session(progress_callback(self.verbose, n_basis)) as (cb, _):
-                result = kernel_matching_pursuit(
-                    engine, kernel=self.kernels_, n_rows=store.n_rows, n_features=store.n_features,
-                    dtype=store.dtype, targets=targets, n_basis=n_basis,
-                    fit_mode=self.fit_mode, candidates=self._n_candidates(),
-                    random_state=np.random.default_rng(seed), ridge=float(self.ridge), tol=self.tol,
+                config = PursuitConfig(
+                    self.kernels_, store.n_rows, store.n_features, store.dtype, targets, n_basis,
+                    fit_mode=self.fit_mode, candidates=self._n_candidates(), ridge=float(self.ridge), tol=self.tol,
                     fit_intercept=self.fit_intercept, validation_fraction=self._held_out_fraction(vf),
-                    n_iter_no_change=patience, split_seed=seed, callback=cb,
-                    loss=self.loss_, refit_every=self.refit_every, error_threshold=self._bound_threshold(),
-                    checkpoint=run.checkpoint, basis_columns=self.basis_columns,
-                    atoms_per_pass=self._atoms_per_pass(), max_time=self.max_time,
-                    val_criterion=AUTO_CRITERION if _is_auto(self.n_basis) else "metric",
-                    rank_only_scores=self._rank_only_scores(),
-                )
+                    n_iter_no_change=patience, split_seed=seed, loss=self.loss_, refit_every=self.refit_every,
+                    error_threshold=self._bound_threshold(), basis_columns=self.basis_columns,
+                    atoms_per_pass=self._atoms_per_pass(),
+                    rank_only_scores=self._rank_only_scores())
+                result = kernel_matching_pursuit(
+                    engine, config, random_state=np.random.default_rng(seed), callback=cb, checkpoint=run.checkpoint,
+                    max_time=self.max_time, val_criterion=AUTO_CRITERION if _is_auto(self.n_basis) else "metric")
             held = self._calibration_rows(engine, store.n_rows, seed)
         return result, sample_rows(store), held
 
@@ -523,9 +528,6 @@ polynomial. Measured as above: at 1e-5 the test accuracy fell on every non-linea
 collapsed (digits 0.92, letter 0.54). Below about 1e-6…1e-7 the pursuit finds no basis function
 at all and the driver's ``constant_kernel`` warning is given instead."""
 
-_DISTANCE_KERNELS = {"rbf": ("sqeuclidean", "squared distance"), "laplacian": ("cityblock", "L1 distance")}
-
-
 def _warn_if_degenerate(est, Z):
     """After a fit: warn when the model is degenerate although the driver found basis functions.
 
@@ -546,13 +548,13 @@ def _warn_if_degenerate(est, Z):
             "check that X holds the features you meant; changing `gamma` or `ridge` cannot help.",
             DegenerateFitWarning, stacklevel=user_stacklevel())
         return
-    if Z is None or len(Z) < 2 or any(k.name not in _DISTANCE_KERNELS or k.get("gamma") is None for k in est.kernels_):
+    if Z is None or len(Z) < 2 or any(kernel_spec(k).distance is None or k.get("gamma") is None for k in est.kernels_):
         return
     from scipy.spatial.distance import pdist
 
     problems = []
     for kernel in est.kernels_:
-        metric, what = _DISTANCE_KERNELS[kernel.name]
+        metric, what = kernel_spec(kernel).distance
         d = pdist(Z, metric)
         d = d[d > 0]
         if len(d) < 2:

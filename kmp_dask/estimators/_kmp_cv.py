@@ -36,7 +36,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, check_random
 from ..exceptions import DegenerateFitWarning, KernelWidthWarning, user_stacklevel
 from ..greedy._cv_path import factor_prefix_scorer, hash_folds, prefix_scorer, row_folds
 from ..greedy._kmp import PursuitExtension, extending
-from ..kernels import Kernel, get_kernel
+from ..kernels import WIDTH_GRID, Kernel, get_kernel, kernel_spec
 from ..kernels._table import kernel_table, row_tables, table_token
 from ..parallel._session import client_session
 from ._cv_checkpoint import open_cv_checkpoint
@@ -59,8 +59,9 @@ KEEP_TABLE_BYTES = TABLE_BYTES
 continued to a doubled cap reads its table again instead of recomputing it (the same values:
 bit-identical fits). After each stage only the widths the next stage runs again keep theirs."""
 
-DEFAULT_GAMMA_FACTORS = (0.25, 1.0, 4.0)
-"""Default grid: these multiples of ``scale_gamma(X)`` = 1 / (n_features · Var(X))."""
+DEFAULT_GAMMA_FACTORS = WIDTH_GRID
+"""Default grid: these multiples of ``scale_gamma(X)`` = 1 / (n_features · Var(X)) (a kernel registered
+with its own ``width_grid`` uses that)."""
 
 AUTO_N_BASIS = (200, None)
 """``n_basis="auto"``: the first cap and the largest one the adaptive cap doubles to
@@ -441,7 +442,7 @@ class _BaseKMPCV(BaseEstimator):
         if self.gammas is not None:
             return np.asarray([float(g) for g in self.gammas])
         # 12 significant digits: a store's chunk-wise mean / std may move the scale by an ulp with the chunking
-        return np.asarray([float(f"{scale_gamma(X) * c:.12g}") for c in DEFAULT_GAMMA_FACTORS])
+        return np.asarray([float(f"{scale_gamma(X) * c:.12g}") for c in kernel_spec(self.kernel).width_grid])
 
     def _fold_fit(self, gamma, seed, client, X, y, sample_weight=None, kernel=None, fold=0):
         """``(scorer, seconds, stopped)`` of the (γ, fold) pursuit to ``self._cap`` atoms; ``stopped``:

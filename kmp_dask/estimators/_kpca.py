@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..exceptions import BoundAtCapWarning, DegenerateFitWarning, user_stacklevel
 from ..expansion import KernelExpansion
+from ..greedy._kpca_config import KPCAConfig
 from ..greedy._sampling import resolve_candidates
 from ..greedy._sparse_kpca import principal_directions, sparse_kernel_pca
 from ..kernels import get_kernel
@@ -25,16 +26,19 @@ from ._suspect import records_fit_warnings
 __all__ = ["SparseKernelPCA", "SparseKCCA"]
 
 
-def _select(est, store, in_memory, *, n_components, seed, desc, unit, checkpoint=None, **kw):
-    """The greedy selection on an engine over ``store`` (progress shown per ``est.verbose``); a
-    complete ``checkpoint`` gives its result without starting a client or an engine."""
+def _select(est, store, in_memory, *, kernel, n_components, candidates, seed, desc, unit, columns=(None,),
+            checkpoint=None):
+    """The greedy selection on an engine over ``store`` (progress shown per ``est.verbose``), its
+    :class:`~kmp_dask.greedy._kpca_config.KPCAConfig` built here and handed over whole; a complete
+    ``checkpoint`` gives its result without starting a client or an engine."""
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result
+    config = KPCAConfig(kernel, store.n_rows, store.n_features, store.dtype, n_components, columns=columns,
+                        candidates=candidates, rank_tol=float(est.rank_tol))
     with progress_session(progress_callback(est.verbose, n_components, desc=desc, unit=unit)) as (cb, _), \
             engine_session(est.client, store, in_memory=in_memory) as engine:
-        return sparse_kernel_pca(engine, n_rows=store.n_rows, n_features=store.n_features, dtype=store.dtype,
-                                 n_components=n_components, random_state=np.random.default_rng(seed),
-                                 rank_tol=float(est.rank_tol), callback=cb, checkpoint=checkpoint, **kw)
+        return sparse_kernel_pca(engine, config, random_state=np.random.default_rng(seed), callback=cb,
+                                 checkpoint=checkpoint)
 
 
 def warn_bound_at_cap(owner, cap, param, path):

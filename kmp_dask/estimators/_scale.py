@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from ..exceptions import FeatureScaleWarning, user_stacklevel
+from ..kernels import KERNELS
 from ._inputs import is_dask_array, is_store_like
 
 SMALL_FEATURE = 0.1
@@ -74,15 +75,17 @@ def _rounded(value: float) -> float:
 def scale_gamma(X, *, kernel: str = "rbf", sample_weight=None) -> float:
     """``1 / (n_features · Var(X))`` for numpy, dask or store input (``1.0`` when ``Var(X) = 0``).
 
-    ``kernel="laplacian"`` (an L1 distance, which grows as the standard deviation, not the
-    variance): ``1 / (n_features · √Var(X))``. With ``sample_weight`` (one weight per row) the
-    variance is weighted (a row of weight 2 counts twice: the same width as on the repeated
-    rows; a store then needs one pass). Rounded to :data:`SCALE_DIGITS` significant digits.
+    A kernel registered with ``scale_rule="std"`` (``"laplacian"``: an L1 distance, which grows as
+    the standard deviation, not the variance): ``1 / (n_features · √Var(X))``. With
+    ``sample_weight`` (one weight per row) the variance is weighted (a row of weight 2 counts
+    twice: the same width as on the repeated rows; a store then needs one pass). Rounded to
+    :data:`SCALE_DIGITS` significant digits.
     """
     var, n_features = _variance(X, sample_weight)
     if not np.isfinite(var) or var <= 0.0 or n_features == 0:
         return 1.0
-    spread = np.sqrt(var) if kernel == "laplacian" else var
+    spec = KERNELS.get(kernel)  # a name the registry does not know (checked later) keeps the variance rule
+    spread = np.sqrt(var) if spec is not None and spec.scale_rule == "std" else var
     return _rounded(1.0 / (n_features * spread))
 
 

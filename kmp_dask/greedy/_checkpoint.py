@@ -88,7 +88,7 @@ _UNCHECKED_PARAMS = ("client", "verbose", "basis_columns")
 class _NoCheckpoint:
     """What a fit without ``checkpoint=`` saves: nothing."""
 
-    def maybe_save(self, pursuit, t, cands, rng) -> None:
+    def maybe_save(self, loop, t: int, rng, *, cands=None, first: int | None = None, last: bool = False) -> None:
         pass
 
 
@@ -168,10 +168,16 @@ class Checkpoint:
         """The finished result of a complete checkpoint, else None."""
         return None if self.saved is None else self.saved.get("result")
 
-    def maybe_save(self, pursuit, t: int, cands, rng) -> None:
-        """At the end of iteration ``t``: save every ``every`` iterations and after the last one."""
-        if (t + 1) % self.every == 0 or t + 1 == pursuit.n_basis:
-            self.save_state(pursuit, t, cands, rng)
+    def maybe_save(self, loop, t: int, rng, *, cands=None, first: int | None = None, last: bool = False) -> None:
+        """At the end of iteration ``t`` (a step that ran iterations ``first`` to ``t``; default: ``t``
+        alone): save when the step crossed a multiple of ``every``, and after the loop's ``last`` one.
+
+        The one signature every loop's checkpoint hook has (a KMP pursuit, sparse KPCA / KCCA, HMP,
+        the CVM's problem parts, the in-memory extension hook): ``loop`` is the driver state saved,
+        ``cands`` the next iteration's candidates when the loop draws them before the save."""
+        first = t if first is None else first
+        if last or (t + 1) // self.every > first // self.every:
+            self.save_state(loop, t, cands, rng)
 
     def save_state(self, pursuit, t: int, cands, rng) -> None:
         payload = {"pursuit": pursuit, "t": int(t), "cands": cands, "rng": rng.bit_generator.state,

@@ -202,7 +202,7 @@ def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: 
         rec = {"iteration": loop.n_iter - 1, "n_core": len(loop.core_index), "R2": loop.R2}
         loop.recorder.keep(rec)                      # kept before the checkpoint, handed out after
         if checkpoint is not None:
-            checkpoint.maybe_save(loop.n_iter - 1, loop.state)
+            checkpoint.maybe_save(loop, loop.n_iter - 1, loop.rng)
         loop.recorder.emit(rec)
     return loop.result(reason)
 

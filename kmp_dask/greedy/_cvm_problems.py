@@ -42,9 +42,11 @@ class ProblemCheckpoint:
         self.part, self.every, self.token = part, int(every), token
         self.q, self.features, self.rng = 0, [], None
 
-    def maybe_save(self, t, state):
+    def maybe_save(self, loop, t: int, rng, *, cands=None, first: int | None = None, last: bool = False) -> None:
+        """Every ``every`` iterations of the core-set loop (its last one needs no save: the problem's
+        result follows); the RNG is this problem's (:attr:`rng`), saved with the loop's state."""
         if (t + 1) % self.every == 0:
-            self.save(state(), iteration=t)
+            self.save(loop.state(), iteration=t)
 
     def save(self, loop, iteration=-1):
         if self.token is not None:  # a task of an earlier run of this fit (its driver gone): stop

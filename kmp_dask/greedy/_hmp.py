@@ -53,7 +53,9 @@ from ..blockops import Atom, Engine, RSScoreQuery, RSValuesQuery, rs_effects, rs
 from ..blockops._results import RSScoreStats, RSValues
 from ..linalg import IncrementalCholesky
 from ._candidates import merge_ranked
+from ._configs import config_given
 from ._hmp_config import CRITERIA, HMPConfig
+from ._loop import Iteration, run_loop
 from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import RandomCandidates
@@ -143,10 +145,8 @@ def _merge_candidates(res: RSScoreStats):
     return merge_ranked(res.candidates(), ("index", "score", "rows", "r", "f", "kdiag"), by="score")
 
 
-def hyperplane_pursuit(engine: Engine, *, kernel, n_rows: int, wsq, outputs, n_vectors: int, backfit: bool = True,
-                       candidates: int | None = None, random_state=None, rkhs_tol: float = 0.0,
-                       top: int = 4, callback=None, criterion: str = "eq13", checkpoint=None,
-                       loop=None) -> HMPResult:
+def hyperplane_pursuit(engine: Engine, config: HMPConfig | None = None, *, wsq, outputs, random_state=None,
+                       callback=None, checkpoint=None, loop=None, **keywords) -> HMPResult:
     """Run hyperplane matching pursuit over the pool held by ``engine``.
 
     The partitions must have received :func:`~kmp_dask.blockops.rs_effects.init` (the
@@ -176,7 +176,7 @@ def hyperplane_pursuit(engine: Engine, *, kernel, n_rows: int, wsq, outputs, n_v
     loop : :class:`HMPLoop` or None — a saved state to continue (the engine's partitions must
         be in the state they had then: its journal replayed)
     """
-    config = HMPConfig(kernel, n_rows, n_vectors, backfit, candidates, rkhs_tol, top, criterion)
+    config = config_given(HMPConfig, config, keywords, owner="hyperplane_pursuit")
     return run_hyperplane_pursuit(engine, config, wsq=wsq, outputs=outputs, random_state=random_state,
                                   callback=callback, checkpoint=checkpoint, loop=loop)
 
@@ -193,35 +193,9 @@ def run_hyperplane_pursuit(engine: Engine, config: HMPConfig, *, wsq, outputs, r
         model = _HMPModel(config, wsq)
         track = config.criterion == "decrease"
         loop = HMPLoop(model, sampler, [rs_effects.start(outputs, model.capacity, track_delta=track)])
-    model, sampler, recorder = loop.model, loop.sampler, loop.recorder.attach(callback)
-    config = model.config
-    while True:
-        excluded = model.excluded()
-        cand = None if sampler is None else sampler.draw(rng, excluded)
-        exclude = np.asarray(sorted(excluded), dtype=np.int64)
-        query = RSScoreQuery(cand, exclude, config.top, config.criterion, MIN_PIVOT)
-        res = RSScoreStats.combine(engine.run(rs_score, query, loop.effects))  # applies the last choice
-        loop.effects = []
-        loop.n_passes += 1
-        recorder.append("pool_sse", res.rss)
-        best = _merge_candidates(res)
-        reason = model.stop_rule(best, config.rkhs_tol)
-        if reason is not None:
-            break
-        pick = model.admissible(best)                          # best candidate not dependent on the basis
-        if pick is None:  # every returned candidate is dependent: they are excluded from now on
-            loop.stalls += 1
-            if loop.stalls >= MAX_STALLS:
-                reason = StopReason.LINEAR_DEPENDENCE
-                break
-            continue
-        loop.stalls = 0
-        loop.effects = model.add(best, pick)                   # coefficients, RKHS error, the partitions' move
-        rec = loop.end_iteration()                             # the error and count paths, the record
-        if checkpoint is not None:  # the end of iteration it − 1: everything the rest depends on
-            checkpoint.maybe_save(loop, model.it - 1, rng, last=model.n_distinct >= config.n_vectors)
-        recorder.emit(rec)
-    return model.result(reason, recorder, loop.n_passes, time.perf_counter() - t0)
+    loop.attach(engine, callback)
+    reason = run_loop(loop, rng, checkpoint)
+    return loop.model.result(reason, loop.recorder, loop.n_passes, time.perf_counter() - t0)
 
 
 class HMPLoop:
@@ -229,20 +203,58 @@ class HMPLoop:
     engine's journal and the RNG state): the :class:`_HMPModel`, the candidate sampler, the
     effects queued for the next pass, the pass / stall counters and the
     :class:`~kmp_dask.greedy._record.PathRecorder` (paths per pass: the pool sums of squares;
-    per level: the RKHS error and the number of distinct vectors; one record per iteration)."""
+    per level: the RKHS error and the number of distinct vectors; one record per iteration).
+    Its steps run on :func:`~kmp_dask.greedy._loop.run_loop`; a checkpoint pickles it without
+    the engine and the callback (:meth:`attach` gives them back)."""
 
     def __init__(self, model, sampler, effects):
         self.model, self.sampler, self.effects = model, sampler, list(effects)
         self.recorder = _hmp_recorder(model.err, 0)
         self.n_passes, self.stalls = 0, 0
+        self.engine = None
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "engine"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, engine=None)
+
+    def attach(self, engine: Engine, callback) -> HMPLoop:
+        self.engine = engine
+        self.recorder.attach(callback)
+        return self
+
+    def step(self, rng):
+        """One pass (the last choice applied, the candidates scored), the stopping rule, the best
+        candidate not dependent on the basis: its :class:`~kmp_dask.greedy._loop.Iteration`, None
+        when every returned candidate is dependent (excluded from now on), or why the loop stops."""
+        model, config = self.model, self.model.config
+        excluded = model.excluded()
+        cand = None if self.sampler is None else self.sampler.draw(rng, excluded)
+        exclude = np.asarray(sorted(excluded), dtype=np.int64)
+        query = RSScoreQuery(cand, exclude, config.top, config.criterion, MIN_PIVOT)
+        res = RSScoreStats.combine(self.engine.run(rs_score, query, self.effects))  # applies the last choice
+        self.effects = []
+        self.n_passes += 1
+        self.recorder.append("pool_sse", res.rss)
+        best = _merge_candidates(res)
+        reason = model.stop_rule(best, config.rkhs_tol)
+        if reason is not None:
+            return reason
+        pick = model.admissible(best)
+        if pick is None:
+            return None
+        self.effects = model.add(best, pick)                   # coefficients, RKHS error, the partitions' move
+        return Iteration(self.end_iteration(), model.it - 1, last=model.n_distinct >= config.n_vectors)
+
+    def stop_on_stall(self):
+        return StopReason.LINEAR_DEPENDENCE if self.stalls >= MAX_STALLS else None
 
     def end_iteration(self) -> dict:
-        """The model's new level on the paths; its record kept (returned for the callback)."""
+        """The model's new level on the paths; its record (the runner keeps it)."""
         self.recorder.append("rkhs_error", self.model.err.copy())
         self.recorder.append("n_vectors", self.model.n_distinct)
-        rec = self.model.record()
-        self.recorder.keep(rec)
-        return rec
+        return self.model.record()
 
 
 def _hmp_recorder(err, count) -> PathRecorder:
@@ -372,10 +384,8 @@ class _HMPModel:
         )
 
 
-def dense_hyperplane_pursuit(rows, *, kernel=None, F, wsq, n_vectors: int | None = None, candidates: int | None = None,
-                             random_state=None, rkhs_tol: float = 0.0, callback=None,
-                             criterion: str = "eq13", checkpoint=None, run=None,
-                             config: HMPConfig | None = None) -> HMPResult:
+def dense_hyperplane_pursuit(rows, config: HMPConfig | None = None, *, F, wsq, random_state=None, callback=None,
+                             checkpoint=None, run=None, **keywords) -> HMPResult:
     """Backfitted hyperplane matching pursuit over a pool held in this process (see the module
     docstring): ``rows`` (P, d) the pool, ``F`` (P, m) the expansion's values there (without
     intercept) for the outputs pursued (coupled when m > 1), ``wsq`` (m,) their ``‖w_j‖²``;
@@ -395,53 +405,48 @@ def dense_hyperplane_pursuit(rows, *, kernel=None, F, wsq, n_vectors: int | None
     ``config``: an :class:`HMPConfig` built by the caller (the compressor's routes), in place of
     ``kernel``, ``n_vectors``, ``candidates``, ``rkhs_tol`` and ``criterion`` (backfitting; its
     ``top`` is unused: every candidate is tried in score order)."""
-    if config is None:
-        if kernel is None or n_vectors is None:
-            raise ValueError("dense_hyperplane_pursuit needs kernel= and n_vectors= (or config=, an HMPConfig); "
-                             f"got kernel={kernel!r}, n_vectors={n_vectors!r}")
-        config = HMPConfig(kernel, len(rows), n_vectors, True, candidates, rkhs_tol, criterion=criterion)
-    elif kernel is not None or n_vectors is not None:
-        raise ValueError("pass either config= (an HMPConfig) or kernel= and n_vectors=, not both; "
-                         f"got config={config!r} with kernel={kernel!r}, n_vectors={n_vectors!r}")
+    config = config_given(HMPConfig, config, keywords, owner="dense_hyperplane_pursuit",
+                          fixed={"n_rows": len(rows), "backfit": True, "top": 4})
     t0 = time.perf_counter()
     if run is None:
         run = _DensePursuit(rows, config, F, wsq, random_state)
     else:
         run.reattach(rows, F, random_state)
     run.recorder.attach(callback)
-    rkhs_tol = run.config.rkhs_tol
-    while True:
-        reason = run.stop_rule(rkhs_tol)                       # size or RKHS tolerance reached
-        if reason is not None:
-            break
-        cand = run.draw()                                      # candidates of this step
-        if len(cand) == 0:
-            reason = StopReason.EXHAUSTED
-            break
-        score = run.scores(cand)
-        order = np.lexsort((cand, -score))                     # best first, ties by pool row (as the engine)
-        if not score[order[0]] > 1e-15 * max(run.total, 1e-300):
-            reason = StopReason.CONVERGED
-            break
-        z = run.pick(cand, order)                              # best independent candidate
-        if z is None:
-            if run.sampler is None:
-                reason = StopReason.LINEAR_DEPENDENCE
-                break
-            continue
-        if run.add(z):                                         # Cholesky column, residual, error
-            rec = run.record()
-            run.recorder.keep(rec)
-            if checkpoint is not None:
-                checkpoint.maybe_save(run, len(run.sel) - 1, run.rng, last=len(run.sel) >= run.n_vectors)
-            run.recorder.emit(rec)
+    reason = run_loop(run, run.rng, checkpoint)
     return run.result(reason, time.perf_counter() - t0)
 
 
 class _DensePursuit:
     """The state of :func:`dense_hyperplane_pursuit`: the pool, the pivoted incomplete Cholesky
     ``Q`` (P × k) / ``L`` of the selected vectors, the residual values ``R`` on the pool, and the
-    RKHS error per output."""
+    RKHS error per output. Its steps run on :func:`~kmp_dask.greedy._loop.run_loop`."""
+
+    stalls = 0  #: steps in a row that admitted nothing (counted by the runner; they never stop the loop)
+
+    def step(self, rng):
+        """One selection: the stopping rule, this step's candidates scored, the best independent
+        one added; its :class:`~kmp_dask.greedy._loop.Iteration`, None when nothing joined (a
+        sampled step whose candidates were all dependent), or why the loop stops."""
+        reason = self.stop_rule(self.config.rkhs_tol)          # size or RKHS tolerance reached
+        if reason is not None:
+            return reason
+        cand = self.draw()                                     # candidates of this step
+        if len(cand) == 0:
+            return StopReason.EXHAUSTED
+        score = self.scores(cand)
+        order = np.lexsort((cand, -score))                     # best first, ties by pool row (as the engine)
+        if not score[order[0]] > 1e-15 * max(self.total, 1e-300):
+            return StopReason.CONVERGED
+        z = self.pick(cand, order)                             # best independent candidate
+        if z is None and self.sampler is None:
+            return StopReason.LINEAR_DEPENDENCE
+        if z is None or not self.add(z):                       # Cholesky column, residual, error
+            return None
+        return Iteration(self.record(), len(self.sel) - 1, last=len(self.sel) >= self.n_vectors)
+
+    def stop_on_stall(self):
+        return None  # the next step draws other candidates
 
     def __init__(self, rows, config: HMPConfig, F, wsq, random_state):
         self.config = config

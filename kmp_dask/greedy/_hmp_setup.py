@@ -21,6 +21,7 @@ import numpy as np
 from ..blockops import Engine, RSSetup, rs_effects, rs_stats
 from ..blockops._results import RSStats
 from ..expansion import KernelExpansion
+from ._configs import config_given
 from ._hmp import run_hyperplane_pursuit
 from ._hmp_config import HMPConfig
 
@@ -38,9 +39,8 @@ def pool_rkhs_norms(engine: Engine, expansion, pool_coef) -> np.ndarray:
     return expansion.rkhs_sqnorm()
 
 
-def compress_on_pool(engine: Engine, expansion, pool_coef, *, n_rows=None, outputs_groups, n_vectors=None,
-                     backfit=True, candidates=None, seed=0, rkhs_tol=0.0, callback=None, criterion="eq13",
-                     checkpoint=None, saved=None, config: HMPConfig | None = None):
+def compress_on_pool(engine: Engine, expansion, pool_coef, config: HMPConfig | None = None, *, outputs_groups, seed=0,
+                     callback=None, checkpoint=None, saved=None, **keywords):
     """Initialise the pool and run one pursuit per group of outputs (coupled: one group with all
     outputs; independent: one group per output). Returns ``(wsq, [HMPResult per group])``.
     ``criterion``: the selection score, ``"eq13"`` or ``"decrease"`` (backfitting only; the
@@ -56,7 +56,8 @@ def compress_on_pool(engine: Engine, expansion, pool_coef, *, n_rows=None, outpu
     ``config``: an :class:`~kmp_dask.greedy._hmp_config.HMPConfig` built by the caller (the
     compressor's routes), in place of ``n_rows``, ``n_vectors``, ``backfit``, ``candidates``,
     ``rkhs_tol`` and ``criterion`` (the expansion's kernel must be its ``kernel``)."""
-    config = _pool_config(expansion, config, n_rows, n_vectors, backfit, candidates, rkhs_tol, criterion)
+    fixed = {"kernel": expansion.kernels[0]} if config is None else None  # the expansion's kernel
+    config = config_given(HMPConfig, config, keywords, owner="compress_on_pool", fixed=fixed)
     rng = np.random.default_rng(seed)
     if saved is not None:
         engine.run(None, None, saved["journal"])  # fresh partitions → their state at the save
@@ -71,19 +72,6 @@ def compress_on_pool(engine: Engine, expansion, pool_coef, *, n_rows=None, outpu
         results.append(run_hyperplane_pursuit(engine, config, wsq=wsq[group], outputs=group, random_state=rng,
                                               callback=callback, checkpoint=hook, loop=loop if g == first else None))
     return wsq, results
-
-
-def _pool_config(expansion, config, n_rows, n_vectors, backfit, candidates, rkhs_tol, criterion) -> HMPConfig:
-    """The pursuit's :class:`HMPConfig`: the caller's, or built from :func:`compress_on_pool`'s keywords."""
-    if config is None:
-        if n_rows is None or n_vectors is None:
-            raise ValueError("compress_on_pool needs n_rows= and n_vectors= (or config=, an HMPConfig); "
-                             f"got n_rows={n_rows!r}, n_vectors={n_vectors!r}")
-        return HMPConfig(expansion.kernels[0], n_rows, n_vectors, backfit, candidates, rkhs_tol, criterion=criterion)
-    if n_rows is not None or n_vectors is not None:
-        raise ValueError("pass either config= (an HMPConfig) or n_rows= and n_vectors=, not both; "
-                         f"got config={config!r} with n_rows={n_rows!r}, n_vectors={n_vectors!r}")
-    return config
 
 
 def compress_piece(vectors, coef, kernel, n_vectors, criterion="eq13", local_engine=None):

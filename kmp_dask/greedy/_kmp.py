@@ -63,11 +63,14 @@ from ..blockops import (
 )
 from ..blockops._safe_pickle import restricted_loads
 from ..exceptions import DegenerateFitWarning, PrematureStopWarning, user_stacklevel
+from ..kernels import kernel_spec
 from ..linalg import IncrementalCholesky, one_blas_thread
 from ._candidates import CandidateSet, gather_fetched
 from ._checkpoint import NO_CHECKPOINT
-from ._kmp_blocks import run_blocks
+from ._configs import config_given
+from ._kmp_blocks import block_step, open_batch
 from ._kmp_config import FIT_MODES, PursuitConfig
+from ._loop import Iteration, run_loop
 from ._record import Recorder
 from ._result import PursuitResult, StopReason, make_result, prefix_coef
 from ._sampling import AllCandidates, RandomCandidates, validation_eligibility
@@ -303,7 +306,7 @@ class Pursuit:
         self._scored = None  # (corr, sqn) totals of the last scoring pass
 
     # -- checkpoints: everything but the engine, the callback and the checkpoint itself -----------
-    _DETACHED = ("engine", "callback", "checkpoint", "deadline")
+    _DETACHED = ("engine", "callback", "checkpoint", "deadline", "_t", "_cands", "_score")
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k not in self._DETACHED}
@@ -368,7 +371,7 @@ class Pursuit:
         self._accept, self._residual, self._pend, self._batch = False, None, None, []
         return self.engine.run(query, msg, tuple(queued) + tuple(effects))
 
-    def step(self, cands, fetch):
+    def score(self, cands, fetch):
         """The scoring pass (with the previous iteration's acceptance and residual update)."""
         rank = self.__dict__.get("rank_only_scores", False)  # (a checkpoint written before it: exact scores)
         q = ScoreQuery(None if cands is None else cands.Z, None if cands is None else cands.Z_sq,
@@ -389,40 +392,54 @@ class Pursuit:
 
     # -- the algorithm ----------------------------------------------------------------------------
     def run(self, rng, resume_at=None) -> PursuitResult:
-        """The pursuit; ``resume_at=(t, cands)`` continues a checkpoint saved after iteration t − 1."""
+        """The pursuit; ``resume_at=(t, cands)`` continues a checkpoint saved after iteration t − 1.
+
+        One loop, :func:`~kmp_dask.greedy._loop.run_loop` (which also saves the checkpoint every
+        ``every`` iterations, if asked), over one of two kinds of step: one atom a pass
+        (:meth:`step`) or ``atoms_per_pass`` atoms a batch (:func:`~._kmp_blocks.block_step`)."""
+        self._t, self._cands = resume_at if resume_at is not None else (0, self._begin(rng))
+        self._score = None
         if self.atoms_per_pass > 1:
-            return run_blocks(self, rng, resume_at)
-        t_first, cands = resume_at if resume_at is not None else (0, self._begin(rng))
-        stop, score = StopReason.N_BASIS, None
-        for t in range(t_first, self.n_basis):
-            t0 = time.perf_counter()
-            res, idx_next, score, stop = self.scoring_pass(cands, rng)  # score all candidates
-            if stop is not None:
-                break
-            picked = self._pick(score, cands)                         # best admissible candidate
-            if picked is None:
-                stop = StopReason.LINEAR_DEPENDENCE
-                break
-            j, atom, col, w = picked
-            self._append(atom)                                        # basis ← basis ∪ {d_j}
-            self.strategy.add(self, col, w, t)                        # coefficients
-            self.recorder.new_iteration(t, atom, score, j)
-            if idx_next is not None:
-                cands = self._candidates(res, idx_next)
-            self.recorder.history[-1]["seconds"] = time.perf_counter() - t0
-            self.checkpoint.maybe_save(self, t, cands, rng)           # every k iterations (if asked)
-        else:
-            stop = StopReason.N_BASIS
+            open_batch(self)
+        stop = run_loop(self, rng, self.checkpoint)
+        cands, score = self._cands, self._score
         self._finish()
         if stop in (StopReason.CONVERGED, StopReason.LINEAR_DEPENDENCE) and not self._n_row_atoms():
-            stop = self._no_basis(stop, cands, score)
+            stop = no_basis(self, stop, cands, score)
         return self._result(stop)
+
+    def step(self, rng):
+        """One iteration (the loop contract's step): the scoring pass, the stop checks, the best
+        admissible candidate joins the basis and the coefficients are updated; its
+        :class:`~kmp_dask.greedy._loop.Iteration` (the record stays the recorder's: the next
+        scoring pass completes it), or why the loop stops."""
+        if self.atoms_per_pass > 1:
+            return block_step(self, rng)
+        t, cands = self._t, self._cands
+        if t >= self.n_basis:
+            return StopReason.N_BASIS
+        t0 = time.perf_counter()
+        res, idx_next, self._score, stop = self.scoring_pass(cands, rng)  # score all candidates
+        if stop is not None:
+            return stop
+        picked = self._pick(self._score, cands)                   # best admissible candidate
+        if picked is None:
+            return StopReason.LINEAR_DEPENDENCE
+        j, atom, col, w = picked
+        self._append(atom)                                        # basis ← basis ∪ {d_j}
+        self.strategy.add(self, col, w, t)                        # coefficients
+        self.recorder.new_iteration(t, atom, self._score, j)
+        if idx_next is not None:
+            self._cands = self._candidates(res, idx_next)
+        self.recorder.history[-1]["seconds"] = time.perf_counter() - t0
+        self._t = t + 1
+        return Iteration(None, t, last=t + 1 == self.n_basis, cands=self._cands)
 
     def scoring_pass(self, cands, rng):
         """One pass that scores ``cands`` (and fetches the next draw), then the stop checks:
         ``(res, idx_next, score, stop)``, ``stop`` None to go on (shared with the block loop)."""
         idx_next = None if self.sampler.exhaustive else self.sampler.draw(rng, self.excluded)
-        res = self.step(cands, idx_next)
+        res = self.score(cands, idx_next)
         stop = self._stop_rule(res)
         if stop is not None:
             return res, idx_next, None, stop
@@ -452,52 +469,6 @@ class Pursuit:
 
     def _n_row_atoms(self) -> int:
         return sum(not a.is_bias for a in self.atoms)
-
-    def _no_basis(self, stop, cands, score):
-        """The fit ends with no basis function: name why (``stop_reason``) and what to change.
-
-        Looks only at what the driver holds: the candidate rows (identical rows → no usable
-        candidate; a kernel constant on them → constant kernel). Nothing here changes the model.
-        """
-        y_sq = float(_total(self._y, "y_sqsum").sum())
-        if stop == StopReason.CONVERGED and not self.rss0 > 1e-12 * y_sq:
-            return stop  # the targets are constant: the constant model is the right answer
-        Z = np.asarray(cands.Z, dtype=np.float64)
-        sample = Z[np.unique(np.linspace(0, len(Z) - 1, min(len(Z), 64)).astype(np.intp))] if len(Z) else Z
-        info = {"s": len(Z), "m": len(sample), "k": self.max_tries, "rss0": self.rss0,
-                "ridge": self.lam / max(self.w_train, 1e-300),
-                "best": float(np.max(score)) if score is not None and len(score) else 0.0}
-        if len(Z) and np.all(Z == Z[0]):
-            cause = "duplicates"
-        elif len(sample) > 1 and self._kernel_is_constant(sample, info):
-            cause = "constant"
-        else:
-            cause = None
-        if stop == StopReason.LINEAR_DEPENDENCE:  # the stop reason keeps the mechanism; the message the cause
-            reason, why, fix = stop, _CAUSES["dependent"][0], _CAUSES[cause or "dependent"][1]
-            if cause:
-                why = why[:-1] + ": " + _CAUSES[cause][0]
-        else:
-            reason = {"duplicates": StopReason.NO_USABLE_CANDIDATE, "constant": StopReason.CONSTANT_KERNEL,
-                      None: StopReason.NO_USABLE_CANDIDATE}[cause]
-            why, fix = _CAUSES[cause or "uncorrelated"]
-        warnings.warn(_NO_BASIS.format(reason=reason.value, why=why.format(**info), fix=fix.format(**info)),
-                      DegenerateFitWarning, stacklevel=user_stacklevel())
-        return reason
-
-    def _kernel_is_constant(self, sample, info) -> bool:
-        """Whether every kernel of the dictionary is numerically constant on ``sample`` rows."""
-        spreads, hints = [], []
-        for kernel in self.kernels:
-            K = np.asarray(kernel(sample, sample), dtype=np.float64)
-            spreads.append(float(np.ptp(K)) / max(float(np.abs(K).max()), 1e-300))
-            hints.append(_gamma_hint(kernel, sample))
-        if max(spreads) > _CONSTANT_SPREAD:
-            return False
-        info["spread"] = max(spreads)
-        info["kernels"] = ", ".join(repr(k) for k in self.kernels)
-        info["gamma_hint"] = " ".join(dict.fromkeys(hints))
-        return True
 
     def _initial_rss(self, res) -> float:
         if self.bias_column:  # measure progress from the intercept-only model, as with centring
@@ -586,7 +557,7 @@ class Pursuit:
         refitted = self.strategy.finish(self)
         if self.atoms and (accept_queued or refitted):
             self.resync()
-            self.step(None, None)
+            self.score(None, None)
 
     def _result(self, stop) -> PursuitResult:
         n_keep, coef, loop_stop = len(self.atoms), self.coef, stop
@@ -601,8 +572,8 @@ class Pursuit:
             history = history[: n_keep - int(self.bias_column)]
         m = self.coef.shape[1]
         result = make_result(self.atoms[:n_keep], np.asarray(coef[:n_keep]).reshape(n_keep, m), self.offset, stop,
-                             history, self.n_train, self.n_val, self.n_features, self.dtype, self.kernels,
-                             *self._prefix_data())
+                             history, data=(self.n_train, self.n_val, self.n_features, self.dtype),
+                             kernels=self.kernels, prefix=self._prefix_data())
         result.loop_stop = loop_stop
         if self.recorder.val_scores:  # the whole held-out path, in row atoms (the intercept column not counted)
             result.val_sizes = np.asarray(self.recorder.val_sizes, dtype=np.int64) - int(self.bias_column)
@@ -616,6 +587,53 @@ class Pursuit:
         return self.chol.L, np.array(self.ytd_rows())
 
 
+def no_basis(p: Pursuit, stop, cands, score):
+    """A pursuit ``p`` ends with no basis function: name why (``stop_reason``) and what to change.
+
+    Looks only at what the driver holds: the candidate rows (identical rows → no usable
+    candidate; a kernel constant on them → constant kernel). Nothing here changes the model.
+    """
+    y_sq = float(_total(p._y, "y_sqsum").sum())
+    if stop == StopReason.CONVERGED and not p.rss0 > 1e-12 * y_sq:
+        return stop  # the targets are constant: the constant model is the right answer
+    Z = np.asarray(cands.Z, dtype=np.float64)
+    sample = Z[np.unique(np.linspace(0, len(Z) - 1, min(len(Z), 64)).astype(np.intp))] if len(Z) else Z
+    info = {"s": len(Z), "m": len(sample), "k": p.max_tries, "rss0": p.rss0,
+            "ridge": p.lam / max(p.w_train, 1e-300),
+            "best": float(np.max(score)) if score is not None and len(score) else 0.0}
+    if len(Z) and np.all(Z == Z[0]):
+        cause = "duplicates"
+    elif len(sample) > 1 and _kernel_is_constant(p, sample, info):
+        cause = "constant"
+    else:
+        cause = None
+    if stop == StopReason.LINEAR_DEPENDENCE:  # the stop reason keeps the mechanism; the message the cause
+        reason, why, fix = stop, _CAUSES["dependent"][0], _CAUSES[cause or "dependent"][1]
+        if cause:
+            why = why[:-1] + ": " + _CAUSES[cause][0]
+    else:
+        reason = {"duplicates": StopReason.NO_USABLE_CANDIDATE, "constant": StopReason.CONSTANT_KERNEL,
+                  None: StopReason.NO_USABLE_CANDIDATE}[cause]
+        why, fix = _CAUSES[cause or "uncorrelated"]
+    warnings.warn(_NO_BASIS.format(reason=reason.value, why=why.format(**info), fix=fix.format(**info)),
+                  DegenerateFitWarning, stacklevel=user_stacklevel())
+    return reason
+
+def _kernel_is_constant(p: Pursuit, sample, info) -> bool:
+    """Whether every kernel of the dictionary is numerically constant on ``sample`` rows."""
+    spreads, hints = [], []
+    for kernel in p.kernels:
+        K = np.asarray(kernel(sample, sample), dtype=np.float64)
+        spreads.append(float(np.ptp(K)) / max(float(np.abs(K).max()), 1e-300))
+        hints.append(_gamma_hint(kernel, sample))
+    if max(spreads) > _CONSTANT_SPREAD:
+        return False
+    info["spread"] = max(spreads)
+    info["kernels"] = ", ".join(repr(k) for k in p.kernels)
+    info["gamma_hint"] = " ".join(dict.fromkeys(hints))
+    return True
+
+
 def _gamma_hint(kernel, sample) -> str:
     """What to change for a kernel that is constant on ``sample``: a larger ``gamma`` to try."""
     from scipy.spatial.distance import pdist
@@ -623,13 +641,13 @@ def _gamma_hint(kernel, sample) -> str:
     gamma = kernel.get("gamma")
     if gamma is None:
         return f"Change the parameters of {kernel!r} (its values do not vary over the data)."
-    metric = {"rbf": "sqeuclidean", "laplacian": "cityblock"}.get(kernel.name)
-    if metric is None:
+    distance = kernel_spec(kernel).distance
+    if distance is None:
         return f"Increase `gamma` (now {gamma:g} for the {kernel.name!r} kernel) or standardise X."
+    metric, what = distance
     d = pdist(sample, metric)
     d = d[d > 0]
     scale = float(np.median(d)) if len(d) else 0.0
-    what = "squared distance" if metric == "sqeuclidean" else "L1 distance"
     if scale <= 0:
         return f"Increase `gamma` (now {gamma:g}) or standardise X."
     return (f"Increase `gamma` (now {gamma:g}): gamma = 1 / median {what} between rows = {1 / scale:.3g} is a "
@@ -665,11 +683,11 @@ class PursuitExtension:
         self.saved = None
         self.replays = 0  #: how many fits continued a kept state (for tests and benchmarks)
 
-    def maybe_save(self, pursuit, t: int, cands, rng) -> None:
-        if t + 1 == pursuit.n_basis:  # the loop's last iteration: keep a copy (the final pass changes it)
-            state = pickle.dumps((pursuit, cands), protocol=pickle.HIGHEST_PROTOCOL)  # ~10× faster than deepcopy
+    def maybe_save(self, loop, t: int, rng, *, cands=None, first: int | None = None, last: bool = False) -> None:
+        if last:  # the loop's last iteration: keep a copy (the final pass changes it)
+            state = pickle.dumps((loop, cands), protocol=pickle.HIGHEST_PROTOCOL)  # ~10× faster than deepcopy
             self.saved = {"state": state, "t": int(t), "rng": rng.bit_generator.state,
-                          "journal": tuple(pursuit.engine.journal)}
+                          "journal": tuple(loop.engine.journal)}
 
     def save_result(self, result) -> None:
         pass
@@ -709,13 +727,8 @@ def extending(hook: PursuitExtension):
 
 
 def kernel_matching_pursuit(
-    engine: Engine, *, kernel, n_rows: int, n_features: int, dtype, targets: dict, n_basis: int,
-    fit_mode: str = "backfit", candidates="all", random_state=None, ridge: float = 0.0, tol: float | None = None,
-    fit_intercept: bool = True, validation_fraction: float = 0.0, n_iter_no_change: int | None = None,
-    split_seed: int = 0, callback=None, max_tries: int = 5, loss=None, refit_every: int | str | None = "auto",
-    line_search_steps: int = 3, final_refit_steps: int = 25, error_threshold: float | None = None,
-    checkpoint=None, basis_columns: str = "stored", atoms_per_pass: int = 1, max_time: float | None = None,
-    val_criterion: str = "metric", rank_only_scores: bool = False,
+    engine: Engine, config: PursuitConfig | None = None, *, random_state=None, callback=None, checkpoint=None,
+    max_time: float | None = None, val_criterion: str = "metric", **keywords,
 ) -> PursuitResult:
     """Greedy selection of ``n_basis`` kernel functions centred on training rows.
 
@@ -807,13 +820,8 @@ def kernel_matching_pursuit(
         loss, other losses), ``val_score`` (accuracy for classification, −MSE or −mean loss
         for regression, or None) and ``seconds``.
     """
-    config = PursuitConfig(
-        kernel, n_rows, n_features, dtype, targets, n_basis, fit_mode=fit_mode, candidates=candidates, ridge=ridge,
-        tol=tol, fit_intercept=fit_intercept, validation_fraction=validation_fraction,
-        n_iter_no_change=n_iter_no_change, split_seed=split_seed, max_tries=max_tries, loss=loss,
-        refit_every=refit_every, line_search_steps=line_search_steps, final_refit_steps=final_refit_steps,
-        error_threshold=error_threshold, basis_columns=basis_columns,
-        atoms_per_pass=atoms_per_pass, rank_only_scores=bool(rank_only_scores))  # validates fit_mode and loss
+    config = config_given(PursuitConfig, config, keywords, owner="kernel_matching_pursuit",
+                          renames={"kernel": "kernels"})  # its __post_init__ validates fit_mode, loss, atoms_per_pass
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     if checkpoint is None and config.loss is None:
         checkpoint = _EXTENSION.get()  # the extend hook (KMP cross-validation), or None
@@ -821,7 +829,8 @@ def kernel_matching_pursuit(
         return checkpoint.result  # the checkpointed fit had finished
     if checkpoint is not None and checkpoint.saved is not None:
         pursuit, resume_at = _restored(engine, callback, checkpoint, rng)
-        _extend_to(pursuit, n_basis)  # a checkpoint's own n_basis (checked): unchanged; the extend hook's: larger
+        # a checkpoint's own n_basis (checked): unchanged; the extend hook's: larger
+        _extend_to(pursuit, config.n_basis)
     else:
         pursuit, resume_at = Pursuit(engine, config, callback=callback, checkpoint=checkpoint), None
     pursuit.deadline = None if max_time is None else time.monotonic() + float(max_time)

@@ -1,7 +1,7 @@
 """Several atoms per pass (``atoms_per_pass = k > 1``; squared-loss ``backfit`` only).
 
-One batch of the pursuit (:meth:`~kmp_dask.greedy._kmp.Pursuit.run` hands the loop to
-:func:`run_blocks`) is two passes over the data instead of 2k:
+One batch of the pursuit (:func:`block_step`, the second kind of step of the one loop
+:meth:`~kmp_dask.greedy._kmp.Pursuit.run` runs) is two passes over the data instead of 2k:
 
 1. the scoring pass (as with one atom: ``⟨d,R⟩²/(‖d‖²+λ)`` for the k·s random candidates, or for
    every row with ``candidates="all"``), which also applies the previous batch's columns and
@@ -39,9 +39,10 @@ import numpy as np
 
 from ..blockops import BlockQuery, BlockStats, kmp_block_stats
 from ..exceptions import PrematureStopWarning, user_stacklevel
+from ._loop import Iteration
 from ._result import StopReason
 
-__all__ = ["KEEP_FACTOR", "admit_block", "run_blocks"]
+__all__ = ["KEEP_FACTOR", "admit_block", "block_step", "open_batch"]
 
 KEEP_FACTOR = 2
 """Candidates kept per batch: ``KEEP_FACTOR · k`` best by the scoring pass's score."""
@@ -50,44 +51,33 @@ _DEPENDENT = ("kernel matching pursuit: the column of candidate row {idx} is num
               "current basis (duplicate or near-duplicate rows); it is skipped.")
 
 
-def run_blocks(p, rng, resume_at=None):
-    """The pursuit loop of :class:`~kmp_dask.greedy._kmp.Pursuit` with ``p.atoms_per_pass`` atoms a batch."""
-    t, cands = resume_at if resume_at is not None else (0, p._begin(rng))
-    stop, score = StopReason.N_BASIS, None
-    open_batch, p._open_batch = getattr(p, "_open_batch", None), None
-    if open_batch is not None and t < p.n_basis:  # a batch its cap cut, continued to a larger cap (extension)
-        t = _admit(p, open_batch, t)
-    while t < p.n_basis:
-        t0 = time.perf_counter()
-        res, idx_next, score, stop = p.scoring_pass(cands, rng)
-        if stop is not None:
-            break
-        t_end = admit_block(p, score, cands, t)
-        if t_end == t:
-            stop = StopReason.LINEAR_DEPENDENCE
-            break
-        if idx_next is not None:
-            cands = p._candidates(res, idx_next)
-        p.recorder.history[-1]["seconds"] = time.perf_counter() - t0
-        _maybe_save(p, t, t_end, cands, rng)
-        t = t_end
-    else:
-        stop = StopReason.N_BASIS
-    p._finish()
-    if stop in (StopReason.CONVERGED, StopReason.LINEAR_DEPENDENCE) and not p._n_row_atoms():
-        stop = p._no_basis(stop, cands, score)
-    return p._result(stop)
+def open_batch(p) -> None:
+    """Before the first step: a batch its cap cut, continued to a larger cap (an extension)."""
+    batch, p._open_batch = getattr(p, "_open_batch", None), None
+    if batch is not None and p._t < p.n_basis:
+        p._t = _admit(p, batch, p._t)
 
 
-def _maybe_save(p, t, t_end, cands, rng):
-    """A checkpoint when the batch crossed a multiple of ``every`` (or reached ``n_basis``); the
-    extend hook (no ``every``: :class:`~kmp_dask.greedy._kmp.PursuitExtension`) keeps the state
-    when the batch reached ``n_basis``."""
-    every = getattr(p.checkpoint, "every", None)
-    if every and (t_end // every > t // every or t_end == p.n_basis):
-        p.checkpoint.save_state(p, t_end - 1, cands, rng)
-    elif every is None:
-        p.checkpoint.maybe_save(p, t_end - 1, cands, rng)
+def block_step(p, rng):
+    """The second kind of step of :class:`~kmp_dask.greedy._kmp.Pursuit` (the same loop,
+    :func:`~kmp_dask.greedy._loop.run_loop`): one batch of up to ``p.atoms_per_pass`` atoms in two
+    passes; its :class:`~kmp_dask.greedy._loop.Iteration` spans iterations ``t`` to ``t_end − 1``
+    (a checkpoint is saved when the batch crossed a multiple of ``every``), or why the loop stops."""
+    t, cands = p._t, p._cands
+    if t >= p.n_basis:
+        return StopReason.N_BASIS
+    t0 = time.perf_counter()
+    res, idx_next, p._score, stop = p.scoring_pass(cands, rng)
+    if stop is not None:
+        return stop
+    t_end = admit_block(p, p._score, cands, t)
+    if t_end == t:
+        return StopReason.LINEAR_DEPENDENCE
+    if idx_next is not None:
+        p._cands = p._candidates(res, idx_next)
+    p.recorder.history[-1]["seconds"] = time.perf_counter() - t0
+    p._t = t_end
+    return Iteration(None, t_end - 1, first=t, last=t_end == p.n_basis, cands=p._cands)
 
 
 def keep(score, k):

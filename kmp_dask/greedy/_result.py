@@ -133,10 +133,13 @@ def merge_repeats(atoms, coef):
     return [atoms[k] for k in keep], merged
 
 
-def make_result(atoms, coef, offset, stop, history, n_train, n_val, n_features, dtype, kernels,
-                gram_factor=None, ytd=None) -> PursuitResult:
+def make_result(atoms, coef, offset, stop, history, *, data, kernels, prefix=(None, None)) -> PursuitResult:
     """Split the constant atom off into the intercept; basis arrays hold real rows only; an atom
-    chosen more than once (``fit_mode="basic_reselect"``) is one atom with the summed coefficient."""
+    chosen more than once (``fit_mode="basic_reselect"``) is one atom with the summed coefficient.
+    ``data``: ``(n_train, n_val, n_features, dtype)`` of the rows fitted; ``prefix``: the Gram factor
+    and ``BᵀY`` rows that give every prefix model, or ``(None, None)``."""
+    n_train, n_val, n_features, dtype = data
+    gram_factor, ytd = prefix
     atoms, coef = merge_repeats(atoms, coef)
     intercept = np.asarray(offset, dtype=np.float64).copy()
     rows = [k for k, a in enumerate(atoms) if not a.is_bias]

@@ -28,7 +28,9 @@ from ..blockops._kpca import KPCAColumn, KPCAScoreQuery, kpca_effects, kpca_mome
 from ..blockops._results import KPCAMoments, KPCAScoreStats
 from ..linalg import IncrementalCholesky
 from ._candidates import gather_fetched
+from ._configs import config_given
 from ._kpca_config import KPCAConfig
+from ._loop import Iteration, run_loop
 from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import RandomCandidates
@@ -89,9 +91,8 @@ def _score(res: KPCAScoreStats, dz, tol):
     return np.where(ok & np.isfinite(score), score, -np.inf)
 
 
-def sparse_kernel_pca(engine: Engine, *, kernel, n_rows: int, n_features: int, dtype, n_components: int,
-                      candidates: int | None = None, random_state=None, rank_tol: float = 1e-10,
-                      callback=None, columns=(None,), checkpoint=None) -> KPCAResult:
+def sparse_kernel_pca(engine: Engine, config: KPCAConfig | None = None, *, random_state=None, callback=None,
+                      checkpoint=None, **keywords) -> KPCAResult:
     """Greedy selection of ``n_components`` points over the engine's partitions
     (``engine``: an :class:`~kmp_dask.blockops.Engine`).
 
@@ -110,7 +111,7 @@ def sparse_kernel_pca(engine: Engine, *, kernel, n_rows: int, n_features: int, d
     and the loop goes on — the same result as an uninterrupted run. One holding a result
     returns it without a pass.
     """
-    config = KPCAConfig(kernel, n_rows, n_features, dtype, n_components, columns, candidates, rank_tol)
+    config = config_given(KPCAConfig, config, keywords, owner="sparse_kernel_pca", renames={"kernel": "kernels"})
     if checkpoint is not None and checkpoint.result is not None:
         return checkpoint.result  # the checkpointed selection had finished
     t0 = time.perf_counter()
@@ -162,11 +163,6 @@ class KPCARun:
         self.n_passes, self.stalls, self.seconds = 0, 0, 0.0
         self.engine = self.checkpoint = None
 
-    @property
-    def n_basis(self) -> int:
-        """The loop's last iteration is ``n_basis − 1`` (what ``Checkpoint.maybe_save`` asks)."""
-        return self.config.n_components
-
     # the configuration's fields the loop reads (one source: ``config``; nothing copied)
     kernels = property(lambda self: self.config.kernels)
     columns = property(lambda self: self.config.columns)
@@ -205,28 +201,39 @@ class KPCARun:
 
     def loop(self, rng) -> KPCAResult:
         """The selection (Algorithm 1 of Hussain & Shawe-Taylor, §4's quotient for two views):
-        passes until the size or the rank is reached, then the moments pass."""
-        while True:
-            S = self.chosen_rows()
-            dz = self.candidate_residuals(S)                # K̃(z, z) of this iteration's candidates
-            idx_next = self.pool.draw(self, rng)              # the next candidates, drawn before the pass
-            res = self.score_pass(idx_next)                   # applies the last choice; scores, traces
-            self.reason = self.stop_rule()                    # size, or the kernel matrix's rank
-            if self.reason is not None:
-                break
-            score = self.scores(res, dz)                      # the matching-pursuit quotient
-            pick, self.chols = _admit(self.chols, self.kernels, self.columns, S, self.Z, self.idx, score, self.dead)
-            if pick is None:                                  # every tried candidate was dependent
-                self.stalls += 1
-                if self.pool.stalled(self):
-                    self.reason = StopReason.RANK
-                    break
-                self.pool.advance(self, res, idx_next)
-                continue
-            self.stalls = 0
-            self.choose(pick, res, idx_next)                  # a new column: queued for the next pass
-            self.end_iteration(rng, score, pick)              # checkpoint, callback
+        steps until the size or the rank is reached (:func:`~kmp_dask.greedy._loop.run_loop`), then
+        the moments pass."""
+        self.reason = run_loop(self, rng, self.checkpoint)
         return self.moments()
+
+    def step(self, rng):
+        """One iteration: the pass (the last choice applied, the candidates scored), the stopping
+        rule, the choice; its :class:`~kmp_dask.greedy._loop.Iteration`, None when every tried
+        candidate was dependent, or why the loop stops."""
+        S = self.chosen_rows()
+        dz = self.candidate_residuals(S)                # K̃(z, z) of this iteration's candidates
+        idx_next = self.pool.draw(self, rng)              # the next candidates, drawn before the pass
+        res = self.score_pass(idx_next)                   # applies the last choice; scores, traces
+        reason = self.stop_rule()                         # size, or the kernel matrix's rank
+        if reason is not None:
+            return reason
+        score = self.scores(res, dz)                      # the matching-pursuit quotient
+        pick, self.chols = _admit(self.chols, self.kernels, self.columns, S, self.Z, self.idx, score, self.dead)
+        if pick is None:                                  # every tried candidate was dependent
+            self._stalled = (res, idx_next)
+            return None
+        self.choose(pick, res, idx_next)                  # a new column: queued for the next pass
+        return self.end_iteration(score, pick)            # the record; the runner saves, then calls back
+
+    def stop_on_stall(self):
+        """Exact mode: every row was tried, the rank is reached; sampled: after ``MAX_STALLS``
+        stalls in a row, else the next candidates come in."""
+        res, idx_next = self._stalled
+        del self._stalled
+        if self.pool.stalled(self):
+            return StopReason.RANK
+        self.pool.advance(self, res, idx_next)
+        return None
 
     @property
     def pool(self):
@@ -279,17 +286,14 @@ class KPCARun:
         self.S_index.append(int(self.idx[pick]))
         self.pool.advance(self, res, idx_next, (z, lz, d))
 
-    def end_iteration(self, rng, score, pick) -> None:
-        """The point's record kept, the checkpoint saved (every ``checkpoint.every``), the callback called."""
+    def end_iteration(self, score, pick) -> Iteration:
+        """The point's record (the runner keeps it, saves the checkpoint, then calls the callback)."""
         t = len(self.S_index) - 1
         rec = {"iteration": t, "index": self.S_index[-1], "score": float(score[pick])}
         if len(self.kernels) == 1:
             traces = self.recorder.path("trace")
             rec["residual_norm"] = ((traces[-1][0] - score[pick]) / traces[0][0] if traces[0][0] > 0 else 0.0)
-        self.recorder.keep(rec)
-        if self.checkpoint is not None:  # the end of iteration t: everything the rest depends on
-            self.checkpoint.maybe_save(self, t, None, rng)
-        self.recorder.emit(rec)
+        return Iteration(rec, t, last=t + 1 >= self.n_components)
 
     def moments(self) -> KPCAResult:
         """The last choice applied, then ``Σ L`` and ``Σ L Lᵀ`` over the data: the result."""

@@ -29,6 +29,12 @@ def _lookup(name) -> KernelSpec:
         ) from None
 
 
+def kernel_spec(kernel) -> KernelSpec:
+    """The registry entry of a kernel name or a :class:`Kernel` (its properties: distance, width
+    rule, scikit-learn names, fast path, width grid); ValueError for an unknown name."""
+    return _lookup(kernel.name if isinstance(kernel, Kernel) else kernel)
+
+
 def _check_gamma(value) -> float:
     ok = isinstance(value, Real) and not isinstance(value, bool)
     if not ok or not (math.isfinite(value) and value > 0):

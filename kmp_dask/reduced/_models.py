@@ -106,7 +106,7 @@ from sklearn.svm import SVC, SVR, NuSVC, NuSVR
 from sklearn.utils.validation import check_is_fitted
 
 from ..expansion import KernelExpansion
-from ..kernels import Kernel, get_kernel
+from ..kernels import Kernel, get_kernel, kernel_spec, libsvm_names, pairwise_names
 
 __all__ = ["CompressionTarget", "as_compression_target", "final_estimator", "pipeline_scaling"]
 
@@ -125,13 +125,6 @@ SCALERS = ("StandardScaler", "MinMaxScaler", "MaxAbsScaler", "RobustScaler")
 
 _LIBSVM_SOURCES = frozenset({"SVC", "NuSVC"})
 """Sources whose binary prediction follows libsvm's tie rule (``F == 0`` → ``classes[1]``)."""
-
-_SVM_KERNELS = {"rbf": "rbf", "poly": "polynomial", "sigmoid": "sigmoid", "linear": "linear"}
-"""libsvm kernel name → kmp_dask registry name."""
-
-_PAIRWISE_KERNELS = {"rbf": "rbf", "laplacian": "laplacian", "poly": "polynomial", "polynomial": "polynomial",
-                     "sigmoid": "sigmoid", "linear": "linear"}
-"""sklearn.metrics.pairwise kernel name (KernelRidge) → kmp_dask registry name."""
 
 _KMP_MODULE = "kmp_dask.estimators._kmp"
 _CVM_MODULE = "kmp_dask.estimators._cvm"
@@ -438,12 +431,13 @@ def _check_kernel_name(model, names: dict) -> str:
 def _kernel(model, registry_name: str, *, gamma, degree, coef0, n_features) -> Kernel:
     """``get_kernel`` with the model's parameters; a ValueError naming the model otherwise."""
     try:
-        if registry_name == "polynomial":
+        accepted = kernel_spec(registry_name).params
+        if "degree" in accepted:
             if float(degree) != int(degree):
                 raise ValueError(f"degree must be a whole number; got {degree!r}")
             degree = int(degree)
-        return get_kernel(registry_name, gamma=gamma, degree=degree if registry_name == "polynomial" else 3,
-                          coef0=coef0 if registry_name in ("polynomial", "sigmoid") else 1.0, n_features=n_features)
+        return get_kernel(registry_name, gamma=gamma, degree=degree if "degree" in accepted else 3,
+                          coef0=coef0 if "coef0" in accepted else 1.0, n_features=n_features)
     except ValueError as exc:
         raise ValueError(
             f"as_compression_target(model): the kernel of {type(model).__name__} (kernel={model.kernel!r}, "
@@ -457,7 +451,7 @@ def _dense(a) -> np.ndarray:
 
 
 def _svm_expansion(model) -> tuple[np.ndarray, np.ndarray, Kernel]:
-    registry_name = _check_kernel_name(model, _SVM_KERNELS)
+    registry_name = _check_kernel_name(model, libsvm_names())
     sv = _dense(model.support_vectors_)
     kern = _kernel(model, registry_name, gamma=float(model._gamma), degree=model.degree, coef0=float(model.coef0),
                    n_features=sv.shape[1])
@@ -494,7 +488,7 @@ def _from_svr(model) -> CompressionTarget:
 
 def _from_kernel_ridge(model) -> CompressionTarget:
     _check_fitted(model)
-    registry_name = _check_kernel_name(model, _PAIRWISE_KERNELS)
+    registry_name = _check_kernel_name(model, pairwise_names())
     X_fit = _dense(model.X_fit_)
     # KernelRidge._get_kernel passes gamma/degree/coef0 to named kernels (kernel_params: callables only)
     kern = _kernel(model, registry_name, gamma=model.gamma, degree=model.degree, coef0=model.coef0,

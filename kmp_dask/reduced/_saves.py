@@ -64,17 +64,18 @@ class PursuitSaver:
 
 
 class _PursuitHook:
-    """What a pursuit calls at the end of each iteration (``maybe_save(state, t, rng, last=)``)."""
+    """What a pursuit calls at the end of each iteration (the one ``maybe_save`` signature of
+    :meth:`~kmp_dask.greedy._checkpoint.Checkpoint.maybe_save`)."""
 
     def __init__(self, saver, wsq, group, results, engine):
         self.saver, self.wsq, self.group, self.results, self.engine = saver, wsq, group, results, engine
         self.offset = sum(len(r.index) for r in results)
 
-    def maybe_save(self, state, t, rng, last=False) -> None:
+    def maybe_save(self, loop, t: int, rng, *, cands=None, first: int | None = None, last: bool = False) -> None:
         if (t + 1) % self.saver.ckpt.every and not last:
             return
         payload = {**self.saver.extra, "stage": "pursuit", "dense": self.engine is None, "wsq": self.wsq,
-                   "group": self.group, "results": self.results, "loop": state, "rng": rng.bit_generator.state,
+                   "group": self.group, "results": self.results, "loop": loop, "rng": rng.bit_generator.state,
                    "journal": None if self.engine is None else tuple(self.engine.journal)}
         self.saver.ckpt.save_payload(payload, iteration=self.offset + int(t), stage="pursuit")
 

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import signal
-
 import numpy as np
 import pytest
-from _loaded_machine import WORKER_WAIT  # generous on a loaded machine
 from sklearn.datasets import load_iris, make_classification
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from test_cvm_kkt import _slsqp_meb
@@ -16,8 +12,8 @@ from kmp_dask import MMDA, CVMClassifier
 from kmp_dask.blockops._cvm import cvm_effects
 from kmp_dask.greedy._cvm import core_vector_machine
 from kmp_dask.kernels import get_kernel
-from kmp_dask.parallel import ActorEngine, InProcessEngine, partition_specs
-from kmp_dask.store import InMemoryStore, create_store
+from kmp_dask.parallel import InProcessEngine, partition_specs
+from kmp_dask.store import InMemoryStore
 
 GAMMA, C, EPS = 0.3, 10.0, 1e-3
 
@@ -108,33 +104,6 @@ def test_single_class_and_continuous_labels_are_refused():
         CVMClassifier().fit(X, np.zeros(60))
     with pytest.raises(ValueError, match="Unknown label type"):
         CVMClassifier().fit(X, np.linspace(0, 1, 60))
-
-
-def test_binary_problem_on_workers_survives_a_killed_worker(tmp_path, process_client):
-    X, y = make_classification(40_000, n_features=8, random_state=3)
-    store = create_store(str(tmp_path / "c.zarr"), X, y, chunk_rows=10_000)
-    specs = partition_specs(store)
-    k = get_kernel("rbf", gamma=0.1)
-    # one row per pass: enough iterations for the kill at iteration 10
-    kw = dict(kernel=k, kappa=1.0, C=C, eps=1e-2, n_rows=store.n_rows, candidates=59, points_per_pass=1)
-    setup = [cvm_effects.init(k), cvm_effects.targets(1)]
-    with InProcessEngine(specs) as eng:
-        eng.run(None, None, setup)
-        ref = core_vector_machine(eng, random_state=np.random.default_rng(0), **kw)
-    pids = process_client.run(os.getpid)
-    with ActorEngine(process_client, specs) as eng:
-        eng.run(None, None, setup)
-        victim = eng._holders[0]["addr"]
-
-        def kill(rec):
-            if rec["iteration"] == 10:
-                os.kill(pids[victim], signal.SIGKILL)
-
-        res = core_vector_machine(eng, random_state=np.random.default_rng(0), callback=kill, **kw)
-        assert eng.n_restarts >= 1
-    process_client.wait_for_workers(2, timeout=WORKER_WAIT)
-    assert res.core_index.tolist() == ref.core_index.tolist()
-    np.testing.assert_allclose(res.alpha, ref.alpha, rtol=1e-9, atol=1e-12)
 
 
 def test_one_vs_rest_problems_as_tasks_equal_the_in_process_fit(process_client):

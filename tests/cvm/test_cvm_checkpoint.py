@@ -1,20 +1,15 @@
-"""Checkpoints and resume for CVMClassifier and MMDA: a fit interrupted inside a binary
-problem's core-set loop, at a one-vs-rest problem boundary, between MMDA features, or SIGKILLed,
-and resumed from its checkpoint gives the identical model (bit for bit) as an uninterrupted fit —
-in process and on a process LocalCluster; an existing checkpoint is never overwritten, one of
-another fit is refused; long one-vs-rest fits report progress per problem and record their time."""
+"""CVMClassifier and MMDA's checkpoints beyond the contract every family meets
+(tests/test_resume_contract.py: resumed = uninterrupted, a complete checkpoint, a fresh start, no
+overwrite, refusals, SIGKILL): a fit interrupted inside a binary problem's core-set loop, at a
+one-vs-rest problem boundary or between MMDA features, and resumed from its checkpoint gives the
+identical model — in process and on a process LocalCluster; a leftover part is never overwritten;
+long one-vs-rest fits report progress per problem and record their time."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
-
 import numpy as np
 import pytest
+from _contracts import Interrupted
 from sklearn.datasets import make_classification
 
 import kmp_dask.estimators._cvm as est_cvm
@@ -25,10 +20,6 @@ from kmp_dask.greedy._checkpoint import STATE_FILE, _load, _read_header, checkpo
 from kmp_dask.store import create_store
 
 GAMMA, C, EPS = 0.3, 10.0, 1e-3
-
-
-class Interrupted(Exception):
-    """Raised from a hook: the fit dies where a killed driver would."""
 
 
 def _data(n=200, classes=2, seed=0):
@@ -220,31 +211,15 @@ def test_fit_time_is_recorded_and_reported(tmp_path):
         assert fit_time(est) == f"{est.fit_seconds_:.3g} s"
 
 
-def test_existing_checkpoint_is_never_overwritten_and_another_fit_is_refused(tmp_path):
+def test_a_leftover_part_without_its_main_file_is_never_overwritten(tmp_path):
     X, y = _data()
     ckpt = tmp_path / "ck"
     CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y, checkpoint=ckpt)
+    (ckpt / STATE_FILE).rename(ckpt / "problem-00000.ckpt")  # its main file removed by hand
     before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
-    with pytest.raises(FileExistsError, match="pass resume=True to continue it, or remove it"):
-        CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y, checkpoint=ckpt)
-    with pytest.raises(ValueError, match=r"parameter C: checkpoint 10.0, now 1.0"):
-        CVMClassifier(C=1.0, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y, checkpoint=ckpt, resume=True)
-    with pytest.raises(ValueError, match=r"estimator: checkpoint 'CVMClassifier', now 'MMDA'"):
-        MMDA(2, C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y, checkpoint=ckpt, resume=True)
-    y2 = y.copy()
-    y2[100] = 1 - y2[100]
-    with pytest.raises(ValueError, match=r"data rows_sha256"):
-        CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y2, checkpoint=ckpt, resume=True)
-    with pytest.raises(ValueError, match="resume=True needs checkpoint="):
-        CVMClassifier().fit(X, y, resume=True)
-    with pytest.raises(ValueError, match="checkpoint_every must be a positive int"):
-        MMDA(2).fit(X, y, checkpoint=tmp_path / "other", checkpoint_every=0)
-    assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before
-    assert not (tmp_path / "other").exists()
-    # a leftover part with no main file (its main file removed by hand) is not overwritten either
-    (ckpt / STATE_FILE).rename(ckpt / "problem-00000.ckpt")
     with pytest.raises(FileExistsError, match="problem-00000.ckpt"):
         CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y, checkpoint=ckpt)
+    assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before
 
 
 def test_random_state_none_resumes_with_the_saved_seeds(tmp_path, monkeypatch):
@@ -301,103 +276,6 @@ def test_resumed_on_a_process_cluster_is_identical(tmp_path, monkeypatch, proces
             make().fit(sb.url, checkpoint=ckpt, checkpoint_every=4)
     resumed = make().fit(sb.url, checkpoint=ckpt, checkpoint_every=4, resume=True)
     _same_cvm(resumed, ref, Xb)
-
-
-_SCRIPT = """
-import sys
-import kmp_dask.greedy._cvm_problems as par_cvm
-from kmp_dask import MMDA
-
-real = par_cvm.core_vector_machine
-
-def loud(engine, **kw):
-    def callback(rec):
-        print("iteration", rec["iteration"], flush=True)
-    return real(engine, **{**kw, "callback": callback})
-
-par_cvm.core_vector_machine = loud
-MMDA(**PARAMS).fit(sys.argv[1], checkpoint=sys.argv[2], checkpoint_every=1)
-print("done", flush=True)
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_sigkilled_mmda_fit_resumes_to_the_identical_model(tmp_path):
-    """An MMDA fit process SIGKILLed inside a core-set loop (maybe mid-write) resumes."""
-    X, y = _data(n=800, classes=3, seed=13)
-    store = create_store(tmp_path / "d.zarr", X, y, chunk_rows=200)
-    params = {"n_components": 2, "C": C, "eps": EPS, "gamma": GAMMA, "random_state": 3, "client": "sync"}
-    script = tmp_path / "fit.py"
-    script.write_text(textwrap.dedent(_SCRIPT).replace("PARAMS", repr(params)))
-    ckpt = tmp_path / "ck"
-    proc = subprocess.Popen([sys.executable, str(script), store.url, str(ckpt)], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-    seen, deadline = [], time.monotonic() + 180
-    try:
-        for line in proc.stdout:  # the third core-set loop (problem 1's first feature), iteration 10
-            seen.append(line.strip())
-            if seen.count("iteration 10") == 3 or time.monotonic() > deadline:
-                break
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=60)
-    assert seen.count("iteration 10") == 3 and "done" not in seen, seen[-5:]
-    info = checkpoint_info(ckpt)
-    assert info is not None and not info["complete"] and info["problems_done"] == 1
-    resumed = MMDA(**params).fit(store.url, checkpoint=ckpt, resume=True)
-    ref = MMDA(**params).fit(store.url)
-    _same_mmda(resumed, ref, X)
-
-
-def test_a_task_of_an_earlier_run_stops_at_its_next_save(tmp_path):
-    """A one-vs-rest task that outlived its driver (the cluster survived) must not keep writing a
-    checkpoint a resumed run now owns: it stops at its next save, writing nothing."""
-    from kmp_dask.greedy._checkpoint import Checkpoint
-    from kmp_dask.greedy._cvm_problems import CheckpointSuperseded, ProblemCheckpoint
-
-    X, y = _data()
-    ckpt = tmp_path / "ck"
-    CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y, checkpoint=ckpt)
-    info = checkpoint_info(ckpt)
-    part = Checkpoint(ckpt, 1, {k: info[k] for k in ("format", "kmp_dask_version", "estimator", "params", "data")},
-                      resuming=True).part("problem-00000")
-    stale = ProblemCheckpoint(part, 1, token="an-earlier-run")
-    stale.rng = np.random.default_rng(0)
-    with pytest.raises(CheckpointSuperseded, match="resumed or finished by another run"):
-        stale.maybe_save(0, lambda: {})
-    current = ProblemCheckpoint(part, 1, token=info["run_token"])
-    current.rng = np.random.default_rng(0)
-    current.maybe_save(0, lambda: {})
-    assert _parts(ckpt) == ["problem-00000.ckpt", STATE_FILE]
-    part.discard()
-    assert _parts(ckpt) == [STATE_FILE]
-
-
-def test_the_rebuilt_ktilde_is_the_loops_own_bit_for_bit():
-    """A loop checkpoint keeps the core rows, not K̃: the matrix rebuilt from them on resume must
-    be the one the loop grew row by row (MMDA's deflated kernel included)."""
-    import kmp_dask.greedy._cvm as g
-    from kmp_dask.greedy._cvm import _rebuilt_ktilde
-
-    X, y = _data(classes=2, seed=4)
-    grown, real = [], g._grow
-
-    def keep(G, kernel, S, yy, P, C_):
-        real(G, kernel, S, yy, P, C_)  # grows the loop's K̃ buffer in place
-        grown.append((G.view.copy(), S.copy(), yy.copy(), P.copy(), kernel))
-
-    g._grow = keep
-    try:
-        MMDA(2, C=C, eps=EPS, gamma=GAMMA, random_state=0).fit(X, y)
-    finally:
-        g._grow = real
-    deflated = [k for k, (_, _, _, P, _) in enumerate(grown) if P.shape[1]]
-    assert deflated and len(grown) > 100
-    for k in (0, 40, deflated[0] + 30, len(grown) - 1):
-        Q, S, yy, P, kernel = grown[k]
-        Q2 = _rebuilt_ktilde(kernel, list(S), list(yy), list(P), C, len(S))
-        assert Q2.tobytes() == Q.tobytes(), k
 
 
 @pytest.mark.slow

@@ -2,7 +2,7 @@
 says what to change — and nothing new on normal data.
 
 Three ways a fit ends with no basis function, told apart by the driver from the candidate rows
-it holds (``kmp_dask/greedy/_kmp.py``, ``Pursuit._no_basis``):
+it holds (``kmp_dask/greedy/_kmp.py``, ``no_basis``):
 
 * ``"no_usable_candidate"``: the candidate rows are all identical (duplicate rows), or no kernel
   column correlates with the targets beyond the intercept (e.g. duplicate rows with conflicting

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _contracts import Interrupted
 from _cv_checks import assert_same_search, continued_pursuits, fold_copies
 from sklearn.model_selection import PredefinedSplit
 
@@ -25,10 +26,6 @@ from kmp_dask.greedy._cv_path import row_folds
 from kmp_dask.store import create_store
 
 K = 3
-
-
-class Interrupted(Exception):
-    """Raised inside the search: the driver dies there, as a killed one would."""
 
 
 class _Units(list):

@@ -39,7 +39,7 @@ def test_kmp_fit_that_fails_or_is_interrupted_closes_its_engine(monkeypatch, err
     closed = _closing_spy(monkeypatch)
     seen = []
 
-    def failing(engine, **kw):
+    def failing(engine, *args, **kw):  # (engine, config, *, random_state, ...)
         seen.append(engine)
         raise error
 

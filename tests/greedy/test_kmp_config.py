@@ -48,19 +48,33 @@ def test_refuses_what_no_pursuit_runs(kw, match):
         _config(**kw)
 
 
-def test_every_keyword_but_the_run_time_objects_is_a_field():
-    """kernel_matching_pursuit's keywords = the config's fields + engine, random_state, callback, checkpoint,
-    and the two settings of the run's recorder and clock: ``max_time`` (this run's time budget) and
-    ``val_criterion`` (what the held-out rows are scored with)."""
-    keywords = set(inspect.signature(kernel_matching_pursuit).parameters) - {"engine", "random_state", "callback",
-                                                                             "checkpoint", "max_time",
-                                                                             "val_criterion"}
-    fields = {f.name for f in dataclasses.fields(PursuitConfig)}
-    assert fields == (keywords - {"kernel"}) | {"kernels"}
-    defaults = {f.name: f.default for f in dataclasses.fields(PursuitConfig) if f.default is not dataclasses.MISSING}
-    for name, p in inspect.signature(kernel_matching_pursuit).parameters.items():
-        if name in defaults:
-            assert p.default == defaults[name], name
+def test_the_driver_takes_the_config_whole_or_its_fields_as_keywords():
+    """kernel_matching_pursuit(engine, config, *, random_state, callback, checkpoint, max_time, val_criterion):
+    the run-time objects and the two settings of the run's recorder and clock beside one config, built
+    by the caller (the estimators) or from keywords that are exactly its fields (``kernel`` for
+    ``kernels``) — the same fit either way; both, or an unknown keyword, are refused by name."""
+    params = inspect.signature(kernel_matching_pursuit).parameters
+    assert [n for n, p in params.items() if p.kind is not p.VAR_KEYWORD] == [
+        "engine", "config", "random_state", "callback", "checkpoint", "max_time", "val_criterion"]
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    store = InMemoryStore(X, np.sin(X[:, 0]), chunk_rows=50)
+    kw = {"kernel": K, "n_rows": 120, "n_features": 3, "dtype": np.float64, "targets": {"kind": "regression"},
+          "n_basis": 6, "candidates": 20, "ridge": 1e-6}
+    fits = []
+    for how in ("keywords", "config"):
+        with InProcessEngine(partition_specs(store)) as eng:
+            config = _config(**{k: v for k, v in kw.items() if k != "kernel"}) if how == "config" else None
+            args = {} if how == "config" else kw
+            fits.append(kernel_matching_pursuit(eng, config, random_state=np.random.default_rng(1), **args))
+    assert fits[0].basis_indices.tolist() == fits[1].basis_indices.tolist()
+    assert fits[0].coef.tobytes() == fits[1].coef.tobytes()
+    with pytest.raises(ValueError, match=r"got unknown keyword\(s\) \['n_atoms'\]"):
+        kernel_matching_pursuit(None, **kw, n_atoms=3)
+    with pytest.raises(ValueError, match=r"pass either config= \(a PursuitConfig\) or \['n_basis'\], not both"):
+        kernel_matching_pursuit(None, _config(), n_basis=3)
+    with pytest.raises(ValueError, match=r"needs targets= and n_basis="):
+        kernel_matching_pursuit(None, **{k: v for k, v in kw.items() if k not in ("targets", "n_basis")})
 
 
 def test_strategy_comes_from_the_config():

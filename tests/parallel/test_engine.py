@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import signal
-
 import numpy as np
 import pytest
 
 from kmp_dask.blockops import StatsQuery, kmp_stats
 from kmp_dask.greedy import kernel_matching_pursuit
 from kmp_dask.kernels import get_kernel
-from kmp_dask.losses import LogisticLoss
 from kmp_dask.parallel import ActorEngine, InProcessEngine, partition_specs
-from kmp_dask.store import InMemoryStore, create_store
+from kmp_dask.store import InMemoryStore
 
 
 def _data(n=6000, d=4, seed=0):
@@ -44,42 +40,6 @@ def test_actor_engine_returns_results_in_partition_order(process_client):
     with InProcessEngine(specs) as ref:
         expected = ref.run(kmp_stats, StatsQuery({"kind": "regression"}))
     assert [r["y_sum"].tobytes() for r in res] == [r["y_sum"].tobytes() for r in expected]
-
-
-LOGISTIC = {"loss": LogisticLoss(), "targets": {"kind": "ovr", "classes": [0, 1]}, "refit_every": 3}
-
-
-@pytest.mark.parametrize("kw", [{}, LOGISTIC, {"basis_columns": "recomputed"}],
-                         ids=["squared", "logistic-backfit", "recomputed-columns"])
-def test_lost_worker_is_rebuilt_and_model_unchanged(tmp_path, kw, process_client):
-    """SIGKILL a worker mid-fit: its partitions are rebuilt from the driver's state. On the
-    session's process cluster (its nanny restarts the worker; the fixture waits for it)."""
-    X, y = _data()
-    if kw:
-        y = (y > 0).astype(int)
-    store = create_store(tmp_path / "d.zarr", X, y, chunk_rows=1000)
-    with InProcessEngine(partition_specs(store)) as eng:
-        ref = _pursuit(eng, X, **kw)
-    pids = process_client.run(os.getpid)
-    eng = ActorEngine(process_client, partition_specs(store))
-    victim = eng._holders[0]["addr"]
-
-    def kill(rec):
-        if rec["iteration"] == 6:
-            os.kill(pids[victim], signal.SIGKILL)
-
-    try:
-        res = _pursuit(eng, X, callback=kill, **kw)
-        assert eng.n_restarts >= 1
-    finally:
-        eng.close()
-    np.testing.assert_array_equal(res.basis_indices, ref.basis_indices)
-    assert res.coef.tobytes() == ref.coef.tobytes()
-    assert res.intercept.tobytes() == ref.intercept.tobytes()
-    # the partitions' residuals too (rebuilt by replaying the rank-one updates since the last
-    # full recomputation), through every score and norm the driver saw
-    assert [(h["score"], h["residual_norm"]) for h in res.history] == \
-        [(h["score"], h["residual_norm"]) for h in ref.history]
 
 
 def test_worker_malloc_tuning_applies_and_can_be_switched_off(monkeypatch):

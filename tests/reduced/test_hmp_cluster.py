@@ -9,6 +9,7 @@ import signal
 
 import numpy as np
 import pytest
+from _contracts import kill_worker_at
 from _loaded_machine import wait_for_workers  # generous on a loaded machine
 
 from kmp_dask import KernelExpansion
@@ -45,15 +46,8 @@ def test_killed_worker_and_streamed_pool_give_the_same_path(pool_store, process_
     with InProcessEngine(specs) as eng:
         ref = _path(eng, exp, store.n_rows)
     # a worker SIGKILLed from the pursuit's own callback, mid-path
-    pids = process_client.run(os.getpid)
     with ActorEngine(process_client, specs) as eng:
-        victim = eng._holders[0]["addr"]
-
-        def kill(record):
-            if record["iteration"] == 15:
-                os.kill(pids[victim], signal.SIGKILL)
-
-        killed = _path(eng, exp, store.n_rows, callback=kill)
+        killed = _path(eng, exp, store.n_rows, callback=kill_worker_at(process_client, eng, 15))
         assert eng.n_restarts >= 1
     wait_for_workers(process_client, 2)
     # a per-worker budget far below the pool's state: partitions stream from scratch every pass
@@ -87,15 +81,8 @@ def test_decrease_criterion_with_a_killed_worker_and_a_streamed_pool(tmp_path, p
     den = dense_hyperplane_pursuit(X, kernel=exp.kernels[0], F=exp.with_coef(exp.coef, 0.0).decision_function(X),
                                    wsq=exp.rkhs_sqnorm(), n_vectors=40, criterion="decrease")
     np.testing.assert_array_equal(ref.index, den.index)
-    pids = process_client.run(os.getpid)
     with ActorEngine(process_client, specs) as eng:
-        victim = eng._holders[0]["addr"]
-
-        def kill(record):
-            if record["iteration"] == 34:  # after the resync at 32 vectors
-                os.kill(pids[victim], signal.SIGKILL)
-
-        killed = path(eng, callback=kill)
+        killed = path(eng, callback=kill_worker_at(process_client, eng, 34))  # after the resync at 32 vectors
         assert eng.n_restarts >= 1
     wait_for_workers(process_client, 2)
     with ActorEngine(process_client, specs, budget_bytes=4 << 20) as eng:
