@@ -10,6 +10,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeatures
 from sklearn.utils.validation import check_random_state
 
 from ..expansion import KernelExpansion
+from ..greedy._cvm import CERTIFY_ROWS
 from ..greedy._cvm_problems import fit_binary_problems
 from ..greedy._labels import store_labels
 from ..greedy._sampling import resolve_candidates
@@ -26,7 +27,8 @@ __all__ = ["CVMClassifier", "MMDA"]
 
 class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
     def __init__(self, *, C=1.0, eps=1e-4, kernel="rbf", gamma="scale", kernel_params=None, candidates=59,
-                 max_core=10000, random_state=None, client=None, chunk_rows=None, verbose=0, standardize="auto"):
+                 max_core=10000, random_state=None, client=None, chunk_rows=None, verbose=0, standardize="auto",
+                 stopping="sample"):
         self.C = C
         self.eps = eps
         self.kernel = kernel
@@ -39,6 +41,7 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
         self.chunk_rows = chunk_rows
         self.verbose = verbose
         self.standardize = standardize
+        self.stopping = stopping
 
     def _check_params(self):
         if not (_is_auto(self.C) or (isinstance(self.C, numbers.Real) and not isinstance(self.C, bool) and self.C > 0)):
@@ -54,6 +57,7 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
                              f"{self.gamma!r}")
         check_gamma_value(self.gamma)
         check_standardize(self.standardize)
+        _certify_rows(self.stopping)
 
     _is_classifier = True  # labels encoded by fit_input; classes_ from them
 
@@ -120,6 +124,7 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
                 tasks, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=self.C_,
                 eps=float(self.eps), n_rows=store.n_rows, candidates=resolve_candidates(self.candidates),
                 max_core=int(self.max_core), n_components=self._features_per_problem(), checkpoint=ckpt,
+                certify_rows=_certify_rows(self.stopping),
                 on_problem=_on_problem(bar, cb, label),
                 on_iteration=_on_iteration(bar, self.verbose, label, f"{type(self).__name__} core set"))
         return results, kernel, names, None
@@ -134,6 +139,17 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
         self.fit_seconds_ = elapsed if elapsed is not None else saved_elapsed + time.perf_counter() - run.started
         self._model_from_problems(results)
         return self
+
+
+def _certify_rows(stopping):
+    """``stopping`` as the core-set loop takes it (``certify_rows``): "paper" None (every row
+    certified), "sample" :data:`~kmp_dask.greedy._cvm.CERTIFY_ROWS`, an int ≥ 100 itself."""
+    if isinstance(stopping, str) and stopping in ("paper", "sample"):
+        return None if stopping == "paper" else CERTIFY_ROWS
+    if isinstance(stopping, numbers.Integral) and not isinstance(stopping, bool) and stopping >= 100:
+        return int(stopping)
+    raise ValueError(f"stopping must be 'sample' (certify convergence on a random sample of {CERTIFY_ROWS} rows), "
+                     f"'paper' (on every row, as Tsang et al.) or an int >= 100 (the sample's rows); got {stopping!r}")
 
 
 def _is_auto(value) -> bool:
@@ -248,6 +264,13 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         "auto" 59 (= ⌈log 0.05 / log 0.95⌉, the same words as every estimator's); an int that many.
     max_core : int, default=10000
         Most core vectors per binary problem: its fit stops there (``stop_reason_`` "max_core").
+    stopping : "sample", "paper" or int, default="sample"
+        The rows on which the loop certifies convergence (every one within (1+eps)·R). "paper":
+        every training row, Tsang et al.'s rule; "sample": a random sample of 100,000 rows when
+        there are more (else every row: the paper's loop, the same model); an int: a sample of that
+        many rows. On data with label noise the paper's rule makes held-out accuracy fall as N
+        grows past ~10⁵ rows; the sample keeps the loop, and its accuracy, the same at every N
+        (docs/cvm.md "Stopping at large N").
     random_state, client, chunk_rows
         As for :class:`~kmp_dask.KMPClassifier`. With a cluster, a binary problem runs its passes
         on the workers; the binary problems of a multi-class fit run as parallel tasks.
@@ -269,10 +292,11 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     """
 
     def __init__(self, *, C="auto", eps=1e-4, kernel="rbf", gamma="scale", kernel_params=None, candidates=59,
-                 max_core=10000, random_state=None, client=None, chunk_rows=None, verbose=0, standardize="auto"):
+                 max_core=10000, random_state=None, client=None, chunk_rows=None, verbose=0, standardize="auto",
+                 stopping="sample"):
         super().__init__(C=C, eps=eps, kernel=kernel, gamma=gamma, kernel_params=kernel_params,
                          candidates=candidates, max_core=max_core, random_state=random_state, client=client,
-                         chunk_rows=chunk_rows, verbose=verbose, standardize=standardize)
+                         chunk_rows=chunk_rows, verbose=verbose, standardize=standardize, stopping=stopping)
 
     def _model_from_problems(self, results):
         """One L2-SVM per problem: ``expansion_`` over the union of their core vectors, one output each."""
@@ -325,7 +349,8 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
         Penalty on the squared slacks of each binary problem. The default stays the paper's 1.0
         (MMDA's features were not measured against other values); ``"auto"`` is
         ``n_classes − 1``, as in :class:`CVMClassifier`; ``C_`` is the value used.
-    eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows, verbose, standardize
+    eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows, verbose, standardize,
+    stopping
         As for :class:`CVMClassifier`.
 
     Attributes
@@ -343,10 +368,10 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
 
     def __init__(self, n_components=3, *, C=1.0, eps=1e-4, kernel="rbf", gamma="scale", kernel_params=None,
                  candidates=59, max_core=10000, random_state=None, client=None, chunk_rows=None, verbose=0,
-                 standardize="auto"):
+                 standardize="auto", stopping="sample"):
         super().__init__(C=C, eps=eps, kernel=kernel, gamma=gamma, kernel_params=kernel_params,
                          candidates=candidates, max_core=max_core, random_state=random_state, client=client,
-                         chunk_rows=chunk_rows, verbose=verbose, standardize=standardize)
+                         chunk_rows=chunk_rows, verbose=verbose, standardize=standardize, stopping=stopping)
         self.n_components = n_components
 
     def _check_fit_args(self, X, y):
