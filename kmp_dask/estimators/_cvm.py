@@ -10,7 +10,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeatures
 from sklearn.utils.validation import check_random_state
 
 from ..expansion import KernelExpansion
-from ..greedy._cvm import CERTIFY_ROWS
+from ..greedy._cvm import sample_size
 from ..greedy._cvm_problems import fit_binary_problems
 from ..greedy._labels import store_labels
 from ..greedy._sampling import resolve_candidates
@@ -57,7 +57,7 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
                              f"{self.gamma!r}")
         check_gamma_value(self.gamma)
         check_standardize(self.standardize)
-        _certify_rows(self.stopping)
+        _certify_rows(self.stopping, self.eps)
 
     _is_classifier = True  # labels encoded by fit_input; classes_ from them
 
@@ -124,7 +124,7 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
                 tasks, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=self.C_,
                 eps=float(self.eps), n_rows=store.n_rows, candidates=resolve_candidates(self.candidates),
                 max_core=int(self.max_core), n_components=self._features_per_problem(), checkpoint=ckpt,
-                certify_rows=_certify_rows(self.stopping),
+                certify_rows=_certify_rows(self.stopping, float(self.eps)),
                 on_problem=_on_problem(bar, cb, label),
                 on_iteration=_on_iteration(bar, self.verbose, label, f"{type(self).__name__} core set"))
         return results, kernel, names, None
@@ -141,15 +141,16 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
         return self
 
 
-def _certify_rows(stopping):
+def _certify_rows(stopping, eps):
     """``stopping`` as the core-set loop takes it (``certify_rows``): "paper" None (every row
-    certified), "sample" :data:`~kmp_dask.greedy._cvm.CERTIFY_ROWS`, an int ≥ 100 itself."""
+    certified), "sample" :func:`~kmp_dask.greedy._cvm.sample_size` (⌈10 / eps⌉), an int ≥ 100 itself."""
     if isinstance(stopping, str) and stopping in ("paper", "sample"):
-        return None if stopping == "paper" else CERTIFY_ROWS
+        return None if stopping == "paper" else sample_size(eps)
     if isinstance(stopping, numbers.Integral) and not isinstance(stopping, bool) and stopping >= 100:
         return int(stopping)
-    raise ValueError(f"stopping must be 'sample' (certify convergence on a random sample of {CERTIFY_ROWS} rows), "
-                     f"'paper' (on every row, as Tsang et al.) or an int >= 100 (the sample's rows); got {stopping!r}")
+    raise ValueError(f"stopping must be 'sample' (the loop on a random sample of ⌈10 / eps⌉ rows: "
+                     f"{sample_size(eps)} at eps={eps!r}), 'paper' (every row certified, as Tsang et al.) or an "
+                     f"int >= 100 (the sample's rows); got {stopping!r}")
 
 
 def _is_auto(value) -> bool:
@@ -265,12 +266,13 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     max_core : int, default=10000
         Most core vectors per binary problem: its fit stops there (``stop_reason_`` "max_core").
     stopping : "sample", "paper" or int, default="sample"
-        The rows on which the loop certifies convergence (every one within (1+eps)·R). "paper":
-        every training row, Tsang et al.'s rule; "sample": a random sample of 100,000 rows when
-        there are more (else every row: the paper's loop, the same model); an int: a sample of that
-        many rows. On data with label noise the paper's rule makes held-out accuracy fall as N
-        grows past ~10⁵ rows; the sample keeps the loop, and its accuracy, the same at every N
-        (docs/cvm.md "Stopping at large N").
+        The rows the core-set loop runs on and certifies (every one within (1+eps)·R). "paper":
+        every training row, Tsang et al.'s rule; "sample": a random sample of ⌈10 / eps⌉ rows
+        (100,000 at the default eps) when there are more, else every row (the paper's loop, the
+        same model); an int: a sample of that many rows. On data with label noise the paper's
+        rule makes held-out accuracy fall as N grows past ~10 / eps rows; on the sample the loop,
+        its time and its accuracy stay those of ~10 / eps rows at every N (docs/cvm.md "Stopping
+        at large N").
     random_state, client, chunk_rows
         As for :class:`~kmp_dask.KMPClassifier`. With a cluster, a binary problem runs its passes
         on the workers; the binary problems of a multi-class fit run as parallel tasks.
