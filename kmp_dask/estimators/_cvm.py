@@ -351,9 +351,11 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
         Penalty on the squared slacks of each binary problem. The default stays the paper's 1.0
         (MMDA's features were not measured against other values); ``"auto"`` is
         ``n_classes − 1``, as in :class:`CVMClassifier`; ``C_`` is the value used.
-    eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows, verbose, standardize,
-    stopping
+    eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows, verbose, standardize
         As for :class:`CVMClassifier`.
+    stopping : "sample", "paper" or int, default="sample"
+        As for :class:`CVMClassifier`: each feature's core-set loop runs on the sample (its own,
+        drawn from the feature's random stream).
 
     Attributes
     ----------
