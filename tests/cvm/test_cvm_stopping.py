@@ -127,3 +127,17 @@ def test_mmda_with_the_sample_rule_killed_and_resumed_is_identical(tmp_path, mon
         with pytest.raises(Interrupted):
             make().fit(X, y, checkpoint=ckpt, checkpoint_every=1)
     _same_mmda(make().fit(X, y, checkpoint=ckpt, checkpoint_every=1, resume=True), ref, X)
+
+
+@pytest.mark.slow
+def test_on_label_noise_the_sample_rule_keeps_the_accuracy_the_paper_rule_loses():
+    """The defect the rule removes, at 1/25 of the benchmark's size (eps 1e-3 instead of 1e-4):
+    1 % of labels random, 4·10⁴ training rows, a sample of 5·10³ (the paper's loop is best near
+    there); the paper's rule then loses several points on the same held-out rows
+    (benchmarks/notes/cvm_measurements.md, "Stopping at large N")."""
+    X, y = make_classification(60_000, n_features=54, n_informative=20, flip_y=0.01, random_state=1)
+    X = ((X - X[:40_000].mean(0)) / X[:40_000].std(0)).astype(np.float32)
+    tr, te = slice(0, 40_000), slice(40_000, None)
+    acc = {s: CVMClassifier(eps=1e-3, random_state=0, stopping=s).fit(X[tr], y[tr]).score(X[te], y[te])
+           for s in ("paper", 5000)}
+    assert acc[5000] >= acc["paper"] + 0.02, acc
