@@ -193,7 +193,10 @@ def _fit_one(res, args, data, n, c_rule, eps_rule, stopping=None):
     params = (({} if c is None else {"C": c}) | ({} if eps is None else {"eps": eps})
               | ({} if stopping is None else {"stopping": stopping}))
     H.log(f"CVMClassifier({params}) on {n} rows")
+    cpu0 = time.process_time()
     fit, est = fit_cvm(X, y, Xte, yte, **params)
+    fit["cpu_s"] = time.process_time() - cpu0  # this process's CPU seconds (one BLAS thread, in process):
+    fit["cpu_s_before_fit"] = cpu0              # less sensitive to the machine's load than fit_s
     fit.update(rows=n, C="default" if c is None else c, C_=float(est.C_), eps=float(est.eps), C_rule=c_text,
                eps_rule=eps_text, stopping="default" if stopping is None else stopping,
                seconds_per_1e5_rows=fit["fit_s"] * 1e5 / n, load_at_start=load0, load_at_end=list(os.getloadavg()),
