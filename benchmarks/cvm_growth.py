@@ -54,6 +54,8 @@ def add_arguments(p):
                    help="a fresh draw of N + test rows per size (the first protocol; a different problem per size)")
     p.add_argument("--reference", action="store_true",
                    help="also fit Nystroem(500) + RidgeClassifier per size: how hard each size's draw is")
+    p.add_argument("--reference-components", type=int, default=500,
+                   help="Nystroem components of --reference (500: the first runs; the acceptance compares with 1000)")
     p.add_argument("--seed", type=int, default=0,
                    help="the generator's random_state (0: the benchmark's draw; tune on another, e.g. 1)")
     p.add_argument("--C", default="default",
@@ -65,6 +67,9 @@ def add_arguments(p):
     p.add_argument("--eps", default="default",
                    help="comma-separated eps values fitted at every size, as --C: 'default', floats or "
                         "'F*N0/N' (F · min(1, N0 / rows))")
+    p.add_argument("--stopping", default="default",
+                   help="comma-separated CVMClassifier stopping rules fitted at every size: 'default' (the class "
+                        "default), 'paper', 'sample' or an int (the certified sample's rows)")
     p.add_argument("--train-errors", action="store_true",
                    help="also count the training rows the model misclassifies (a predict over all N rows)")
     p.add_argument("--label-noise", type=float, default=0.0,
@@ -95,17 +100,27 @@ def rule_values(text, n, n0):
     return out
 
 
-def reference_fit(X, y, Xte, yte):
-    """Nystroem(500, γ = 1/54) + RidgeClassifier on the same rows: how hard the problem is at this
-    size (with ``--per-size-draw`` each size is another problem, and only this reference makes the
-    accuracies readable)."""
+def reference_fit(X, y, Xte, yte, n_components=500):
+    """Nystroem(n_components, γ = 1/54) + a ridge classifier (alpha 1, intercept) on the same rows: how
+    hard the problem is at this size (with ``--per-size-draw`` each size is another problem, and only
+    this reference makes the accuracies readable). The ridge is solved from ZᵀZ and Zᵀy summed over
+    blocks of 50,000 rows (RidgeClassifier's solution, without the N × n_components matrix: 8 GB at
+    10⁶ rows and 1,000 components)."""
+    import numpy as np
     from sklearn.kernel_approximation import Nystroem
-    from sklearn.linear_model import RidgeClassifier
-    from sklearn.pipeline import make_pipeline
 
     t = time.perf_counter()
-    m = make_pipeline(Nystroem(gamma=1 / 54, n_components=500, random_state=0), RidgeClassifier()).fit(X, y)
-    return {"fit_s": time.perf_counter() - t, "accuracy": float((m.predict(Xte) == yte).mean())}
+    ny = Nystroem(gamma=1 / 54, n_components=n_components, random_state=0).fit(X)
+    t_ = np.where(y == y.max(), 1.0, -1.0)
+    A, b, zs, n = 0.0, 0.0, 0.0, len(X)
+    for i in range(0, n, 50_000):
+        Z = ny.transform(X[i:i + 50_000])
+        A, b, zs = A + Z.T @ Z, b + Z.T @ t_[i:i + 50_000], zs + Z.sum(0)
+    mu, ybar = zs / n, t_.mean()
+    w = np.linalg.solve(A - n * np.outer(mu, mu) + np.eye(len(mu)), b - n * mu * ybar)
+    f = np.concatenate([ny.transform(Xte[i:i + 50_000]) @ w for i in range(0, len(Xte), 50_000)]) + ybar - mu @ w
+    pred = np.where(f > 0, y.max(), y.min())
+    return {"fit_s": time.perf_counter() - t, "accuracy": float((pred == yte).mean()), "n_components": n_components}
 
 
 def nested_data(sizes, test_rows, seed=0, flip_y=0.01, label_noise=0.0):
@@ -141,7 +156,8 @@ def main(argv=None):
     protocol = "per-size draw" if args.per_size_draw else "nested prefixes of one draw"
     if args.per_size_draw and (args.flip_y != 0.01 or args.label_noise):
         raise SystemExit(f"--flip-y {args.flip_y} needs the nested draw (drop --per-size-draw)")
-    res = {"name": NAME, "environment": H.environment(), "test_rows": args.test_rows, "protocol": protocol,
+    res = {"name": NAME, "environment": H.environment(), "uptime_at_start": H.uptime(), "test_rows": args.test_rows,
+           "protocol": protocol,
            "seed": args.seed, "flip_y": args.flip_y, "label_noise": args.label_noise, "C": args.C, "n0": args.n0,
            "fits": []}
     draw = max(sizes) if args.draw_rows is None else max(args.draw_rows, max(sizes))
@@ -152,33 +168,49 @@ def main(argv=None):
         X, y, Xte, yte = _data(n, args.test_rows, seed=args.seed) if split is None else split(n)
         for c in rule_values(args.C, n, args.n0):
             for eps in rule_values(args.eps, n, args.n0):
-                flipped = None if split is None or not args.label_noise else split.flipped[:n]
-                _fit_one(res, args, (X, y, Xte, yte, flipped), n, c, eps)
-                H.write_json(out, res)
+                for stop in _stopping_values(args.stopping):
+                    flipped = None if split is None or not args.label_noise else split.flipped[:n]
+                    _fit_one(res, args, (X, y, Xte, yte, flipped), n, c, eps, stop)
+                    H.write_json(out, res)
     H.finish(res, out, t0)
 
 
-def _fit_one(res, args, data, n, c_rule, eps_rule):
+def _stopping_values(text):
+    """``--stopping``'s list: None (the class default), "paper", "sample" or ints."""
+    out = []
+    for part in (t.strip() for t in (text or "default").split(",") if t.strip()):
+        out.append(None if part == "default" else part if part in ("paper", "sample") else int(part))
+    return out
+
+
+def _fit_one(res, args, data, n, c_rule, eps_rule, stopping=None):
     """One CVM fit of ``n`` rows at ``C`` and ``eps`` (``(rule, value)``; value None: the class
     default) appended to ``res["fits"]``, with its growth exponents against the earlier fits of the
     same rules."""
     X, y, Xte, yte, flipped = data
     (c_text, c), (eps_text, eps) = c_rule, eps_rule
-    load0 = list(os.getloadavg())
-    params = ({} if c is None else {"C": c}) | ({} if eps is None else {"eps": eps})
+    load0, uptime0 = list(os.getloadavg()), H.uptime()
+    params = (({} if c is None else {"C": c}) | ({} if eps is None else {"eps": eps})
+              | ({} if stopping is None else {"stopping": stopping}))
     H.log(f"CVMClassifier({params}) on {n} rows")
+    cpu0 = time.process_time()
     fit, est = fit_cvm(X, y, Xte, yte, **params)
+    fit["cpu_s"] = time.process_time() - cpu0  # this process's CPU seconds (one BLAS thread, in process):
+    fit["cpu_s_before_fit"] = cpu0              # less sensitive to the machine's load than fit_s
     fit.update(rows=n, C="default" if c is None else c, C_=float(est.C_), eps=float(est.eps), C_rule=c_text,
-               eps_rule=eps_text,
-               seconds_per_1e5_rows=fit["fit_s"] * 1e5 / n, load_at_start=load0, load_at_end=list(os.getloadavg()))
+               eps_rule=eps_text, stopping="default" if stopping is None else stopping,
+               seconds_per_1e5_rows=fit["fit_s"] * 1e5 / n, load_at_start=load0, load_at_end=list(os.getloadavg()),
+               uptime_at_start=uptime0, uptime_at_end=H.uptime())
     fit.update(_mechanism(est, X, y, args.train_errors))
     if flipped is not None:
         r, on = est.results_[0], flipped[est.core_indices_]
         fit.update(flipped_rows=int(flipped.sum()), core_flipped=int(on.sum()),
                    core_flipped_alpha=float(r.alpha[on].sum()))  # their share of the simplex's weight 1
     if args.reference:
-        fit["reference_nystroem500"] = reference_fit(X, y, Xte, yte)
-    same = [f for f in res["fits"] if f["C_rule"] == c_text and f["eps_rule"] == eps_text]
+        k = args.reference_components
+        fit[f"reference_nystroem{k}"] = reference_fit(X, y, Xte, yte, k)
+    same = [f for f in res["fits"] if f["C_rule"] == c_text and f["eps_rule"] == eps_text
+            and f.get("stopping") == fit["stopping"]]
     if same:
         fit["exponent_from_previous"] = _exponent(same[-1], fit)
         fit["exponent_from_first"] = _exponent(same[0], fit)

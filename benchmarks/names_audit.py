@@ -67,6 +67,10 @@ GLOSSARY = (
          "scikit-learn's SVC(probability=True); \"auto\" (KMPClassifier only): True where the fit holds rows "
          "out anyway (n_basis=\"auto\" or a validation split), so no training row is spent",
          types=("bool", 'bool or "auto"')),
+    Idea("stopping", "the rule that ends a fit: KMP's size choice without a validation set (\"bound\"); the "
+         "rows a CVM / MMDA core-set loop runs on and certifies (\"sample\" or \"paper\")",
+         "the papers' 'stopping criterion': each family's own, named by its rule",
+         types=('None or "bound"', '"sample", "paper" or int')),
     Idea("n_vectors", "vectors kept by a reduced set (Weston & Bakır's N_z)",
          "the reduced-set papers' 'vectors'; only the compressor and its meta-estimators",
          types=("int or float",)),

@@ -24,6 +24,7 @@ their rows' projections ``P``), ``u_{q+1} = w/‖w‖``. No dask here.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -39,7 +40,8 @@ from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import ExcludingCandidates
 
-__all__ = ["QP_EPS", "QP_TOL", "REFILL", "CVMResult", "core_vector_machine", "mmda_feature", "simplex_qp"]
+__all__ = ["QP_EPS", "QP_TOL", "REFILL", "SAMPLE_SCALE", "sample_size", "CVMResult", "core_vector_machine",
+           "mmda_feature", "simplex_qp", "certified_rows"]
 
 QP_EPS = 0.1
 """The MEB dual on the core set is solved (:class:`~kmp_dask.greedy._cvm_qp.SMOQP`, warm-started)
@@ -150,10 +152,37 @@ a fit's passes and QP calls ÷ ~7 for a core set 4–28 % larger, the same held-
 (benchmarks/cvm_speed.py; docs/cvm.md "Several rows per pass")."""
 
 
+SAMPLE_SCALE = 10.0
+"""The estimators' default ``stopping="sample"`` runs the core-set loop on a fixed random sample of
+:func:`sample_size` ``= ⌈SAMPLE_SCALE / eps⌉`` rows (100,000 at the default eps 1e-4), drawn once
+per loop, when the data have more rows: its sampled and full passes measure only them, and
+convergence is certified on them; with fewer rows it is the paper's loop, bit for bit. Why: the
+certificate's tolerance is additive (``εR²``) while the exact L2-SVM's margin shrinks like 1/N, so
+on data with label noise the paper's certificate over *every* row makes the fixed-size core set
+chase mislabelled rows, whose number grows with N, and held-out accuracy falls once N passes a few
+times 1/ε rows (measured: 10⁵ rows at eps 1e-4, 5·10³–10⁴ at 1e-3); on a sample of ~10/ε rows the
+loop is the same problem at every larger N (docs/cvm.md "Stopping at large N")."""
+
+
+def sample_size(eps: float) -> int:
+    """The rows of ``stopping="sample"``: ``⌈SAMPLE_SCALE / eps⌉`` (100,000 at eps 1e-4)."""
+    return int(math.ceil(round(SAMPLE_SCALE / eps, 6)))
+
+
+def certified_rows(n_rows: int, certify_rows: int | None, seed) -> np.ndarray | None:
+    """The sorted rows the core-set loop runs on: None (all) when ``certify_rows`` is None or at least
+    ``n_rows``; else ``certify_rows`` distinct rows drawn by ``np.random.default_rng(seed)`` (a pure
+    function of its arguments, so a resumed loop redraws the same rows from the saved seed)."""
+    if certify_rows is None or certify_rows >= n_rows:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n_rows, size=int(certify_rows), replace=False))
+
+
 def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: float, n_rows: int,
                         candidates: int | None = 59, random_state=None, max_core: int = 5000,
                         n_features_deflated: int = 0, callback=None, refill: int = REFILL, checkpoint=None,
-                        resume: dict | None = None, points_per_pass: int = POINTS_PER_PASS) -> CVMResult:
+                        resume: dict | None = None, points_per_pass: int = POINTS_PER_PASS,
+                        certify_rows: int | None = None) -> CVMResult:
     """One binary L2-SVM by the core-set loop over the engine's partitions.
 
     ``engine`` (:class:`~kmp_dask.blockops.Engine`) holds the partitions. The partitions must hold
@@ -163,7 +192,12 @@ def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: 
     ``refill``: rows outside the ball a full pass hands to the following sampled passes
     (:data:`REFILL`; 0: none). ``points_per_pass``: rows outside the ball one iteration may add
     (:data:`POINTS_PER_PASS`; 1: Bădoiu–Clarkson's one furthest point — the QP then admits them as
-    one block).
+    one block). ``certify_rows``: None (the paper's rule) — convergence is certified on every row;
+    an int below ``n_rows`` — the loop runs on a random sample of that many rows
+    (:func:`certified_rows`, its seed the first draw from ``random_state``): the first core row, the
+    sampled passes' candidates and the full passes all come from the sample, so the loop stops when
+    every row of the sample lies within (1+ε)R, and its work is the same at every ``n_rows`` but
+    for the kernel-column cache, which the partitions keep over all their rows.
 
     ``callback(record)``: after each iteration, with its record (``iteration``, ``n_core``, ``R2``),
     through the loop's :class:`~kmp_dask.greedy._record.PathRecorder` (``CVMResult.history``).
@@ -183,7 +217,7 @@ def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: 
     rng = random_state if random_state is not None else np.random.default_rng(0)
     loop = _CoreSetLoop(engine, kernel=kernel, kt=kappa + 1.0 + 1.0 / C, C=C, eps=eps, n_rows=n_rows,
                         candidates=candidates, refill=refill, rng=rng, t0=t0, batch=points_per_pass,
-                        recorder=PathRecorder(callback))
+                        recorder=PathRecorder(callback), certify_rows=certify_rows)
     reason = StopReason.CONVERGED
     if resume is None:
         loop.start(n_features_deflated)
@@ -214,8 +248,9 @@ class _CoreSetLoop:
     core set, and the whole state for a checkpoint."""
 
     def __init__(self, engine: Engine, *, kernel, kt, C, eps, n_rows, candidates, refill, rng, t0, batch=1,
-                 recorder: PathRecorder | None = None):
+                 recorder: PathRecorder | None = None, certify_rows: int | None = None):
         self.engine, self.kernel, self.kt, self.C, self.eps = engine, kernel, kt, C, eps
+        self.certify_rows, self.cert_seed, self.cert = certify_rows, None, None
         self.recorder = recorder if recorder is not None else PathRecorder()
         self.batch = max(int(batch), 1)
         self.n_rows, self.refill, self.rng, self.t0 = n_rows, refill, rng, t0
@@ -223,7 +258,11 @@ class _CoreSetLoop:
 
     def start(self, n_features_deflated):
         """A fresh loop: the core set is one random row (fetched by a pass over its candidate)."""
-        first = np.array([int(self.rng.integers(0, self.n_rows))])
+        if self.certify_rows is not None and self.certify_rows < self.n_rows:  # else no draw: the paper's loop
+            self._use_sample(int(self.rng.integers(0, 2**63 - 1)))
+            first = self.cert[[int(self.rng.integers(0, len(self.cert)))]]
+        else:
+            first = np.array([int(self.rng.integers(0, self.n_rows))])
         q0 = CVMQuery(S=np.zeros((0, 1)), a=np.zeros(0), PS=np.zeros((0, n_features_deflated)), aKa=0.0,
                       kappa=self.kt, cand=first, ids=np.zeros(0, dtype=np.int64))
         tot = CVMFurthest.combine(self.engine.run(cvm_furthest, q0))
@@ -255,7 +294,17 @@ class _CoreSetLoop:
         self.n_iter, self.n_full, self.n_passes, self.evals, self.seconds0 = (
             r["n_iter"], r["n_full"], r["n_passes"], r["evals"], r["seconds"])
         self.rng.bit_generator.state = r["rng"]
+        if r.get("cert_seed") is not None:
+            self._use_sample(r["cert_seed"])
         self.recorder.history[:] = [dict(rec) for rec in r.get("history", ())]
+
+    def _use_sample(self, seed):
+        """The loop on the sample of :func:`certified_rows` drawn from ``seed``: the full passes
+        measure it, the sampled passes draw from it."""
+        self.cert_seed = int(seed)
+        self.cert = certified_rows(self.n_rows, self.certify_rows, self.cert_seed)
+        if self.sampler is not None:
+            self.sampler = ExcludingCandidates(self.n_rows, self.sampler.s, rows=self.cert)
 
     def state(self):
         """The loop's whole state, for a checkpoint (K̃ as its number of rows: rebuilt on resume)."""
@@ -264,7 +313,7 @@ class _CoreSetLoop:
                 "core_P": P.copy(), "alpha": self.alpha, "Q_rows": self.Q.n, "qp": self.qp,
                 "pending": self.pending, "n_iter": self.n_iter, "n_full": self.n_full,
                 "n_passes": self.n_passes, "evals": self.evals, "rng": self.rng.bit_generator.state,
-                "history": [dict(rec) for rec in self.recorder.history],
+                "history": [dict(rec) for rec in self.recorder.history], "cert_seed": self.cert_seed,
                 "seconds": self.seconds0 + time.perf_counter() - self.t0}
 
     def _buffers(self, d, dtype, q):
@@ -337,10 +386,10 @@ class _CoreSetLoop:
         return [_pick(found, i) for i in (0, *more.tolist())]
 
     def _full_pass(self, query: CVMQuery, limit):
-        """The furthest of all rows, keeping up to ``refill`` more rows outside the ball as pending;
-        None when no row lies outside (1+ε)R."""
+        """The furthest of all rows (of the sample with ``certify_rows``), keeping up to
+        ``refill`` more rows outside the ball as pending; None when no row lies outside (1+ε)R."""
         top = self.batch + max(int(self.refill), 0) if self.sampler is not None else self.batch
-        found = _ranked(self._pass(replace(query, cand=None, top=top)))
+        found = _ranked(self._pass(replace(query, cand=self.cert, top=top)))
         self.n_full += 1
         far = _pick(found, 0) if len(found["index"]) else None
         if far is None or far[4] <= limit:

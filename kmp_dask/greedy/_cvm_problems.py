@@ -66,7 +66,8 @@ class ProblemConfig:
     ``kernel`` and its constant diagonal ``kappa``, the penalty ``C``, the core-set tolerance ``eps``,
     ``n_rows`` in the store, ``candidates`` sampled per iteration (None: every row), ``max_core``
     and, for MMDA, ``n_components`` features per problem (0: the CVM itself), ``points_per_pass``
-    rows an iteration may add (:data:`~kmp_dask.greedy._cvm.POINTS_PER_PASS`) — the arguments of
+    rows an iteration may add (:data:`~kmp_dask.greedy._cvm.POINTS_PER_PASS`), ``certify_rows``
+    the rows a full pass certifies (None: all, the paper's rule) — the arguments of
     :func:`~kmp_dask.greedy._cvm.core_vector_machine` that do not change between problems.
     """
 
@@ -79,6 +80,7 @@ class ProblemConfig:
     max_core: int
     n_components: int = 0
     points_per_pass: int = POINTS_PER_PASS
+    certify_rows: int | None = None
 
 
 def run_problem(engine: Engine, positive, config: ProblemConfig, *, seed, checkpoint=None, saved=None, callback=None):
@@ -105,7 +107,7 @@ def run_problem(engine: Engine, positive, config: ProblemConfig, *, seed, checkp
     c = config
     kw = dict(kernel=c.kernel, kappa=c.kappa, C=c.C, eps=c.eps, n_rows=c.n_rows, candidates=c.candidates,
               random_state=rng, max_core=c.max_core, checkpoint=checkpoint, callback=callback,
-              points_per_pass=c.points_per_pass)
+              points_per_pass=c.points_per_pass, certify_rows=c.certify_rows)
     if not c.n_components:
         if checkpoint is not None:
             checkpoint.q = 0
@@ -132,10 +134,11 @@ def _solve(engine: Engine, positive, seed, checkpoint, saved, callback, config):
 
 def fit_binary_problems(tasks, store, positives, *, seeds, kernel, kappa: float, C: float, eps: float, n_rows: int,
                         candidates, max_core: int, n_components: int = 0, timeout: float = 3600.0, checkpoint=None,
-                        on_problem=None, on_iteration=None, points_per_pass: int = POINTS_PER_PASS):
+                        on_problem=None, on_iteration=None, points_per_pass: int = POINTS_PER_PASS,
+                        certify_rows: int | None = None):
     """Run one binary problem per entry of ``positives``; returns their results in order.
 
-    ``kernel`` … ``n_components`` and ``points_per_pass``: the problems' :class:`ProblemConfig`,
+    ``kernel`` … ``n_components``, ``points_per_pass`` and ``certify_rows``: the problems' :class:`ProblemConfig`,
     built here once.
 
     ``tasks``: a :class:`~kmp_dask.parallel.Tasks`. Without a cluster: one in-process engine,
@@ -154,7 +157,8 @@ def fit_binary_problems(tasks, store, positives, *, seeds, kernel, kappa: float,
     order of completion; after its checkpoint). ``on_iteration(k, record)``: after each core-set
     iteration of problem ``k`` when the problems run in turn on the driver (not as tasks).
     """
-    config = ProblemConfig(kernel, kappa, C, eps, n_rows, candidates, max_core, n_components, points_per_pass)
+    config = ProblemConfig(kernel, kappa, C, eps, n_rows, candidates, max_core, n_components, points_per_pass,
+                           certify_rows)
     t0 = time.perf_counter()
     token = uuid.uuid4().hex  # this run of the fit: tasks of an earlier run stop at their next save
     elapsed0 = 0.0

@@ -161,12 +161,22 @@ class ExcludingCandidates:
     Not merged with :class:`RandomCandidates`: the two consume the generator differently (here
     batches of ``2s`` integers merged with ``np.union1d``, then a choice of ``s``; there batches
     sized by the eligible share, kept in order of draw), so using one for both would change every
-    seeded model of the other families (checked by ``benchmarks/bit_identity.py``)."""
+    seeded model of the other families (checked by ``benchmarks/bit_identity.py``).
 
-    def __init__(self, n_rows: int, s: int):
-        self.n_rows, self.s = n_rows, s
+    ``rows``: draw among these sorted global rows only (None: all ``n_rows``); ``exclude`` must
+    then be a subset of them."""
+
+    def __init__(self, n_rows: int, s: int, rows: np.ndarray | None = None):
+        self.n_rows, self.s, self.rows = n_rows, s, None if rows is None else np.asarray(rows, dtype=np.int64)
+        if self.rows is not None:
+            self.n_rows = len(self.rows)
 
     def draw(self, rng, exclude: np.ndarray) -> np.ndarray:
+        if self.rows is None:
+            return self._draw(rng, exclude)
+        return self.rows[self._draw(rng, np.searchsorted(self.rows, exclude))]
+
+    def _draw(self, rng, exclude: np.ndarray) -> np.ndarray:
         available = self.n_rows - len(exclude)
         want = min(self.s, max(available, 0))
         if want <= 0:
