@@ -1,10 +1,11 @@
 """A real cluster of one ``dask scheduler`` and one ``dask worker --no-nanny`` on 127.0.0.1, each a
 subprocess: a SIGKILLed worker is gone for good (no nanny restarts it), a SIGKILLed scheduler too.
 
-The worker can get its own environment (``worker_env``: e.g. no object-store credentials, another
-endpoint) and a dask ``--preload`` module (``preload``: code run in the worker process as it starts,
-e.g. a pause before each chunk read), so a test can make the worker fail or wait exactly where it
-wants while the driver runs as a user's would.
+The worker can get its own environment (``worker_env``, added to this process's; a value None
+removes the variable: e.g. no object-store credentials, another endpoint) and a dask ``--preload``
+module (``preload``: code run in the worker process as it starts, e.g. a pause before each chunk
+read), so a test can make the worker fail or wait exactly where it wants while the driver runs as
+a user's would.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class OneWorker:
         self.root.mkdir(parents=True, exist_ok=True)
         self.scheduler_file = str(self.root / "scheduler.json")
         self.env = {**os.environ, "OMP_NUM_THREADS": "1", **cluster_env()}
-        self.worker_env = {**self.env, **(worker_env or {})}
+        self.worker_env = {k: v for k, v in {**self.env, **(worker_env or {})}.items() if v is not None}
         self.preload = preload
         self.scheduler = self._start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                       "--scheduler-file", self.scheduler_file], "scheduler.log", self.env)
