@@ -104,14 +104,23 @@ _zarr.read_checked = read_checked
 
 
 def gate(root: Path) -> tuple[str, Path, Path]:
-    """A preload module holding every chunk read of the worker until ``go`` exists: (module path,
-    the ``reading`` file the worker creates when a read waits, the ``go`` file that releases it)."""
+    """A preload module holding every chunk read of the worker until ``go`` exists: (the module's
+    name — importable with ``root`` on ``PYTHONPATH``: see :func:`gate_env` —, the ``reading`` file
+    the worker creates when a read waits, the ``go`` file that releases it).
+
+    By name, not by file: an error raised through the gate's frame reaches the client with a
+    traceback naming the module, which ``distributed`` cannot rebuild there unless it is importable
+    (a preload given by file path left the client's future pending for good)."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     reading, go = root / "reading", root / "go"
-    module = root / "gate_preload.py"
-    module.write_text(GATE_PRELOAD.format(reading=str(reading), go=str(go)))
-    return str(module), reading, go
+    (root / "kmp_chunk_gate.py").write_text(GATE_PRELOAD.format(reading=str(reading), go=str(go)))
+    return "kmp_chunk_gate", reading, go
+
+
+def gate_env(root: Path) -> dict:
+    """``PYTHONPATH`` with the gate's directory first (for the worker and any driver process)."""
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
 
 
 def wait_for_file(path: Path, proc=None, timeout: float = WORKER_WAIT) -> None:

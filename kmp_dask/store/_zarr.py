@@ -462,10 +462,20 @@ class ZarrRowReader:
                       state.get("complete", False))
 
     def _open(self) -> tuple[Any, Any]:
+        """The arrays, opened here once: an object store's failure is its one clear error
+        (store/_remote.py), and a store removed since it was opened (or its bucket) says so."""
         if self._arrays is None:
-            store = self.location.zarr_store(read_only=True)
-            X = zarr.open_array(store=store, path="X", mode="r")
-            y = zarr.open_array(store=store, path="y", mode="r") if self.has_y else None
+            loc = self.location
+            with explained(loc.url, loc.storage_options):
+                try:
+                    store = loc.zarr_store(read_only=True)
+                    X = zarr.open_array(store=store, path="X", mode="r")
+                    y = zarr.open_array(store=store, path="y", mode="r") if self.has_y else None
+                except FileNotFoundError as exc:  # zarr's ArrayNotFoundError too
+                    gone = _store_gone_error(loc)
+                    if gone is None:
+                        raise
+                    raise gone from exc
             self._arrays = (X, y)
         return self._arrays
 

@@ -28,7 +28,7 @@ import pytest
 pytest.importorskip("distributed")
 import dask  # noqa: E402
 from _loaded_machine import WORKER_WAIT  # noqa: E402
-from _one_worker import OneWorker, gate, kmp_dask_cli, wait_for_file  # noqa: E402
+from _one_worker import OneWorker, gate, gate_env, kmp_dask_cli, wait_for_file  # noqa: E402
 from sklearn.datasets import make_classification  # noqa: E402
 
 from kmp_dask.parallel._client import NoWorkersError  # noqa: E402
@@ -47,7 +47,7 @@ _CONFIG = {"kmp_dask.no-workers-wait": NO_WORKERS, "distributed.comm.timeouts.co
 def gated(tmp_path):
     """A one-worker cluster whose chunk reads wait until the test opens the gate."""
     module, reading, go = gate(tmp_path / "gate")
-    cluster = OneWorker(tmp_path / "cluster", preload=module)
+    cluster = OneWorker(tmp_path / "cluster", preload=module, worker_env=gate_env(tmp_path / "gate"))
     cluster.reading, cluster.go = reading, go
     try:
         yield cluster
@@ -83,7 +83,8 @@ def _kill_when_reading(cluster, victim):
 
 
 def _one_error_line(cmd, cluster, victim):
-    env = {**os.environ, "DASK_KMP_DASK__NO_WORKERS_WAIT": str(NO_WORKERS), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "DASK_KMP_DASK__NO_WORKERS_WAIT": str(NO_WORKERS), "OMP_NUM_THREADS": "1",
+           **gate_env(cluster.reading.parent)}
     killed = _kill_when_reading(cluster, victim)
     proc = subprocess.Popen(cmd + ["--scheduler", cluster.scheduler_file, "--connect-timeout", "10"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

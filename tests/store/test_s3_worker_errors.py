@@ -26,7 +26,7 @@ pytest.importorskip("moto.server")
 pytest.importorskip("distributed")
 
 from _loaded_machine import WORKER_WAIT  # noqa: E402
-from _one_worker import OneWorker, gate, kmp_dask_cli, wait_for_file  # noqa: E402
+from _one_worker import OneWorker, gate, gate_env, kmp_dask_cli, wait_for_file  # noqa: E402
 from _s3_server import DenyingServer, refused_endpoint, s3_server  # noqa: E402
 
 from kmp_dask.store import create_store  # noqa: E402
@@ -78,9 +78,9 @@ def _driver_env(server) -> dict:
     return {**env, **server.environ(), "OMP_NUM_THREADS": "1", "DASK_KMP_DASK__STORAGE_TIMEOUT": "4"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("case", ["no-credentials", pytest.param("refused", marks=pytest.mark.slow),
-                                  pytest.param("denied", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("case", ["no-credentials", "refused", "denied"])
 def test_workers_that_cannot_read_the_store_give_one_clear_line(tmp_path, s3_store, case):
     server, _, url, model = s3_store
     denying = DenyingServer() if case == "denied" else None
@@ -105,13 +105,16 @@ def test_workers_that_cannot_read_the_store_give_one_clear_line(tmp_path, s3_sto
         assert w in line, (w, line)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_bucket_deleted_while_the_workers_read_it_is_one_clear_line(tmp_path, s3_store):
     server, bucket, url, model = s3_store
     module, reading, go = gate(tmp_path / "gate")
-    cluster = OneWorker(tmp_path / "cluster", worker_env=server.environ(), preload=module)
+    cluster = OneWorker(tmp_path / "cluster", worker_env={**server.environ(), **gate_env(tmp_path / "gate")},
+                        preload=module)
     try:
-        proc = _run(kmp_dask_cli() + ["evaluate", model, url], cluster, _driver_env(server))
+        proc = _run(kmp_dask_cli() + ["evaluate", model, url], cluster,
+                    {**_driver_env(server), **gate_env(tmp_path / "gate")})
         wait_for_file(reading, proc)
         server.fs().rm(bucket, recursive=True)  # the bucket and every object in it
         go.touch()
