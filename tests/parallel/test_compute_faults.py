@@ -3,12 +3,14 @@ mid-pass: evaluate's and predict's passes, ``store_from_dask``, the moments and 
 input, ``score``, and the start of the actor engine's partition holders.
 
 Before ``_waits.compute_bounded`` these passes were plain ``dask.compute`` calls, which wait for as
-long as the scheduler keeps a task waiting: with the only worker SIGKILLed mid-pass,
-``kmp-dask evaluate`` / ``predict`` printed nothing and waited (still waiting when these tests' bound
-ran out), and a scheduler killed mid-pass was a ``FutureCancelledError`` traceback. The engine's
-holder start waited up to ``start_timeout`` = 300 s with no live-worker check. Now each ends in
-``NoWorkersError`` after ``kmp_dask.no-workers-wait`` seconds or in ``SchedulerLostError``, and the
-command line prints one ``Error:`` line.
+long as the scheduler keeps a task waiting: a pass over dask input (its moments, its label set,
+``store_from_dask``) whose only worker was SIGKILLed waited for ever (still waiting when these
+tests' bound ran out), ``score`` whose scheduler died likewise, and the engine's holder start
+waited up to ``start_timeout`` = 300 s with no live-worker check. Now each ends in
+``NoWorkersError`` after ``kmp_dask.no-workers-wait`` seconds or in ``SchedulerLostError``.
+``evaluate`` / ``predict`` (the command-line tests here) ended in one line before too — their model
+is scattered, so losing its worker cancels the pass and the rerun's scatter waits for a live
+worker —; they guard that the bounded pass keeps it so.
 
 The cluster: ``dask scheduler`` + one ``dask worker --no-nanny`` (tests/_one_worker.py) whose
 chunk reads wait at a gate (a ``--preload`` module), so the kill lands while the pass is running.
@@ -102,6 +104,7 @@ def _one_error_line(cmd, cluster, victim):
     return errors[0]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_evaluate_whose_only_worker_dies_mid_pass_prints_one_line(tmp_path, gated):
     store, _, _ = _data(tmp_path)
