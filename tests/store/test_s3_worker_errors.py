@@ -1,13 +1,14 @@
 """Object-store failures met by the dask workers while they read a store's chunks — after the
-driver opened it: the workers have no credentials (expired, or never given to them), their
-endpoint refuses connections (the server died), it denies every request (403: a revoked key), or
-the bucket is deleted mid-pass. Each is one ``Error:`` line naming the store and the fix
-(store/_remote.py's errors), as the same failure at the driver's first contact already was.
+driver opened it: the workers have no credentials, their endpoint refuses connections, it denies
+every request (403); and, mid-pass (the worker's read held at a gate while the world changes), the
+credentials expire, the endpoint dies, the bucket is deleted. Each is one ``Error:`` line naming
+the store and the fix (store/_remote.py's errors).
 
-Before, the chunk read on the worker raised botocore's / s3fs's own error, and the command printed
-a traceback (``NoCredentialsError``, ``EndpointConnectionError``: not ``OSError``s, so
-``read_checked`` even took them for a damaged chunk), or a one-line but unexplained
-``PermissionError``; a deleted bucket read as missing chunks ("the store is damaged").
+The first three were one clear line before too (the worker's first contact, opening the store,
+was already explained); they guard it. Mid-pass, before: an expired token was s3fs's bare
+``OSError`` (a traceback in the commands), a dead endpoint botocore's ``EndpointConnectionError`` —
+not an ``OSError``, so ``read_checked`` took it for a chunk that failed to decode —, and a deleted
+bucket read as missing chunks ("the store is damaged").
 
 A real cluster: ``dask scheduler`` + one ``dask worker`` subprocess on 127.0.0.1 (tests/_one_worker.py),
 the worker with its own AWS environment; moto's S3 server (tests/_s3_server.py).
@@ -15,8 +16,11 @@ the worker with its own AWS environment; moto's S3 server (tests/_s3_server.py).
 
 from __future__ import annotations
 
+import http.client
+import http.server
 import os
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -123,4 +127,90 @@ def test_a_bucket_deleted_while_the_workers_read_it_is_one_clear_line(tmp_path, 
         go.touch()
         cluster.close()
     for w in (f"the bucket {bucket!r}", "no longer exists", url):
+        assert w in line, (w, line)
+
+
+class SwitchableProxy:
+    """An HTTP proxy on 127.0.0.1 in front of moto's server: ``mode`` "pass" forwards each request,
+    "expired" answers as S3 does a session token past its expiry (400 ``ExpiredToken``), and
+    :meth:`die` closes it (connections refused from then on)."""
+
+    def __init__(self, target: str):
+        host, port = target.rsplit("//", 1)[1].split(":")
+        proxy = self
+        self.mode = "pass"
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _handle(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if proxy.mode == "expired":
+                    data = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ExpiredToken</Code>'
+                            b'<Message>The provided token has expired.</Message></Error>')
+                    self.send_response(400)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", "0" if self.command == "HEAD" else str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                    return
+                conn = http.client.HTTPConnection(host, int(port), timeout=30)
+                conn.request(self.command, self.path, body=body or None, headers=dict(self.headers))
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "content-length", "connection"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)) if self.command != "HEAD"
+                                 else resp.getheader("Content-Length", "0"))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _handle
+
+            def log_message(self, *args):
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True, name="s3-proxy").start()
+        self.endpoint_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def die(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("case", ["credentials-expire", "endpoint-dies"])
+def test_credentials_that_expire_or_an_endpoint_that_dies_mid_pass_is_one_clear_line(tmp_path, s3_store, case):
+    server, _, url, model = s3_store
+    proxy = SwitchableProxy(server.endpoint_url)
+    module, reading, go = gate(tmp_path / "gate")
+    worker_env = {**server.environ(), "AWS_ENDPOINT_URL": proxy.endpoint_url, "DASK_KMP_DASK__STORAGE_TIMEOUT": "4",
+                  **gate_env(tmp_path / "gate")}
+    cluster = OneWorker(tmp_path / "cluster", worker_env=worker_env, preload=module)
+    try:
+        proc = _run(kmp_dask_cli() + ["evaluate", model, url], cluster,
+                    {**_driver_env(server), **gate_env(tmp_path / "gate")})
+        wait_for_file(reading, proc)
+        if case == "credentials-expire":
+            proxy.mode = "expired"
+        else:
+            proxy.die()
+        go.touch()
+        line = _one_line(proc)
+    finally:
+        go.touch()
+        cluster.close()
+        if case == "credentials-expire":
+            proxy.die()
+    words = {"credentials-expire": ("refused a request for", url, "session token that expired", "AWS_SESSION_TOKEN"),
+             "endpoint-dies": ("could not connect to the object store", url, proxy.endpoint_url)}[case]
+    for w in words:
         assert w in line, (w, line)
