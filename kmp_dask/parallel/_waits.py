@@ -242,7 +242,15 @@ def distributed_client(collections=(), scheduler=None):
     return client if isinstance(client, Client) else None
 
 
-def compute_bounded(*args, what: str = "pass", timeout: float | None = RESULT_TIMEOUT, scheduler=None):
+def pass_timeout() -> float:
+    """:data:`RESULT_TIMEOUT`, or dask config ``kmp_dask.pass-timeout`` (seconds or a duration)."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(dask.config.get("kmp_dask.pass-timeout", RESULT_TIMEOUT), "s"))
+
+
+def compute_bounded(*args, what: str = "pass", timeout: float | None = None, scheduler=None):
     """``dask.compute(*args)``, its wait bounded as :func:`wait_for`'s on a distributed client.
 
     ``dask.compute`` on a ``distributed`` client waits for as long as the scheduler keeps a task
@@ -250,10 +258,11 @@ def compute_bounded(*args, what: str = "pass", timeout: float | None = RESULT_TI
     ``FutureCancelledError`` traceback. On a client, the collections are submitted with
     ``client.compute`` (one graph, optimised as ``dask.compute`` optimises it) and waited for with
     :func:`wait_for` — :class:`SchedulerLostError`, :class:`~._client.NoWorkersError`,
-    :class:`WorkersKilledError` or ``TimeoutError`` (``timeout`` seconds for the next result), one
-    line each. Otherwise (no client, ``scheduler="sync"``, inside a task) it is ``dask.compute``
-    itself. Arguments that are not dask collections (a tuple of them, ``None``) are computed as
-    ``dask.compute`` computes them (traversed). Returns the tuple ``dask.compute`` returns.
+    :class:`WorkersKilledError` or ``TimeoutError`` (``timeout`` seconds for the next result,
+    default :func:`pass_timeout`), one line each. Otherwise (no client, ``scheduler="sync"``,
+    inside a task) it is ``dask.compute`` itself. Arguments that are not dask collections (a tuple
+    of them, ``None``) are computed as ``dask.compute`` computes them (traversed). Returns the
+    tuple ``dask.compute`` returns.
     """
     import dask
 
@@ -262,4 +271,4 @@ def compute_bounded(*args, what: str = "pass", timeout: float | None = RESULT_TI
         return dask.compute(*args, scheduler=scheduler) if scheduler is not None else dask.compute(*args)
     wrapped = [a if dask.is_dask_collection(a) else dask.delayed(a) for a in args]
     futures = client.compute(wrapped)
-    return tuple(wait_for(futures, client, what=what, timeout=timeout))
+    return tuple(wait_for(futures, client, what=what, timeout=pass_timeout() if timeout is None else timeout))
