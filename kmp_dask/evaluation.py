@@ -339,9 +339,8 @@ def predict_to_store(model, data, target, *, overwrite: bool = False, client=Non
 def _stream_to_store(model, kind, data, target, m, output, on, overwrite, prov):
     """:func:`predict_to_store` of streamed data: the outputs of each part, computed a batch of
     blocks at a time, written in row order by the ingest's single writer (``write_plan``)."""
-    import dask
-
     from .parallel._evaluate import data_parts
+    from .parallel._waits import compute_bounded
     from .store._ingest import SourcePlan, write_plan
 
     found = {}
@@ -353,7 +352,7 @@ def _stream_to_store(model, kind, data, target, m, output, on, overwrite, prov):
             ys = [None] * X.numblocks[0] if y is None else y.to_delayed().ravel()
             pairs = list(zip(X.rechunk({1: -1}).to_delayed().ravel(), ys, strict=False))
             for i in range(0, len(pairs), 8):
-                yield from dask.compute(*pairs[i:i + 8])
+                yield from compute_bounded(*pairs[i:i + 8], what="batch of predicted blocks")
 
     it = blocks()
     first = next(it)  # the classes are known once the first part's outputs are

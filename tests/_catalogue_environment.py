@@ -92,6 +92,20 @@ def _no_live_workers(ws):
             assert time.monotonic() - t0 < 15, f"close took {time.monotonic() - t0:.1f} s with no worker left"
 
 
+def _no_workers_in_a_dask_pass(ws):
+    """A pass over dask input (its feature moments) on a scheduler without workers: a plain
+    ``dask.compute`` waited for a worker for ever; ``compute_bounded`` gives up after the wait."""
+    from distributed import Client
+
+    from kmp_dask.parallel._moments import feature_moments
+    from kmp_dask.store import open_store
+
+    X_dask = open_store(ws.good).to_dask("X")
+    with Client(zero_worker_scheduler(), set_as_default=False) as client, client.as_current():
+        with dask.config.set({"kmp_dask.no-workers-wait": 1.0}):
+            feature_moments(X_dask)
+
+
 def _vm_with(available):
     import psutil
 
@@ -136,6 +150,8 @@ CASES = [
     Case("no-live-workers-mid-fit", _no_live_workers, NoWorkersError,
          ("no live dask workers left", "holding partitions [0, 1]", "within 1 s", "start workers again",
           "resume=True")),
+    Case("no-live-workers-in-a-dask-pass", _no_workers_in_a_dask_pass, NoWorkersError,
+         ("no live dask workers left", "feature moments pass", "within 1 s", "dask worker", "resume=True")),
     Case("memory_limit='1KB'", _embedded("1KB"), ValueError,
          ("memory_limit='1KB'", "below the smallest usable limit", "256.00 MiB", "'auto'")),
     Case("memory_limit='abc'", _embedded("abc"), ValueError,

@@ -174,7 +174,20 @@ def _args(fn):
     return lambda ws: fn(_env(_space()))
 
 
+def _bucket_deleted_mid_read(ws):
+    """A store opened, then its bucket deleted (another bucket than the rows' shared one), then read."""
+    s = _space()
+    bucket = s.s3.new_bucket("kmp-catalogue-gone")
+    create_store(f"s3://{bucket}/d.zarr", X, Y, chunk_rows=20, storage_options=s.so)
+    store = open_store(f"s3://{bucket}/d.zarr", storage_options=s.so)
+    s.s3.fs().rm(bucket, recursive=True)
+    KMPClassifier(n_basis=3, client="sync").fit(store)
+
+
 CASES = [
+    Case("s3-bucket-deleted-mid-read", _bucket_deleted_mid_read, FileNotFoundError,
+         ("the bucket 'kmp-catalogue-gone-", "of the store 's3://", "no longer exists at http://127.0.0.1:",
+          "deleted while the store was read", "run the command again")),
     Case("s3-storage-options-not-dict",
          _unchanged(lambda s: create_store(s.missing, X, Y, storage_options="endpoint_url=http://h:9000,secret=hunter3")),
          TypeError, ("storage_options must be a dict of fsspec options", "'endpoint_url'", "got str",

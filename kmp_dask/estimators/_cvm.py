@@ -381,7 +381,11 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     def predict(self, X):
         """Predicted class labels (numpy, also for dask / store input)."""
         F = self._decision(X)
-        return self._labels_from_decision(F if isinstance(F, np.ndarray) else F.compute())
+        if not isinstance(F, np.ndarray):
+            from ..parallel._waits import compute_bounded
+
+            (F,) = compute_bounded(F, what="decision pass")
+        return self._labels_from_decision(F)
 
 
 def calibrate_cvm(est, held) -> None:

@@ -29,6 +29,7 @@ from ..kernels import Kernel, get_kernel, kernel_spec
 from ..losses import get_loss
 from ..parallel import map_blocks_rows
 from ..parallel._session import engine_session
+from ..parallel._waits import compute_bounded
 from ..store import as_store
 from ._base import ExpansionEstimatorMixin, class_codes, draw_seed, progress_session, squeeze_outputs, take_labels
 from ._calibration import PROBABILITY_HOLDOUT, PlattCalibrator, calibration_fraction, proba_block
@@ -1184,10 +1185,12 @@ def _store_score(est, X, sample_weight, *, regression):
         names = store.attrs.get("classes")
         correct = map_blocks_rows(_correct_rows, F, Y, est.classes_, None if names is None else np.asarray(names),
                                   dtype=np.float64, n_cols=1)
-        return float(correct.sum().compute()) / n
+        (total,) = compute_bounded(correct.sum(), what="scoring pass")
+        return float(total) / n
     m = F.shape[1]
     centre = np.asarray(est.intercept_, dtype=np.float64)
-    sums = map_blocks_rows(_r2_rows, F, Y, centre, dtype=np.float64, n_cols=3 * m).sum(axis=0).compute()
+    (sums,) = compute_bounded(map_blocks_rows(_r2_rows, F, Y, centre, dtype=np.float64, n_cols=3 * m).sum(axis=0),
+                              what="scoring pass")
     ss_res, s1, s2 = sums[:m], sums[m:2 * m], sums[2 * m:]
     ss_tot = np.maximum(s2 - s1 * s1 / n, 0.0)
     ok = ss_tot != 0

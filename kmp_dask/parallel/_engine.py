@@ -35,7 +35,7 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from ..blockops import Journal, apply_effects
 from ..store._base import StoreCorruptError
-from ._client import scheduler_identity
+from ._client import NoWorkersError, scheduler_identity
 from ._paging import (
     MEMORY_FRACTION,
     MemoryBudgetError,
@@ -45,7 +45,15 @@ from ._paging import (
     transient_bytes,
     worker_budget,
 )
-from ._waits import LOSS_TIMEOUT, SLICE, SchedulerLostError, await_live_workers, cancelled_error, scheduler_workers
+from ._waits import (
+    LOSS_TIMEOUT,
+    SLICE,
+    SchedulerLostError,
+    await_live_workers,
+    cancelled_error,
+    scheduler_workers,
+    wait_for,
+)
 
 __all__ = ["InProcessEngine", "ActorEngine", "PartitionHolder", "SchedulerLostError"]  # the error: _waits
 
@@ -403,13 +411,11 @@ class ActorEngine:
         for attempt in range(attempts):
             try:
                 return self._start_once(addr, group)
-            except (MemoryBudgetError, SchedulerLostError, TimeoutError):
+            except (MemoryBudgetError, SchedulerLostError, TimeoutError, NoWorkersError):
                 raise
             except Exception as exc:  # e.g. "Worker holding Actor was lost"
                 live = sorted(self._workers())  # the scheduler gone: SchedulerLostError
                 if not live and "lost" in str(exc).lower():
-                    from ._client import NoWorkersError
-
                     raise NoWorkersError(
                         f"no live dask workers left: worker {addr} was lost while its partition holder started and "
                         "no other worker is alive. Check the workers' logs (a worker killed for memory needs a "
@@ -424,10 +430,14 @@ class ActorEngine:
         raise AssertionError("unreachable")
 
     def _start_once(self, addr, group):
+        """One holder started on ``addr``, waited for as every wait is (``_waits.wait_for``): no live
+        worker for ``kmp_dask.no-workers-wait`` seconds is NoWorkersError, the scheduler gone
+        SchedulerLostError, ``start_timeout`` seconds without the holder a TimeoutError."""
         fut = self.client.submit(PartitionHolder, group, self.memory_fraction, self.local_x, self.budget_bytes,
                                  actor=True, workers=[addr], allow_other_workers=True, pure=False)
         try:
-            actor = fut.result(timeout=self.start_timeout)
+            [actor] = wait_for([fut], self.client, what=f"start of the partition holder on worker {addr}",
+                               timeout=self.start_timeout, loss_timeout=self.loss_timeout)
         except TimeoutError:
             fut.cancel()
             self._workers()  # the scheduler gone: say that (SchedulerLostError)

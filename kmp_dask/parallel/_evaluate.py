@@ -166,11 +166,11 @@ def chunkwise(model, X, method, probe, shipped=None):
 def computed_blocks(arr, batch: int = 8):
     """Yield the row blocks of the dask array ``arr`` as numpy, in order, computing ``batch`` of
     them at a time (the workers run a batch in parallel; only one batch is ever in memory here)."""
-    import dask
+    from ._waits import compute_bounded
 
     blocks = arr.to_delayed().ravel()
     for i in range(0, len(blocks), batch):
-        yield from dask.compute(*blocks[i:i + batch])
+        yield from compute_bounded(*blocks[i:i + batch], what="batch of row blocks")
 
 
 def _confusion_block(pred, true, n):
@@ -184,10 +184,12 @@ def confusion_counts(pred_codes, true_codes, n_classes: int) -> np.ndarray:
     """(n+1, n+1) counts: rows true class, columns predicted; index n = a label the model lacks."""
     import dask
 
+    from ._waits import compute_bounded
+
     true_codes = _as_dask(true_codes, pred_codes.chunks[0]).rechunk(pred_codes.chunks[0])
     parts = [dask.delayed(_confusion_block)(p, t, n_classes)
              for p, t in zip(pred_codes.to_delayed().ravel(), true_codes.to_delayed().ravel(), strict=True)]
-    return np.sum(dask.compute(*parts), axis=0)
+    return np.sum(compute_bounded(*parts, what="block of the confusion counts"), axis=0)
 
 
 def _regression_block(pred, true):
@@ -202,12 +204,14 @@ def regression_sums(pred, true) -> dict:
     """Per output: n, Σy, Σy², Σ(ŷ−y)², Σ|ŷ−y| over all rows, one block at a time."""
     import dask
 
+    from ._waits import compute_bounded
+
     pred = _as_dask(pred, "auto")
     true = _as_dask(true, pred.chunks[0])
     true = true.rechunk((pred.chunks[0],) + true.chunks[1:])
     parts = [dask.delayed(_regression_block)(p, t)
              for p, t in zip(pred.to_delayed().ravel(), true.to_delayed().ravel(), strict=True)]
-    n, s, s2, sse, sae = np.sum(dask.compute(*parts), axis=0)
+    n, s, s2, sse, sae = np.sum(compute_bounded(*parts, what="block of the regression sums"), axis=0)
     return {"n": n, "sum": s, "sumsq": s2, "sse": sse, "sae": sae}
 
 

@@ -17,12 +17,16 @@ def encode_dask_labels(y, name_unorderable=None):
     """
     import dask.array as da
 
+    from ._waits import compute_bounded
+
     y = da.asarray(y)
     try:
-        classes = np.unique(da.unique(y).compute())
+        (found,) = compute_bounded(da.unique(y), what="label set pass")
+        classes = np.unique(found)
     except TypeError:  # labels of several types: named (rows and values) by the in-memory check
         if name_unorderable is not None:
-            name_unorderable(np.asarray(y.compute(), dtype=object))
+            (labels,) = compute_bounded(y, what="label read")
+            name_unorderable(np.asarray(labels, dtype=object))
         raise
     return classes, y.map_blocks(_codes, classes, dtype=np.int64)
 

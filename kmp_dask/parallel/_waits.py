@@ -3,7 +3,10 @@
 Every result kmp_dask waits for on a cluster — a pass of the actor engine (``_engine``), a map of
 independent problems or a tree reduction (``_tasks``), a parallel ingest's chunk tasks
 (``store._ingest``), the scoring pass of a cross-validated search (``_rowsums``), the import
-tasks that warm workers (``_evaluate``) — is waited for here, in slices of :data:`SLICE` seconds,
+tasks that warm workers (``_evaluate``), the start of a partition holder (``_engine``) and every
+``dask.compute`` of ours on a distributed client (:func:`compute_bounded`: evaluate's and
+predict's passes, the moments and labels of dask input, ``score``, ``store_from_dask``) — is
+waited for here, in slices of :data:`SLICE` seconds,
 and between slices the scheduler is asked for its live workers:
 
 * the scheduler gone (its connection lost and not back within ``loss_timeout``, or a future
@@ -27,7 +30,8 @@ import socket
 import time
 from concurrent.futures import CancelledError
 
-__all__ = ["SchedulerLostError", "WorkersKilledError", "wait_for", "scheduler_workers", "scheduler_reachable",
+__all__ = ["SchedulerLostError", "WorkersKilledError", "wait_for", "compute_bounded", "distributed_client",
+           "scheduler_workers", "scheduler_reachable",
            "scheduler_lost_message", "no_workers_wait", "await_live_workers", "cancelled_error", "SLICE",
            "NO_WORKERS_WAIT", "LOSS_TIMEOUT", "RESULT_TIMEOUT"]
 
@@ -216,3 +220,55 @@ def wait_for(futures, client, *, what: str = "task", timeout: float | None = RES
             for i in pending:
                 futures[i].cancel()
         raise
+
+
+def distributed_client(collections=(), scheduler=None):
+    """The ``distributed.Client`` that ``dask.compute(*collections, scheduler=scheduler)`` would
+    run on here (None: a local scheduler — "sync", threads, processes — or inside a dask task)."""
+    import dask.base
+
+    try:
+        from distributed import Client
+        from distributed.worker import get_worker
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        return None
+    try:
+        get_worker()
+        return None  # inside a task: the worker's own client is not ours to bound
+    except ValueError:
+        pass
+    get = dask.base.get_scheduler(scheduler=scheduler, collections=list(collections) or None)
+    client = getattr(get, "__self__", None)
+    return client if isinstance(client, Client) else None
+
+
+def pass_timeout() -> float:
+    """:data:`RESULT_TIMEOUT`, or dask config ``kmp_dask.pass-timeout`` (seconds or a duration)."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(dask.config.get("kmp_dask.pass-timeout", RESULT_TIMEOUT), "s"))
+
+
+def compute_bounded(*args, what: str = "pass", timeout: float | None = None, scheduler=None):
+    """``dask.compute(*args)``, its wait bounded as :func:`wait_for`'s on a distributed client.
+
+    ``dask.compute`` on a ``distributed`` client waits for as long as the scheduler keeps a task
+    waiting: with every worker gone it waited forever, and the scheduler's death came out as a
+    ``FutureCancelledError`` traceback. On a client, the collections are submitted with
+    ``client.compute`` (one graph, optimised as ``dask.compute`` optimises it) and waited for with
+    :func:`wait_for` — :class:`SchedulerLostError`, :class:`~._client.NoWorkersError`,
+    :class:`WorkersKilledError` or ``TimeoutError`` (``timeout`` seconds for the next result,
+    default :func:`pass_timeout`), one line each. Otherwise (no client, ``scheduler="sync"``,
+    inside a task) it is ``dask.compute`` itself. Arguments that are not dask collections (a tuple
+    of them, ``None``) are computed as ``dask.compute`` computes them (traversed). Returns the
+    tuple ``dask.compute`` returns.
+    """
+    import dask
+
+    client = distributed_client([a for a in args if dask.is_dask_collection(a)], scheduler)
+    if client is None:
+        return dask.compute(*args, scheduler=scheduler) if scheduler is not None else dask.compute(*args)
+    wrapped = [a if dask.is_dask_collection(a) else dask.delayed(a) for a in args]
+    futures = client.compute(wrapped)
+    return tuple(wait_for(futures, client, what=what, timeout=pass_timeout() if timeout is None else timeout))

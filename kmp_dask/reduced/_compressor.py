@@ -48,6 +48,7 @@ from ..estimators._base import ExpansionEstimatorMixin, open_fit_checkpoint, squ
 from ..estimators._calibration import PlattCalibrator
 from ..estimators._inputs import is_dask_array, is_store_like
 from ..expansion import KernelExpansion
+from ..parallel._waits import compute_bounded
 from ._build import (
     best_threshold,
     choose,
@@ -383,7 +384,7 @@ or Pipeline
         per-output values."""
         F = self._decision(X)
         if self._ovr_view:  # SVC(decision_function_shape="ovr"): its one-vs-rest view of the pairs
-            F = F if isinstance(F, np.ndarray) else F.compute()
+            F = F if isinstance(F, np.ndarray) else compute_bounded(F, what="decision pass")[0]
             return _ovr_transform(F, self.target_.pairs, len(self.target_.classes))
         return squeeze_outputs(F)
 
@@ -391,7 +392,7 @@ or Pipeline
         """Predictions decided from the compressed decision values exactly as the original model."""
         F = self._decision(X)
         if not isinstance(F, np.ndarray):
-            F = F.compute()
+            (F,) = compute_bounded(F, what="decision pass")
         return self.target_.predict(F)
 
     def score(self, X, y):

@@ -477,6 +477,8 @@ def store_from_dask(target, X, y=None, *, chunk_rows=None, overwrite=False, feat
     import dask
     import dask.array as da
 
+    from ..parallel._waits import compute_bounded  # on a cluster: bounded, one clear error
+
     check_target_free(target, overwrite=overwrite, storage_options=storage_options)
     check_dask_X(X)
     n_rows = int(X.shape[0])
@@ -498,7 +500,8 @@ def store_from_dask(target, X, y=None, *, chunk_rows=None, overwrite=False, feat
         return [task(writer, s, xb, yv, meta.dtype, meta.y_dtype) for s, xb, yv in zip(starts, Xb, yb, strict=True)]
 
     return _parallel_ingest(target, tasks_for, meta, n_rows, overwrite=overwrite,
-                            storage_options=storage_options, compute=lambda t: dask.compute(*t))
+                            storage_options=storage_options,
+                            compute=lambda t: compute_bounded(*t, what="chunk write of the store"))
 
 
 def store_from_blocks(target, n_rows: int, block_fn: Callable[[int, int], Block], *,

@@ -16,9 +16,11 @@ missing credential or a refused endpoint came out as an 83-line botocore traceba
   ``--connect-timeout``, so one option bounds the wait for the scheduler and for the store.
 * :func:`explained` turns what botocore / s3fs raise at the first contact with a store (its
   existence check, the bucket check before a write) into :class:`StorageCredentialsError`
-  (no credentials found), :class:`StorageUnreachableError` (refused, unreachable, no answer
-  within the timeout) or :class:`StorageAccessDeniedError` (403), each naming the URL, the
-  endpoint and what to change. A missing bucket or store was already a ``FileNotFoundError``.
+  (no credentials found, or credentials the server refuses: expired, revoked, wrong),
+  :class:`StorageUnreachableError` (refused, unreachable, no answer within the timeout) or
+  :class:`StorageAccessDeniedError` (403), each naming the URL, the endpoint and what to change.
+  A missing bucket or store was already a ``FileNotFoundError``. The chunk reads on the workers
+  (``_zarr.read_checked``) raise the same errors, so a failure mid-fit is one line too.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import contextlib
 import os
 
 __all__ = ["bounded_options", "bound_fs", "storage_timeout", "explained", "StorageCredentialsError",
-           "StorageUnreachableError", "StorageAccessDeniedError", "ATTEMPTS"]
+           "StorageUnreachableError", "StorageAccessDeniedError", "StorageRequestError", "ATTEMPTS"]
 
 #: fsspec protocols served by s3fs.
 S3_PROTOCOLS = ("s3", "s3a")
@@ -48,6 +50,10 @@ class StorageUnreachableError(ConnectionError):
 
 class StorageAccessDeniedError(PermissionError):
     """An object store answered 403: these credentials may not do that."""
+
+
+class StorageRequestError(OSError):
+    """An object store refused a request with an error kmp_dask has no other name for (e.g. HTTP 400)."""
 
 
 def storage_timeout() -> float:
@@ -100,10 +106,32 @@ def _named(exc, *names) -> bool:
     return any(type(e).__name__ in names for e in _chain(exc))
 
 
+#: S3 error codes of credentials the server no longer (or never) accepts: expired session tokens,
+#: deleted or wrong keys. s3fs turns them into a bare ``OSError`` (a traceback in the commands).
+CREDENTIAL_CODES = ("ExpiredToken", "ExpiredTokenException", "TokenRefreshRequired", "InvalidToken",
+                    "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidClientTokenId")
+
+
+def _aws_code(exc) -> str | None:
+    """The S3 error code of a botocore ``ClientError`` in ``exc``'s chain (None: none)."""
+    for e in _chain(exc):
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            return str((response.get("Error") or {}).get("Code") or "") or None
+    return None
+
+
 def explain(exc: BaseException, url: str, options: dict) -> BaseException | None:
     """The clear error for ``exc`` raised by a request about ``url`` (None: not one of ours)."""
     where = endpoint(options)
     t = storage_timeout()
+    code = _aws_code(exc)
+    if code in CREDENTIAL_CODES:
+        return StorageCredentialsError(
+            f"the object store at {where} refused the credentials for {url!r} ({code}: they expired, were revoked "
+            "or are wrong): renew them — AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (or "
+            "AWS_PROFILE, ~/.aws/credentials) in every process that reads it, or Python storage_options — and run "
+            "the command again (a fit started with checkpoint=DIR continues with --resume).")
     if _named(exc, "NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"):
         return StorageCredentialsError(
             f"no credentials for {url!r} at {where}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, "
@@ -127,6 +155,12 @@ def explain(exc: BaseException, url: str, options: dict) -> BaseException | None
             f"the object store at {where} denied access to {url!r} ({' '.join(str(exc).split())[:120]}): these "
             "credentials may not read or write there. Check the key and secret (AWS_ACCESS_KEY_ID / AWS_PROFILE, "
             "or storage_options), and the bucket's policy.")
+    if code is not None and not isinstance(exc, FileNotFoundError):
+        return StorageRequestError(
+            f"the object store at {where} refused a request for {url!r} ({' '.join(str(exc).split())[:160]}). An "
+            "HTTP 400 without a reason is, on S3, most often a session token that expired: renew the credentials "
+            "(AWS_SESSION_TOKEN / AWS_PROFILE, or storage_options) in every process that reads the store, check "
+            "the endpoint, and run the command again.")
     return None
 
 
@@ -138,7 +172,8 @@ def explained(url: str, options: dict):
         return
     try:
         yield
-    except (StorageCredentialsError, StorageUnreachableError, StorageAccessDeniedError, FileNotFoundError):
+    except (StorageCredentialsError, StorageUnreachableError, StorageAccessDeniedError, StorageRequestError,
+            FileNotFoundError):
         raise
     except Exception as exc:
         clear = explain(exc, url, options)

@@ -20,7 +20,7 @@ import zarr
 
 from ..exceptions import StoreExistsError, StoreSchemaError
 from ._base import StoreCorruptError, check_range, dask_row_chunk, gather_rows, regular_chunks
-from ._remote import bound_fs, bounded_options, endpoint, explained
+from ._remote import S3_PROTOCOLS, bound_fs, bounded_options, endpoint, explain, explained
 from ._schema import RunningStats, check_attrs
 from ._validation import (
     ContentCheck,
@@ -462,10 +462,20 @@ class ZarrRowReader:
                       state.get("complete", False))
 
     def _open(self) -> tuple[Any, Any]:
+        """The arrays, opened here once: an object store's failure is its one clear error
+        (store/_remote.py), and a store removed since it was opened (or its bucket) says so."""
         if self._arrays is None:
-            store = self.location.zarr_store(read_only=True)
-            X = zarr.open_array(store=store, path="X", mode="r")
-            y = zarr.open_array(store=store, path="y", mode="r") if self.has_y else None
+            loc = self.location
+            with explained(loc.url, loc.storage_options):
+                try:
+                    store = loc.zarr_store(read_only=True)
+                    X = zarr.open_array(store=store, path="X", mode="r")
+                    y = zarr.open_array(store=store, path="y", mode="r") if self.has_y else None
+                except FileNotFoundError as exc:  # zarr's ArrayNotFoundError too
+                    gone = _store_gone_error(loc)
+                    if gone is None:
+                        raise
+                    raise gone from exc
             self._arrays = (X, y)
         return self._arrays
 
@@ -781,26 +791,33 @@ def read_checked(arr: Any, name: str, url: str, start: int, stop: int,
     """``arr[start:stop]``, each chunk it touches checked; a chunk that fails to decode raises
     :class:`StoreCorruptError`.
 
-    I/O errors (permissions, network) are raised unchanged. On a decoding error the touched
+    I/O errors (permissions, network) are raised unchanged, but those of an object store
+    (store/_remote.py: no credentials, the endpoint refused or silent, access denied) as its one
+    clear error — this is where a worker reads its chunks, so credentials that expire, a bucket
+    deleted or an endpoint that dies mid-fit reach the user as one line, not a botocore traceback.
+    On a decoding error the touched
     chunks are re-read one by one to name the first bad one. With ``files`` (the location of a
     store whose every chunk has a file), a touched chunk that reads as nothing but zarr's fill
     value is looked up, and a missing file raises :class:`StoreCorruptError` (zarr itself
-    returns the fill value). ``check`` then casts and checks the values
+    returns the fill value) — or, on an object store whose bucket is gone, ``FileNotFoundError``
+    saying so. ``check`` then casts and checks the values
     (:class:`~kmp_dask.store._validation.ContentCheck`).
     """
     try:
         block = arr[start:stop]
-    except OSError:
-        raise
     except Exception as exc:
+        _raise_storage_error(exc, arr, url)
+        if isinstance(exc, OSError):
+            raise
         rows = int(arr.chunks[0])
         for i in range(start // rows, -(-stop // rows)):
             a, b = i * rows, min((i + 1) * rows, int(arr.shape[0]))
             try:
                 arr[a:b]
-            except OSError:
-                raise
             except Exception as chunk_exc:
+                _raise_storage_error(chunk_exc, arr, url)
+                if isinstance(chunk_exc, OSError):
+                    raise
                 raise corrupt_chunk_error(arr, name, url, i, a, b, chunk_exc) from exc
         raise StoreCorruptError(
             f"rows {start}..{stop - 1} of array {name!r} in store {url!r} could not be read "
@@ -808,8 +825,24 @@ def read_checked(arr: Any, name: str, url: str, start: int, stop: int,
             f"`kmp-dask info --verify {url}`.", url=url, array=name, rows=(start, stop),
         ) from exc
     if files is not None:
-        _check_chunk_files(arr, name, files, start, stop, block)
+        with explained(url, _storage_options_of(arr)):
+            _check_chunk_files(arr, name, files, start, stop, block)
     return block if check is None else check(name, block, start)
+
+
+def _storage_options_of(arr: Any) -> dict:
+    """The fsspec options of the file system behind the zarr array ``arr`` (for messages)."""
+    fs = getattr(getattr(arr, "store", None), "fs", None)
+    return dict(getattr(fs, "storage_options", None) or {})
+
+
+def _raise_storage_error(exc: BaseException, arr: Any, url: str) -> None:
+    """Raise the object store's clear error for ``exc`` (store/_remote.py), if it is one."""
+    if not isinstance(url, str) or url.split("://", 1)[0] not in S3_PROTOCOLS:
+        return
+    clear = explain(exc, url, _storage_options_of(arr))
+    if clear is not None:
+        raise clear from exc
 
 
 def _all_fill(block: np.ndarray, fill: Any) -> bool:
@@ -830,7 +863,31 @@ def _check_chunk_files(arr: Any, name: str, loc: Location, start: int, stop: int
     for i in range(start // rows, -(-stop // rows)):
         a, b = max(i * rows, start), min((i + 1) * rows, stop)
         if _all_fill(block[a - start:b - start], arr.fill_value) and not _chunk_exists(loc, chunk_key(arr, name, i)):
-            raise missing_chunk_error(arr, name, loc.url, i)
+            raise _store_gone_error(loc) or missing_chunk_error(arr, name, loc.url, i)
+
+
+def _store_gone_error(loc: Location) -> FileNotFoundError | None:
+    """``FileNotFoundError`` when the whole store (its root ``zarr.json``), or on an object store its
+    bucket, is gone — removed while it was read — rather than one chunk missing; else None."""
+    if loc.is_local:
+        if os.path.exists(os.path.join(loc.url, "zarr.json")):
+            return None
+        return FileNotFoundError(f"the store {loc.url!r} was removed while it was read (its zarr.json is gone): "
+                                 "re-create it (kmp-dask ingest) or point to another copy, and run the command again.")
+    fs = loc.fs
+    bucket = loc.path.split("/", 1)[0]
+    if loc.url.split("://", 1)[0] in BUCKET_PROTOCOLS:
+        fs.invalidate_cache(bucket)
+        if not _bucket_exists(fs, bucket):
+            return FileNotFoundError(
+                f"the bucket {bucket!r} of the store {loc.url!r} no longer exists at {endpoint(loc.storage_options)} "
+                "(deleted while the store was read, or these credentials can no longer see it): restore the store "
+                "there or point to another copy, and run the command again.")
+    fs.invalidate_cache(loc.path)
+    if fs.exists(f"{loc.path}/zarr.json"):
+        return None
+    return FileNotFoundError(f"the store {loc.url!r} was removed while it was read (its zarr.json is gone): "
+                             "re-create it (kmp-dask ingest) or point to another copy, and run the command again.")
 
 
 def _chunk_exists(loc: Location, key: str) -> bool:
