@@ -262,8 +262,8 @@ class _CoreSetLoop:
     """The state of one :func:`core_vector_machine` run (core set, α, K̃ of the core set, the QP,
     the pending rows, the counters) and its steps (the loop contract of
     :mod:`~kmp_dask.greedy._loop`): start or resume, then per :meth:`step` solve the MEB dual on the
-    core set, measure the furthest rows (sampled pass, then a full pass), :meth:`stop_rule`, add them
-    to the core set; and the whole state for a checkpoint."""
+    core set, :meth:`stop_rule` (which asks for the furthest rows: sampled pass, then a full pass),
+    add those rows to the core set; and the whole state for a checkpoint."""
 
     def __init__(self, engine: Engine, config: CVMConfig, *, rng, t0, recorder: PathRecorder | None = None):
         self.engine, self.config = engine, config
@@ -294,7 +294,7 @@ class _CoreSetLoop:
         reason = self.stop_rule(furthest)
         if reason is not None:
             return reason
-        rows = furthest().rows[: self.config.max_core - len(self.core_index)]
+        rows = furthest().rows[: max(self.config.max_core - len(self.core_index), 0)]
         if not rows:
             return None
         self.add_to_core_set(rows)
