@@ -24,6 +24,7 @@ N = 1,000 took 80 s).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -68,9 +69,8 @@ def _points_per_pass(k):
     if k is None:
         return lambda: None
 
-    def cvm(*a, **kw):
-        kw["points_per_pass"] = int(k)
-        return real(*a, **kw)
+    def cvm(*a, config, **kw):
+        return real(*a, config=dataclasses.replace(config, points_per_pass=int(k)), **kw)
 
     gp.core_vector_machine = cvm
     return lambda: setattr(gp, "core_vector_machine", real)

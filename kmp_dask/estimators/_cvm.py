@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..expansion import KernelExpansion
 from ..greedy._cvm import sample_size
-from ..greedy._cvm_problems import fit_binary_problems
+from ..greedy._cvm_problems import ProblemConfig, fit_binary_problems
 from ..greedy._labels import store_labels
 from ..greedy._sampling import resolve_candidates
 from ..kernels import get_kernel
@@ -125,11 +125,12 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
         with progress_session(progress_callback(self.verbose, len(positives), desc=type(self).__name__,
                                                 unit="problem")) as (cb, bar), \
                 task_session(self.client, in_memory=run.in_memory) as tasks:
+            config = ProblemConfig(kernel=kernel, kappa=kappa, C=self.C_, eps=float(self.eps), n_rows=store.n_rows,
+                                   candidates=resolve_candidates(self.candidates), max_core=int(self.max_core),
+                                   certify_rows=_certify_rows(self.stopping, float(self.eps)),
+                                   n_components=self._features_per_problem())
             results = fit_binary_problems(
-                tasks, store, positives, seeds=seeds, kernel=kernel, kappa=kappa, C=self.C_,
-                eps=float(self.eps), n_rows=store.n_rows, candidates=resolve_candidates(self.candidates),
-                max_core=int(self.max_core), n_components=self._features_per_problem(), checkpoint=ckpt,
-                certify_rows=_certify_rows(self.stopping, float(self.eps)),
+                tasks, store, positives, seeds=seeds, config=config, checkpoint=ckpt,
                 on_problem=_on_problem(bar, cb, label),
                 on_iteration=_on_iteration(bar, self.verbose, label, f"{type(self).__name__} core set"))
         return results, kernel, names, None

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,12 +35,14 @@ from ..blockops._cvm import CVMQuery, cvm_furthest
 from ..blockops._engine import Engine
 from ..blockops._results import CVM_CANDIDATE_FIELDS, CVMFurthest
 from ._candidates import merge_ranked
+from ._configs import config_given
 from ._cvm_qp import SMOQP, GrowingRows, GrowingSquare, simplex_qp
+from ._loop import Iteration, run_loop
 from ._record import PathRecorder
 from ._result import StopReason
 from ._sampling import ExcludingCandidates
 
-__all__ = ["QP_EPS", "QP_TOL", "REFILL", "SAMPLE_SCALE", "sample_size", "CVMResult", "core_vector_machine",
+__all__ = ["QP_EPS", "QP_TOL", "REFILL", "SAMPLE_SCALE", "sample_size", "CVMConfig", "CVMResult", "core_vector_machine",
            "mmda_feature", "simplex_qp", "certified_rows"]
 
 QP_EPS = 0.1
@@ -178,83 +180,143 @@ def certified_rows(n_rows: int, certify_rows: int | None, seed) -> np.ndarray | 
     return np.sort(np.random.default_rng(seed).choice(n_rows, size=int(certify_rows), replace=False))
 
 
-def core_vector_machine(engine: Engine, *, kernel, kappa: float, C: float, eps: float, n_rows: int,
-                        candidates: int | None = 59, random_state=None, max_core: int = 5000,
-                        n_features_deflated: int = 0, callback=None, refill: int = REFILL, checkpoint=None,
-                        resume: dict | None = None, points_per_pass: int = POINTS_PER_PASS,
-                        certify_rows: int | None = None) -> CVMResult:
+@dataclass(frozen=True)
+class CVMConfig:
+    """What defines one core-set loop (:func:`core_vector_machine`), handed over whole.
+
+    ``kernel`` and its constant diagonal ``kappa`` (κ), the penalty ``C``, the core-set tolerance
+    ``eps``, ``n_rows`` in the store, ``candidates`` sampled per iteration (None: every row in every
+    iteration, no probabilistic speed-up), ``max_core`` core rows at most, ``points_per_pass`` rows
+    outside the ball one iteration may add (:data:`POINTS_PER_PASS`; 1: Bădoiu–Clarkson's one
+    furthest point — the QP then admits them as one block), ``certify_rows`` the rows the loop runs
+    on (None: all, the paper's rule; :func:`certified_rows`), ``refill`` rows outside the ball a
+    full pass hands to the following sampled passes (:data:`REFILL`; 0: none)."""
+
+    kernel: Any
+    kappa: float
+    C: float
+    eps: float
+    n_rows: int
+    candidates: int | None = 59
+    max_core: int = 5000
+    points_per_pass: int = POINTS_PER_PASS
+    certify_rows: int | None = None
+    refill: int = REFILL
+
+
+class Furthest(NamedTuple):
+    """What one iteration's distance passes found: ``rows`` outside the (1+ε)R ball that may join
+    the core set, each ``(index, row, y, P, dist)``, furthest first (empty: none outside), and
+    whether a full pass measured them (``full``: every row, or every row of the sample)."""
+
+    rows: list
+    full: bool
+
+
+def core_vector_machine(engine: Engine, config: CVMConfig | None = None, *, random_state=None,
+                        n_features_deflated: int = 0, callback=None, checkpoint=None, resume: dict | None = None,
+                        **keywords) -> CVMResult:
     """One binary L2-SVM by the core-set loop over the engine's partitions.
 
     ``engine`` (:class:`~kmp_dask.blockops.Engine`) holds the partitions. The partitions must hold
     the rows (:func:`~kmp_dask.blockops._cvm.cvm_effects.init`), the binary targets (``targets``)
-    and ``n_features_deflated`` MMDA projections. ``kappa`` is the kernel's constant diagonal κ;
-    ``candidates=None`` measures every row in every iteration (no probabilistic speed-up).
-    ``refill``: rows outside the ball a full pass hands to the following sampled passes
-    (:data:`REFILL`; 0: none). ``points_per_pass``: rows outside the ball one iteration may add
-    (:data:`POINTS_PER_PASS`; 1: Bădoiu–Clarkson's one furthest point — the QP then admits them as
-    one block). ``certify_rows``: None (the paper's rule) — convergence is certified on every row;
-    an int below ``n_rows`` — the loop runs on a random sample of that many rows
-    (:func:`certified_rows`, its seed the first draw from ``random_state``): the first core row, the
-    sampled passes' candidates and the full passes all come from the sample, so the loop stops when
-    every row of the sample lies within (1+ε)R, and its work is the same at every ``n_rows`` but
-    for the kernel-column cache, which the partitions keep over all their rows.
+    and ``n_features_deflated`` MMDA projections. ``config``: a :class:`CVMConfig` (a
+    :class:`~kmp_dask.greedy._cvm_problems.ProblemConfig` is one), or its fields as keywords
+    (``kernel=…, kappa=…, C=…, eps=…, n_rows=…``, the others optional). ``certify_rows``: None (the
+    paper's rule) — convergence is certified on every row; an int below ``n_rows`` — the loop runs on
+    a random sample of that many rows (:func:`certified_rows`, its seed the first draw from
+    ``random_state``): the first core row, the sampled passes' candidates and the full passes all
+    come from the sample, so the loop stops when every row of the sample lies within (1+ε)R, and its
+    work is the same at every ``n_rows`` but for the kernel-column cache, which the partitions keep
+    over all their rows.
+
+    The loop is a :class:`_CoreSetLoop` on :func:`~kmp_dask.greedy._loop.run_loop`; its stopping
+    rule is :meth:`_CoreSetLoop.stop_rule`.
 
     ``callback(record)``: after each iteration, with its record (``iteration``, ``n_core``, ``R2``),
     through the loop's :class:`~kmp_dask.greedy._record.PathRecorder` (``CVMResult.history``).
 
-    ``checkpoint``: anything with ``maybe_save(t, state)``, called at the end of iteration ``t``
-    (after the new core row joined and its record was kept, before ``callback``) with a function
-    returning the loop's whole state (:meth:`_CoreSetLoop.state`: core set, α, the QP's active set
-    and factor, pending rows, counters, the records, the RNG's state; K̃ is not saved but rebuilt
-    from the core rows entry for entry, :func:`_rebuilt_ktilde`). ``resume``: such a state; the loop
-    continues after its iteration, with ``random_state`` set from it. The caller restores the
-    partitions to that moment (targets and deflating features: the kernel-column cache is rebuilt by
-    the next pass, one column at a time as when the rows joined), so the resumed run's result is bit
-    for bit the uninterrupted one's (``kernel_evaluations`` counts the rebuilt columns too;
-    ``seconds`` adds the saved run's).
+    ``checkpoint``: anything with the loop contract's ``maybe_save(loop, t, rng, *, cands=None,
+    first=None, last=False)``, called at the end of iteration ``t`` (after the new core rows joined
+    and its record was kept, before ``callback``); ``loop.state()`` is the loop's whole state
+    (:meth:`_CoreSetLoop.state`: core set, α, the QP's active set and factor, pending rows, counters,
+    the records, the RNG's state; K̃ is not saved but rebuilt from the core rows entry for entry,
+    :func:`_rebuilt_ktilde`). ``resume``: such a state; the loop continues after its iteration, with
+    ``random_state`` set from it. The caller restores the partitions to that moment (targets and
+    deflating features: the kernel-column cache is rebuilt by the next pass, one column at a time as
+    when the rows joined), so the resumed run's result is bit for bit the uninterrupted one's
+    (``kernel_evaluations`` counts the rebuilt columns too; ``seconds`` adds the saved run's).
     """
+    config = config_given(CVMConfig, config, keywords, owner="core_vector_machine")
     t0 = time.perf_counter()
     rng = random_state if random_state is not None else np.random.default_rng(0)
-    loop = _CoreSetLoop(engine, kernel=kernel, kt=kappa + 1.0 + 1.0 / C, C=C, eps=eps, n_rows=n_rows,
-                        candidates=candidates, refill=refill, rng=rng, t0=t0, batch=points_per_pass,
-                        recorder=PathRecorder(callback), certify_rows=certify_rows)
-    reason = StopReason.CONVERGED
+    loop = _CoreSetLoop(engine, config, rng=rng, t0=t0, recorder=PathRecorder(callback))
     if resume is None:
         loop.start(n_features_deflated)
     else:
         loop.resume(resume)
-    while True:
-        S, y, P = loop.core_arrays()
-        loop.solve_meb(S, y, P)                      # α on the simplex, R² = κ̃ − αᵀK̃α
-        if len(loop.core_index) >= max_core:
-            reason = StopReason.MAX_CORE
-            break
-        far = loop.furthest_point(S, y, P)           # None: every row lies within (1+ε)R
-        if far is None:
-            break
-        loop.add_to_core_set(far[: max_core - len(loop.core_index)])
-        rec = {"iteration": loop.n_iter - 1, "n_core": len(loop.core_index), "R2": loop.R2}
-        loop.recorder.keep(rec)                      # kept before the checkpoint, handed out after
-        if checkpoint is not None:
-            checkpoint.maybe_save(loop, loop.n_iter - 1, loop.rng)
-        loop.recorder.emit(rec)
-    return loop.result(reason)
+    return loop.result(run_loop(loop, loop.rng, checkpoint))
 
 
 class _CoreSetLoop:
     """The state of one :func:`core_vector_machine` run (core set, α, K̃ of the core set, the QP,
-    the pending rows, the counters) and its steps: start or resume, solve the MEB dual on the core
-    set, find the furthest point (sampled pass, then a full pass before stopping), add it to the
-    core set, and the whole state for a checkpoint."""
+    the pending rows, the counters) and its steps (the loop contract of
+    :mod:`~kmp_dask.greedy._loop`): start or resume, then per :meth:`step` solve the MEB dual on the
+    core set, :meth:`stop_rule` (which asks for the furthest rows: sampled pass, then a full pass),
+    add those rows to the core set; and the whole state for a checkpoint."""
 
-    def __init__(self, engine: Engine, *, kernel, kt, C, eps, n_rows, candidates, refill, rng, t0, batch=1,
-                 recorder: PathRecorder | None = None, certify_rows: int | None = None):
-        self.engine, self.kernel, self.kt, self.C, self.eps = engine, kernel, kt, C, eps
-        self.certify_rows, self.cert_seed, self.cert = certify_rows, None, None
+    def __init__(self, engine: Engine, config: CVMConfig, *, rng, t0, recorder: PathRecorder | None = None):
+        self.engine, self.config = engine, config
+        self.kernel, self.C, self.eps = config.kernel, config.C, config.eps
+        self.kt = config.kappa + 1.0 + 1.0 / config.C
+        self.certify_rows, self.cert_seed, self.cert = config.certify_rows, None, None
         self.recorder = recorder if recorder is not None else PathRecorder()
-        self.batch = max(int(batch), 1)
-        self.n_rows, self.refill, self.rng, self.t0 = n_rows, refill, rng, t0
-        self.sampler = None if candidates is None else ExcludingCandidates(n_rows, int(candidates))
+        self.batch = max(int(config.points_per_pass), 1)
+        self.n_rows, self.refill, self.rng, self.t0 = config.n_rows, config.refill, rng, t0
+        candidates = config.candidates
+        self.sampler = None if candidates is None else ExcludingCandidates(self.n_rows, int(candidates))
+        self.stalls = 0
+
+    def step(self, rng):
+        """One iteration: the MEB dual on the core set (α, R² = κ̃ − αᵀK̃α), the stopping rule (which
+        runs the distance passes when it needs them), the rows found outside the ball join; its
+        :class:`~kmp_dask.greedy._loop.Iteration`, None when no row was found to join, or why the
+        loop stops."""
+        S, y, P = self.core_arrays()
+        self.solve_meb(S, y, P)
+        measured = []
+
+        def furthest() -> Furthest:  # the passes, run once when first asked for
+            if not measured:
+                measured.append(self.furthest_point(S, y, P))
+            return measured[0]
+
+        reason = self.stop_rule(furthest)
+        if reason is not None:
+            return reason
+        rows = furthest().rows[: max(self.config.max_core - len(self.core_index), 0)]
+        if not rows:
+            return None
+        self.add_to_core_set(rows)
+        t = self.n_iter - 1
+        return Iteration({"iteration": t, "n_core": len(self.core_index), "R2": self.R2}, t)
+
+    def stop_rule(self, furthest):
+        """Why the loop stops before adding rows, or None. ``furthest()``: what this iteration's
+        distance passes found (a :class:`Furthest`; the passes run on the first call only, so a rule
+        that decides without it costs no pass). The rules: ``max_core`` core rows (before any pass);
+        the MEB certificate — a full pass found no row outside (1+ε)R: every row (of the sample)
+        lies within the ball."""
+        if len(self.core_index) >= self.config.max_core:
+            return StopReason.MAX_CORE
+        found = furthest()
+        if found.full and not found.rows:
+            return StopReason.CONVERGED
+        return None
+
+    def stop_on_stall(self):
+        """No row to join without the stopping rule having stopped: nothing can grow the core set."""
+        return StopReason.CONVERGED
 
     def start(self, n_features_deflated):
         """A fresh loop: the core set is one random row (fetched by a pass over its candidate)."""
@@ -341,20 +403,19 @@ class _CoreSetLoop:
         self.obj = float(self.qp.level)  # αᵀK̃α = αᵀg from the QP's kept gradient (no O(|S|²) product)
         self.R2 = self.kt - self.obj
 
-    def furthest_point(self, S, y, P):
-        """The rows to join the core set, a list of ``(index, row, y, P, dist)``: the furthest of the
-        sampled candidates and pending rows, or when that lies within (1+ε)R, the furthest of all
-        rows (a full pass, which refills the pending rows) — with up to ``points_per_pass − 1`` more
-        of the furthest rows outside (1+ε)R that pass found. None when the full pass finds every row
-        within (1+ε)R: the loop has converged."""
+    def furthest_point(self, S, y, P) -> Furthest:
+        """The rows that may join the core set (a :class:`Furthest`): the furthest of the sampled
+        candidates and pending rows, or when that lies within (1+ε)R, the furthest of all rows (a
+        full pass, which refills the pending rows) — with up to ``points_per_pass − 1`` more of the
+        furthest rows outside (1+ε)R that pass found. Whether to stop is :meth:`stop_rule`'s."""
         limit = (1 + self.eps) ** 2 * self.R2
         query = self._query(S, y, P)
         far = None
         if self.sampler is not None:
             far = self._sampled_pass(query, limit)
-        if far is None or far[0][4] <= limit:
-            far = self._full_pass(query, limit)  # full pass before stopping
-        return far
+        if far is not None and far[0][4] > limit:
+            return Furthest(far, full=False)
+        return Furthest(self._full_pass(query, limit), full=True)  # full pass before stopping
 
     def _query(self, S, y, P) -> CVMQuery:
         """The distance query of the current core set and α (every row not in the core set, the
@@ -386,14 +447,14 @@ class _CoreSetLoop:
         return [_pick(found, i) for i in (0, *more.tolist())]
 
     def _full_pass(self, query: CVMQuery, limit):
-        """The furthest of all rows (of the sample with ``certify_rows``), keeping up to
-        ``refill`` more rows outside the ball as pending; None when no row lies outside (1+ε)R."""
+        """The furthest of all rows (of the sample with ``certify_rows``) outside (1+ε)R, up to
+        ``points_per_pass``, keeping up to ``refill`` more rows outside the ball as pending; [] when
+        no row lies outside."""
         top = self.batch + max(int(self.refill), 0) if self.sampler is not None else self.batch
         found = _ranked(self._pass(replace(query, cand=self.cert, top=top)))
         self.n_full += 1
-        far = _pick(found, 0) if len(found["index"]) else None
-        if far is None or far[4] <= limit:
-            return None
+        if not len(found["index"]) or found["dist"][0] <= limit:
+            return []
         out = found["dist"] > limit
         join = np.flatnonzero(out)[: self.batch]
         self.pending = found["index"][join[-1] + 1 :][out[join[-1] + 1 :]][: max(int(self.refill), 0)]

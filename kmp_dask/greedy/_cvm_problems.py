@@ -16,14 +16,14 @@ import functools
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ..blockops._cvm import cvm_effects
 from ..blockops._engine import Engine
 from ._checkpoint import checkpoint_info
-from ._cvm import POINTS_PER_PASS, core_vector_machine, mmda_feature
+from ._configs import config_given
+from ._cvm import CVMConfig, core_vector_machine, mmda_feature
 
 __all__ = ["fit_binary_problems", "run_problem", "ProblemConfig", "ProblemCheckpoint", "CheckpointSuperseded"]
 
@@ -60,27 +60,15 @@ class ProblemCheckpoint:
 
 
 @dataclass(frozen=True)
-class ProblemConfig:
-    """What defines every binary problem of a CVM / MMDA fit (built once by :func:`fit_binary_problems`).
-
-    ``kernel`` and its constant diagonal ``kappa``, the penalty ``C``, the core-set tolerance ``eps``,
-    ``n_rows`` in the store, ``candidates`` sampled per iteration (None: every row), ``max_core``
-    and, for MMDA, ``n_components`` features per problem (0: the CVM itself), ``points_per_pass``
-    rows an iteration may add (:data:`~kmp_dask.greedy._cvm.POINTS_PER_PASS`), ``certify_rows``
-    the rows a full pass certifies (None: all, the paper's rule) — the arguments of
-    :func:`~kmp_dask.greedy._cvm.core_vector_machine` that do not change between problems.
+class ProblemConfig(CVMConfig):
+    """What defines every binary problem of a CVM / MMDA fit (built once by the estimator, or by
+    :func:`fit_binary_problems` from its keywords): the core-set loop's
+    :class:`~kmp_dask.greedy._cvm.CVMConfig` (``kernel``, ``kappa``, ``C``, ``eps``, ``n_rows``,
+    ``candidates``, ``max_core``, ``points_per_pass``, ``certify_rows``, ``refill``) and, for MMDA,
+    ``n_components`` features per problem (0: the CVM itself). Each problem's loops get it whole.
     """
 
-    kernel: Any
-    kappa: float
-    C: float
-    eps: float
-    n_rows: int
-    candidates: int | None
-    max_core: int
     n_components: int = 0
-    points_per_pass: int = POINTS_PER_PASS
-    certify_rows: int | None = None
 
 
 def run_problem(engine: Engine, positive, config: ProblemConfig, *, seed, checkpoint=None, saved=None, callback=None):
@@ -105,9 +93,7 @@ def run_problem(engine: Engine, positive, config: ProblemConfig, *, seed, checkp
     if checkpoint is not None:
         checkpoint.features, checkpoint.rng = out, rng
     c = config
-    kw = dict(kernel=c.kernel, kappa=c.kappa, C=c.C, eps=c.eps, n_rows=c.n_rows, candidates=c.candidates,
-              random_state=rng, max_core=c.max_core, checkpoint=checkpoint, callback=callback,
-              points_per_pass=c.points_per_pass, certify_rows=c.certify_rows)
+    kw = dict(config=c, random_state=rng, checkpoint=checkpoint, callback=callback)
     if not c.n_components:
         if checkpoint is not None:
             checkpoint.q = 0
@@ -132,14 +118,13 @@ def _solve(engine: Engine, positive, seed, checkpoint, saved, callback, config):
     return run_problem(engine, positive, config, seed=seed, checkpoint=checkpoint, saved=saved, callback=callback)
 
 
-def fit_binary_problems(tasks, store, positives, *, seeds, kernel, kappa: float, C: float, eps: float, n_rows: int,
-                        candidates, max_core: int, n_components: int = 0, timeout: float = 3600.0, checkpoint=None,
-                        on_problem=None, on_iteration=None, points_per_pass: int = POINTS_PER_PASS,
-                        certify_rows: int | None = None):
+def fit_binary_problems(tasks, store, positives, *, seeds, config: ProblemConfig | None = None,
+                        timeout: float = 3600.0, checkpoint=None, on_problem=None, on_iteration=None, **keywords):
     """Run one binary problem per entry of ``positives``; returns their results in order.
 
-    ``kernel`` … ``n_components``, ``points_per_pass`` and ``certify_rows``: the problems' :class:`ProblemConfig`,
-    built here once.
+    ``config``: the problems' :class:`ProblemConfig`, handed over whole (the estimators build it), or
+    its fields as keywords (``kernel=…, kappa=…, C=…, eps=…, n_rows=…``, the others optional), built
+    here once.
 
     ``tasks``: a :class:`~kmp_dask.parallel.Tasks`. Without a cluster: one in-process engine,
     problems in turn. One problem and a cluster: an actor engine (passes on the workers). Several
@@ -157,8 +142,7 @@ def fit_binary_problems(tasks, store, positives, *, seeds, kernel, kappa: float,
     order of completion; after its checkpoint). ``on_iteration(k, record)``: after each core-set
     iteration of problem ``k`` when the problems run in turn on the driver (not as tasks).
     """
-    config = ProblemConfig(kernel, kappa, C, eps, n_rows, candidates, max_core, n_components, points_per_pass,
-                           certify_rows)
+    config = config_given(ProblemConfig, config, keywords, owner="fit_binary_problems")
     t0 = time.perf_counter()
     token = uuid.uuid4().hex  # this run of the fit: tasks of an earlier run stop at their next save
     elapsed0 = 0.0

@@ -21,8 +21,9 @@ the one signature) → record handed to the callback", so a resumed run's histor
 uninterrupted run's. Sparse KPCA / KCCA (:class:`~kmp_dask.greedy._sparse_kpca.KPCARun`),
 hyperplane matching pursuit on an engine (:class:`~kmp_dask.greedy._hmp.HMPLoop`) and in process
 (``_DensePursuit``) and KMP (:class:`~kmp_dask.greedy._kmp.Pursuit`: one atom a pass, or
-``atoms_per_pass`` atoms a batch as a second kind of step, ``_kmp_blocks.block_step``) run on it.
-The CVM's core-set loop does not yet.
+``atoms_per_pass`` atoms a batch as a second kind of step, ``_kmp_blocks.block_step``) and the
+CVM / MMDA core-set loop (:class:`~kmp_dask.greedy._cvm._CoreSetLoop`, whose checkpoint state is
+``loop.state()``) run on it.
 """
 
 from __future__ import annotations

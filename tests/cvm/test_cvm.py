@@ -188,3 +188,30 @@ def test_kernel_column_cache_does_not_change_the_fit(monkeypatch, budget_columns
     assert res.core_index.tolist() == ref.core_index.tolist()
     np.testing.assert_allclose(res.alpha, ref.alpha, rtol=1e-9, atol=1e-12)
     assert res.kernel_evaluations > ref.kernel_evaluations  # the cache saved kernel evaluations
+
+
+def test_a_new_stopping_rule_is_one_method_of_the_core_set_loop(monkeypatch):
+    """A subclass of the loop overriding ``stop_rule`` alone stops at k core vectors; as the rule
+    decides before asking for the distance passes, the run is the ``max_core=k`` run, bit for bit,
+    pass for pass."""
+    import kmp_dask.greedy._cvm as G
+    from kmp_dask.greedy._result import StopReason
+
+    X, y = _data(n=300, seed=5)
+    k = get_kernel("rbf", gamma=GAMMA)
+    free = _run(X, y, k, 1e-3, points_per_pass=1)
+    assert free.stop_reason == "converged" and len(free.core_index) > 6
+
+    class AtSixCoreVectors(G._CoreSetLoop):
+        def stop_rule(self, furthest):
+            return StopReason.MAX_CORE if len(self.core_index) >= 6 else super().stop_rule(furthest)
+
+    monkeypatch.setattr(G, "_CoreSetLoop", AtSixCoreVectors)
+    res = _run(X, y, k, 1e-3, points_per_pass=1)
+    monkeypatch.undo()
+    ref = _run(X, y, k, 1e-3, points_per_pass=1, max_core=6)
+    assert res.stop_reason == ref.stop_reason == "max_core" and len(res.core_index) == 6
+    np.testing.assert_array_equal(res.core_index, free.core_index[:6])
+    np.testing.assert_array_equal(res.core_index, ref.core_index)
+    np.testing.assert_array_equal(res.alpha, ref.alpha)
+    assert (res.n_passes, res.n_full_passes, res.history) == (ref.n_passes, ref.n_full_passes, ref.history)

@@ -297,4 +297,6 @@ def test_one_vs_rest_tasks_time_out_when_no_problem_finishes_in_time(process_cli
     res = fit_binary_problems(Tasks(process_client), store, [0, 1, 2], seeds=[1, 2, 3], timeout=600,
                               on_problem=lambda k, r, n: got.append((k, n)), **kw)
     assert sorted(k for k, _ in got) == [0, 1, 2] and [n for _, n in got] == [1, 2, 3]
-    assert [len(r.core_index) for r in res] == [r.n_iter + 1 for r in res]
+    from kmp_dask.greedy._cvm import POINTS_PER_PASS  # rows one iteration may add
+
+    assert all(r.n_iter + 1 <= len(r.core_index) <= 1 + POINTS_PER_PASS * r.n_iter for r in res)

@@ -41,7 +41,7 @@ def _certified(kw, n_rows):
     seed (:meth:`~kmp_dask.greedy._cvm._CoreSetLoop.start`)."""
     rng = np.random.default_rng()
     rng.bit_generator.state = kw["random_state"].bit_generator.state
-    return certified_rows(n_rows, kw["certify_rows"], int(rng.integers(0, 2**63 - 1)))
+    return certified_rows(n_rows, kw["config"].certify_rows, int(rng.integers(0, 2**63 - 1)))
 
 
 def test_sample_rule_against_the_exact_l2_svm_of_the_certified_rows(monkeypatch):
