@@ -17,10 +17,10 @@ from ..greedy._labels import store_labels
 from ..greedy._sampling import resolve_candidates
 from ..kernels import get_kernel
 from ..parallel import map_blocks_rows
+from ..parallel._holdout import SplitStore, held_out_rows
 from ..parallel._session import engine_session, task_session
 from ._base import ExpansionEstimatorMixin, draw_seed, progress_session, squeeze_outputs
 from ._calibration import PROBABILITY_HOLDOUT, PlattCalibrator, calibration_fraction, proba_block
-from ._holdout import SplitStore, held_out_rows
 from ._inputs import check_class_labels, is_dask_array, is_store_like, sample_rows
 from ._progress import inner_progress, progress_callback
 from ._scale import check_gamma_value, check_standardize, input_transform, resolve_gamma

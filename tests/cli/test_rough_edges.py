@@ -47,8 +47,10 @@ def test_ctrl_c_during_train_says_how_to_keep_the_fit(tmp_path, checkpoint):
     if checkpoint:
         args += ["--checkpoint", tmp_path / "ckpt", "--checkpoint-every", 5]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    # an ignored SIGINT is inherited across exec (a test run's parent may ignore it): the child gets
+    # the default disposition, as from an interactive shell, so Python turns the signal into Ctrl-C
     proc = subprocess.Popen(kmp_dask_cmd() + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
     reader.start()

@@ -18,7 +18,7 @@ from kmp_dask import CVMClassifier
 from kmp_dask.blockops import split_mask
 from kmp_dask.estimators._base import draw_seed
 from kmp_dask.estimators._calibration import PROBABILITY_HOLDOUT, PlattCalibrator
-from kmp_dask.estimators._holdout import SplitStore, held_out_rows
+from kmp_dask.parallel._holdout import SplitStore, held_out_rows
 from kmp_dask.store import InMemoryStore, create_store
 
 PARAMS = {"gamma": 0.5, "standardize": False, "random_state": 0, "client": "sync"}
