@@ -237,6 +237,21 @@ def _check_factor_fits(n_basis: int, requested: int) -> None:
         )
 
 
+def _row_totals(stats) -> tuple[int, int, float]:
+    """The statistics pass's training rows, validation rows and training weight (their number, or
+    the sum of their sample weights); refuses a fit with no training row or no positive weight."""
+    n_train = int(sum(s["n_train"] for s in stats))
+    n_val = int(sum(s["n_val"] for s in stats))
+    if n_train == 0:
+        raise ValueError("no training rows: validation_fraction leaves nothing to fit")
+    w_train = float(sum(s["w_sum"] for s in stats)) if "w_sum" in stats[0] else n_train
+    if not w_train > 0:
+        raise ValueError("sample_weight is zero on every training row (after the validation split): "
+                         "nothing to fit. "
+                         "Give some rows a positive weight.")
+    return n_train, n_val, w_train
+
+
 class Pursuit:
     """One KMP run: the model being built and the passes that build it (see the module doc)."""
 
@@ -251,10 +266,7 @@ class Pursuit:
         self.kernels, self.n_features, self.dtype = list(c.kernels), c.n_features, c.dtype
         self.n_basis, self.tol, self.callback, self.max_tries = c.n_basis, c.tol, callback, c.max_tries
         stats = engine.run(kmp_stats, StatsQuery(c.targets, c.validation_fraction, c.split_seed))
-        self.n_train = int(sum(s["n_train"] for s in stats))
-        self.n_val = int(sum(s["n_val"] for s in stats))
-        if self.n_train == 0:
-            raise ValueError("no training rows: validation_fraction leaves nothing to fit")
+        self.n_train, self.n_val, w_train = _row_totals(stats)
         # A basis holds at most one atom per (training row, kernel) plus the bias: cap n_basis there
         # before anything is sized by it (the n_basis² Cholesky factor, the workers' columns). The
         # margin keeps the loop reaching the iteration that finds the dictionary exhausted, so the
@@ -263,12 +275,7 @@ class Pursuit:
         self.n_basis = n_basis
         if strategy.uses_chol:
             _check_factor_fits(n_basis, requested)
-        # the weight of the training rows: their number, or the sum of their sample weights
-        self.w_train = float(sum(s["w_sum"] for s in stats)) if "w_sum" in stats[0] else self.n_train
-        if not self.w_train > 0:
-            raise ValueError("sample_weight is zero on every training row (after the validation split): "
-                             "nothing to fit. "
-                             "Give some rows a positive weight.")
+        self.w_train = w_train
         m = len(stats[0]["y_sum"])
         centre = c.fit_intercept and c.loss is None and not strategy.intercept_column
         self.offset = _total(stats, "y_sum") / self.w_train if centre else np.zeros(m)
