@@ -24,6 +24,7 @@ import sys
 import textwrap
 import time
 
+import numpy as np
 import pytest
 
 from kmp_dask.estimators._progress import iteration_listener
@@ -152,3 +153,58 @@ def kill_worker_at(client, engine, iteration, *, at_least=False):
 
     kill.killed = []
     return kill
+
+
+# -- the same model, array for array: what a resumed or rebuilt fit must equal --------------------
+
+def same_kmp(a, b, X=None):
+    np.testing.assert_array_equal(a.basis_indices_, b.basis_indices_)
+    assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    assert np.array_equal(a.intercept_, b.intercept_)
+    assert np.array_equal(a.predict(X), b.predict(X))
+    assert a.stop_reason_ == b.stop_reason_
+    drop = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]  # noqa: E731
+    assert drop(a.history_) == drop(b.history_)
+
+
+def same_kpca(a, b, X=None):
+    np.testing.assert_array_equal(a.components_index_, b.components_index_)
+    for name in ("basis_vectors_", "trace_residual_path_", "eigenvalues_", "explained_variance_"):
+        assert getattr(a, name).tobytes() == getattr(b, name).tobytes(), name
+    assert a.expansion_.coef.tobytes() == b.expansion_.coef.tobytes()
+    assert a.expansion_.intercept.tobytes() == b.expansion_.intercept.tobytes()
+    assert (a.stop_reason_, a.n_passes_, a.n_components_) == (b.stop_reason_, b.n_passes_, b.n_components_)
+    if hasattr(b, "bound_path_"):
+        assert a.bound_path_.tobytes() == b.bound_path_.tobytes()
+
+
+def same_kcca(a, b, X=None):
+    np.testing.assert_array_equal(a.components_index_, b.components_index_)
+    assert a.correlations_.tobytes() == b.correlations_.tobytes()
+    assert a.trace_residual_path_.tobytes() == b.trace_residual_path_.tobytes()
+    for e, f in ((a.expansion_x_, b.expansion_x_), (a.expansion_y_, b.expansion_y_)):
+        assert e.coef.tobytes() == f.coef.tobytes() and e.intercept.tobytes() == f.intercept.tobytes()
+
+
+def same_cvm(a, b, X=None):
+    ea, eb = a.expansion_, b.expansion_
+    assert ea.support_vectors.tobytes() == eb.support_vectors.tobytes()
+    assert ea.coef.tobytes() == eb.coef.tobytes() and ea.intercept.tobytes() == eb.intercept.tobytes()
+    assert a.radius_.tobytes() == b.radius_.tobytes()
+    assert np.array_equal(a.n_iter_, b.n_iter_) and np.array_equal(a.n_full_passes_, b.n_full_passes_)
+    assert a.stop_reason_ == b.stop_reason_
+    for ra, rb in zip(a.results_, b.results_, strict=True):
+        assert ra.core_index.tolist() == rb.core_index.tolist()
+        assert ra.alpha.tobytes() == rb.alpha.tobytes() and ra.objective == rb.objective
+        assert ra.n_passes == rb.n_passes
+        assert ra.history == rb.history and len(ra.history) == ra.n_iter  # a resumed run's records: the whole run's
+    assert np.array_equal(a.classes_, b.classes_)
+    assert a.decision_function(X).tobytes() == b.decision_function(X).tobytes()
+
+
+def same_mmda(a, b, X=None):
+    ea, eb = a.expansion_, b.expansion_
+    assert ea.support_vectors.tobytes() == eb.support_vectors.tobytes()
+    assert ea.coef.tobytes() == eb.coef.tobytes()
+    assert a.core_sizes_ == b.core_sizes_ and a.components_per_problem_ == b.components_per_problem_
+    assert a.transform(X).tobytes() == b.transform(X).tobytes()

@@ -20,7 +20,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from _contracts import Interrupted, interrupt_at, interrupted_then_resumed, run_and_kill_at
+from _contracts import (
+    Interrupted,
+    interrupt_at,
+    interrupted_then_resumed,
+    run_and_kill_at,
+    same_cvm,
+    same_kcca,
+    same_kmp,
+    same_kpca,
+    same_mmda,
+)
 from sklearn.datasets import make_classification
 from sklearn.svm import SVC
 
@@ -60,59 +70,6 @@ _RS_RNG = np.random.default_rng(0)
 RS_X = _RS_RNG.normal(size=(500, 4))
 RS_Y = (RS_X[:, 0] * RS_X[:, 1] > 0).astype(int)
 RS_SVC = SVC(C=10.0, gamma=0.5).fit(RS_X, RS_Y)
-
-
-def _same_kmp(a, b, X):
-    np.testing.assert_array_equal(a.basis_indices_, b.basis_indices_)
-    assert np.array_equal(a.dual_coef_, b.dual_coef_)
-    assert np.array_equal(a.intercept_, b.intercept_)
-    assert np.array_equal(a.predict(X), b.predict(X))
-    assert a.stop_reason_ == b.stop_reason_
-    drop = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]  # noqa: E731
-    assert drop(a.history_) == drop(b.history_)
-
-
-def _same_kpca(a, b, X=None):
-    np.testing.assert_array_equal(a.components_index_, b.components_index_)
-    for name in ("basis_vectors_", "trace_residual_path_", "eigenvalues_", "explained_variance_"):
-        assert getattr(a, name).tobytes() == getattr(b, name).tobytes(), name
-    assert a.expansion_.coef.tobytes() == b.expansion_.coef.tobytes()
-    assert a.expansion_.intercept.tobytes() == b.expansion_.intercept.tobytes()
-    assert (a.stop_reason_, a.n_passes_, a.n_components_) == (b.stop_reason_, b.n_passes_, b.n_components_)
-    if hasattr(b, "bound_path_"):
-        assert a.bound_path_.tobytes() == b.bound_path_.tobytes()
-
-
-def _same_kcca(a, b, X=None):
-    np.testing.assert_array_equal(a.components_index_, b.components_index_)
-    assert a.correlations_.tobytes() == b.correlations_.tobytes()
-    assert a.trace_residual_path_.tobytes() == b.trace_residual_path_.tobytes()
-    for e, f in ((a.expansion_x_, b.expansion_x_), (a.expansion_y_, b.expansion_y_)):
-        assert e.coef.tobytes() == f.coef.tobytes() and e.intercept.tobytes() == f.intercept.tobytes()
-
-
-def _same_cvm(a, b, X):
-    ea, eb = a.expansion_, b.expansion_
-    assert ea.support_vectors.tobytes() == eb.support_vectors.tobytes()
-    assert ea.coef.tobytes() == eb.coef.tobytes() and ea.intercept.tobytes() == eb.intercept.tobytes()
-    assert a.radius_.tobytes() == b.radius_.tobytes()
-    assert np.array_equal(a.n_iter_, b.n_iter_) and np.array_equal(a.n_full_passes_, b.n_full_passes_)
-    assert a.stop_reason_ == b.stop_reason_
-    for ra, rb in zip(a.results_, b.results_, strict=True):
-        assert ra.core_index.tolist() == rb.core_index.tolist()
-        assert ra.alpha.tobytes() == rb.alpha.tobytes() and ra.objective == rb.objective
-        assert ra.n_passes == rb.n_passes
-        assert ra.history == rb.history and len(ra.history) == ra.n_iter  # a resumed run's records: the whole run's
-    assert np.array_equal(a.classes_, b.classes_)
-    assert a.decision_function(X).tobytes() == b.decision_function(X).tobytes()
-
-
-def _same_mmda(a, b, X):
-    ea, eb = a.expansion_, b.expansion_
-    assert ea.support_vectors.tobytes() == eb.support_vectors.tobytes()
-    assert ea.coef.tobytes() == eb.coef.tobytes()
-    assert a.core_sizes_ == b.core_sizes_ and a.components_per_problem_ == b.components_per_problem_
-    assert a.transform(X).tobytes() == b.transform(X).tobytes()
 
 
 def _same_rs(a, b, X=None):
@@ -296,7 +253,7 @@ def _first_problem_part(ckpt, expected):
 FAMILIES = {
     "kmp": Family(
         make=lambda **kw: KMPRegressor(**{"n_basis": 10, "random_state": 1, **kw}),
-        data=lambda: ((_kmp_data()), _kmp_data()[0]), same=_same_kmp, interrupt=(5, 3),
+        data=lambda: ((_kmp_data()), _kmp_data()[0]), same=same_kmp, interrupt=(5, 3),
         begin=lambda: [(Pursuit, "_begin")], complete={"iteration": 9, "stop_reason": "n_basis"},
         no_pass=("kmp_dask.greedy._kmp.Pursuit.run",), refusals=_kmp_refusals, store=_kmp_store,
         sigkill={"setup": "from kmp_dask import KMPRegressor\nest = KMPRegressor(**PARAMS)\nargs = [sys.argv[1]]",
@@ -306,7 +263,7 @@ FAMILIES = {
     "kpca": Family(
         make=lambda **kw: SparseKernelPCA(**{"n_components": 8, "candidates": 30, "random_state": 1, "gamma": 0.3,
                                              **kw}),
-        data=lambda: ((_kpca_data(),), _kpca_data()), same=_same_kpca, interrupt=(5, 3),
+        data=lambda: ((_kpca_data(),), _kpca_data()), same=same_kpca, interrupt=(5, 3),
         begin=lambda: [(KPCARun, "begin")], complete={"iteration": 7, "stop_reason": "n_components"},
         no_pass=("kmp_dask.estimators._kpca.engine_session",), refusals=_kpca_refusals, store=_kpca_store,
         sigkill={"setup": "from kmp_dask import SparseKernelPCA\nest = SparseKernelPCA(**PARAMS)\nargs = [sys.argv[1]]",
@@ -314,17 +271,17 @@ FAMILIES = {
                  "line": "sparse kpca: iteration 5", "last": 59},
     ),
     "kcca": Family(
-        make=_kcca, data=lambda: (_kcca_data(), _kcca_data()[0]), same=_same_kcca, interrupt=(6, 4),
+        make=_kcca, data=lambda: (_kcca_data(), _kcca_data()[0]), same=same_kcca, interrupt=(6, 4),
         begin=lambda: [(KPCARun, "begin")], complete={"iteration": 9, "stop_reason": "n_components"},
         no_pass=("kmp_dask.estimators._kpca.engine_session",), refusals=_kcca_refusals,
     ),
     "cvm": Family(
-        make=_cvm, data=lambda: (_cvm_data(), _cvm_data()[0]), same=_same_cvm, interrupt=(5, 2),
+        make=_cvm, data=lambda: (_cvm_data(), _cvm_data()[0]), same=same_cvm, interrupt=(5, 2),
         desc="CVMClassifier core set", begin=_cvm_begin, check=_first_problem_part, complete={"problems_done": 1},
         no_pass=("kmp_dask.estimators._cvm.fit_binary_problems",), refusals=_cvm_refusals,
     ),
     "mmda": Family(
-        make=_mmda, data=lambda: (_cvm_data(classes=3, seed=2), _cvm_data(classes=3, seed=2)[0]), same=_same_mmda,
+        make=_mmda, data=lambda: (_cvm_data(classes=3, seed=2), _cvm_data(classes=3, seed=2)[0]), same=same_mmda,
         interrupt=(4, 1), desc="MMDA core set", begin=_cvm_begin, check=_first_problem_part, begun=("start",) * 5,
         complete={"problems_done": 3},
         no_pass=("kmp_dask.estimators._cvm.fit_binary_problems",), refusals=_mmda_refusals, store=_mmda_store,

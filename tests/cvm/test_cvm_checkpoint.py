@@ -7,9 +7,10 @@ long one-vs-rest fits report progress per problem and record their time."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from _contracts import Interrupted
+from _contracts import same_cvm as _same_cvm
+from _contracts import same_mmda as _same_mmda
 from sklearn.datasets import make_classification
 
 import kmp_dask.estimators._cvm as est_cvm
@@ -56,30 +57,6 @@ def _interrupt_after_problem(monkeypatch, n_done):
         return callback, None
 
     monkeypatch.setattr(est_cvm, "progress_callback", progress)
-
-
-def _same_cvm(a, b, X):
-    ea, eb = a.expansion_, b.expansion_
-    assert ea.support_vectors.tobytes() == eb.support_vectors.tobytes()
-    assert ea.coef.tobytes() == eb.coef.tobytes() and ea.intercept.tobytes() == eb.intercept.tobytes()
-    assert a.radius_.tobytes() == b.radius_.tobytes()
-    assert np.array_equal(a.n_iter_, b.n_iter_) and np.array_equal(a.n_full_passes_, b.n_full_passes_)
-    assert a.stop_reason_ == b.stop_reason_
-    for ra, rb in zip(a.results_, b.results_, strict=True):
-        assert ra.core_index.tolist() == rb.core_index.tolist()
-        assert ra.alpha.tobytes() == rb.alpha.tobytes() and ra.objective == rb.objective
-        assert ra.n_passes == rb.n_passes
-        assert ra.history == rb.history and len(ra.history) == ra.n_iter  # a resumed run's records: the whole run's
-    assert np.array_equal(a.classes_, b.classes_)
-    assert a.decision_function(X).tobytes() == b.decision_function(X).tobytes()
-
-
-def _same_mmda(a, b, X):
-    ea, eb = a.expansion_, b.expansion_
-    assert ea.support_vectors.tobytes() == eb.support_vectors.tobytes()
-    assert ea.coef.tobytes() == eb.coef.tobytes()
-    assert a.core_sizes_ == b.core_sizes_ and a.components_per_problem_ == b.components_per_problem_
-    assert a.transform(X).tobytes() == b.transform(X).tobytes()
 
 
 def _parts(ckpt):

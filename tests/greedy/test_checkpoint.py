@@ -11,6 +11,7 @@ import os
 import numpy as np
 import pytest
 from _contracts import Interrupted, interrupted_then_resumed
+from _contracts import same_kmp as _assert_same_model
 
 from kmp_dask import KMPClassifier, KMPRegressor
 from kmp_dask.greedy import Pursuit, _checkpoint, kernel_matching_pursuit
@@ -31,16 +32,6 @@ def _data(n=1500, d=4, seed=0, classes=0):
 
 def _interrupted_then_resumed(monkeypatch, make, fit_args, ckpt, at, every):
     return interrupted_then_resumed(monkeypatch, make, fit_args, ckpt, at, every, begin=[(Pursuit, "_begin")])
-
-
-def _assert_same_model(a, b, X):
-    np.testing.assert_array_equal(a.basis_indices_, b.basis_indices_)
-    assert np.array_equal(a.dual_coef_, b.dual_coef_)
-    assert np.array_equal(a.intercept_, b.intercept_)
-    assert np.array_equal(a.predict(X), b.predict(X))
-    assert a.stop_reason_ == b.stop_reason_
-    drop = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]  # noqa: E731
-    assert drop(a.history_) == drop(b.history_)
 
 
 CASES = {

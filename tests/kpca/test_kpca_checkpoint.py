@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _contracts import interrupted_then_resumed
+from _contracts import same_kcca as _same_kcca
+from _contracts import same_kpca as _same_kpca
 
 from kmp_dask import SparseKCCA, SparseKernelPCA
 from kmp_dask.exceptions import DegenerateFitWarning
@@ -20,25 +22,6 @@ def _data(n=700, d=4, seed=0):
     X = rng.normal(size=(n, d))
     X[:, 1] += 0.5 * X[:, 0] ** 2
     return X
-
-
-def _same_kpca(a, b):
-    np.testing.assert_array_equal(a.components_index_, b.components_index_)
-    for name in ("basis_vectors_", "trace_residual_path_", "eigenvalues_", "explained_variance_"):
-        assert getattr(a, name).tobytes() == getattr(b, name).tobytes(), name
-    assert a.expansion_.coef.tobytes() == b.expansion_.coef.tobytes()
-    assert a.expansion_.intercept.tobytes() == b.expansion_.intercept.tobytes()
-    assert (a.stop_reason_, a.n_passes_, a.n_components_) == (b.stop_reason_, b.n_passes_, b.n_components_)
-    if hasattr(b, "bound_path_"):
-        assert a.bound_path_.tobytes() == b.bound_path_.tobytes()
-
-
-def _same_kcca(a, b):
-    np.testing.assert_array_equal(a.components_index_, b.components_index_)
-    assert a.correlations_.tobytes() == b.correlations_.tobytes()
-    assert a.trace_residual_path_.tobytes() == b.trace_residual_path_.tobytes()
-    for e, f in ((a.expansion_x_, b.expansion_x_), (a.expansion_y_, b.expansion_y_)):
-        assert e.coef.tobytes() == f.coef.tobytes() and e.intercept.tobytes() == f.intercept.tobytes()
 
 
 def _interrupted_then_resumed(monkeypatch, make, fit_args, ckpt, at, every):
