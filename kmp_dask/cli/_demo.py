@@ -65,6 +65,7 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
     from ..estimators import KMPClassifier
     from ..parallel import embedded_cluster, resolve_client
     from ..parallel._client import scheduler_identity
+    from ..parallel._waits import compute_bounded
     from ..reduced import ReducedSetCompressor
     from ._params import candidates_value
 
@@ -89,7 +90,7 @@ def demo(dataset, workdir, n_basis, candidates, gamma, workers, scheduler, every
         t0 = time.perf_counter()
         clf.fit(tr.url)
         fit_s = time.perf_counter() - t0
-        pred = np.asarray(clf.predict(te.url).compute())
+        pred = np.asarray(compute_bounded(clf.predict(te.url), what="test predictions")[0])
     acc = float(np.mean(pred == np.asarray(ds.classes)[yte]))
 
     t0 = time.perf_counter()

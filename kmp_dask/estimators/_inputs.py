@@ -45,7 +45,9 @@ def check_dask_X(X):
         raise ValueError("X has unknown chunk sizes; call X.compute_chunk_sizes() first")
     if X.dtype.kind not in "fiub":
         if X.numblocks[0] and X.numblocks[1] == 1:  # one chunk read: name a text cell's column, row, value
-            first = np.asarray(X.blocks[0].compute())
+            from ..parallel._waits import compute_bounded
+
+            first = np.asarray(compute_bounded(X.blocks[0], what="first chunk of X")[0])
             try:
                 first.astype(np.float64)
             except (TypeError, ValueError):
@@ -220,7 +222,9 @@ def check_weights(sample_weight, n_rows: int) -> np.ndarray | None:
     if sample_weight is None:
         return None
     if is_dask_array(sample_weight):
-        sample_weight = sample_weight.compute()
+        from ..parallel._waits import compute_bounded
+
+        (sample_weight,) = compute_bounded(sample_weight, what="sample_weight")
     try:
         w = np.asarray(sample_weight, dtype=np.float64)
     except (TypeError, ValueError) as e:
