@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Recorder", "PathRecorder", "patience_atoms"]
+__all__ = ["Recorder", "PathRecorder", "patience_atoms", "SE_RULES", "within_se"]
+
+SE_RULES = {"best": 0.0, "half_se": 0.5, "1se": 1.0}
+"""The size rules by name: the share of the best score's standard error within which the smallest
+model is kept (the cross-validation's ``rule``; ``n_basis="auto"``'s held-out size rule)."""
 
 
 class Recorder:
@@ -20,12 +24,19 @@ class Recorder:
         #: classifier, −MSE / −mean loss for a regressor) or "loss" (−MSE on the ±1 targets, or −mean
         #: loss, for a classifier too: a smoother curve than the accuracy of a few held-out rows)
         self.criterion = criterion
+        #: the size kept and the patience's reference: the smallest measured size whose held-out
+        #: score is within ``se_share`` standard errors of the best one's (0: the best size itself)
+        self.se_share = 0.0
         self.history: list[dict] = []
         self.val_scores: list[float] = []
         self.val_sizes: list[int] = []
+        self.val_ses: list[float] = []  #: the standard error of each held-out score (its rows' spread)
         self._best = None
         self.last_rss = None
         self.n_errors0 = None  #: training errors above the bound's threshold before any atom
+
+    def __setstate__(self, state):  # a checkpoint written before the standard errors were recorded
+        self.__dict__.update({"se_share": 0.0, "val_ses": [0.0] * len(state.get("val_scores", ()))}, **state)
 
     def record_pass(self, res, n_atoms: int, coef) -> None:
         """Residual norm and validation score of the current model (``n_atoms`` atoms, ``coef``) from
@@ -41,15 +52,18 @@ class Recorder:
             else:
                 vs = -res.val_loss / nv
             shown = vs  # the history's val_score: the metric; the growth may be decided by the loss instead
+            by_loss = self.val_query.metric != "accuracy" or getattr(self, "criterion", "metric") == "loss"
             if getattr(self, "criterion", "metric") == "loss" and self.val_query.metric == "accuracy":
                 vs = -res.val_sse / nv if not self.has_loss else -res.val_loss / nv
             if self.val_sizes and self.val_sizes[-1] == n_atoms:  # same basis size re-evaluated (refit)
                 self.val_scores.pop()
                 self.val_sizes.pop()
+                self.val_ses.pop()
             if not self.val_scores or vs > max(self.val_scores):
                 self._best = (n_atoms, coef.copy())
             self.val_scores.append(vs)
             self.val_sizes.append(n_atoms)
+            self.val_ses.append(_standard_error(res, nv, -vs if by_loss else vs, by_loss))
         if res.n_above is not None:
             n_above = int(res.n_above)
             if self.history:
@@ -69,17 +83,25 @@ class Recorder:
         ``max(min_atoms, ⌈share · b⌉)`` atoms, ``b`` the basis size of the best score so far."""
         if self.val_query is None or not self.n_iter_no_change:
             return False
-        best = int(np.argmax(self.val_scores))
+        best = self.kept_index()
         if isinstance(self.n_iter_no_change, tuple):
             return self.val_sizes[-1] - self.val_sizes[best] >= patience_atoms(self.n_iter_no_change,
                                                                                self.val_sizes[best])
         return len(self.val_scores) - 1 - best >= self.n_iter_no_change
 
     def best_snapshot(self):
-        """(basis size, coefficients) with the best validation score, when early stopping is on."""
+        """(basis size, coefficients) with the best validation score, when early stopping is on;
+        with ``se_share`` > 0 the size kept is :meth:`kept_index`'s (the coefficients are then the
+        best size's: the pursuit recomputes them from its prefix models, the only case it is set)."""
         if self.val_query is None or not self.n_iter_no_change or not self.val_scores:
             return None
+        if self.se_share:
+            return self.val_sizes[self.kept_index()], self._best[1]
         return self._best
+
+    def kept_index(self) -> int:
+        """The index in ``val_sizes`` of the size kept: :func:`within_se` of the path so far."""
+        return within_se(self.val_scores, self.val_ses, self.se_share)
 
     def new_iteration(self, t: int, atom, score: np.ndarray, j: int) -> None:
         finite = score[np.isfinite(score)]
@@ -88,6 +110,27 @@ class Recorder:
             "best_score": float(finite.max()), "median_score": median(finite),
             "n_candidates": int(len(finite)), "residual_norm": None, "loss": None, "val_score": None, "seconds": 0.0,
         })
+
+
+def _standard_error(res, nv: float, mean: float, by_loss: bool) -> float:
+    """The standard error of a held-out mean: the loss's from its rows' ``Σ ℓ²`` (``val_sq``), the
+    accuracy's binomial ``√(p (1 − p) / n)``."""
+    if not by_loss:
+        return float(np.sqrt(max(mean * (1.0 - mean), 0.0) / nv))
+    sq = getattr(res, "val_sq", None)
+    if sq is None:
+        return 0.0
+    return float(np.sqrt(max(sq / nv - mean * mean, 0.0) / nv))
+
+
+def within_se(scores, ses, share: float) -> int:
+    """The index of the smallest size (scores in increasing size order, higher is better) whose
+    score is at least ``best − share · SE(best)``, the best the first maximum; ``share`` 0: the best."""
+    scores = np.asarray(scores, dtype=np.float64)
+    best = int(np.argmax(scores))
+    if not share:
+        return best
+    return int(np.flatnonzero(scores >= scores[best] - float(share) * float(ses[best]))[0])
 
 
 def patience_atoms(patience: tuple, best_size: int) -> int:
