@@ -24,7 +24,7 @@ from ..greedy import (
 )
 from ..greedy._kmp import auto_n_basis
 from ..greedy._labels import partition_labels
-from ..greedy._record import patience_atoms, within_se
+from ..greedy._record import patience_atoms
 from ..kernels import Kernel, get_kernel, kernel_spec
 from ..losses import get_loss
 from ..parallel import map_blocks_rows
@@ -65,18 +65,11 @@ summed time of k = 1: with a validation score per batch the growth ran to larger
 at k = 1, 120–128 at k > 1), and one pass costs little on small data. The rule fixed before measuring
 (the fastest k within 0.3 points) kept 1; larger data, where a pass costs more, is not measured here."""
 
-AUTO_PATIENCE = (20, 0.5)
+AUTO_PATIENCE = (20, 0.1)
 """``n_basis="auto"`` with ``n_iter_no_change="auto"``: ``(min_atoms, share)`` — the pursuit stops
 once ``max(min_atoms, ⌈share · b⌉)`` atoms have passed without a better held-out score, ``b`` the
 size of the best one so far, and is cut back to ``b`` (:func:`~kmp_dask.greedy._record.patience_atoms`;
 docs/choosing.md)."""
-
-
-AUTO_SE_SHARE = 0.0
-"""``n_basis="auto"`` (squared loss, ``fit_mode="backfit"`` / ``"prefit"``): the size kept is the
-smallest whose held-out score is within this share of the best one's standard error (the
-held-out rows' spread; :data:`~kmp_dask.greedy._record.SE_RULES`), and the patience counts from
-it (docs/choosing.md)."""
 
 
 class _needs_probabilities:
@@ -301,8 +294,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
                     rank_only_scores=self._rank_only_scores())
                 result = kernel_matching_pursuit(
                     engine, config, random_state=np.random.default_rng(seed), callback=cb, checkpoint=run.checkpoint,
-                    max_time=self.max_time, val_criterion=AUTO_CRITERION if _is_auto(self.n_basis) else "metric",
-                    val_se_share=AUTO_SE_SHARE if _is_auto(self.n_basis) else 0.0)
+                    max_time=self.max_time, val_criterion=AUTO_CRITERION if _is_auto(self.n_basis) else "metric")
             held = self._calibration_rows(engine, store.n_rows, seed)
         return result, sample_rows(store), held
 
@@ -424,7 +416,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         _, patience = self._growth()
         if loop not in ("n_basis", "max_time") or result.val_scores is None or not len(result.val_scores):
             return
-        best = _kept_index(self)
+        best = int(np.argmax(result.val_scores))
         size, last = int(result.val_sizes[best]), int(result.val_sizes[-1])
         window = patience_atoms(patience, size) if isinstance(patience, tuple) else 0
         self.still_improving_ = patience is not None and last - size < window
@@ -502,9 +494,8 @@ def growth_summary(est) -> str | None:
     metric = "−MSE" if squared else "−mean loss"
     if est._is_classifier:
         metric = "accuracy" if AUTO_CRITERION == "metric" else f"{metric} on the ±1 targets" if squared else metric
-    best = _kept_index(est)
-    rule = "" if not _se_share(est) else f", the smallest within {_se_share(est):g} SE of the best"
-    kept = f"kept {est.n_basis_} basis functions (held-out {metric} {scores[best]:.4g}{rule})"
+    best = int(np.argmax(scores))
+    kept = f"kept {est.n_basis_} basis functions (best held-out {metric} {scores[best]:.4g})"
     reason = est.stop_reason_
     if reason == "early_stopping":
         _, patience = est._growth()
@@ -516,20 +507,6 @@ def growth_summary(est) -> str | None:
         still = " while the held-out score was still improving" if est.still_improving_ else ""
         return f"n_basis=auto: {kept}; stopped at {int(sizes[-1])} by {what}{still}"
     return f"n_basis=auto: {kept}; stopped at {int(sizes[-1])}: {_LOOP_STOPS.get(reason, reason)}"
-
-
-def _se_share(est) -> float:
-    """The share of a standard error ``n_basis="auto"`` kept its size within (0 without prefix
-    models: the pursuit then keeps the best size, :func:`~kmp_dask.greedy.kernel_matching_pursuit`)."""
-    return AUTO_SE_SHARE if getattr(est, "_path", None) is not None else 0.0
-
-
-def _kept_index(est) -> int:
-    """The index in ``val_sizes_`` of the size ``n_basis="auto"`` kept (:func:`within_se`)."""
-    ses = getattr(est, "val_ses_", None)
-    if ses is None:
-        ses = np.zeros(len(est.val_scores_))
-    return within_se(est.val_scores_, ses, _se_share(est))
 
 
 WIDTH_NARROW = 5.0
@@ -806,6 +783,9 @@ _ATTRIBUTES = """
     val_sizes_, val_scores_ : ndarray or None
         The held-out score at each basis size measured (the whole path, also past the size kept),
         or None without held-out rows.
+    val_ses_ : ndarray or None
+        The standard error of each of ``val_scores_`` from the held-out rows' spread (the loss's, or
+        the accuracy's binomial one), or None without held-out rows.
     still_improving_ : bool
         ``n_basis="auto"``: the cap or ``max_time`` ended the growth before the patience found a
         plateau (the fit warned); False otherwise.

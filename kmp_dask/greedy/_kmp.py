@@ -736,7 +736,7 @@ def extending(hook: PursuitExtension):
 
 def kernel_matching_pursuit(
     engine: Engine, config: PursuitConfig | None = None, *, random_state=None, callback=None, checkpoint=None,
-    max_time: float | None = None, val_criterion: str = "metric", val_se_share: float = 0.0, **keywords,
+    max_time: float | None = None, val_criterion: str = "metric", **keywords,
 ) -> PursuitResult:
     """Greedy selection of ``n_basis`` kernel functions centred on training rows.
 
@@ -805,11 +805,6 @@ def kernel_matching_pursuit(
         ("metric"), or for classification the held-out −MSE on the ±1 targets (−mean loss for
         other losses) — "loss", a smoother curve on few held-out rows. The history's
         ``val_score`` is the metric either way.
-    val_se_share : float
-        With early stopping and prefix models (squared loss, ``backfit`` / ``prefit``): the size
-        kept — and the one the patience counts from — is the smallest measured size whose held-out
-        score is within this many standard errors of the best one's (the held-out rows' spread:
-        :func:`~._record.within_se`); 0 (the default, and always without prefix models): the best.
     rank_only_scores : bool
         The scoring passes may compute one RBF kernel's candidate scores in the factored form
         (:func:`~kmp_dask.blockops._kmp._score_factored`, two elementwise passes instead of the exact
@@ -848,7 +843,6 @@ def kernel_matching_pursuit(
         pursuit, resume_at = Pursuit(engine, config, callback=callback, checkpoint=checkpoint), None
     pursuit.deadline = None if max_time is None else time.monotonic() + float(max_time)
     pursuit.recorder.criterion = val_criterion
-    pursuit.recorder.se_share = float(val_se_share) if pursuit.chol is not None and config.loss is None else 0.0
     with one_blas_thread():  # small driver-side solves (and in-process partitions): docs/engine.md, Threads
         result = pursuit.run(rng, resume_at)
     result.n_errors0 = pursuit.recorder.n_errors0

@@ -8,11 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Recorder", "PathRecorder", "patience_atoms", "SE_RULES", "within_se"]
-
-SE_RULES = {"best": 0.0, "half_se": 0.5, "1se": 1.0}
-"""The size rules by name: the share of the best score's standard error within which the smallest
-model is kept (the cross-validation's ``rule``; ``n_basis="auto"``'s held-out size rule)."""
+__all__ = ["Recorder", "PathRecorder", "patience_atoms"]
 
 
 class Recorder:
@@ -24,19 +20,17 @@ class Recorder:
         #: classifier, −MSE / −mean loss for a regressor) or "loss" (−MSE on the ±1 targets, or −mean
         #: loss, for a classifier too: a smoother curve than the accuracy of a few held-out rows)
         self.criterion = criterion
-        #: the size kept and the patience's reference: the smallest measured size whose held-out
-        #: score is within ``se_share`` standard errors of the best one's (0: the best size itself)
-        self.se_share = 0.0
         self.history: list[dict] = []
         self.val_scores: list[float] = []
         self.val_sizes: list[int] = []
-        self.val_ses: list[float] = []  #: the standard error of each held-out score (its rows' spread)
+        #: the standard error of each held-out score (the held-out rows' spread; benchmarks read it)
+        self.val_ses: list[float] = []
         self._best = None
         self.last_rss = None
         self.n_errors0 = None  #: training errors above the bound's threshold before any atom
 
     def __setstate__(self, state):  # a checkpoint written before the standard errors were recorded
-        self.__dict__.update({"se_share": 0.0, "val_ses": [0.0] * len(state.get("val_scores", ()))}, **state)
+        self.__dict__.update({"val_ses": [float("nan")] * len(state.get("val_scores", ()))}, **state)
 
     def record_pass(self, res, n_atoms: int, coef) -> None:
         """Residual norm and validation score of the current model (``n_atoms`` atoms, ``coef``) from
@@ -83,25 +77,17 @@ class Recorder:
         ``max(min_atoms, ⌈share · b⌉)`` atoms, ``b`` the basis size of the best score so far."""
         if self.val_query is None or not self.n_iter_no_change:
             return False
-        best = self.kept_index()
+        best = int(np.argmax(self.val_scores))
         if isinstance(self.n_iter_no_change, tuple):
             return self.val_sizes[-1] - self.val_sizes[best] >= patience_atoms(self.n_iter_no_change,
                                                                                self.val_sizes[best])
         return len(self.val_scores) - 1 - best >= self.n_iter_no_change
 
     def best_snapshot(self):
-        """(basis size, coefficients) with the best validation score, when early stopping is on;
-        with ``se_share`` > 0 the size kept is :meth:`kept_index`'s (the coefficients are then the
-        best size's: the pursuit recomputes them from its prefix models, the only case it is set)."""
+        """(basis size, coefficients) with the best validation score, when early stopping is on."""
         if self.val_query is None or not self.n_iter_no_change or not self.val_scores:
             return None
-        if self.se_share:
-            return self.val_sizes[self.kept_index()], self._best[1]
         return self._best
-
-    def kept_index(self) -> int:
-        """The index in ``val_sizes`` of the size kept: :func:`within_se` of the path so far."""
-        return within_se(self.val_scores, self.val_ses, self.se_share)
 
     def new_iteration(self, t: int, atom, score: np.ndarray, j: int) -> None:
         finite = score[np.isfinite(score)]
@@ -121,16 +107,6 @@ def _standard_error(res, nv: float, mean: float, by_loss: bool) -> float:
     if sq is None:
         return 0.0
     return float(np.sqrt(max(sq / nv - mean * mean, 0.0) / nv))
-
-
-def within_se(scores, ses, share: float) -> int:
-    """The index of the smallest size (scores in increasing size order, higher is better) whose
-    score is at least ``best − share · SE(best)``, the best the first maximum; ``share`` 0: the best."""
-    scores = np.asarray(scores, dtype=np.float64)
-    best = int(np.argmax(scores))
-    if not share:
-        return best
-    return int(np.flatnonzero(scores >= scores[best] - float(share) * float(ses[best]))[0])
 
 
 def patience_atoms(patience: tuple, best_size: int) -> int:
