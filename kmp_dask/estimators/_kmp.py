@@ -399,11 +399,11 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         whether it was cut short while the held-out score still improved (``still_improving_``:
         the cap or the time budget ended it inside the patience; a :class:`PrematureStopWarning`)."""
         self.val_sizes_, self.val_scores_ = result.val_sizes, result.val_scores
-        self.val_ses_ = getattr(result, "val_ses", None)
         self.still_improving_ = False
         self.size_choice_ = None
         if not _is_auto(self.n_basis) or result.loop_stop is None:
-            return
+            return  # an int n_basis: the attributes of the fit before "auto" existed, no more
+        self.val_ses_ = result.val_ses
         try:
             self._stop_growth(result)
         finally:
@@ -784,8 +784,8 @@ _ATTRIBUTES = """
         The held-out score at each basis size measured (the whole path, also past the size kept),
         or None without held-out rows.
     val_ses_ : ndarray or None
-        The standard error of each of ``val_scores_`` from the held-out rows' spread (the loss's, or
-        the accuracy's binomial one), or None without held-out rows.
+        ``n_basis="auto"``: the standard error of each of ``val_scores_`` from the held-out rows'
+        spread (the loss's, or the accuracy's binomial one); absent with an int ``n_basis``.
     still_improving_ : bool
         ``n_basis="auto"``: the cap or ``max_time`` ended the growth before the patience found a
         plateau (the fit warned); False otherwise.
