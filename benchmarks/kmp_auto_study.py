@@ -119,7 +119,8 @@ def one_path(make, Xtr, ytr, Xte, yte, cap):
     test = np.asarray(sc.scores(sc.stats(np.asarray(Xte, float), np.asarray(yte))), dtype=float)  # sizes 0 … n
     secs = np.cumsum([h["seconds"] for h in est.history_])
     metric = np.asarray([h["val_score"] for h in est.history_], dtype=float)  # sizes 1 … n
-    return {"val_sizes": est.val_sizes_, "val_scores": est.val_scores_, "test_by_size": test,
+    return {"val_sizes": est.val_sizes_, "val_scores": est.val_scores_, "val_ses": getattr(est, "val_ses_", None),
+            "test_by_size": test,
             "metric_sizes": np.arange(1, len(metric) + 1), "metric_scores": metric,
             "cum_seconds": secs, "wall_seconds": wall, "n_basis": int(est.n_basis_)}
 

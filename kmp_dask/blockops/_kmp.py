@@ -484,9 +484,15 @@ def _validation(st: KMPState, q: ValQuery) -> dict:
     out = {"val_n": len(Fva) if w is None else float(w.sum())}
     if st.loss is None:
         Rva = st.Yva - Fva
+        per_row = np.einsum("ij,ij->i", Rva, Rva)
         out["val_sse"] = float(np.einsum("ij,ij->", Rva, Rva) if w is None else np.einsum("i,ij,ij->", w, Rva, Rva))
     else:
-        out["val_loss"] = float(_row_sum(st.loss.value(st.Yva, Fva), w).sum())
+        L = st.loss.value(st.Yva, Fva)
+        per_row = L.sum(axis=1) if L.ndim > 1 else L
+        out["val_loss"] = float(_row_sum(L, w).sum())
+    # Σ w ℓ² of the rows' losses ℓ (squared error summed over the outputs, or the loss): with the
+    # sum and val_n, the standard error of the held-out mean loss (the estimators' val_ses_)
+    out["val_sq"] = float(per_row @ per_row if w is None else w @ (per_row * per_row))
     if q.metric == "accuracy" and st.labels_va is not None:
         F = Fva + np.asarray(q.intercept, dtype=np.float64)
         classes = np.asarray(q.classes)

@@ -142,7 +142,8 @@ class ScoreStats(PassResult):
     """The scoring pass (:func:`~kmp_dask.blockops.kmp_score`): ``rss = ‖R‖²`` and ``rsum = ΣR``
     (m,); ``loss`` (m,, other losses); ``n_above`` (rows with an error above the query's
     threshold); for candidates ``corr = DᵀR`` (S, m), ``sqn`` (S,) and ``cross = DᵀB`` (S, n, when
-    asked); validation sums ``val_n``, ``val_sse`` / ``val_loss``, ``val_correct``; the rows fetched
+    asked); validation sums ``val_n``, ``val_sse`` / ``val_loss``, ``val_correct``, ``val_sq`` (Σ of the
+    squared per-row losses); the rows fetched
     for the next candidates ``fetched = (global indices, rows)`` and those of them with sample
     weight 0 (``zero_weight``). In the total the counts and validation sums are Python sums and
     ``fetched`` / ``zero_weight`` the per-partition pieces, in partition order."""
@@ -158,10 +159,11 @@ class ScoreStats(PassResult):
     val_sse: Any = None
     val_loss: Any = None
     val_correct: Any = None
+    val_sq: Any = None
     fetched: Any = None
     zero_weight: Any = None
 
-    _PYTHON_SUMS = ("n_above", "val_n", "val_sse", "val_loss", "val_correct")
+    _PYTHON_SUMS = ("n_above", "val_n", "val_sse", "val_loss", "val_correct", "val_sq")
     _GATHERED = ("fetched", "zero_weight")
 
 

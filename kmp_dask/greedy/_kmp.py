@@ -585,6 +585,7 @@ class Pursuit:
         if self.recorder.val_scores:  # the whole held-out path, in row atoms (the intercept column not counted)
             result.val_sizes = np.asarray(self.recorder.val_sizes, dtype=np.int64) - int(self.bias_column)
             result.val_scores = np.asarray(self.recorder.val_scores, dtype=np.float64)
+            result.val_ses = np.asarray(self.recorder.val_ses, dtype=np.float64)
         return result
 
     def _prefix_data(self):

@@ -23,9 +23,14 @@ class Recorder:
         self.history: list[dict] = []
         self.val_scores: list[float] = []
         self.val_sizes: list[int] = []
+        #: the standard error of each held-out score (the held-out rows' spread; benchmarks read it)
+        self.val_ses: list[float] = []
         self._best = None
         self.last_rss = None
         self.n_errors0 = None  #: training errors above the bound's threshold before any atom
+
+    def __setstate__(self, state):  # a checkpoint written before the standard errors were recorded
+        self.__dict__.update({"val_ses": [float("nan")] * len(state.get("val_scores", ()))}, **state)
 
     def record_pass(self, res, n_atoms: int, coef) -> None:
         """Residual norm and validation score of the current model (``n_atoms`` atoms, ``coef``) from
@@ -41,15 +46,18 @@ class Recorder:
             else:
                 vs = -res.val_loss / nv
             shown = vs  # the history's val_score: the metric; the growth may be decided by the loss instead
+            by_loss = self.val_query.metric != "accuracy" or getattr(self, "criterion", "metric") == "loss"
             if getattr(self, "criterion", "metric") == "loss" and self.val_query.metric == "accuracy":
                 vs = -res.val_sse / nv if not self.has_loss else -res.val_loss / nv
             if self.val_sizes and self.val_sizes[-1] == n_atoms:  # same basis size re-evaluated (refit)
                 self.val_scores.pop()
                 self.val_sizes.pop()
+                self.val_ses.pop()
             if not self.val_scores or vs > max(self.val_scores):
                 self._best = (n_atoms, coef.copy())
             self.val_scores.append(vs)
             self.val_sizes.append(n_atoms)
+            self.val_ses.append(_standard_error(res, nv, -vs if by_loss else vs, by_loss))
         if res.n_above is not None:
             n_above = int(res.n_above)
             if self.history:
@@ -88,6 +96,17 @@ class Recorder:
             "best_score": float(finite.max()), "median_score": median(finite),
             "n_candidates": int(len(finite)), "residual_norm": None, "loss": None, "val_score": None, "seconds": 0.0,
         })
+
+
+def _standard_error(res, nv: float, mean: float, by_loss: bool) -> float:
+    """The standard error of a held-out mean: the loss's from its rows' ``Σ ℓ²`` (``val_sq``), the
+    accuracy's binomial ``√(p (1 − p) / n)``."""
+    if not by_loss:
+        return float(np.sqrt(max(mean * (1.0 - mean), 0.0) / nv))
+    sq = getattr(res, "val_sq", None)
+    if sq is None:
+        return 0.0
+    return float(np.sqrt(max(sq / nv - mean * mean, 0.0) / nv))
 
 
 def patience_atoms(patience: tuple, best_size: int) -> int:

@@ -73,6 +73,7 @@ class PursuitResult:
     loop_stop: StopReason | None = None  #: why the loop ended, before a cut back to the best held-out size
     val_sizes: np.ndarray | None = None  #: basis sizes (row atoms) at which the held-out score was measured
     val_scores: np.ndarray | None = None  #: the held-out score at each of ``val_sizes`` (the whole path)
+    val_ses: np.ndarray | None = None  #: the standard error of each of ``val_scores`` (the held-out rows' spread)
     _bias_first: bool = field(default=False, repr=False)
     _offset: np.ndarray | None = field(default=None, repr=False)
 

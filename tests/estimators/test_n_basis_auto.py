@@ -144,6 +144,26 @@ def test_regressor_auto_grows_and_stops():
     assert est.score(X, y) > 0.8
 
 
+def test_auto_records_the_standard_error_of_each_held_out_score(monkeypatch):
+    """``val_ses_``: the standard error of the held-out mean squared error, from the held-out rows'
+    spread (the validation pass's Σ ℓ²) — checked against the rows themselves at the last size."""
+    from sklearn.utils import check_random_state
+
+    from kmp_dask.blockops._partition import split_mask
+    from kmp_dask.estimators._base import draw_seed
+
+    X, y = make_friedman1(600, noise=0.5, random_state=3)
+    monkeypatch.setattr(_kmp, "auto_n_basis", lambda *a, **k: (30, "rows"))
+    est = KMPRegressor(random_state=5, n_iter_no_change=None).fit(X, y)  # no patience: grows to 30, keeps it
+    assert est.n_basis_ == est.val_sizes_[-1] == 30 and len(est.val_ses_) == len(est.val_scores_)
+    held = split_mask(np.arange(len(X)), _kmp.AUTO_VALIDATION_FRACTION, draw_seed(check_random_state(5)))
+    loss = (y[held] - est.predict(X[held])) ** 2
+    assert est.val_scores_[-1] == pytest.approx(-loss.mean(), rel=1e-9)
+    assert est.val_ses_[-1] == pytest.approx(loss.std() / np.sqrt(held.sum()), rel=1e-9)
+    assert np.all(est.val_ses_ > 0)
+    assert not hasattr(KMPRegressor(n_basis=10, random_state=5).fit(X, y), "val_ses_")  # an int: as before
+
+
 @pytest.mark.parametrize("params, match", [
     ({"validation_fraction": 0.0}, "validation_fraction > 0 or 'auto'"),
     ({"stopping": "bound"}, "stopping='bound' grows the path to an int n_basis"),
