@@ -93,7 +93,8 @@ def run_set(regression, factors, data):
            "escape": {"test": fits[kept]["test"], "n_basis": fits[kept]["n_basis"],
                       "cpu_seconds": float(sum(f["cpu_seconds"] for f in fits))}}
     H.log(" | ".join(f"x{f['factor']:g}: {f['stop_reason']} {f['best_size']}/{f['last_size']} w{f['window']} "
-                     f"val {f['best_val']:.4f} test {f['test']:.4f}" for f in fits) + f" -> kept x{row['kept_factor']:g}")
+                     f"val {f['best_val']:.4f} test {f['test']:.4f}" for f in fits)
+          + f" -> kept x{row['kept_factor']:g}")
     return row
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import time
 import warnings
 from functools import update_wrapper
 from types import MethodType
@@ -278,31 +279,73 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
 
     def _run_loop(self, run):
         """The dictionary's kernels, the loss and the targets, then the pursuit on an engine over the
-        fit's rows; returns its result and a few rows for the width check (fixed seed, ≤ 4 chunks)."""
+        fit's rows (and, with ``n_basis="auto"``, the width escape: :meth:`_escape_width`); returns its
+        result and a few rows for the width check (fixed seed, ≤ 4 chunks)."""
         seed = draw_seed(check_random_state(self.random_state))
         store = run.store
         self.kernels_ = self._resolve_kernels(store, None if self.standardized_ else run.weights)
         self.kernel_ = self.kernels_[0]
         self.loss_ = get_loss(self.loss, kind="classification" if self._is_classifier else "regression",
                               params=self.loss_params)
-        vf, patience = self._growth()
         with engine_session(self.client, store, in_memory=run.in_memory, sample_weight=run.weights) as engine:
             targets = self._targets(engine, store)
             n_basis = self._cap(engine, store, targets)
             with progress_session(progress_callback(self.verbose, n_basis)) as (cb, _):
-                config = PursuitConfig(
-                    self.kernels_, store.n_rows, store.n_features, store.dtype, targets, n_basis,
-                    fit_mode=self.fit_mode, candidates=self._n_candidates(), ridge=float(self.ridge), tol=self.tol,
-                    fit_intercept=self.fit_intercept, validation_fraction=self._held_out_fraction(vf),
-                    n_iter_no_change=patience, split_seed=seed, loss=self.loss_, refit_every=self.refit_every,
-                    error_threshold=self._bound_threshold(), basis_columns=self.basis_columns,
-                    atoms_per_pass=self._atoms_per_pass(),
-                    rank_only_scores=self._rank_only_scores())
-                result = kernel_matching_pursuit(
-                    engine, config, random_state=np.random.default_rng(seed), callback=cb, checkpoint=run.checkpoint,
-                    max_time=self.max_time, val_criterion=AUTO_CRITERION if _is_auto(self.n_basis) else "metric")
+                def pursue(kernels, checkpoint, max_time):
+                    return self._pursue(engine, store, targets, n_basis, kernels, seed, cb, checkpoint, max_time)
+
+                result = self._escape_width(pursue, run.checkpoint)
             held = self._calibration_rows(engine, store.n_rows, seed)
         return result, sample_rows(store), held
+
+    def _pursue(self, engine, store, targets, n_basis, kernels, seed, cb, checkpoint, max_time):
+        """One pursuit of the dictionary ``kernels`` on the open ``engine`` (the held-out split from ``seed``)."""
+        vf, patience = self._growth()
+        config = PursuitConfig(
+            kernels, store.n_rows, store.n_features, store.dtype, targets, n_basis,
+            fit_mode=self.fit_mode, candidates=self._n_candidates(), ridge=float(self.ridge), tol=self.tol,
+            fit_intercept=self.fit_intercept, validation_fraction=self._held_out_fraction(vf),
+            n_iter_no_change=patience, split_seed=seed, loss=self.loss_, refit_every=self.refit_every,
+            error_threshold=self._bound_threshold(), basis_columns=self.basis_columns,
+            atoms_per_pass=self._atoms_per_pass(),
+            rank_only_scores=self._rank_only_scores())
+        return kernel_matching_pursuit(
+            engine, config, random_state=np.random.default_rng(seed), callback=cb, checkpoint=checkpoint,
+            max_time=max_time, val_criterion=AUTO_CRITERION if _is_auto(self.n_basis) else "metric")
+
+    def _escape_width(self, pursue, checkpoint):
+        """The pursuit of ``kernels_``; with ``n_basis="auto"`` and a ``"scale"`` width, while the latest
+        pursuit ran out of new directions inside its patience (:func:`_exhausted_early`), again with
+        ``gamma`` × each of :data:`WIDTH_ESCAPE_FACTORS` on the same held-out rows; keeps the pursuit
+        with the best held-out score (ties: the earlier, i.e. the wider). Sets ``gamma_`` and
+        ``width_path_`` (one entry per width tried; None without ``n_basis="auto"``)."""
+        t0 = time.perf_counter()
+        result = pursue(self.kernels_, checkpoint, self.max_time)
+        self.width_path_ = None
+        self.gamma_ = self.kernel_.get("gamma") if len(self.kernels_) == 1 else None
+        if not _is_auto(self.n_basis):
+            return result
+        self.width_path_ = [_width_entry(self.kernel_, 1.0, result)]
+        if not self._escapable():
+            return result
+        best, kept = result, self.kernels_
+        for factor in WIDTH_ESCAPE_FACTORS:
+            budget = None if self.max_time is None else self.max_time - (time.perf_counter() - t0)
+            if not _exhausted_early(result, self._growth()[1]) or (budget is not None and budget <= 0):
+                break
+            kernels = [_scaled_width(k, factor) for k in self.kernels_]
+            result = pursue(kernels, None, budget)
+            self.width_path_.append(_width_entry(kernels[0], factor, result))
+            if _best_val(result) > _best_val(best):
+                best, kept = result, kernels
+        self.kernels_, self.kernel_ = kept, kept[0]
+        self.gamma_ = self.kernel_.get("gamma")
+        return best
+
+    def _escapable(self) -> bool:
+        """The width escape applies: one kernel named by a string with a ``gamma="scale"`` width."""
+        return (isinstance(self.kernel, str) and isinstance(self.gamma, str) and len(self.kernels_) == 1
+                and self.kernel_.get("gamma") is not None and self.kernel_params is None)
 
     def _held_out_fraction(self, vf=None) -> float:
         """Rows held out of the fit: the resolved ``validation_fraction`` ``vf`` (default: from
@@ -485,16 +528,58 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         return self._path.prefix_expansion(k)
 
 
+WIDTH_ESCAPE_FACTORS = (4.0, 16.0, 64.0)
+"""``n_basis="auto"`` with ``gamma="scale"``: the factors on ``gamma`` (narrower kernels) tried, in order,
+while the latest pursuit ran out of new directions (``"converged"`` / ``"linear_dependence"``) before its
+patience — the kernel columns of a too wide width span few directions and the pursuit stops while the
+held-out score still rises. The width with the best held-out score is kept. Measured on the tuning sets
+(benchmarks/kmp_auto_width_escape.py; docs/choosing.md): it fired on 2 of 20 sets and changed one."""
+
+
+def _best_val(result) -> float:
+    scores = result.val_scores
+    return float(np.max(scores)) if scores is not None and len(scores) else -np.inf
+
+
+def _exhausted_early(result, patience) -> bool:
+    """The pursuit stopped because the dictionary had no new direction left (``"converged"`` or
+    ``"linear_dependence"``) before its patience ran out (inside the window after the best size)."""
+    stop = getattr(result.loop_stop, "value", None)
+    if stop not in ("converged", "linear_dependence") or result.val_scores is None or not len(result.val_scores):
+        return False
+    best = int(np.argmax(result.val_scores))
+    size, last = int(result.val_sizes[best]), int(result.val_sizes[-1])
+    window = patience_atoms(patience, size) if isinstance(patience, tuple) else (patience or 0)
+    return last - size < window
+
+
+def _scaled_width(kernel, factor: float) -> Kernel:
+    params = dict(kernel.params)
+    params["gamma"] = float(params["gamma"]) * factor
+    return Kernel(kernel.name, params)
+
+
+def _width_entry(kernel, factor: float, result) -> dict:
+    return {"factor": float(factor), "gamma": kernel.get("gamma"), "val_score": _best_val(result),
+            "n_basis": len(result.basis_indices),
+            "stop_reason": getattr(result.loop_stop, "value", result.stop_reason.value)}
+
+
 _LOOP_STOPS = {"converged": "no candidate correlated with the residual any more",
                "exhausted": "no candidate rows were left", "tol": "the training residual reached tol",
                "linear_dependence": "the best candidates were linearly dependent on the basis"}
 
 
 def growth_summary(est) -> str | None:
-    """One line on how ``n_basis="auto"`` chose the size of the fitted ``est`` (the CLI's ``train``
-    prints it, the report shows it); None for a fixed ``n_basis`` or a model without the record."""
+    """One line on how ``n_basis="auto"`` chose the size (and, when the width escape tried more than
+    one, the width) of the fitted ``est`` (the CLI's ``train`` prints it, the report shows it); None
+    for a fixed ``n_basis`` or a model without the record."""
     if not _is_auto(getattr(est, "n_basis", None)) or getattr(est, "val_scores_", None) is None:
         return None
+    return _size_line(est) + _width_note(est)
+
+
+def _size_line(est) -> str:
     sizes, scores = np.asarray(est.val_sizes_), np.asarray(est.val_scores_)
     squared = getattr(est.loss_, "name", "") == "squared"
     metric = "−MSE" if squared else "−mean loss"
@@ -513,6 +598,15 @@ def growth_summary(est) -> str | None:
         still = " while the held-out score was still improving" if est.still_improving_ else ""
         return f"n_basis=auto: {kept}; stopped at {int(sizes[-1])} by {what}{still}"
     return f"n_basis=auto: {kept}; stopped at {int(sizes[-1])}: {_LOOP_STOPS.get(reason, reason)}"
+
+
+def _width_note(est) -> str:
+    """The widths the escape tried (``width_path_`` with more than one entry), for :func:`growth_summary`."""
+    path = getattr(est, "width_path_", None) or []
+    if len(path) < 2:
+        return ""
+    tried = ", ".join(f"×{p['factor']:g}" for p in path)
+    return f"; width: gamma={est.gamma_:.4g} (the best held-out of gamma=scale {tried})"
 
 
 WIDTH_NARROW = 5.0
