@@ -321,10 +321,11 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         ``width_path_`` (one entry per width tried; None without ``n_basis="auto"``)."""
         t0 = time.perf_counter()
         result = pursue(self.kernels_, checkpoint, self.max_time)
-        self.width_path_ = None
-        self.gamma_ = self.kernel_.get("gamma") if len(self.kernels_) == 1 else None
+        for name in ("width_path_", "gamma_"):
+            self.__dict__.pop(name, None)
         if not _is_auto(self.n_basis):
-            return result
+            return result  # an int n_basis: the attributes of the fit before "auto" existed, no more
+        self.gamma_ = self.kernel_.get("gamma") if len(self.kernels_) == 1 else None
         self.width_path_ = [_width_entry(self.kernel_, 1.0, result)]
         if not self._escapable():
             return result

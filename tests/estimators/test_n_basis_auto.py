@@ -220,3 +220,44 @@ def test_cv_cap_grows_past_the_old_limit_and_stops_at_max_time(monkeypatch):
     assert grown.n_basis_cap_ > 40 and timed.n_basis_cap_ == 10
     with pytest.raises(ValueError, match="max_time must be None or a positive number"):
         KMPClassifierCV(max_time=0).fit(X, y)
+
+
+def _fast_sine(n=600, freq=30.0):
+    """A 1-D target too wiggly for the ``gamma="scale"`` width: its kernel columns span too few
+    directions, and the pursuit stops ``"converged"`` while the held-out error is still large."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (n, 1))
+    return X, np.sin(freq * X[:, 0]) + 0.05 * rng.normal(size=n)
+
+
+def test_auto_escapes_a_too_wide_width_to_a_narrower_one():
+    X, y = _fast_sine()
+    est = KMPRegressor(random_state=0).fit(X[:450], y[:450])
+    first = est.width_path_[0]
+    assert first["factor"] == 1.0 and first["stop_reason"] == "converged"  # the default width ran dry
+    assert len(est.width_path_) > 1 and est.gamma_ > first["gamma"]  # a narrower width was kept ...
+    kept = next(p for p in est.width_path_ if p["gamma"] == est.gamma_)
+    assert kept["val_score"] == max(p["val_score"] for p in est.width_path_)  # ... the best held-out one
+    assert est.kernel_.get("gamma") == est.gamma_ and est.n_basis_ == kept["n_basis"]
+    assert est.score(X[450:], y[450:]) > 0.95  # the default width alone: R² below 0.5
+    assert "width: gamma=" in est.size_choice_
+
+
+def test_width_escape_keeps_the_default_width_on_a_tie_or_when_not_exhausted(moons, monkeypatch):
+    X, y = moons
+    est = KMPClassifier(random_state=0).fit(X, y)  # stops by its patience: no refit
+    assert est.stop_reason_ == "early_stopping" and len(est.width_path_) == 1 and est.gamma_ == est.kernel_.get("gamma")
+    Xs, ys = _fast_sine()
+    monkeypatch.setattr(_kmp, "_best_val", lambda result: -1.0)  # every width the same held-out score
+    tie = KMPRegressor(random_state=0).fit(Xs, ys)
+    assert len(tie.width_path_) > 1 and tie.gamma_ == tie.width_path_[0]["gamma"]  # the first is kept
+
+
+@pytest.mark.parametrize("params", [{"gamma": 1.0}, {"n_basis": 40}])
+def test_explicit_gamma_or_int_n_basis_never_escapes(params, monkeypatch):
+    X, y = _fast_sine()
+    est = KMPRegressor(random_state=0, **params).fit(X, y)
+    monkeypatch.setattr(_kmp, "WIDTH_ESCAPE_FACTORS", ())
+    plain = KMPRegressor(random_state=0, **params).fit(X, y)
+    assert_array_equal(est.predict(X), plain.predict(X))
+    assert not hasattr(est, "width_path_") if "n_basis" in params else len(est.width_path_) == 1
