@@ -287,6 +287,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         self.kernel_ = self.kernels_[0]
         self.loss_ = get_loss(self.loss, kind="classification" if self._is_classifier else "regression",
                               params=self.loss_params)
+        sample = sample_rows(store)
         with engine_session(self.client, store, in_memory=run.in_memory, sample_weight=run.weights) as engine:
             targets = self._targets(engine, store)
             n_basis = self._cap(engine, store, targets)
@@ -294,9 +295,9 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
                 def pursue(kernels, checkpoint, max_time):
                     return self._pursue(engine, store, targets, n_basis, kernels, seed, cb, checkpoint, max_time)
 
-                result = self._escape_width(pursue, run.checkpoint)
+                result = self._escape_width(pursue, run.checkpoint, sample)
             held = self._calibration_rows(engine, store.n_rows, seed)
-        return result, sample_rows(store), held
+        return result, sample, held
 
     def _pursue(self, engine, store, targets, n_basis, kernels, seed, cb, checkpoint, max_time):
         """One pursuit of the dictionary ``kernels`` on the open ``engine`` (the held-out split from ``seed``)."""
@@ -313,12 +314,14 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
             engine, config, random_state=np.random.default_rng(seed), callback=cb, checkpoint=checkpoint,
             max_time=max_time, val_criterion=AUTO_CRITERION if _is_auto(self.n_basis) else "metric")
 
-    def _escape_width(self, pursue, checkpoint):
+    def _escape_width(self, pursue, checkpoint, sample):
         """The pursuit of ``kernels_``; with ``n_basis="auto"`` and a ``"scale"`` width, while the latest
         pursuit ran out of new directions inside its patience (:func:`_exhausted_early`), again with
-        ``gamma`` × each of :data:`WIDTH_ESCAPE_FACTORS` on the same held-out rows; keeps the pursuit
-        with the best held-out score (ties: the earlier, i.e. the wider). Sets ``gamma_`` and
-        ``width_path_`` (one entry per width tried; None without ``n_basis="auto"``)."""
+        ``gamma`` × each of :data:`WIDTH_ESCAPE_FACTORS` on the same held-out rows — never with a width
+        the narrow-side width check flags on the ``sample`` rows (:func:`_too_narrow`); keeps the pursuit
+        with the best held-out score (ties: the earlier, i.e. the wider). With ``n_basis="auto"`` sets
+        ``gamma_`` (the width kept; None for several kernels) and ``width_path_`` (one entry per width
+        tried); an int ``n_basis`` sets neither."""
         t0 = time.perf_counter()
         result = pursue(self.kernels_, checkpoint, self.max_time)
         for name in ("width_path_", "gamma_"):
@@ -335,6 +338,8 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
             if not _exhausted_early(result, self._growth()[1]) or (budget is not None and budget <= 0):
                 break
             kernels = [_scaled_width(k, factor) for k in self.kernels_]
+            if _too_narrow(kernels[0], sample):
+                break
             result = pursue(kernels, None, budget)
             self.width_path_.append(_width_entry(kernels[0], factor, result))
             if _best_val(result) > _best_val(best):
@@ -558,6 +563,19 @@ def _scaled_width(kernel, factor: float) -> Kernel:
     params = dict(kernel.params)
     params["gamma"] = float(params["gamma"]) * factor
     return Kernel(kernel.name, params)
+
+
+def _too_narrow(kernel, Z) -> bool:
+    """``kernel``'s width is past the narrow-side rule of the width check (:data:`WIDTH_NARROW`) on the
+    sampled rows ``Z`` (the check :func:`_warn_if_degenerate` makes after the fit)."""
+    spec = kernel_spec(kernel).distance
+    if Z is None or len(Z) < 2 or spec is None:
+        return False
+    from scipy.spatial.distance import pdist
+
+    d = pdist(Z, spec[0])
+    d = d[d > 0]
+    return len(d) >= 2 and float(kernel.get("gamma")) * float(np.quantile(d, 0.01)) > WIDTH_NARROW
 
 
 def _width_entry(kernel, factor: float, result) -> dict:

@@ -261,3 +261,17 @@ def test_explicit_gamma_or_int_n_basis_never_escapes(params, monkeypatch):
     plain = KMPRegressor(random_state=0, **params).fit(X, y)
     assert_array_equal(est.predict(X), plain.predict(X))
     assert not hasattr(est, "width_path_") if "n_basis" in params else len(est.width_path_) == 1
+
+
+def test_cli_train_says_which_width_the_escape_kept(tmp_path):
+    from kmp_dask.cli import main
+    from kmp_dask.store import create_store
+
+    X, y = _fast_sine()
+    create_store(tmp_path / "s.zarr", X, y, chunk_rows=200)
+    r = CliRunner().invoke(main, ["train", str(tmp_path / "s.zarr"), "--model", str(tmp_path / "m.kmp"),
+                                  "--scheduler", "sync", "--random-state", "0"])
+    assert r.exit_code == 0, r.output
+    est = KMPRegressor(random_state=0, client="sync").fit(str(tmp_path / "s.zarr"))  # the same fit
+    assert len(est.width_path_) > 1 and est.size_choice_ in r.output
+    assert f"width: gamma={est.gamma_:.4g}" in r.output
