@@ -57,12 +57,14 @@ import numpy as np  # noqa: E402
 
 
 def _fit(regression, factor, Xtr, ytr, Xte, yte):
-    """The default fit with the resolved width × ``factor`` (standardisation as with ``gamma="scale"``)."""
+    """The default fit with the resolved width × ``factor`` (standardisation as with ``gamma="scale"``),
+    the estimator's own width escape switched off (this script simulates the rule)."""
     from kmp_dask import KMPClassifier, KMPRegressor
     from kmp_dask.estimators import _kmp
 
-    resolve = _kmp.resolve_gamma
+    resolve, factors = _kmp.resolve_gamma, getattr(_kmp, "WIDTH_ESCAPE_FACTORS", ())
     _kmp.resolve_gamma = lambda *a, **k: [g * factor for g in resolve(*a, **k)]
+    _kmp.WIDTH_ESCAPE_FACTORS = ()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -70,7 +72,7 @@ def _fit(regression, factor, Xtr, ytr, Xte, yte):
             est = (KMPRegressor if regression else KMPClassifier)(random_state=0).fit(Xtr, ytr)
             cpu = time.process_time() - c0
     finally:
-        _kmp.resolve_gamma = resolve
+        _kmp.resolve_gamma, _kmp.WIDTH_ESCAPE_FACTORS = resolve, factors
     sizes, scores = np.asarray(est.val_sizes_), np.asarray(est.val_scores_)
     best = int(np.argmax(scores))
     window = _kmp.patience_atoms(_kmp.AUTO_PATIENCE, int(sizes[best]))
@@ -88,14 +90,29 @@ def run_set(regression, factors, data):
             break
         fits.append(_fit(regression, f, Xtr, ytr, Xte, yte))
     kept = max(range(len(fits)), key=lambda i: (fits[i]["best_val"], -i))
+    estimator = _estimator_check(regression, Xtr, ytr, Xte, yte) if fits[0]["hits"] else None
     row = {"n_train": len(Xtr), "fits": fits, "kept_factor": fits[kept]["factor"],
            "default": {"test": fits[0]["test"], "n_basis": fits[0]["n_basis"], "cpu_seconds": fits[0]["cpu_seconds"]},
            "escape": {"test": fits[kept]["test"], "n_basis": fits[kept]["n_basis"],
-                      "cpu_seconds": float(sum(f["cpu_seconds"] for f in fits))}}
+                      "cpu_seconds": float(sum(f["cpu_seconds"] for f in fits))},
+           "estimator": estimator}
     H.log(" | ".join(f"x{f['factor']:g}: {f['stop_reason']} {f['best_size']}/{f['last_size']} w{f['window']} "
                      f"val {f['best_val']:.4f} test {f['test']:.4f}" for f in fits)
           + f" -> kept x{row['kept_factor']:g}")
     return row
+
+
+def _estimator_check(regression, Xtr, ytr, Xte, yte):
+    """The library's own ``n_basis="auto"`` fit (with its width escape, when it has one): its test
+    score and the widths it tried, to set beside the simulation (a narrow-side width check there may
+    stop it before a factor the simulation tries)."""
+    from kmp_dask import KMPClassifier, KMPRegressor
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = (KMPRegressor if regression else KMPClassifier)(random_state=0).fit(Xtr, ytr)
+    return {"test": float(est.score(Xte, yte)), "n_basis": int(est.n_basis_),
+            "width_path": getattr(est, "width_path_", None), "gamma": getattr(est, "gamma_", None)}
 
 
 def loaders(args):
