@@ -756,9 +756,12 @@ _PARAMETERS = """
         The growth is capped by the data (one atom per row, and the memory of the basis columns
         and factor: ``n_basis_cap_``, ``cap_reason_``) and by ``max_time``; a fit that the cap
         or the time budget ends while the held-out score still improves warns
-        (:class:`~kmp_dask.exceptions.PrematureStopWarning`; ``still_improving_``). An int: at
-        most that many, with no held-out rows unless ``validation_fraction`` says so — the fit
-        of earlier versions' ``n_basis=100`` default, bit for bit. docs/choosing.md.
+        (:class:`~kmp_dask.exceptions.PrematureStopWarning`; ``still_improving_``). With
+        ``gamma="scale"``, a pursuit that runs out of new directions (``"converged"``) before its
+        patience is repeated with narrower widths (:data:`WIDTH_ESCAPE_FACTORS`; the best held-out
+        width is kept: ``gamma_``, ``width_path_``). An int: at most that many, with no held-out
+        rows unless ``validation_fraction`` says so — the fit of earlier versions' ``n_basis=100``
+        default, bit for bit. docs/choosing.md.
     fit_mode : {"basic", "backfit", "prefit", "refit", "basic_reselect"}, default="backfit"
         How coefficients are fitted and candidates scored (Vincent & Bengio, 2002):
 
@@ -908,6 +911,12 @@ _ATTRIBUTES = """
     still_improving_ : bool
         ``n_basis="auto"``: the cap or ``max_time`` ended the growth before the patience found a
         plateau (the fit warned); False otherwise.
+    gamma_ : float or None
+        ``n_basis="auto"``: the kernel width kept (None for a dictionary of several kernels).
+    width_path_ : list of dict
+        ``n_basis="auto"``: one entry per width tried (``factor`` on the first width, ``gamma``,
+        the best held-out ``val_score``, ``n_basis``, ``stop_reason``); more than one when the
+        width escape refitted (:data:`WIDTH_ESCAPE_FACTORS`).
     size_choice_ : str or None
         ``n_basis="auto"``: one line on the size kept and why the growth stopped (what
         ``kmp-dask train`` prints and the report shows); None with an int ``n_basis``.
