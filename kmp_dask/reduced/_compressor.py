@@ -281,9 +281,8 @@ or Pipeline
         # a store pool's exchanges run on the engine that ran the pursuit: it (and its client) stay
         # open until the chosen level's model is built, then close (see _build.exchanged)
         done = None if ckpt is None else ckpt.result
-        self.__dict__.pop("results_", None)
-        self.__dict__.pop("history_", None)
-        route.stop_reason = self.__dict__.get("stop_reason_")  # a route without a pursuit leaves it as it was
+        for name in ("results_", "history_", "stop_reason_"):  # a re-fit whose route runs no pursuit keeps none
+            self.__dict__.pop(name, None)
         with contextlib.ExitStack() as keep:
             try:
                 levels, wsq = _run_route(route, done, exp, store, rows, pool_coef, in_memory, n_keep, groups, coupled,

@@ -55,3 +55,15 @@ def test_the_state_of_a_fitted_compressor_gives_its_levels():
                                   comp.expansion_.decision_function(X))
     route = comp._route_state()
     assert route.target is comp.target_ and route.wsq is comp.wsq_ and route.path is comp.path_
+
+
+def test_a_refit_without_a_pursuit_keeps_no_stop_reason_of_the_fit_before():
+    # scikit-learn's convention: fit starts afresh; an l0 route runs no pursuit, so it has no stop_reason_
+    from sklearn.datasets import make_moons
+
+    X, y = make_moons(120, noise=0.2, random_state=0)
+    svc = SVC(gamma=1).fit(X, y)
+    est = ReducedSetCompressor(8).fit(svc, X, y)
+    assert est.stop_reason_ is not None
+    est.set_params(method="l0").fit(svc, X, y)
+    assert not hasattr(est, "stop_reason_")
