@@ -79,7 +79,7 @@ def _counted(fail_at=0):
     """Patch ``_fold_fit`` to count its calls (and raise at call ``fail_at``); returns (calls, undo)."""
     from kmp_dask.estimators import _kmp_cv
 
-    calls, original = [], _kmp_cv._BaseKMPCV._fold_fit
+    calls, original = [], _kmp_cv._CVSearch._fold_fit
 
     def fold_fit(self, *a, **k):
         calls.append(1)
@@ -87,8 +87,8 @@ def _counted(fail_at=0):
             raise _Interrupted()
         return original(self, *a, **k)
 
-    _kmp_cv._BaseKMPCV._fold_fit = fold_fit
-    return calls, lambda: setattr(_kmp_cv._BaseKMPCV, "_fold_fit", original)
+    _kmp_cv._CVSearch._fold_fit = fold_fit
+    return calls, lambda: setattr(_kmp_cv._CVSearch, "_fold_fit", original)
 
 
 def _timed_writes():

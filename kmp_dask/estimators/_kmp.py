@@ -423,7 +423,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         self.dual_coef_ = result.coef
         self.intercept_ = result.intercept
         self.n_basis_ = len(result.basis_indices)
-        self.stop_reason_ = result.stop_reason.value
+        self.stop_reason_ = result.reason.value
         self.history_ = result.history
         self.n_iter_ = len(result.history)
         result.input_transform = input_transform(self)  # prefix models take raw rows too

@@ -67,7 +67,7 @@ AUTO_N_BASIS = (200, None)
 """``n_basis="auto"``: the first cap and the largest one the adaptive cap doubles to
 (docs/cross_validation.md, "Defaults"; benchmarks/kmp_cv_defaults.py). None: no fixed largest cap —
 the cap doubles while the best held-out score is at it, up to the data's limit (the fewest training
-rows of a fold, and the atoms whose factor fits in memory: :meth:`_BaseKMPCV._largest_cap`) and
+rows of a fold, and the atoms whose factor fits in memory: :meth:`_CVSearch.largest_cap`) and
 within ``max_time`` (it was 800 until the held-out score was seen still rising there)."""
 
 FIRST_CAP_SHARE = 0.125
@@ -219,6 +219,284 @@ def _check_cv_params(est):
     _check_params(est._inner(1.0, AUTO_N_BASIS[0] if n == "auto" else n, 0, None, atoms_per_pass=1))
 
 
+class _CVSearch:
+    """The state of one cross-validated search, from the start of ``fit`` to the choice: the cap of
+    the current stage and the widths it runs, the (γ, fold) pursuits kept for a doubled cap, the
+    kernel tables kept between stages, the results of pursuits that stopped before their cap, the
+    checkpoint, and the grid, ``atoms_per_pass`` and standardisation the runs resolved (``fit``
+    copies these three to ``gammas_``, ``atoms_per_pass_`` and ``standardized_``). Made in ``fit``
+    and dropped with it: the estimator holds only its parameters and fitted attributes. ``est``
+    is read for its parameters, builds each pursuit (``_inner``) and checks the input
+    (``fit_input`` records ``n_features_in_`` and the feature names on it)."""
+
+    def __init__(self, est, ckpt, started):
+        self.est, self.ckpt, self.started = est, ckpt, started
+        self.auto = isinstance(est.n_basis, str)
+        self.cap, self.only = (AUTO_N_BASIS[0] if self.auto else int(est.n_basis)), None
+        self.sized = not self.auto or self.first_share() is None  # else the first run sets the cap from its rows
+        self.fold_rows = None  # the fewest training rows of a fold (the data's limit of the adaptive cap)
+        self.kept = {} if self.auto and EXTEND else None  # (γ, fold) → the pursuit kept for a larger cap
+        self.tokens = {}  # γ → the token of its kernel table (the same at every stage: kept pursuits name it)
+        self.tables = {} if self.auto else None  # γ → its kernel table, kept for a later stage (KEEP_TABLE_BYTES)
+        self.stopped = {} if self.auto and REUSE else None  # (γ, fold) → its result when it stopped before its cap
+        self.gammas = self.atoms_per_pass = self.standardized = None  # resolved by each run
+
+    def resolve_atoms_per_pass(self, table):
+        """``atoms_per_pass`` resolved; ``table``: whether the folds' pursuits read the in-process kernel
+        table. ``"auto"``: 1 with the table, else :data:`AUTO_ATOMS_PER_PASS` (k > 1 needs
+        ``fit_mode="backfit"``); 1 for ``KMPRegressorCV`` (no regression study behind a k > 1)."""
+        est = self.est
+        k = est.atoms_per_pass
+        if k == "auto":
+            k = AUTO_ATOMS_PER_PASS if est._is_classifier and not table and est.fit_mode == "backfit" else 1
+        self.atoms_per_pass = int(k)
+
+    def standardization(self, store):
+        """``(mean, scale)`` of all training rows when the CV standardises, else None; sets
+        ``standardized``. "auto": with the default grid (multiples of the scale width) and
+        features on very different scales; a user's ``gammas`` refer to the raw rows."""
+        est = self.est
+        found = standardization(est.standardize, store, None, "scale" if est.gammas is None else est.gammas)
+        self.standardized = found is not None
+        return None if found is None else found[:2]
+
+    def adaptive(self, run):
+        """``run()`` (the (γ × fold) pursuits to ``self.cap`` atoms, for the widths :meth:`grid`
+        gives) once at the first cap. With ``n_basis="auto"``: again with the cap doubled (up to
+        ``AUTO_N_BASIS[1]``) for the widths whose best mean score is in its last tenth
+        (:func:`_to_extend`; a pursuit's cap does not change the atoms it picks, so the longer
+        pursuit's scores replace the shorter one's; each (γ, fold) pursuit is continued from its
+        kept state, :meth:`extension`); with ``gammas=None`` too, a width 4× beyond the end of
+        the grid where the best mean score is (at most ``AUTO_WIDEN`` per end)."""
+        try:
+            return self.stages(run, self.auto)
+        finally:  # the kept states (a factor and a journal per (γ, fold)) and tables are dropped, also on an error
+            self.kept = self.tables = self.stopped = None
+
+    def stages(self, run, auto):
+        """The body of :meth:`adaptive`: the first run, then the widening / doubling stages."""
+        scores, times = run()
+        gammas, times, widened = list(self.gammas), list(times), [0, 0]
+        while auto:
+            end = _edge(scores, self.cap) if self.est.gammas is None else None
+            if end is not None and widened[end] < AUTO_WIDEN:
+                widened[end] += 1
+                self.only = np.asarray([float(f"{gammas[-end] * 4.0 ** (2 * end - 1):.12g}")])
+                new, new_times = run()
+                at = 0 if end == 0 else len(gammas)
+                gammas.insert(at, float(self.only[0]))
+                scores.insert(at, new[0])
+                times.insert(at, new_times[0])
+                continue
+            small = self.first_share() is not None and self.cap < AUTO_N_BASIS[0]  # below 200: a looser bar
+            largest = self.largest_cap()
+            more = self.cap < largest and not self.out_of_time()
+            redo = _to_extend(scores, self.cap, SMALL_CAP_SHARE if small else None) if more else []
+            self.keep_tables(np.asarray(gammas)[redo])
+            if not redo:
+                break
+            self.cap, self.only = min(2 * self.cap, AUTO_N_BASIS[0] if small else largest), np.asarray(gammas)[redo]
+            new, new_times = run()
+            for i, r in enumerate(redo):
+                scores[r], times[r] = new[i], new_times[i]
+        if self.est.verbose and len(gammas) + self.cap > len(self.gammas) + (AUTO_N_BASIS[0] if auto else 0):
+            print(f"{type(self.est).__name__}: widened to gammas {np.round(gammas, 8).tolist()}, cap {self.cap}",
+                  flush=True)
+        self.gammas = np.asarray(gammas)
+        return scores, np.asarray(times)
+
+    def largest_cap(self) -> int:
+        """The largest cap ``n_basis="auto"`` doubles to: ``AUTO_N_BASIS[1]``, or when None the data's
+        limit — the fewest training rows of a fold (times the kernels: one) and the atoms whose
+        Cholesky factor fits in memory (:func:`~kmp_dask.greedy._kmp.factor_cap`)."""
+        if AUTO_N_BASIS[1] is not None:
+            return int(AUTO_N_BASIS[1])
+        from ..greedy._kmp import factor_cap
+
+        rows = int(AUTO_N_BASIS[0] if self.fold_rows is None else self.fold_rows)
+        factor = factor_cap()
+        return max(int(AUTO_N_BASIS[0]), min(rows, rows if factor is None else factor))
+
+    def out_of_time(self) -> bool:
+        """``max_time`` has passed since the fit started: the adaptive cap doubles no more."""
+        return self.est.max_time is not None and time.perf_counter() - self.started >= float(self.est.max_time)
+
+    def first_share(self):
+        """:data:`FIRST_CAP_SHARE` for a classifier, None for a regressor (the relative first cap was
+        studied on classification sets only)."""
+        return FIRST_CAP_SHARE if self.est._is_classifier else None
+
+    def first_cap(self, n_rows):
+        """At the first run of ``n_basis="auto"`` with :data:`FIRST_CAP_SHARE`: the first cap from the
+        fewest training rows ``n_rows`` of a fold."""
+        self.fold_rows = int(n_rows)  # the data's limit of the adaptive cap (:meth:`largest_cap`)
+        if not self.sized:
+            self.sized = True
+            share_cap = int(np.ceil(self.first_share() * n_rows))
+            self.cap = min(AUTO_N_BASIS[0], max(MIN_FIRST_CAP, share_cap))
+
+    def keep_tables(self, widths):
+        """Drop the kept kernel tables of every width but ``widths`` (the ones the next stage runs again)."""
+        if self.tables:
+            keep = {float(g) for g in widths}
+            for g in [g for g in self.tables if g not in keep]:
+                del self.tables[g]
+
+    def grid(self, X) -> np.ndarray:
+        """The widths of this run: the adaptive cap's re-run's, ``gammas``, or the scale width's multiples."""
+        if self.only is not None:  # the adaptive cap's re-run: these widths only
+            return np.asarray(self.only)
+        est = self.est
+        if est.gammas is not None:
+            return np.asarray([float(g) for g in est.gammas])
+        # 12 significant digits: a store's chunk-wise mean / std may move the scale by an ulp with the chunking
+        return np.asarray([float(f"{scale_gamma(X) * c:.12g}") for c in kernel_spec(est.kernel).width_grid])
+
+    def _fold_fit(self, gamma, seed, client, X, y, sample_weight=None, kernel=None, fold=0):
+        """``(scorer, seconds, stopped)`` of the (γ, fold) pursuit to ``self.cap`` atoms; ``stopped``:
+        it ended before its cap for a reason no cap changes (:data:`STOPPED_BEFORE_CAP`)."""
+        t0 = time.perf_counter()
+        est = self.est._inner(gamma, self.cap, seed, client, kernel=kernel, atoms_per_pass=self.atoms_per_pass)
+        with warnings.catch_warnings(), self.extension(gamma, fold):  # extreme widths misfit: only the refit warns
+            warnings.simplefilter("ignore", KernelWidthWarning)
+            warnings.simplefilter("ignore", DegenerateFitWarning)
+            est.fit(X, y, sample_weight=sample_weight)
+        seconds = time.perf_counter() - t0
+        if self.est.verbose:
+            print(f"{type(self.est).__name__}: gamma={gamma:.4g}: {est.n_basis_} atoms ({est.stop_reason_}) in "
+                  f"{seconds:.1f}s", flush=True)
+        return _prefix_scorer(est), seconds, est.stop_reason_ in STOPPED_BEFORE_CAP
+
+    def fold_once(self, gamma, fold, fit):
+        """``(result, seconds)`` of the (γ, fold) pursuit: ``fit()`` → ``((result, seconds), stopped)``,
+        or what it gave at an earlier stage where it stopped before its cap (:data:`REUSE`: a fit to
+        a larger cap would stop at the same atom), kept here when ``stopped``."""
+        key = (float(gamma), int(fold))
+        if self.stopped is not None and key in self.stopped:
+            return self.stopped[key]
+        kept, stopped = fit() if self.ckpt is None else self.ckpt.unit(gamma, fold, self.cap, fit, self.kept)
+        if stopped and self.stopped is not None:
+            self.stopped[key] = kept
+        return kept
+
+    def extension(self, gamma, fold):
+        """The (γ, fold) pursuit's extend hook (``n_basis="auto"``): its state at the end of this
+        cap is kept, and a fit to a doubled cap continues it instead of starting again — the same
+        atoms, model and scores as a rerun (greedy/_kmp.py, :class:`PursuitExtension`)."""
+        if self.kept is None:
+            return contextlib.nullcontext()
+        return extending(self.kept.setdefault((float(gamma), int(fold)), PursuitExtension()))
+
+    def _splits(self, X, y, split_seed):
+        """numpy / pandas input: the folds (train, test) and the standardisation's ``(mean, scale)``."""
+        from sklearn.model_selection import KFold, StratifiedKFold, check_cv
+
+        est = self.est
+        if isinstance(est.cv, (numbers.Integral, str)):
+            kind = StratifiedKFold if est._is_classifier else KFold
+            splitter = kind(n_splits=_n_folds(est.cv, _num_samples(X)), shuffle=True, random_state=split_seed)
+        else:
+            splitter = check_cv(est.cv, y, classifier=est._is_classifier)
+        with fit_input(est, X, y, chunk_rows=None, is_classifier=est._is_classifier) as store:
+            codes = store.read_range(0, store.n_rows)[1]  # checked and encoded (labels of any dtype → codes)
+            shift = self.standardization(store)
+        return list(splitter.split(X, codes)), shift
+
+    def cv_arrays(self, X, y, split_seed, fit_seed, client):
+        """numpy / pandas input: scikit-learn folds, one pursuit per (γ, fold) on the fold's rows."""
+        splits, shift = self._splits(X, y, split_seed)
+        self.first_cap(min(len(train) for train, _ in splits))
+        X, y = (a if hasattr(a, "iloc") else np.asarray(a) for a in (X, y))  # pandas kept: feature names
+        if shift is not None:  # the folds' rows standardised as the refit will (the same mean / scale)
+            X = (np.asarray(_numeric(X), dtype=np.float64) - shift[0]) / shift[1]
+        self.gammas = self.grid(_numeric(X))
+        shared = _table_rows(X, client)  # None: every pursuit computes its kernel blocks
+        if shared is not None and self.ckpt is not None:  # tables named as the recorded pursuit states name them
+            self.ckpt.table_tokens(self.tokens, self.gammas)
+        self.resolve_atoms_per_pass(table=shared is not None)
+        scores, times = [], []
+        for gamma in self.gammas:
+            recorded = self.ckpt is not None and self.ckpt.has_units(gamma, range(len(splits)), self.cap)
+            with self.fold_kernel(gamma, X, None if recorded else shared) as (kernel, t_table):  # no table to replay
+                row, trow = [], []
+                for f, (train, test) in enumerate(splits):
+                    def fit(f=f, train=train, test=test, gamma=gamma):
+                        Xtr, Xte = (_safe_indexing(X, train), _safe_indexing(X, test)) if kernel is None else \
+                            (shared[train], shared[test])
+                        sc, seconds, stopped = self._fold_fit(gamma, fit_seed, client, Xtr, _safe_indexing(y, train),
+                                                              kernel=kernel, fold=f)
+                        return (sc.scores(sc.stats(_numeric(Xte), np.asarray(_safe_indexing(y, test)))),
+                                seconds + t_table / len(splits)), stopped
+
+                    fold_scores, seconds = self.fold_once(gamma, f, fit)
+                    row.append(fold_scores)
+                    trow.append(seconds)
+            scores.append(row)
+            times.append(trow)
+        return scores, np.asarray(times)
+
+    @contextlib.contextmanager
+    def fold_kernel(self, gamma, X, shared):
+        """``(kernel, seconds)`` for the folds' pursuits of ``gamma``: with ``shared`` (the rows'
+        indices), the ``"row_table"`` kernel over this γ's table of all rows, computed once, and the
+        time that took; else ``(None, 0.0)`` (the folds use the estimator's ``kernel``)."""
+        if shared is None:
+            yield None, 0.0
+            return
+        t0 = time.perf_counter()
+        kept = self.tables
+        table = None if kept is None else kept.pop(float(gamma), None)  # an earlier stage's: the same values
+        if table is None or len(table) != len(shared):
+            table = kernel_table(get_kernel(self.est.kernel, gamma=float(gamma)), _numeric(X))
+        with row_tables(table, self.tokens.setdefault(float(gamma), table_token())) as token:
+            yield Kernel("row_table", {"table": token}), time.perf_counter() - t0
+        if kept is not None and sum(t.nbytes for t in kept.values()) + table.nbytes <= KEEP_TABLE_BYTES:
+            kept[float(gamma)] = table  # for the next stage (the doubled cap), if it runs this width again
+
+    def cv_store(self, X, y, split_seed, fit_seed, client, inner_client):
+        """Store / dask input: folds by row hash, fold rows weighted 0, all prefixes scored in one pass."""
+        est = self.est
+        with fit_input(est, X, y, chunk_rows=est.chunk_rows, is_classifier=est._is_classifier) as store:
+            K = _n_folds(est.cv, store.n_rows)
+            shift = self.standardization(store)
+            if shift is not None:  # read through the view: rows standardised as the refit will
+                from ..store import AffineStore
+
+                store = AffineStore(store, *shift)
+            folds = row_folds(store.n_rows, K, split_seed)
+            self.first_cap(int(min(np.sum(folds != f) for f in range(K))))
+            self.resolve_atoms_per_pass(table=False)
+            self.gammas = self.grid(store)
+            scorers, times = [], []
+            for gamma in self.gammas:
+                row, trow = [], []
+                for f in range(K):
+                    def fit(f=f, gamma=gamma):
+                        sc, seconds, stopped = self._fold_fit(gamma, fit_seed, inner_client, store, None,
+                                                              sample_weight=(folds != f).astype(np.float64), fold=f)
+                        return (sc, seconds), stopped
+
+                    sc, seconds = self.fold_once(gamma, f, fit)  # a kept scorer is scored again in the pass below
+                    row.append(sc)
+                    trow.append(seconds)
+                scorers.append(row)
+                times.append(trow)
+            return self._stage_scores(store, scorers, K, split_seed, client), np.asarray(times)
+
+    def _stage_scores(self, store, scorers, K, split_seed, client):
+        """The held-out scores of this stage's scorers: recorded in the checkpoint, else from one pass."""
+        from ..parallel._cv_scores import held_out_prefix_stats
+
+        scores = None if self.ckpt is None else self.ckpt.stage_scores(self.gammas, self.cap)  # recorded
+        if scores is None:
+            stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
+            scores = [[sc.scores(s) for sc, s in zip(row, srow, strict=True)]
+                      for row, srow in zip(scorers, stats, strict=True)]
+            if self.ckpt is not None:
+                self.ckpt.stage_scores(self.gammas, self.cap, scores)
+        return scores
+
+
 class _BaseKMPCV(BaseEstimator):
     """Shared parameters, the cross-validation and the delegation to ``best_estimator_``."""
 
@@ -252,7 +530,7 @@ class _BaseKMPCV(BaseEstimator):
         """The estimator fitted per (γ, fold) and at the end; gamma always explicit. The folds' fits
         see rows already standardised (when ``standardized_``); the refit standardises itself.
         ``kernel``: a resolved Kernel instead of ``self.kernel`` (the folds' shared table);
-        ``atoms_per_pass``: default ``atoms_per_pass_`` (resolved by :meth:`_resolve_atoms_per_pass`)."""
+        ``atoms_per_pass``: default ``atoms_per_pass_`` (resolved by :meth:`_CVSearch.resolve_atoms_per_pass`)."""
         k = self.atoms_per_pass_ if atoms_per_pass is None else atoms_per_pass
         return self._inner_class(
             kernel=self.kernel if kernel is None else kernel, gamma=float(gamma), n_basis=n_basis,
@@ -260,23 +538,6 @@ class _BaseKMPCV(BaseEstimator):
             candidates=self.candidates, eps=self.eps, q=self.q, ridge=self.ridge,
             fit_intercept=self.fit_intercept, random_state=seed, client=client, chunk_rows=self.chunk_rows,
             loss="squared", standardize=standardize, atoms_per_pass=int(k))
-
-    def _resolve_atoms_per_pass(self, table):
-        """``atoms_per_pass_``; ``table``: whether the folds' pursuits read the in-process kernel
-        table. ``"auto"``: 1 with the table, else :data:`AUTO_ATOMS_PER_PASS` (k > 1 needs
-        ``fit_mode="backfit"``); 1 for ``KMPRegressorCV`` (no regression study behind a k > 1)."""
-        k = self.atoms_per_pass
-        if k == "auto":
-            k = AUTO_ATOMS_PER_PASS if self._is_classifier and not table and self.fit_mode == "backfit" else 1
-        self.atoms_per_pass_ = int(k)
-
-    def _standardization(self, store):
-        """``(mean, scale)`` of all training rows when the CV standardises, else None; sets
-        ``standardized_``. "auto": with the default grid (multiples of the scale width) and
-        features on very different scales; a user's ``gammas`` refer to the raw rows."""
-        found = standardization(self.standardize, store, None, "scale" if self.gammas is None else self.gammas)
-        self.standardized_ = found is not None
-        return None if found is None else found[:2]
 
     def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10, resume=False):
         """Cross-validate (γ, n_basis), then fit ``best_estimator_`` on all rows.
@@ -308,7 +569,7 @@ class _BaseKMPCV(BaseEstimator):
         self
         """
         _check_cv_params(self)
-        self._started = time.perf_counter()
+        started = time.perf_counter()
         rs = check_random_state(self.random_state)
         split_seed, fit_seed = (int(rs.randint(0, 2**31 - 1)) for _ in range(2))
         in_memory = not (is_store_like(X) or is_dask_array(X))
@@ -318,19 +579,21 @@ class _BaseKMPCV(BaseEstimator):
             raise ValueError(f"cv must be an int for store or dask input, or 'auto' (folds by a hash of the row "
                              f"index); got cv={self.cv!r}. Pass the number of folds, or numpy arrays to use a "
                              "splitter.")
-        self._ckpt = ckpt = open_cv_checkpoint(self, X, y, checkpoint, checkpoint_every, resume)  # before a cluster
+        ckpt = open_cv_checkpoint(self, X, y, checkpoint, checkpoint_every, resume)  # before a cluster
         split_seed, fit_seed = (split_seed, fit_seed) if ckpt is None else ckpt.seeds(split_seed, fit_seed)
         self.split_seed_ = split_seed
+        search = _CVSearch(self, ckpt, started)
         with client_session(self.client, in_memory=in_memory) as client:
             inner_client = "sync" if client is None else client
             if in_memory:
-                scores, times = self._adaptive(lambda: self._cv_arrays(X, y, split_seed, fit_seed, inner_client))
+                scores, times = search.adaptive(lambda: search.cv_arrays(X, y, split_seed, fit_seed, inner_client))
             else:
-                scores, times = self._adaptive(lambda: self._cv_store(X, y, split_seed, fit_seed, client,
-                                                                      inner_client))
-            self._choose(scores, times)
-            self.n_basis_cap_ = int(self._cap)
-            del self._cap, self._only, self._kept, self._tokens, self._tables, self._sized, self._stopped, self._ckpt
+                scores, times = search.adaptive(lambda: search.cv_store(X, y, split_seed, fit_seed, client,
+                                                                        inner_client))
+            self.gammas_, self.atoms_per_pass_ = search.gammas, search.atoms_per_pass
+            self.standardized_ = search.standardized
+            self._choose(scores, times, search.cap)
+            self.n_basis_cap_ = int(search.cap)
             best = self._inner(self.best_params_["gamma"], self.best_params_["n_basis"], fit_seed, inner_client,
                                standardize=self.standardized_)
             if getattr(self, "probability", False):  # KMPClassifierCV: the refit calibrates its probabilities
@@ -347,241 +610,10 @@ class _BaseKMPCV(BaseEstimator):
         self.n_basis_ = int(best.n_basis_)
         return self
 
-    def _adaptive(self, run):
-        """``run()`` (the (γ × fold) pursuits to ``self._cap`` atoms, for the widths ``_gammas``
-        gives) once at the first cap. With ``n_basis="auto"``: again with the cap doubled (up to
-        ``AUTO_N_BASIS[1]``) for the widths whose best mean score is in its last tenth
-        (:func:`_to_extend`; a pursuit's cap does not change the atoms it picks, so the longer
-        pursuit's scores replace the shorter one's; each (γ, fold) pursuit is continued from its
-        kept state, :meth:`_extension`); with ``gammas=None`` too, a width 4× beyond the end of
-        the grid where the best mean score is (at most ``AUTO_WIDEN`` per end)."""
-        auto = isinstance(self.n_basis, str)
-        self._cap, self._only = (AUTO_N_BASIS[0] if auto else int(self.n_basis)), None
-        self._sized = not auto or self._first_share() is None  # else the first run sets the cap from its folds' rows
-        self._kept = {} if auto and EXTEND else None  # (γ, fold) → the pursuit kept for a larger cap
-        self._tokens = {}  # γ → the token of its kernel table (the same at every stage: kept pursuits name it)
-        self._tables = {} if auto else None  # γ → its kernel table, kept for a later stage (KEEP_TABLE_BYTES)
-        self._stopped = {} if auto and REUSE else None  # (γ, fold) → its result when it stopped before its cap
-        try:
-            return self._stages(run, auto)
-        finally:  # the kept states (a factor and a journal per (γ, fold)) and tables are dropped, also on an error
-            self._kept = self._tables = self._stopped = None
-
-    def _stages(self, run, auto):
-        """The body of :meth:`_adaptive`: the first run, then the widening / doubling stages."""
-        scores, times = run()
-        gammas, times, widened = list(self.gammas_), list(times), [0, 0]
-        while auto:
-            end = _edge(scores, self._cap) if self.gammas is None else None
-            if end is not None and widened[end] < AUTO_WIDEN:
-                widened[end] += 1
-                self._only = np.asarray([float(f"{gammas[-end] * 4.0 ** (2 * end - 1):.12g}")])
-                new, new_times = run()
-                at = 0 if end == 0 else len(gammas)
-                gammas.insert(at, float(self._only[0]))
-                scores.insert(at, new[0])
-                times.insert(at, new_times[0])
-                continue
-            small = self._first_share() is not None and self._cap < AUTO_N_BASIS[0]  # below 200: a looser bar
-            largest = self._largest_cap()
-            more = self._cap < largest and not self._out_of_time()
-            redo = _to_extend(scores, self._cap, SMALL_CAP_SHARE if small else None) if more else []
-            self._keep_tables(np.asarray(gammas)[redo])
-            if not redo:
-                break
-            self._cap, self._only = min(2 * self._cap, AUTO_N_BASIS[0] if small else largest), np.asarray(gammas)[redo]
-            new, new_times = run()
-            for i, r in enumerate(redo):
-                scores[r], times[r] = new[i], new_times[i]
-        if self.verbose and len(gammas) + self._cap > len(self.gammas_) + (AUTO_N_BASIS[0] if auto else 0):
-            print(f"{type(self).__name__}: widened to gammas {np.round(gammas, 8).tolist()}, cap {self._cap}",
-                  flush=True)
-        self.gammas_ = np.asarray(gammas)
-        return scores, np.asarray(times)
-
-    def _largest_cap(self) -> int:
-        """The largest cap ``n_basis="auto"`` doubles to: ``AUTO_N_BASIS[1]``, or when None the data's
-        limit — the fewest training rows of a fold (times the kernels: one) and the atoms whose
-        Cholesky factor fits in memory (:func:`~kmp_dask.greedy._kmp.factor_cap`)."""
-        if AUTO_N_BASIS[1] is not None:
-            return int(AUTO_N_BASIS[1])
-        from ..greedy._kmp import factor_cap
-
-        rows = int(getattr(self, "_fold_rows", AUTO_N_BASIS[0]))
-        factor = factor_cap()
-        return max(int(AUTO_N_BASIS[0]), min(rows, rows if factor is None else factor))
-
-    def _out_of_time(self) -> bool:
-        """``max_time`` has passed since the fit started: the adaptive cap doubles no more."""
-        return self.max_time is not None and time.perf_counter() - self._started >= float(self.max_time)
-
-    def _first_share(self):
-        """:data:`FIRST_CAP_SHARE` for a classifier, None for a regressor (the relative first cap was
-        studied on classification sets only)."""
-        return FIRST_CAP_SHARE if self._is_classifier else None
-
-    def _first_cap(self, n_rows):
-        """At the first run of ``n_basis="auto"`` with :data:`FIRST_CAP_SHARE`: the first cap from the
-        fewest training rows ``n_rows`` of a fold."""
-        self._fold_rows = int(n_rows)  # the data's limit of the adaptive cap (:meth:`_largest_cap`)
-        if not self._sized:
-            self._sized = True
-            share_cap = int(np.ceil(self._first_share() * n_rows))
-            self._cap = min(AUTO_N_BASIS[0], max(MIN_FIRST_CAP, share_cap))
-
-    def _keep_tables(self, widths):
-        """Drop the kept kernel tables of every width but ``widths`` (the ones the next stage runs again)."""
-        if self._tables:
-            keep = {float(g) for g in widths}
-            for g in [g for g in self._tables if g not in keep]:
-                del self._tables[g]
-
-    def _gammas(self, X) -> np.ndarray:
-        if getattr(self, "_only", None) is not None:  # the adaptive cap's re-run: these widths only
-            return np.asarray(self._only)
-        if self.gammas is not None:
-            return np.asarray([float(g) for g in self.gammas])
-        # 12 significant digits: a store's chunk-wise mean / std may move the scale by an ulp with the chunking
-        return np.asarray([float(f"{scale_gamma(X) * c:.12g}") for c in kernel_spec(self.kernel).width_grid])
-
-    def _fold_fit(self, gamma, seed, client, X, y, sample_weight=None, kernel=None, fold=0):
-        """``(scorer, seconds, stopped)`` of the (γ, fold) pursuit to ``self._cap`` atoms; ``stopped``:
-        it ended before its cap for a reason no cap changes (:data:`STOPPED_BEFORE_CAP`)."""
-        t0 = time.perf_counter()
-        est = self._inner(gamma, self._cap, seed, client, kernel=kernel)
-        with warnings.catch_warnings(), self._extension(gamma, fold):  # extreme widths misfit: only the refit warns
-            warnings.simplefilter("ignore", KernelWidthWarning)
-            warnings.simplefilter("ignore", DegenerateFitWarning)
-            est.fit(X, y, sample_weight=sample_weight)
-        seconds = time.perf_counter() - t0
-        if self.verbose:
-            print(f"{type(self).__name__}: gamma={gamma:.4g}: {est.n_basis_} atoms ({est.stop_reason_}) in "
-                  f"{seconds:.1f}s", flush=True)
-        return _prefix_scorer(est), seconds, est.stop_reason_ in STOPPED_BEFORE_CAP
-
-    def _fold_once(self, gamma, fold, fit):
-        """``(result, seconds)`` of the (γ, fold) pursuit: ``fit()`` → ``((result, seconds), stopped)``,
-        or what it gave at an earlier stage where it stopped before its cap (:data:`REUSE`: a fit to
-        a larger cap would stop at the same atom), kept here when ``stopped``."""
-        key = (float(gamma), int(fold))
-        if self._stopped is not None and key in self._stopped:
-            return self._stopped[key]
-        kept, stopped = fit() if self._ckpt is None else self._ckpt.unit(gamma, fold, self._cap, fit, self._kept)
-        if stopped and self._stopped is not None:
-            self._stopped[key] = kept
-        return kept
-
-    def _extension(self, gamma, fold):
-        """The (γ, fold) pursuit's extend hook (``n_basis="auto"``): its state at the end of this
-        cap is kept, and a fit to a doubled cap continues it instead of starting again — the same
-        atoms, model and scores as a rerun (greedy/_kmp.py, :class:`PursuitExtension`)."""
-        if self._kept is None:
-            return contextlib.nullcontext()
-        return extending(self._kept.setdefault((float(gamma), int(fold)), PursuitExtension()))
-
-    def _cv_arrays(self, X, y, split_seed, fit_seed, client):
-        """numpy / pandas input: scikit-learn folds, one pursuit per (γ, fold) on the fold's rows."""
-        from sklearn.model_selection import KFold, StratifiedKFold, check_cv
-
-        if isinstance(self.cv, (numbers.Integral, str)):
-            kind = StratifiedKFold if self._is_classifier else KFold
-            splitter = kind(n_splits=_n_folds(self.cv, _num_samples(X)), shuffle=True, random_state=split_seed)
-        else:
-            splitter = check_cv(self.cv, y, classifier=self._is_classifier)
-        with fit_input(self, X, y, chunk_rows=None, is_classifier=self._is_classifier) as store:
-            codes = store.read_range(0, store.n_rows)[1]  # checked and encoded (labels of any dtype → codes)
-            shift = self._standardization(store)
-        splits = list(splitter.split(X, codes))
-        self._first_cap(min(len(train) for train, _ in splits))
-        X, y = (a if hasattr(a, "iloc") else np.asarray(a) for a in (X, y))  # pandas kept: feature names
-        if shift is not None:  # the folds' rows standardised as the refit will (the same mean / scale)
-            X = (np.asarray(_numeric(X), dtype=np.float64) - shift[0]) / shift[1]
-        self.gammas_ = self._gammas(_numeric(X))
-        shared = _table_rows(X, client)  # None: every pursuit computes its kernel blocks
-        if shared is not None and self._ckpt is not None:  # tables named as the recorded pursuit states name them
-            self._ckpt.table_tokens(self._tokens, self.gammas_)
-        self._resolve_atoms_per_pass(table=shared is not None)
-        scores, times = [], []
-        for gamma in self.gammas_:
-            recorded = self._ckpt is not None and self._ckpt.has_units(gamma, range(len(splits)), self._cap)
-            with self._fold_kernel(gamma, X, None if recorded else shared) as (kernel, t_table):  # no table to replay
-                row, trow = [], []
-                for f, (train, test) in enumerate(splits):
-                    def fit(f=f, train=train, test=test, gamma=gamma):
-                        Xtr, Xte = (_safe_indexing(X, train), _safe_indexing(X, test)) if kernel is None else \
-                            (shared[train], shared[test])
-                        sc, seconds, stopped = self._fold_fit(gamma, fit_seed, client, Xtr, _safe_indexing(y, train),
-                                                              kernel=kernel, fold=f)
-                        return (sc.scores(sc.stats(_numeric(Xte), np.asarray(_safe_indexing(y, test)))),
-                                seconds + t_table / len(splits)), stopped
-
-                    fold_scores, seconds = self._fold_once(gamma, f, fit)
-                    row.append(fold_scores)
-                    trow.append(seconds)
-            scores.append(row)
-            times.append(trow)
-        return scores, np.asarray(times)
-
-    @contextlib.contextmanager
-    def _fold_kernel(self, gamma, X, shared):
-        """``(kernel, seconds)`` for the folds' pursuits of ``gamma``: with ``shared`` (the rows'
-        indices), the ``"row_table"`` kernel over this γ's table of all rows, computed once, and the
-        time that took; else ``(None, 0.0)`` (the folds use ``self.kernel``)."""
-        if shared is None:
-            yield None, 0.0
-            return
-        t0 = time.perf_counter()
-        kept = getattr(self, "_tables", None)
-        table = None if kept is None else kept.pop(float(gamma), None)  # an earlier stage's: the same values
-        if table is None or len(table) != len(shared):
-            table = kernel_table(get_kernel(self.kernel, gamma=float(gamma)), _numeric(X))
-        with row_tables(table, self._tokens.setdefault(float(gamma), table_token())) as token:
-            yield Kernel("row_table", {"table": token}), time.perf_counter() - t0
-        if kept is not None and sum(t.nbytes for t in kept.values()) + table.nbytes <= KEEP_TABLE_BYTES:
-            kept[float(gamma)] = table  # for the next stage (the doubled cap), if it runs this width again
-
-    def _cv_store(self, X, y, split_seed, fit_seed, client, inner_client):
-        """Store / dask input: folds by row hash, fold rows weighted 0, all prefixes scored in one pass."""
-        from ..parallel._cv_scores import held_out_prefix_stats
-
-        with fit_input(self, X, y, chunk_rows=self.chunk_rows, is_classifier=self._is_classifier) as store:
-            K = _n_folds(self.cv, store.n_rows)
-            shift = self._standardization(store)
-            if shift is not None:  # read through the view: rows standardised as the refit will
-                from ..store import AffineStore
-
-                store = AffineStore(store, *shift)
-            folds = row_folds(store.n_rows, K, split_seed)
-            self._first_cap(int(min(np.sum(folds != f) for f in range(K))))
-            self._resolve_atoms_per_pass(table=False)
-            self.gammas_ = self._gammas(store)
-            scorers, times = [], []
-            for gamma in self.gammas_:
-                row, trow = [], []
-                for f in range(K):
-                    def fit(f=f, gamma=gamma):
-                        sc, seconds, stopped = self._fold_fit(gamma, fit_seed, inner_client, store, None,
-                                                              sample_weight=(folds != f).astype(np.float64), fold=f)
-                        return (sc, seconds), stopped
-
-                    sc, seconds = self._fold_once(gamma, f, fit)  # a kept scorer is scored again in the pass below
-                    row.append(sc)
-                    trow.append(seconds)
-                scorers.append(row)
-                times.append(trow)
-            scores = None if self._ckpt is None else self._ckpt.stage_scores(self.gammas_, self._cap)  # recorded
-            if scores is None:
-                stats = held_out_prefix_stats(store, scorers, K, split_seed, client=client)
-                scores = [[sc.scores(s) for sc, s in zip(row, srow, strict=True)]
-                          for row, srow in zip(scorers, stats, strict=True)]
-                if self._ckpt is not None:
-                    self._ckpt.stage_scores(self.gammas_, self._cap, scores)
-        return scores, np.asarray(times)
-
-    def _choose(self, scores, times):
-        """Sizes 1 … n_basis for every (γ, fold) — a pursuit that stopped early keeps its last model —
-        then ``cv_results_``, the choice by ``rule_`` and ``best_*``."""
-        sizes = np.arange(1, int(self._cap) + 1)
+    def _choose(self, scores, times, cap):
+        """Sizes 1 … ``cap`` (the search's last cap) for every (γ, fold) — a pursuit that stopped early
+        keeps its last model — then ``cv_results_``, the choice by ``rule_`` and ``best_*``."""
+        sizes = np.arange(1, int(cap) + 1)
         S = np.asarray([[s[np.minimum(sizes, len(s) - 1)] for s in row] for row in scores])  # (G, K, n)
         self.scores_ = S
         self.sizes_ = sizes

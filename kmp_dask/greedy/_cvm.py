@@ -39,7 +39,7 @@ from ._configs import config_given
 from ._cvm_qp import SMOQP, GrowingRows, GrowingSquare, simplex_qp
 from ._loop import Iteration, run_loop
 from ._record import PathRecorder
-from ._result import StopReason
+from ._result import LoopResult, StopReason
 from ._sampling import ExcludingCandidates
 
 __all__ = ["QP_EPS", "QP_TOL", "REFILL", "SAMPLE_SCALE", "sample_size", "CVMConfig", "CVMResult", "core_vector_machine",
@@ -57,7 +57,7 @@ QP_TOL = 1e-9
 
 
 @dataclass
-class CVMResult:
+class CVMResult(LoopResult):
     """``core_index`` (n,) global rows of the core set in order of entry; ``core_rows`` (n, d);
     ``core_y`` (n,) ±1; ``core_P`` (n, q) projections on the features the run was deflated by;
     ``alpha`` (n,) MEB weights (the SVM's dual variables); ``R2`` the ball's squared radius;

@@ -57,7 +57,7 @@ from ._configs import config_given
 from ._hmp_config import CRITERIA, HMPConfig
 from ._loop import Iteration, run_loop
 from ._record import PathRecorder
-from ._result import StopReason
+from ._result import LoopResult, StopReason
 from ._sampling import RandomCandidates
 
 __all__ = ["HMPResult", "HMPLoop", "HMPConfig", "CRITERIA", "hyperplane_pursuit", "run_hyperplane_pursuit",
@@ -81,7 +81,7 @@ HMP_STOP_REASONS = tuple(r.value for r in (StopReason.N_VECTORS, StopReason.RKHS
 
 
 @dataclass
-class HMPResult:
+class HMPResult(LoopResult):
     """One greedy path. Attributes (n = selected vectors, m = outputs of the pursuit):
 
     ``index`` (n,) pool rows in selection order; ``vectors`` (n, d); ``coef`` (n, m) final

@@ -264,7 +264,7 @@ class Pursuit:
         self.checkpoint = checkpoint or NO_CHECKPOINT
         self.error_threshold = c.error_threshold
         self.kernels, self.n_features, self.dtype = list(c.kernels), c.n_features, c.dtype
-        self.n_basis, self.tol, self.callback, self.max_tries = c.n_basis, c.tol, callback, c.max_tries
+        self.n_basis, self.tol, self.max_tries = c.n_basis, c.tol, c.max_tries
         stats = engine.run(kmp_stats, StatsQuery(c.targets, c.validation_fraction, c.split_seed))
         self.n_train, self.n_val, w_train = _row_totals(stats)
         # A basis holds at most one atom per (training row, kernel) plus the bias: cap n_basis there
@@ -292,7 +292,7 @@ class Pursuit:
         if self.n_val > 0 and c.validation_fraction > 0:
             val = ValQuery("accuracy" if c.targets["kind"] == "ovr" else "loss", self.offset, c.targets.get("classes"))
         self.val_query = val
-        self.recorder = Recorder(val, c.loss is not None, c.n_iter_no_change)
+        self.recorder = Recorder(val, c.loss is not None, c.n_iter_no_change, callback=callback)
         self.basis_columns = resolve_basis_columns(c.basis_columns, engine, c.n_rows, n_basis, c.dtype, m)
         self.setup = KMPSetup(tuple(self.kernels), c.loss, c.targets, self.offset, c.validation_fraction, c.split_seed,
                               n_basis + 2, self.basis_columns)
@@ -312,8 +312,8 @@ class Pursuit:
         self._batch: list = []  # atoms admitted by a block (atoms_per_pass > 1): the next pass adds their columns
         self._scored = None  # (corr, sqn) totals of the last scoring pass
 
-    # -- checkpoints: everything but the engine, the callback and the checkpoint itself -----------
-    _DETACHED = ("engine", "callback", "checkpoint", "deadline", "_t", "_cands", "_score")
+    # -- checkpoints: everything but the engine, the callback (the recorder's) and the checkpoint itself --
+    _DETACHED = ("engine", "checkpoint", "deadline", "_t", "_cands", "_score")
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k not in self._DETACHED}
@@ -325,11 +325,13 @@ class Pursuit:
         state.setdefault("_scored", None)
         state.setdefault("atoms_per_pass", 1)
         state.setdefault("_batch", [])
-        self.__dict__.update(state, engine=None, callback=None, checkpoint=NO_CHECKPOINT)
+        self.__dict__.update(state, engine=None, checkpoint=NO_CHECKPOINT)
 
     def attach(self, engine: Engine, callback, checkpoint):
-        """A pursuit restored from a checkpoint talks to ``engine`` (its partitions replayed)."""
-        self.engine, self.callback, self.checkpoint = engine, callback, checkpoint or NO_CHECKPOINT
+        """A pursuit restored from a checkpoint talks to ``engine`` (its partitions replayed); its
+        recorder hands its records to ``callback``."""
+        self.engine, self.checkpoint = engine, checkpoint or NO_CHECKPOINT
+        self.recorder.attach(callback)
         return self
 
     def ytd_rows(self) -> np.ndarray:
@@ -387,8 +389,7 @@ class Pursuit:
                        factored_limit=FACTORED_EXPONENT_MAX_64 if rank else None)
         res = ScoreStats.combine(self.send(kmp_score, q, step=True))
         self.recorder.record_pass(res, len(self.atoms), self.coef)
-        if self.callback is not None and self.recorder.history:
-            self.callback(self.recorder.history[-1])
+        self.recorder.emit_last()
         return res
 
     def commit(self, atom) -> ColumnStats:

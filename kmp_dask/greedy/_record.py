@@ -1,7 +1,12 @@
-"""Per-iteration history and validation bookkeeping of a pursuit (no data access).
+"""The one recorder of every family's loop: per-iteration records, per-pass paths and the
+callback (no data access).
 
-One record per iteration; the scoring pass of iteration t+1 measures the model that iteration
-t produced, so its residual norm, loss and validation score are written into record t.
+:class:`PathRecorder` keeps one record per iteration and hands it to the callback; every loop
+has one (``loop.recorder``, which :func:`~kmp_dask.greedy._loop.run_loop` keeps and emits
+through). KMP's :class:`Recorder` is a PathRecorder whose record is completed later: the scoring
+pass of iteration t+1 measures the model that iteration t produced, so its residual norm, loss
+and validation score are written into record t before it is emitted; it also keeps the
+validation bookkeeping (scores per basis size, early stopping, the best snapshot).
 """
 
 from __future__ import annotations
@@ -11,16 +16,70 @@ import numpy as np
 __all__ = ["Recorder", "PathRecorder", "patience_atoms"]
 
 
-class Recorder:
-    """History records, validation scores per basis size and the best validated snapshot."""
+class PathRecorder:
+    """Per-iteration records and per-pass paths of a loop: sparse KPCA / KCCA, hyperplane matching
+    pursuit on an engine or in process, the CVM / MMDA core-set loop, and KMP (:class:`Recorder`).
 
-    def __init__(self, val_query, has_loss: bool, n_iter_no_change, criterion: str = "metric"):
+    ``history``: one dict per iteration, in order; :meth:`record` appends it and hands it to the
+    ``callback`` (the estimator's progress bar and the ``--log-json`` listeners,
+    :func:`kmp_dask.estimators._progress.progress_callback`); KMP's :class:`Recorder` is one too.
+    ``paths``: named lists of per-pass values (the trace residual, the RKHS error, ...), appended
+    with :meth:`append` and read back stacked with :meth:`stacked`. A checkpoint pickles it
+    without the callback (:meth:`attach` gives it back)."""
+
+    def __init__(self, callback=None, paths=()):
+        self.callback = callback
+        self.history: list[dict] = []
+        self.paths: dict[str, list] = {name: [] for name in paths}
+
+    def attach(self, callback) -> PathRecorder:
+        self.callback = callback
+        return self
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "callback"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, callback=None)
+        self.__dict__.setdefault("paths", {})  # a KMP Recorder pickled before it was a PathRecorder
+
+    def record(self, rec: dict) -> None:
+        """Iteration ``rec["iteration"]`` ended: keep its record and call the callback with it."""
+        self.keep(rec)
+        self.emit(rec)
+
+    def keep(self, rec: dict) -> None:
+        """Keep the record (before a checkpoint is saved, so that the saved history holds it)."""
+        self.history.append(rec)
+
+    def emit(self, rec: dict) -> None:
+        """Call the callback with a kept record (after the checkpoint, as KMP's loop does)."""
+        if self.callback is not None:
+            self.callback(rec)
+
+    def append(self, name: str, value) -> None:
+        self.paths[name].append(value)
+
+    def path(self, name: str) -> list:
+        return self.paths[name]
+
+    def stacked(self, name: str) -> np.ndarray:
+        return np.asarray(self.paths[name])
+
+
+class Recorder(PathRecorder):
+    """KMP's recorder: a :class:`PathRecorder` (its ``history``, ``keep`` / ``emit`` and the
+    callback, detached from a checkpoint) whose record of iteration t the scoring pass of t + 1
+    completes (residual norm, loss, validation score) before it is emitted; with the validation
+    scores per basis size, early stopping's patience and the best validated snapshot."""
+
+    def __init__(self, val_query, has_loss: bool, n_iter_no_change, criterion: str = "metric", callback=None):
+        super().__init__(callback)
         self.val_query, self.has_loss, self.n_iter_no_change = val_query, has_loss, n_iter_no_change
         #: what ``val_scores`` (the best size, early stopping) measure: "metric" (accuracy for a
         #: classifier, −MSE / −mean loss for a regressor) or "loss" (−MSE on the ±1 targets, or −mean
         #: loss, for a classifier too: a smoother curve than the accuracy of a few held-out rows)
         self.criterion = criterion
-        self.history: list[dict] = []
         self.val_scores: list[float] = []
         self.val_sizes: list[int] = []
         #: the standard error of each held-out score (the held-out rows' spread; benchmarks read it)
@@ -90,12 +149,19 @@ class Recorder:
         return self._best
 
     def new_iteration(self, t: int, atom, score: np.ndarray, j: int) -> None:
+        """Keep iteration ``t``'s record (``atom`` chosen at position ``j`` of ``score``); the next
+        scoring pass completes it and emits it (:meth:`emit_last`)."""
         finite = score[np.isfinite(score)]
-        self.history.append({
+        self.keep({
             "iteration": t, "index": atom.index, "kernel": atom.kernel, "score": float(score[j]),
             "best_score": float(finite.max()), "median_score": median(finite),
             "n_candidates": int(len(finite)), "residual_norm": None, "loss": None, "val_score": None, "seconds": 0.0,
         })
+
+    def emit_last(self) -> None:
+        """Hand the last record, completed by the scoring pass, to the callback (none before the first atom)."""
+        if self.history:
+            self.emit(self.history[-1])
 
 
 def _standard_error(res, nv: float, mean: float, by_loss: bool) -> float:
@@ -126,54 +192,3 @@ def median(a: np.ndarray) -> float:
         return float(np.partition(a, h)[h])
     p = np.partition(a, (h - 1, h))
     return (float(p[h - 1]) + float(p[h])) / 2.0
-
-
-class PathRecorder:
-    """Per-iteration records and per-pass paths of the loops whose records the loop itself builds
-    (sparse KPCA / KCCA, hyperplane matching pursuit on an engine or in process, the CVM / MMDA
-    core-set loop).
-
-    ``history``: one dict per iteration, in order; :meth:`record` appends it and hands it to the
-    ``callback`` (the estimator's progress bar and the ``--log-json`` listeners,
-    :func:`kmp_dask.estimators._progress.progress_callback`), as :class:`Recorder` does for KMP.
-    ``paths``: named lists of per-pass values (the trace residual, the RKHS error, ...), appended
-    with :meth:`append` and read back stacked with :meth:`stacked`. A checkpoint pickles it
-    without the callback (:meth:`attach` gives it back)."""
-
-    def __init__(self, callback=None, paths=()):
-        self.callback = callback
-        self.history: list[dict] = []
-        self.paths: dict[str, list] = {name: [] for name in paths}
-
-    def attach(self, callback) -> PathRecorder:
-        self.callback = callback
-        return self
-
-    def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k != "callback"}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state, callback=None)
-
-    def record(self, rec: dict) -> None:
-        """Iteration ``rec["iteration"]`` ended: keep its record and call the callback with it."""
-        self.keep(rec)
-        self.emit(rec)
-
-    def keep(self, rec: dict) -> None:
-        """Keep the record (before a checkpoint is saved, so that the saved history holds it)."""
-        self.history.append(rec)
-
-    def emit(self, rec: dict) -> None:
-        """Call the callback with a kept record (after the checkpoint, as KMP's loop does)."""
-        if self.callback is not None:
-            self.callback(rec)
-
-    def append(self, name: str, value) -> None:
-        self.paths[name].append(value)
-
-    def path(self, name: str) -> list:
-        return self.paths[name]
-
-    def stacked(self, name: str) -> np.ndarray:
-        return np.asarray(self.paths[name])

@@ -10,7 +10,7 @@ from scipy.linalg import cho_solve
 
 from ..expansion import KernelExpansion
 
-__all__ = ["StopReason", "PursuitResult", "make_result", "merge_repeats", "prefix_coef"]
+__all__ = ["LoopResult", "StopReason", "PursuitResult", "make_result", "merge_repeats", "prefix_coef"]
 
 
 class StopReason(str, enum.Enum):  # noqa: UP042 (enum.StrEnum would change the members' str() and format())
@@ -35,8 +35,24 @@ class StopReason(str, enum.Enum):  # noqa: UP042 (enum.StrEnum would change the 
     MAX_ITER = "max_iter"  #: HMP without backfitting: the step limit per wanted vector was reached
 
 
+class LoopResult:
+    """The base of every family's result (:class:`PursuitResult`, ``HMPResult``, ``CVMResult``,
+    ``KPCAResult``): what a loop's ``result(reason)`` returns once :func:`~kmp_dask.greedy._loop.run_loop`
+    has ended it. Each holds ``stop_reason`` (why the loop ended: a :class:`StopReason`, or its
+    string value) and ``history`` (one record per iteration, the records the loop's recorder kept
+    and handed to the callback); :attr:`reason` reads the first as a :class:`StopReason` whichever
+    form it was stored in. The fields are declared by each result's own dataclass (a dataclass
+    base would put them first and move every result's positional fields, and the order of the
+    state its model files and checkpoints hold)."""
+
+    @property
+    def reason(self) -> StopReason:
+        """``stop_reason`` as a :class:`StopReason`."""
+        return StopReason(self.stop_reason)
+
+
 @dataclass
-class PursuitResult:
+class PursuitResult(LoopResult):
     """What a matching-pursuit run returns to its estimator.
 
     Attributes

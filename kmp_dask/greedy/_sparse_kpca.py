@@ -32,7 +32,7 @@ from ._configs import config_given
 from ._kpca_config import KPCAConfig
 from ._loop import Iteration, run_loop
 from ._record import PathRecorder
-from ._result import StopReason
+from ._result import LoopResult, StopReason
 from ._sampling import RandomCandidates
 
 __all__ = ["KPCAResult", "KPCARun", "KPCAConfig", "sparse_kernel_pca", "principal_directions", "canonical_directions",
@@ -42,7 +42,7 @@ MAX_STALLS = 8
 
 
 @dataclass
-class KPCAResult:
+class KPCAResult(LoopResult):
     """``index`` (k,) chosen rows in order, ``vectors`` (k, d) their full rows, ``L`` per view the
     (k, k) Cholesky factor of the chosen points' Gram, ``trace`` (k + 1, V) trace residual per view
     after 0..k points (row 0: tr K), ``dmax`` (k + 1, V) largest residual, ``stop_reason`` (a

@@ -189,6 +189,16 @@ class _FortranCopy:
         return F
 
 
+def _checked_arguments(capacity, ridge) -> tuple[int, float]:
+    """``(capacity, ridge)`` of an :class:`IncrementalCholesky`, checked before any buffer is made."""
+    if not isinstance(capacity, Integral) or isinstance(capacity, bool) or capacity < 1:
+        raise ValueError(f"capacity must be an int >= 1. Got {capacity!r} instead.")
+    ok = isinstance(ridge, Real) and not isinstance(ridge, bool)
+    if not ok or not (math.isfinite(ridge) and ridge >= 0):
+        raise ValueError(f"ridge must be a finite float >= 0. Got {ridge!r} instead.")
+    return int(capacity), float(ridge)
+
+
 class IncrementalCholesky:
     """Lower Cholesky factor ``L`` of ``G + ridge * I``, grown one column at a time.
 
@@ -247,14 +257,9 @@ class IncrementalCholesky:
     """
 
     def __init__(self, capacity: int = 64, *, ridge: float = 0.0):
-        if not isinstance(capacity, Integral) or isinstance(capacity, bool) or capacity < 1:
-            raise ValueError(f"capacity must be an int >= 1. Got {capacity!r} instead.")
-        ok = isinstance(ridge, Real) and not isinstance(ridge, bool)
-        if not ok or not (math.isfinite(ridge) and ridge >= 0):
-            raise ValueError(f"ridge must be a finite float >= 0. Got {ridge!r} instead.")
-        self._buffer = np.zeros((int(capacity), int(capacity)))
+        capacity, self.ridge = _checked_arguments(capacity, ridge)
+        self._buffer = np.zeros((capacity, capacity))
         self._size = 0
-        self.ridge = float(ridge)
 
     @property
     def size(self) -> int:

@@ -51,7 +51,7 @@ def _summary(model) -> dict:
         v = getattr(model, k, None)
         if isinstance(v, (int, np.integer, str)):
             out[k] = v.item() if isinstance(v, np.generic) else v
-    if hasattr(model, "classes_"):
+    if getattr(model, "classes_", None) is not None:  # a compressed regression model has classes_ None
         out["classes_"] = [c.item() if isinstance(c, np.generic) else c for c in np.asarray(model.classes_).tolist()]
     return out
 

@@ -1,7 +1,8 @@
 """The compressor's checks of its parameters and of ``fit``'s inputs, and the candidate pool.
 
 Every check raises before any cluster starts, with the argument, the value received and what to
-pass instead.
+pass instead. The checks read the parameters from the fit's
+:class:`~kmp_dask.reduced._state.RouteState`.
 """
 
 from __future__ import annotations
@@ -36,55 +37,56 @@ def check_int_or_fraction(name, value, *, allow_none):
         f"model's expansion){' or None' if allow_none else ''}; got {value!r}")
 
 
-def check_params(est) -> None:
-    """The estimator's parameters, each alone and in combination."""
-    check_int_or_fraction("n_vectors", est.n_vectors, allow_none=False)
+def check_params(route) -> None:
+    """The compressor's parameters, each alone and in combination (``route``: its
+    :class:`~kmp_dask.reduced._state.RouteState`, or the compressor itself: the same names)."""
+    check_int_or_fraction("n_vectors", route.n_vectors, allow_none=False)
     for name, allowed in (("method", METHODS), ("select", SELECT), ("refit", REFIT)):
-        if getattr(est, name) not in allowed:
-            raise ValueError(f"{name} must be one of {allowed}; got {getattr(est, name)!r}")
-    if est.criterion not in ("eq13", "decrease"):
-        raise ValueError(f"criterion must be 'eq13' or 'decrease'; got {est.criterion!r}")
-    _check_exchange(est)
-    if est.dense not in ("auto", True, False):
-        raise ValueError(f"dense must be True, False or 'auto'; got {est.dense!r}")
-    if est.coupled not in ("auto", True, False):
-        raise ValueError(f"coupled must be True, False or 'auto'; got {est.coupled!r}")
-    resolve_candidates(est.candidates)
-    if not (isinstance(est.rkhs_tol, numbers.Real) and 0 <= est.rkhs_tol < 1):
-        raise ValueError(f"rkhs_tol must be a float in [0, 1) (relative to ‖w‖²); got {est.rkhs_tol!r}")
-    _check_chunking(est)
-    if est.method != "hmp" and resolve_candidates(est.candidates) is not None:
-        raise ValueError(f"candidates (probabilistic search) works with method='hmp' only; got method={est.method!r}")
-    if est.l0_step not in L0_STEPS:
-        raise ValueError(f"l0_step must be one of {L0_STEPS} (the l0 baseline's lossy step); got {est.l0_step!r}")
+        if getattr(route, name) not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}; got {getattr(route, name)!r}")
+    if route.criterion not in ("eq13", "decrease"):
+        raise ValueError(f"criterion must be 'eq13' or 'decrease'; got {route.criterion!r}")
+    _check_exchange(route)
+    if route.dense not in ("auto", True, False):
+        raise ValueError(f"dense must be True, False or 'auto'; got {route.dense!r}")
+    if route.coupled not in ("auto", True, False):
+        raise ValueError(f"coupled must be True, False or 'auto'; got {route.coupled!r}")
+    resolve_candidates(route.candidates)
+    if not (isinstance(route.rkhs_tol, numbers.Real) and 0 <= route.rkhs_tol < 1):
+        raise ValueError(f"rkhs_tol must be a float in [0, 1) (relative to ‖w‖²); got {route.rkhs_tol!r}")
+    _check_chunking(route)
+    if route.method != "hmp" and resolve_candidates(route.candidates) is not None:
+        raise ValueError(f"candidates (probabilistic search) works with method='hmp' only; got method={route.method!r}")
+    if route.l0_step not in L0_STEPS:
+        raise ValueError(f"l0_step must be one of {L0_STEPS} (the l0 baseline's lossy step); got {route.l0_step!r}")
 
 
-def _check_exchange(est) -> None:
-    if not (isinstance(est.exchange, numbers.Integral) and not isinstance(est.exchange, bool)
-            and est.exchange >= 0):
+def _check_exchange(route) -> None:
+    if not (isinstance(route.exchange, numbers.Integral) and not isinstance(route.exchange, bool)
+            and route.exchange >= 0):
         raise ValueError(f"exchange must be an int >= 0 (sweeps of single-vector exchanges; 0: off); "
-                         f"got {est.exchange!r}")
-    if not isinstance(est.exchange_guard, (bool, np.bool_)):
-        raise ValueError(f"exchange_guard must be True or False; got {est.exchange_guard!r}")
-    if est.exchange and (est.method != "hmp" or not est.backfit or est.chunk_vectors is not None):
+                         f"got {route.exchange!r}")
+    if not isinstance(route.exchange_guard, (bool, np.bool_)):
+        raise ValueError(f"exchange_guard must be True or False; got {route.exchange_guard!r}")
+    if route.exchange and (route.method != "hmp" or not route.backfit or route.chunk_vectors is not None):
         raise ValueError("exchange works with method='hmp', backfit=True and no chunking tree "
-                         f"(chunk_vectors=None); got method={est.method!r}, backfit={est.backfit!r}, "
-                         f"chunk_vectors={est.chunk_vectors!r}")
+                         f"(chunk_vectors=None); got method={route.method!r}, backfit={route.backfit!r}, "
+                         f"chunk_vectors={route.chunk_vectors!r}")
 
 
-def _check_chunking(est) -> None:
-    if est.chunking not in CHUNKING:
+def _check_chunking(route) -> None:
+    if route.chunking not in CHUNKING:
         raise ValueError(f"chunking must be one of {CHUNKING} (how chunk_vectors pieces are compressed); "
-                         f"got {est.chunking!r}")
-    if est.chunk_vectors is None:
+                         f"got {route.chunking!r}")
+    if route.chunk_vectors is None:
         return
-    if est.method != "hmp":
-        raise ValueError(f"chunk_vectors works with method='hmp' only; got method={est.method!r}")
-    if not (isinstance(est.chunk_vectors, numbers.Integral) and est.chunk_vectors >= 2):
-        raise ValueError(f"chunk_vectors must be None or an int >= 2; got {est.chunk_vectors!r}")
+    if route.method != "hmp":
+        raise ValueError(f"chunk_vectors works with method='hmp' only; got method={route.method!r}")
+    if not (isinstance(route.chunk_vectors, numbers.Integral) and route.chunk_vectors >= 2):
+        raise ValueError(f"chunk_vectors must be None or an int >= 2; got {route.chunk_vectors!r}")
 
 
-def check_target(est, exp, X_pool, y, X_val, y_val) -> None:
+def check_target(route, exp, X_pool, y, X_val, y_val) -> None:
     """fit's checks of the model's expansion and of the labels / held-out data given with it."""
     if len(exp.kernels) != 1:
         raise ValueError(
@@ -92,7 +94,7 @@ def check_target(est, exp, X_pool, y, X_val, y_val) -> None:
             "kernel (one RKHS). Compress each kernel's part separately, or fit with one kernel")
     if exp.n_vectors == 0:
         raise ValueError("the model has no support vectors (a constant model): there is nothing to compress")
-    if est.select == "validation" and (X_val is None or y_val is None):
+    if route.select == "validation" and (X_val is None or y_val is None):
         raise ValueError("select='validation' needs held-out data: pass X_val and y_val to fit")
     if y is not None and X_pool is None and len(np.asarray(y)) != exp.n_vectors:
         raise ValueError(
@@ -100,20 +102,20 @@ def check_target(est, exp, X_pool, y, X_val, y_val) -> None:
             f"{exp.n_vectors} rows; pass X_pool with the rows y belongs to")
 
 
-def prepare_pool(est, target: CompressionTarget, X_pool, y):
+def prepare_pool(route, target: CompressionTarget, X_pool, y):
     """The candidate pool (store, numpy rows or None, pool coefficients or None, in-memory flag)
     and the compressed size, checked against ``refit``, ``y`` and ``chunk_vectors``."""
     exp = target.expansion
     store, rows, pool_coef, in_memory = _pool(exp, X_pool)
-    if est.refit == "pool" and rows is None:
+    if route.refit == "pool" and rows is None:
         raise ValueError("refit='pool' fits the coefficients to the model's values on the pool rows: X_pool must "
                          "be a numpy array (not a store)")
     if y is not None and len(np.asarray(y)) != store.n_rows:
         raise ValueError(f"y has {len(np.asarray(y))} entries but X_pool has {store.n_rows} rows")
-    n_keep = _resolve_size(est.n_vectors, exp.n_vectors, store.n_rows)
-    if est.chunk_vectors is not None and int(est.chunk_vectors) <= n_keep:
+    n_keep = _resolve_size(route.n_vectors, exp.n_vectors, store.n_rows)
+    if route.chunk_vectors is not None and int(route.chunk_vectors) <= n_keep:
         raise ValueError(
-            f"chunk_vectors={est.chunk_vectors} must exceed the compressed size ({n_keep} vectors): each piece "
+            f"chunk_vectors={route.chunk_vectors} must exceed the compressed size ({n_keep} vectors): each piece "
             "of the expansion is compressed to that size, so smaller pieces are not compressed at all. Use "
             "pieces several times larger than n_vectors, or chunk_vectors=None")
     return store, rows, pool_coef, in_memory, n_keep

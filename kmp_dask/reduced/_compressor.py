@@ -63,6 +63,7 @@ from ._level import exact_rkhs_error as _exact_rkhs_error  # noqa: F401 (benchma
 from ._models import _ovr_transform, as_compression_target, final_estimator
 from ._routes import DENSE_HMP_LIMIT, DENSE_POOL_LIMIT, baseline_levels, hmp_levels
 from ._saves import array_digest, model_digest, restored_levels, result_payload
+from ._state import RouteState
 
 __all__ = [
     "DENSE_HMP_LIMIT",
@@ -196,8 +197,6 @@ class ReducedSetCompressor(ExpansionEstimatorMixin, BaseEstimator):
         so; ``support_index_`` are the pool rows equal to its vectors, −1 where none is)
     """
 
-    _xengine = None  #: (engine, n_rows) kept open during fit for exchanges on a store pool
-
     def __init__(self, n_vectors=0.2, *, method="hmp", backfit=True, candidates="all", coupled="auto",
                  select="n_vectors", rkhs_tol=1e-3, optimize_threshold=False, chunk_vectors=None, refine=True,
                  refit="rkhs", criterion="decrease", exchange=0, exchange_guard=True, dense="auto", l0_gammas=None,
@@ -261,19 +260,20 @@ or Pipeline
         resume : bool, default=False
             Continue the checkpoint in ``checkpoint``; with none there, the fit starts from scratch.
         """
-        check_params(self)
+        route = RouteState.of(self)  # the parameters, read once: the reduced/ internals take this state
+        check_params(route)
         calibration = _calibration_rows(self, X_pool, y, X_val, y_val)  # raw rows, checked before any work
         target, X_pool, X_val, shift = _model_space(as_compression_target(model), X_pool, X_val)
         model = final_estimator(model)  # a Pipeline's scalers are in ``shift`` now
         exp = target.expansion
-        check_target(self, exp, X_pool, y, X_val, y_val)
-        store, rows, pool_coef, in_memory, n_keep = prepare_pool(self, target, X_pool, y)
+        check_target(route, exp, X_pool, y, X_val, y_val)
+        store, rows, pool_coef, in_memory, n_keep = prepare_pool(route, target, X_pool, y)
         self._F_pool = None
         m = exp.n_outputs
         coupled, groups = self._output_groups(m)
         ckpt = self._open_fit_checkpoint(target, store, X_pool, y, X_val, y_val, checkpoint, checkpoint_every,
                                          resume)
-        self.target_ = target
+        self.target_ = route.target = target
         self.classes_ = target.classes
         # one-vs-one models whose decision_function shows the one-vs-rest view (SVC's default)
         self._ovr_view = target.kind == "ovo" and getattr(model, "decision_function_shape", "ovo") == "ovr"
@@ -281,18 +281,19 @@ or Pipeline
         # a store pool's exchanges run on the engine that ran the pursuit: it (and its client) stay
         # open until the chosen level's model is built, then close (see _build.exchanged)
         done = None if ckpt is None else ckpt.result
-        self.__dict__.pop("results_", None)
-        self.__dict__.pop("history_", None)
+        for name in ("results_", "history_", "stop_reason_"):  # a re-fit whose route runs no pursuit keeps none
+            self.__dict__.pop(name, None)
         with contextlib.ExitStack() as keep:
             try:
-                levels, wsq = self._run_route(done, exp, store, rows, pool_coef, in_memory, n_keep, groups, coupled,
-                                              m, keep, ckpt)
+                levels, wsq = _run_route(route, done, exp, store, rows, pool_coef, in_memory, n_keep, groups, coupled,
+                                         m, keep, ckpt)
+                _pursuit_attributes(self, route)
                 self.seconds_ = done["seconds"] if done is not None else time.perf_counter() - t0
-                self._complete_fit(model, levels, wsq, rows, y, X_val, y_val, n_keep, ckpt, done)
+                self._complete_fit(route, model, levels, wsq, rows, y, X_val, y_val, n_keep, ckpt, done)
                 self._input_shift = shift
                 self.expansion_ = self.expansion_.with_input_transform(*shift)
             finally:
-                self.__dict__.pop("_xengine", None)  # never saved; expansion_at exchanges only levels done here
+                route.xengine = None  # never saved; expansion_at exchanges only levels done here
         self._calibrate(calibration)
         return self
 
@@ -339,26 +340,28 @@ or Pipeline
                                    labels={k: array_digest(v)
                                            for k, v in (("y", y), ("X_val", X_val), ("y_val", y_val))})
 
-    def _run_route(self, done, exp, store, rows, pool_coef, in_memory, n_keep, groups, coupled, m, keep, ckpt):
-        """The path's levels and ``‖w‖²``: from a complete checkpoint, the pursuit, or the dense baselines."""
-        if done is not None:  # a complete checkpoint: its path, no pursuit
-            return restored_levels(self, done, groups, m)
-        if self.method == "hmp":
-            return hmp_levels(self, exp, store, rows, pool_coef, in_memory, n_keep, groups, keep, ckpt)
-        return baseline_levels(self, exp, rows, pool_coef, coupled)
-
-    def _complete_fit(self, model, levels, wsq, rows, y, X_val, y_val, n_keep, ckpt, done):
+    def _complete_fit(self, route, model, levels, wsq, rows, y, X_val, y_val, n_keep, ckpt, done):
         """Evaluate the path, choose and build a level, and save the complete checkpoint."""
-        self.wsq_ = wsq
+        self.wsq_ = route.wsq = wsq
         self._levels = levels
-        self.path_ = evaluate_path(self, levels, wsq, rows, y, X_val, y_val)
-        chosen = choose(self, levels, wsq, n_keep)
+        self.path_ = route.path = evaluate_path(route, levels, wsq, rows, y, X_val, y_val)
+        chosen = choose(route, levels, wsq, n_keep)
         self._pool_rows, self._pool_y = rows, y
-        finish(self, chosen, rows, y)
-        prefix_guard(self, model, rows, y)
+        finish(route, chosen, rows, y)
+        prefix_guard(route, model, rows, y)
+        self.expansion_ = route.model
+        self.n_vectors_ = route.model.n_vectors
+        self.rkhs_error_, self.support_index_ = route.rkhs_error, route.support_index
+        self.used_prefix_ = route.used_prefix
+        self._F_pool = route.F_pool
         if ckpt is not None and done is None:
-            ckpt.save_payload({"result": result_payload(self, levels, wsq)}, iteration=len(levels) - 1,
-                              complete=True, stage="complete")
+            ckpt.save_payload({"result": result_payload(route, levels, wsq, self.seconds_)},
+                              iteration=len(levels) - 1, complete=True, stage="complete")
+
+    def _route_state(self) -> RouteState:
+        """The state of the fitted compression (for ``expansion_at``): the parameters, the target,
+        ``‖w‖²``, the path and the cached pool values."""
+        return RouteState.of(self, target=self.target_, wsq=self.wsq_, path=self.path_, F_pool=self._F_pool)
 
     def expansion_at(self, n_vectors: int) -> KernelExpansion:
         """The path's model with ``n_vectors`` vectors (the largest level not above it), with
@@ -368,7 +371,9 @@ or Pipeline
         if not fits:
             raise ValueError(f"n_vectors must be at least {self._levels[0].n_vectors} (the path's smallest level); "
                              f"got {n_vectors!r}")
-        out = expansion(self, fits[-1], self._pool_rows, self._pool_y)
+        route = self._route_state()
+        out = expansion(route, fits[-1], self._pool_rows, self._pool_y)
+        self._F_pool = route.F_pool  # the pool values, kept for the next level
         return out.with_input_transform(*getattr(self, "_input_shift", (None, None)))
 
     # -- prediction ----------------------------------------------------------------------------
@@ -410,6 +415,23 @@ def compress(model, n_vectors=0.2, *, X_pool=None, y=None, X_val=None, y_val=Non
     """Compress ``model`` and return the fitted :class:`ReducedSetCompressor` (its
     ``expansion_`` is the compressed model; ``predict`` / ``decision_function`` use it)."""
     return ReducedSetCompressor(n_vectors, **params).fit(model, X_pool, y, X_val=X_val, y_val=y_val)
+
+
+def _run_route(route, done, exp, store, rows, pool_coef, in_memory, n_keep, groups, coupled, m, keep, ckpt):
+    """The path's levels and ``‖w‖²``: from a complete checkpoint, the pursuit, or the dense baselines."""
+    if done is not None:  # a complete checkpoint: its path, no pursuit
+        return restored_levels(route, done, groups, m)
+    if route.method == "hmp":
+        return hmp_levels(route, exp, store, rows, pool_coef, in_memory, n_keep, groups, keep, ckpt)
+    return baseline_levels(route, exp, rows, pool_coef, coupled)
+
+
+def _pursuit_attributes(est, route) -> None:
+    """``results_``, ``history_`` and ``stop_reason_`` of ``est`` from what the route recorded (each
+    only when set)."""
+    for name in ("results", "history", "stop_reason"):
+        if getattr(route, name) is not None:
+            setattr(est, name + "_", getattr(route, name))
 
 
 def _calibration_rows(est, X_pool, y, X_val, y_val):

@@ -80,11 +80,12 @@ class _PursuitHook:
         self.saver.ckpt.save_payload(payload, iteration=self.offset + int(t), stage="pursuit")
 
 
-def result_payload(est, levels, wsq) -> dict:
+def result_payload(route, levels, wsq, seconds) -> dict:
     """What a complete checkpoint keeps: the path (the pursuits' results, or the levels of the
-    dense baselines / the chunking tree) and every level exchanged during the fit."""
-    out = {"wsq": wsq, "seconds": est.seconds_, "stop_reason": est.__dict__.get("stop_reason_"),
-           "results": est.__dict__.get("results_"), "levels": None, "exchanged": {}}
+    dense baselines / the chunking tree), the selection's ``seconds`` and every level exchanged
+    during the fit (``route``: the fit's :class:`~kmp_dask.reduced._state.RouteState`)."""
+    out = {"wsq": wsq, "seconds": seconds, "stop_reason": route.stop_reason,
+           "results": route.results, "levels": None, "exchanged": {}}
     if out["results"] is None:
         out["levels"] = [(lv.index, lv.coef, lv.rkhs_error, lv.vectors) for lv in levels]
     for i, lv in enumerate(levels):
@@ -94,15 +95,16 @@ def result_payload(est, levels, wsq) -> dict:
     return out
 
 
-def restored_levels(est, done, groups, m):
-    """The levels of a complete checkpoint, with the exchanges made during its fit."""
+def restored_levels(route, done, groups, m):
+    """The levels of a complete checkpoint, with the exchanges made during its fit (its results and
+    stop reason into ``route``)."""
     if done["results"] is not None:
-        est.results_ = list(done["results"])
-        levels = levels_from_pursuits(est.results_, groups, m)
+        route.results = list(done["results"])
+        levels = levels_from_pursuits(route.results, groups, m)
     else:
         levels = [_Level(*t) for t in done["levels"]]
     if done["stop_reason"] is not None:
-        est.stop_reason_ = done["stop_reason"]
+        route.stop_reason = done["stop_reason"]
     for i, (index, coef, err, vectors, n_swaps, guarded) in done["exchanged"].items():
         levels[int(i)].exchanged = _Level(index, coef, err, vectors, is_exchanged=True, n_swaps=n_swaps,
                                           guarded=guarded)

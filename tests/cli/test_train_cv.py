@@ -97,7 +97,7 @@ class _Killed(Exception):
 
 
 def _dies_in_call(n, calls, original):
-    """A stand-in for ``_BaseKMPCV._fold_fit`` that counts its calls in ``calls`` and raises
+    """A stand-in for ``_CVSearch._fold_fit`` that counts its calls in ``calls`` and raises
     :class:`_Killed` in the ``n``-th (the driver dying inside that pursuit)."""
     def fold_fit(self, *a, **k):
         calls.append(1)
@@ -113,12 +113,12 @@ def test_train_cv_checkpoint_and_resume_give_the_uninterrupted_model(store_path,
     ``--resume`` the checkpoint is refused, and ``--cv`` with ``--sample-weight`` still is."""
     args = ("train", store_path, "--cv", 3, "--n-basis", 12, "--random-state", 0, "--scheduler", "sync", "--quiet")
     assert _invoke(*args, "--model", tmp_path / "ref").exit_code == 0
-    calls, original = [], _kmp_cv._BaseKMPCV._fold_fit
+    calls, original = [], _kmp_cv._CVSearch._fold_fit
 
     fold_fit = _dies_in_call(3, calls, original)
 
     with monkeypatch.context() as m:
-        m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", fold_fit)
+        m.setattr(_kmp_cv._CVSearch, "_fold_fit", fold_fit)
         r = _invoke(*args, "--model", tmp_path / "m", "--checkpoint", tmp_path / "ck")
     assert isinstance(r.exception, _Killed) and not (tmp_path / "m").exists(), r.output
     r = _invoke(*args, "--model", tmp_path / "m", "--checkpoint", tmp_path / "ck")
@@ -144,10 +144,10 @@ def test_pipeline_cv_step_killed_in_its_search_resumes_to_the_same_model(tmp_pat
                                      '[model]\ncv = 3\n[model.params]\nn_basis = 12\nrandom_state = 0\n')
     spec = load_spec(tmp_path / "p.toml")
     quiet = {"client": "sync", "log": lambda *a, **k: None}
-    calls, original = [], _kmp_cv._BaseKMPCV._fold_fit
+    calls, original = [], _kmp_cv._CVSearch._fold_fit
     counted = lambda self, *a, **k: calls.append(1) or original(self, *a, **k)
     with monkeypatch.context() as m:
-        m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", counted)
+        m.setattr(_kmp_cv._CVSearch, "_fold_fit", counted)
         run_pipeline(spec, tmp_path / "ref", **quiet)
     n_units = len(calls)
     calls.clear()
@@ -155,13 +155,13 @@ def test_pipeline_cv_step_killed_in_its_search_resumes_to_the_same_model(tmp_pat
     fold_fit = _dies_in_call(3, calls, original)
 
     with monkeypatch.context() as m:
-        m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", fold_fit)
+        m.setattr(_kmp_cv._CVSearch, "_fold_fit", fold_fit)
         with pytest.raises(_Killed):
             run_pipeline(spec, tmp_path / "run", **quiet)
     assert any((tmp_path / "run" / "checkpoint").glob("unit-*.ckpt"))  # the search's first two pursuits
     calls.clear()
     with monkeypatch.context() as m:
-        m.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", counted)
+        m.setattr(_kmp_cv._CVSearch, "_fold_fit", counted)
         run_pipeline(spec, tmp_path / "run", resume=True, **quiet)
     ref, resumed = load(tmp_path / "ref" / "model"), load(tmp_path / "run" / "model")
     assert np.array_equal(resumed.dual_coef_, ref.dual_coef_) and resumed.cv_search_["best_n_basis"] == \

@@ -40,16 +40,16 @@ def staged(monkeypatch):
     monkeypatch.setattr(_kmp_cv, "AUTO_N_BASIS", (10, 40))
     monkeypatch.setattr(_kmp_cv, "FIRST_CAP_SHARE", None)
     monkeypatch.setattr(_kmp_cv, "CAP_SHARE", 0.0)
-    calls, original = _Units(), _kmp_cv._BaseKMPCV._fold_fit
+    calls, original = _Units(), _kmp_cv._CVSearch._fold_fit
 
     def fold_fit(self, gamma, *args, fold=0, **kwargs):
-        calls.append((float(gamma), int(fold), int(self._cap)))
+        calls.append((float(gamma), int(fold), int(self.cap)))
         if len(calls) == fold_fit.fail_at:
             raise Interrupted(len(calls))
         return original(self, gamma, *args, fold=fold, **kwargs)
 
     fold_fit.fail_at = 0
-    monkeypatch.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", fold_fit)
+    monkeypatch.setattr(_kmp_cv._CVSearch, "_fold_fit", fold_fit)
     calls.fold_fit = fold_fit
     return calls
 

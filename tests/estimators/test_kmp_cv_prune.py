@@ -72,13 +72,13 @@ def test_projected_gain_keeps_a_width_still_rising(monkeypatch):
 
 def _fitted_widths(monkeypatch):
     """Record every (γ, fold) pursuit fitted: (γ, cap)."""
-    calls, original = [], _kmp_cv._BaseKMPCV._fold_fit
+    calls, original = [], _kmp_cv._CVSearch._fold_fit
 
     def fold_fit(self, gamma, *args, **kwargs):
-        calls.append((float(gamma), int(self._cap)))
+        calls.append((float(gamma), int(self.cap)))
         return original(self, gamma, *args, **kwargs)
 
-    monkeypatch.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", fold_fit)
+    monkeypatch.setattr(_kmp_cv._CVSearch, "_fold_fit", fold_fit)
     return calls
 
 

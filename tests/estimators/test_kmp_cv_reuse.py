@@ -26,14 +26,14 @@ K = 3
 
 def _counting(monkeypatch):
     """Record every (γ, fold) pursuit fitted: (γ, fold, cap, stopped before the cap)."""
-    calls, original = [], _kmp_cv._BaseKMPCV._fold_fit
+    calls, original = [], _kmp_cv._CVSearch._fold_fit
 
     def fold_fit(self, gamma, *args, fold=0, **kwargs):
         out = original(self, gamma, *args, fold=fold, **kwargs)
-        calls.append((float(gamma), int(fold), int(self._cap), out[2]))
+        calls.append((float(gamma), int(fold), int(self.cap), out[2]))
         return out
 
-    monkeypatch.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", fold_fit)
+    monkeypatch.setattr(_kmp_cv._CVSearch, "_fold_fit", fold_fit)
     return calls
 
 

@@ -89,7 +89,7 @@ def test_worker_killed_inside_a_fold_pursuit_gives_the_undisturbed_search(store,
     wait_for_workers(process_client, 2)
     pids = process_client.run(os.getpid)
     victim = min(pids)
-    fold_fit, pursuits, killed = _kmp_cv._BaseKMPCV._fold_fit, [0], []
+    fold_fit, pursuits, killed = _kmp_cv._CVSearch._fold_fit, [0], []
 
     def counting_fold_fit(self, *a, **k):
         pursuits[0] += 1
@@ -100,7 +100,7 @@ def test_worker_killed_inside_a_fold_pursuit_gives_the_undisturbed_search(store,
             os.kill(pids[victim], signal.SIGKILL)
             killed.append((pursuits[0], record["iteration"]))
 
-    monkeypatch.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", counting_fold_fit)
+    monkeypatch.setattr(_kmp_cv._CVSearch, "_fold_fit", counting_fold_fit)
     restarts = _Restarts(monkeypatch)
     with iteration_listener(kill):
         got = KMPClassifierCV(client=process_client, **KW).fit(store)
@@ -252,7 +252,7 @@ def test_workers_killed_at_random_times_of_the_search_give_the_undisturbed_searc
                                    random_state=1)
     kw = dict(KW, n_basis=32)
     phase = ["start"]
-    fold_fit, row_block_sums = _kmp_cv._BaseKMPCV._fold_fit, _cv_scores.row_block_sums
+    fold_fit, row_block_sums = _kmp_cv._CVSearch._fold_fit, _cv_scores.row_block_sums
 
     def phased_fold_fit(self, *a, **k):
         phase[0] = f"pursuit {int(phase[0].split()[1]) + 1 if phase[0].startswith('pursuit') else 1}"
@@ -265,7 +265,7 @@ def test_workers_killed_at_random_times_of_the_search_give_the_undisturbed_searc
         finally:
             phase[0] = "refit"
 
-    monkeypatch.setattr(_kmp_cv._BaseKMPCV, "_fold_fit", phased_fold_fit)
+    monkeypatch.setattr(_kmp_cv._CVSearch, "_fold_fit", phased_fold_fit)
     monkeypatch.setattr(_cv_scores, "row_block_sums", phased_sums)
     rng = random.Random(5)
     with RK.CliCluster(tmp_path / "cluster", n_workers=2, start_timeout=WORKER_WAIT) as cluster:

@@ -6,9 +6,10 @@ KMP (squared, logistic with Newton refits, recomputed basis columns, several ato
 basis, coefficients and intercept bit for bit, and every score and residual norm the driver saw
 (the rebuilt residuals replay the rank-one moves since the last full recomputation). Sparse KPCA:
 the chosen points, the trace path and the Gram of the projections (float32 rows: to rounding).
-CVM: the core set, the dual coefficients to rounding. The reduced-set pursuit's killed worker is
-checked beside its streamed pool (tests/reduced/test_hmp_cluster.py: the killed and the streamed
-runs equal bit for bit), with the same kill helper (``tests/_contracts.py``)."""
+CVM: the core set, the dual coefficients to rounding. The reduced-set (hyperplane matching)
+pursuit: the chosen vectors and their coefficients to rounding (tests/reduced/test_hmp_cluster.py
+adds, with the same kill helper from ``tests/_contracts.py``, the streamed pool equal to the killed
+run bit for bit and the ``criterion="decrease"`` resync)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ from _contracts import kill_worker_at
 from _loaded_machine import wait_for_workers  # generous on a loaded machine; replaces a nanny that gave up
 from sklearn.datasets import make_classification
 
+from kmp_dask import KernelExpansion
 from kmp_dask.blockops._cvm import cvm_effects
 from kmp_dask.greedy import kernel_matching_pursuit
 from kmp_dask.greedy._cvm import core_vector_machine
+from kmp_dask.greedy._hmp_setup import compress_on_pool
 from kmp_dask.greedy._sparse_kpca import sparse_kernel_pca
 from kmp_dask.kernels import get_kernel
 from kmp_dask.losses import LogisticLoss
@@ -127,6 +130,24 @@ def _same_cvm(res, ref):
     np.testing.assert_allclose(res.alpha, ref.alpha, rtol=1e-9, atol=1e-12)
 
 
+def _hmp_store(tmp_path):
+    X = np.random.default_rng(7).normal(size=(20_000, 6))
+    return create_store(str(tmp_path / "pool.zarr"), X, None, chunk_rows=5_000)
+
+
+def _hmp(engine, callback=None):
+    rng = np.random.default_rng(8)
+    exp = KernelExpansion(rng.normal(size=(150, 6)), rng.normal(size=(150, 2)), 0.0, get_kernel("rbf", gamma=0.2))
+    _, (res,) = compress_on_pool(engine, exp, None, n_rows=20_000, outputs_groups=[[0, 1]], n_vectors=30,
+                                 callback=callback)
+    return res
+
+
+def _same_hmp(res, ref):
+    np.testing.assert_array_equal(res.index, ref.index)
+    np.testing.assert_allclose(res.coef, ref.coef, rtol=1e-11, atol=1e-12 * np.abs(ref.coef).max())
+
+
 CASES = {
     "kmp-squared": Case(_kmp_store, _kmp(), _same_kmp, 6),
     "kmp-logistic-backfit": Case(lambda p: _kmp_store(p, classes=True),
@@ -136,6 +157,7 @@ CASES = {
     "kmp-atoms-per-pass": Case(_blocks_store, _blocks, _same_blocks, 8, at_least=True),
     "sparse-kpca": Case(_kpca_store, _kpca, _same_kpca, 8),
     "cvm": Case(_cvm_store, _cvm, _same_cvm, 10, setup=(cvm_effects.init(_CVM_KERNEL), cvm_effects.targets(1))),
+    "reduced-set-hmp": Case(_hmp_store, _hmp, _same_hmp, 12),
 }
 
 

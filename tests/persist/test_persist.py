@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.datasets import make_moons
+from sklearn.kernel_ridge import KernelRidge
 from sklearn.svm import SVC
 
 import kmp_dask
@@ -43,6 +44,9 @@ MODELS = {
     "sparse-kpca": lambda: SparseKernelPCA(n_components="bound", max_components=15, random_state=0).fit(X),
     "sparse-kcca": lambda: SparseKCCA(n_components=4, random_state=0).fit(X, np.c_[YR, YR ** 2]),
     "compressor": lambda: ReducedSetCompressor(n_vectors=10).fit(SVC(gamma=1).fit(X, Y), X, Y),
+    # a compressed regression model has classes_ None: its file summary must not iterate it
+    "compressor-regression": lambda: ReducedSetCompressor(n_vectors=10).fit(
+        KernelRidge(kernel="rbf", gamma=1.0, alpha=0.1).fit(X, YR), X),
     "rs-classifier": lambda: ReducedSetClassifier(n_vectors=8).fit(X, Y),
     "rs-regressor": lambda: ReducedSetRegressor(n_vectors=8).fit(X, YR),
 }

@@ -194,9 +194,9 @@ def test_exchange_guard_keeps_the_greedy_level_where_the_labelled_pool_error_wou
     kept_greedy = swapped = 0
     for k in range(1, 16):
         g_lv, f_lv = guarded._levels[k - 1], free._levels[k - 1]
-        err_greedy = level_error(guarded, g_lv, X, X, y, y, exchange=False)
-        err_free = level_error(free, f_lv, X, X, y, y)
-        err_kept = level_error(guarded, g_lv, X, X, y, y)
+        err_greedy = level_error(guarded._route_state(), g_lv, X, X, y, y, exchange=False)
+        err_free = level_error(free._route_state(), f_lv, X, X, y, y)
+        err_kept = level_error(guarded._route_state(), g_lv, X, X, y, y)
         assert err_kept <= err_greedy  # never worse on the labelled pool than the greedy level
         if err_free > err_greedy:      # the guard's case: the greedy level, as the path has it
             kept_greedy += 1

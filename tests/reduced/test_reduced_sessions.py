@@ -115,9 +115,9 @@ def test_exchanges_on_a_store_pool_keep_the_engine_open_until_the_fit_ends(log, 
     pool = InMemoryStore(X, y, chunk_rows=23)
     real_levels, after_pursuit = routes.hmp_levels, []
 
-    def levels(est, *a, **kw):
-        out = real_levels(est, *a, **kw)
-        after_pursuit.append(([k for k, _ in log], est._xengine is not None and est._xengine[0] is log[1][1]))
+    def levels(route, *a, **kw):
+        out = real_levels(route, *a, **kw)
+        after_pursuit.append(([k for k, _ in log], route.xengine is not None and route.xengine[0] is log[1][1]))
         return out
 
     monkeypatch.setattr("kmp_dask.reduced._compressor.hmp_levels", levels)
@@ -140,7 +140,7 @@ def test_cv_estimator_that_fails_closes_its_client(log, monkeypatch, svc_and_row
         clients.append(client)
         raise error
 
-    monkeypatch.setattr(kmp_cv.KMPClassifierCV, "_cv_arrays", failing)
+    monkeypatch.setattr(kmp_cv._CVSearch, "cv_arrays", failing)
     with pytest.raises(type(error)):
         KMPClassifierCV(n_basis=3, gammas=[0.5], cv=2, client="sync").fit(X, y)
     assert clients == ["sync"]  # the resolved in-process client, handed on as "sync" to the inner fits
