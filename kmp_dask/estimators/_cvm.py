@@ -11,7 +11,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..expansion import KernelExpansion
-from ..greedy._cvm import sample_size
+from ..greedy._cvm import STAGE_ROWS, sample_size
 from ..greedy._cvm_problems import ProblemConfig, fit_binary_problems
 from ..greedy._labels import store_labels
 from ..greedy._sampling import resolve_candidates
@@ -128,6 +128,7 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
             config = ProblemConfig(kernel=kernel, kappa=kappa, C=self.C_, eps=float(self.eps), n_rows=store.n_rows,
                                    candidates=resolve_candidates(self.candidates), max_core=int(self.max_core),
                                    certify_rows=_certify_rows(self.stopping, float(self.eps)),
+                                   validate_from=STAGE_ROWS if _is_auto(self.stopping) else None,
                                    n_components=self._features_per_problem())
             results = fit_binary_problems(
                 tasks, store, positives, seeds=seeds, config=config, checkpoint=ckpt,
@@ -153,12 +154,14 @@ class _CVMBase(ExpansionEstimatorMixin, BaseEstimator):
 
 def _certify_rows(stopping, eps):
     """``stopping`` as the core-set loop takes it (``certify_rows``): "paper" None (every row
-    certified), "sample" :func:`~kmp_dask.greedy._cvm.sample_size` (⌈10 / eps⌉), an int ≥ 100 itself."""
-    if isinstance(stopping, str) and stopping in ("paper", "sample"):
+    certified), "sample" and "auto" :func:`~kmp_dask.greedy._cvm.sample_size` (⌈10 / eps⌉; "auto"
+    grows its samples up to it, validated: ``validate_from``), an int ≥ 100 itself."""
+    if isinstance(stopping, str) and stopping in ("paper", "sample", "auto"):
         return None if stopping == "paper" else sample_size(eps)
     if isinstance(stopping, numbers.Integral) and not isinstance(stopping, bool) and stopping >= 100:
         return int(stopping)
-    raise ValueError(f"stopping must be 'sample' (the loop on a random sample of ⌈10 / eps⌉ rows: "
+    raise ValueError(f"stopping must be 'auto' (samples doubling from {STAGE_ROWS} rows up to ⌈10 / eps⌉, the "
+                     f"size chosen on held-out rows), 'sample' (the loop on a random sample of ⌈10 / eps⌉ rows: "
                      f"{sample_size(eps)} at eps={eps!r}), 'paper' (every row certified, as Tsang et al.) or an "
                      f"int >= 100 (the sample's rows); got {stopping!r}")
 
