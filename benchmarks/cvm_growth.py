@@ -236,7 +236,10 @@ def _mechanism(est, X, y, train_errors):
     out = {"R2": R2, "rho": rho, "eps_R2_over_rho": eps * R2 / rho,
            "certificate_threshold_over_rho": 1.0 - (eps + eps * eps / 2) * R2 / rho,
            "core_training_errors": int((est.predict(X[core]) != y[core]).sum()),
-           "error_capacity_1_over_C_rho": 1.0 / (float(est.C_) * rho)}
+           "error_capacity_1_over_C_rho": 1.0 / (float(est.C_) * rho),
+           # stopping="auto": (sample rows, errors, rows measured) per validated sample, and the sample chosen
+           "validation": [list(v) for v in getattr(r, "validation", ())],
+           "sample_rows": getattr(r, "sample_rows", None)}
     if train_errors:
         f = np.concatenate([est.decision_function(X[i:i + 50_000]) for i in range(0, len(X), 50_000)])
         m = np.where(y == est.classes_[1], 1.0, -1.0) * f / rho
