@@ -435,9 +435,11 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
         ``n_classes − 1``, as in :class:`CVMClassifier`; ``C_`` is the value used.
     eps, kernel, gamma, kernel_params, candidates, max_core, random_state, client, chunk_rows, verbose, standardize
         As for :class:`CVMClassifier`.
-    stopping : "sample", "paper" or int, default="sample"
-        As for :class:`CVMClassifier`: each feature's core-set loop runs on the sample (its own,
-        drawn from the feature's random stream).
+    stopping : "auto", "sample", "paper" or int, default="sample"
+        The rows each feature's core-set loop runs on and certifies, the values meaning what they
+        mean for :class:`CVMClassifier` (each feature's loop draws its own sample from the
+        feature's random stream). The default stays "sample": MMDA's features were not measured
+        with "auto", the validated growth.
 
     Attributes
     ----------
