@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.datasets import make_classification
 from test_cvm_checkpoint import Interrupted, _interrupt_in_loop, _same_cvm
 from test_cvm_kkt import _fw_gap, _meb_matrix, _slsqp_meb
 from test_cvm_stopping import _noisy
@@ -133,3 +134,22 @@ def test_validated_growth_killed_and_resumed_is_identical(tmp_path, monkeypatch,
         again = make().fit(X, y, checkpoint=ckpt, checkpoint_every=2, resume=True)
         _same_cvm(again, ref, X)
         assert again.results_[0].validation == r.validation and again.results_[0].sample_rows == r.sample_rows
+
+
+@pytest.mark.slow
+def test_validated_growth_on_a_process_cluster_is_the_in_process_model(tmp_path, monkeypatch, process_client):
+    """The error counts are summed over the workers' partitions (a binary problem's passes on
+    actors; one-vs-rest problems as worker tasks, whose loops get the config with its
+    ``validate_from``): the same model as in process, bit for bit."""
+    from kmp_dask.store import create_store
+
+    monkeypatch.setattr(est_cvm, "STAGE_ROWS", 250)
+    for classes, seed in ((2, 4), (3, 7)):
+        X, y = make_classification(2000, n_features=5, n_informative=4, n_redundant=0, n_classes=classes,
+                                   n_clusters_per_class=1, flip_y=0.05, random_state=seed)
+        store = create_store(tmp_path / f"d{classes}.zarr", X, y, chunk_rows=250)
+        local = CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=5).fit(store.url)
+        remote = CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=5, client=process_client).fit(store.url)
+        assert all(len(r.validation) >= 1 for r in local.results_)
+        _same_cvm(remote, local, X)
+        assert [r.validation for r in remote.results_] == [r.validation for r in local.results_]
