@@ -272,7 +272,10 @@ def core_vector_machine(engine: Engine, config: CVMConfig | None = None, *, rand
     ``random_state``): the first core row, the sampled passes' candidates and the full passes all
     come from the sample, so the loop stops when every row of the sample lies within (1+ε)R, and its
     work is the same at every ``n_rows`` but for the kernel-column cache, which the partitions keep
-    over all their rows.
+    over all their rows. ``validate_from``: validated growth — the loop runs on nested samples
+    (:func:`stage_sizes`, :func:`staged_order`), warm-started from one to the next, and
+    :meth:`_CoreSetLoop.next_sample` decides after each from the errors on the next rows; the result's
+    ``validation`` and ``sample_rows`` say what it measured and chose.
 
     The loop is a :class:`_CoreSetLoop` on :func:`~kmp_dask.greedy._loop.run_loop`; its stopping
     rule is :meth:`_CoreSetLoop.stop_rule`.
