@@ -69,7 +69,7 @@ def add_arguments(p):
                         "'F*N0/N' (F · min(1, N0 / rows))")
     p.add_argument("--stopping", default="default",
                    help="comma-separated CVMClassifier stopping rules fitted at every size: 'default' (the class "
-                        "default), 'paper', 'sample' or an int (the certified sample's rows)")
+                        "default), 'auto', 'paper', 'sample' or an int (the certified sample's rows)")
     p.add_argument("--train-errors", action="store_true",
                    help="also count the training rows the model misclassifies (a predict over all N rows)")
     p.add_argument("--label-noise", type=float, default=0.0,
@@ -176,10 +176,10 @@ def main(argv=None):
 
 
 def _stopping_values(text):
-    """``--stopping``'s list: None (the class default), "paper", "sample" or ints."""
+    """``--stopping``'s list: None (the class default), "auto", "paper", "sample" or ints."""
     out = []
     for part in (t.strip() for t in (text or "default").split(",") if t.strip()):
-        out.append(None if part == "default" else part if part in ("paper", "sample") else int(part))
+        out.append(None if part == "default" else part if part in ("paper", "sample", "auto") else int(part))
     return out
 
 
