@@ -438,8 +438,9 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _CVMBase):
     stopping : "auto", "sample", "paper" or int, default="sample"
         The rows each feature's core-set loop runs on and certifies, the values meaning what they
         mean for :class:`CVMClassifier` (each feature's loop draws its own sample from the
-        feature's random stream). The default stays "sample": MMDA's features were not measured
-        with "auto", the validated growth.
+        feature's random stream). The default stays "sample": with "auto", the validated growth,
+        a linear classifier on the features lost 0.5 points at 5·10⁴ rows and gained nothing at
+        4·10⁵ (docs/cvm.md "Validated growth").
 
     Attributes
     ----------
