@@ -69,7 +69,7 @@ def add_arguments(p):
                         "'F*N0/N' (F · min(1, N0 / rows))")
     p.add_argument("--stopping", default="default",
                    help="comma-separated CVMClassifier stopping rules fitted at every size: 'default' (the class "
-                        "default), 'paper', 'sample' or an int (the certified sample's rows)")
+                        "default), 'auto', 'paper', 'sample' or an int (the certified sample's rows)")
     p.add_argument("--train-errors", action="store_true",
                    help="also count the training rows the model misclassifies (a predict over all N rows)")
     p.add_argument("--label-noise", type=float, default=0.0,
@@ -176,10 +176,10 @@ def main(argv=None):
 
 
 def _stopping_values(text):
-    """``--stopping``'s list: None (the class default), "paper", "sample" or ints."""
+    """``--stopping``'s list: None (the class default), "auto", "paper", "sample" or ints."""
     out = []
     for part in (t.strip() for t in (text or "default").split(",") if t.strip()):
-        out.append(None if part == "default" else part if part in ("paper", "sample") else int(part))
+        out.append(None if part == "default" else part if part in ("paper", "sample", "auto") else int(part))
     return out
 
 
@@ -236,7 +236,10 @@ def _mechanism(est, X, y, train_errors):
     out = {"R2": R2, "rho": rho, "eps_R2_over_rho": eps * R2 / rho,
            "certificate_threshold_over_rho": 1.0 - (eps + eps * eps / 2) * R2 / rho,
            "core_training_errors": int((est.predict(X[core]) != y[core]).sum()),
-           "error_capacity_1_over_C_rho": 1.0 / (float(est.C_) * rho)}
+           "error_capacity_1_over_C_rho": 1.0 / (float(est.C_) * rho),
+           # stopping="auto": (sample rows, errors, rows measured) per validated sample, and the sample chosen
+           "validation": [list(v) for v in getattr(r, "validation", ())],
+           "sample_rows": getattr(r, "sample_rows", None)}
     if train_errors:
         f = np.concatenate([est.decision_function(X[i:i + 50_000]) for i in range(0, len(X), 50_000)])
         m = np.where(y == est.classes_[1], 1.0, -1.0) * f / rho

@@ -68,9 +68,9 @@ GLOSSARY = (
          "out anyway (n_basis=\"auto\" or a validation split), so no training row is spent",
          types=("bool", 'bool or "auto"')),
     Idea("stopping", "the rule that ends a fit: KMP's size choice without a validation set (\"bound\"); the "
-         "rows a CVM / MMDA core-set loop runs on and certifies (\"sample\" or \"paper\")",
+         "rows a CVM / MMDA core-set loop runs on and certifies (\"auto\", \"sample\" or \"paper\")",
          "the papers' 'stopping criterion': each family's own, named by its rule",
-         types=('None or "bound"', '"sample", "paper" or int')),
+         types=('None or "bound"', '"auto", "sample", "paper" or int')),
     Idea("n_vectors", "vectors kept by a reduced set (Weston & Bakır's N_z)",
          "the reduced-set papers' 'vectors'; only the compressor and its meta-estimators",
          types=("int or float",)),

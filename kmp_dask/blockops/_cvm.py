@@ -312,8 +312,9 @@ def _furthest_first(dist: np.ndarray, top) -> np.ndarray:
 def cvm_furthest(part: Partition, q: CVMQuery) -> CVMFurthest:
     """Squared distances to the centre of the rows asked for (:class:`~kmp_dask.blockops._results.CVMFurthest`):
     the ``top`` furthest — global ``index``, ``dist``, ``rows``, ``y`` and projections ``P`` — plus
-    ``n`` rows measured and ``kernel_evals`` (kernel values computed here: those read from the
-    column cache are not)."""
+    ``n`` rows measured, ``kernel_evals`` (kernel values computed here: those read from the
+    column cache are not) and ``n_wrong``, the rows measured with ``y f(x) < 0``: since
+    ``dist = aKa − 2 y f(x) + kappa``, those with ``dist > aKa + kappa``."""
     st = _st(part)
     n_part = len(st.X)
     local, full = _rows_to_measure(part, q, n_part)
@@ -330,4 +331,5 @@ def cvm_furthest(part: Partition, q: CVMQuery) -> CVMFurthest:
     best = _furthest_first(dist, q.top)
     rows_idx = local[best]
     return CVMFurthest(n=len(local), kernel_evals=int(evals), index=rows_idx + part.start, dist=dist[best],
-                       rows=np.array(st.X[rows_idx]), y=np.array(st.y[rows_idx]), P=np.array(P[rows_idx]))
+                       rows=np.array(st.X[rows_idx]), y=np.array(st.y[rows_idx]), P=np.array(P[rows_idx]),
+                       n_wrong=int(np.count_nonzero(dist > q.aKa + q.kappa)))

@@ -316,9 +316,11 @@ CVM_CANDIDATE_FIELDS = ("index", "dist", "rows", "y", "P")
 
 @dataclass(frozen=True)
 class CVMFurthest(PassResult):
-    """The distance pass (:func:`~kmp_dask.blockops._cvm.cvm_furthest`): ``n`` rows measured and
-    ``kernel_evals`` kernel values computed (those read from the kernel-column cache are not) —
-    totalled with Python's ``sum``, as the driver did — and the partition's ``top`` furthest rows
+    """The distance pass (:func:`~kmp_dask.blockops._cvm.cvm_furthest`): ``n`` rows measured,
+    ``kernel_evals`` kernel values computed (those read from the kernel-column cache are not) and
+    ``n_wrong`` rows measured on the wrong side of the ball's hyperplane (``y f(x) < 0``: the
+    model's training errors among them) — totalled with Python's ``sum``, as the driver did — and
+    the partition's ``top`` furthest rows
     (gathered per partition in the total): global ``index``, squared distance ``dist`` to the
     ball's centre, ``rows``, targets ``y`` and MMDA projections ``P``."""
 
@@ -329,8 +331,9 @@ class CVMFurthest(PassResult):
     rows: Any
     y: Any
     P: Any
+    n_wrong: Any = 0
 
-    _PYTHON_SUMS = ("n", "kernel_evals")
+    _PYTHON_SUMS = ("n", "kernel_evals", "n_wrong")
     _GATHERED = CVM_CANDIDATE_FIELDS
 
     def candidates(self) -> list[dict]:

@@ -88,7 +88,7 @@ def test_sample_rule_is_the_paper_loop_bit_for_bit_below_the_sample_size():
     paper = CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=3, stopping="paper").fit(X, y)
     for stopping in ("sample", 400, 5000):
         _same_cvm(CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=3, stopping=stopping).fit(X, y), paper, X)
-    assert CVMClassifier().stopping == "sample" and MMDA().stopping == "sample"
+    assert CVMClassifier().stopping == "auto" and MMDA().stopping == "sample"
     assert sample_size(1e-4) == 100_000 and sample_size(1e-3) == 10_000 and sample_size(3e-5) == 333_334
     # and a sample smaller than the data changes the loop (the rule is in effect)
     X, y = _noisy(2500, seed=2)
