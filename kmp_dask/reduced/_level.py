@@ -70,6 +70,13 @@ class _Level:
     _persist_state = __getstate__  # the open model format (kmp_dask.persist) asks for this
 
 
+def pursuit_history(results) -> list:
+    """The pursuits' per-iteration records as ``history_`` shows them: one pursuit's own, or every
+    group's with its ``group`` (a checkpoint written before records carried none: empty)."""
+    hist = [getattr(r, "history", []) for r in results]
+    return hist[0] if len(hist) == 1 else [{**rec, "group": g} for g, h in enumerate(hist) for rec in h]
+
+
 def levels_from_pursuits(results, groups, m) -> list[_Level]:
     """Levels of one coupled path, or of independent per-output paths run in step (level k:
     each output's first k vectors; the union is what a prediction evaluates)."""

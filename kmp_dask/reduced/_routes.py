@@ -36,7 +36,7 @@ from ..greedy._sampling import resolve_candidates
 from ..parallel._session import client_session, engine_on, engine_session, task_session
 from ..store import InMemoryStore
 from ._cyclic import cyclic_chunking
-from ._level import _Level, levels_from_fixed, levels_from_pursuits
+from ._level import _Level, levels_from_fixed, levels_from_pursuits, pursuit_history
 from ._saves import PursuitSaver
 
 __all__ = ["DENSE_HMP_LIMIT", "DENSE_POOL_LIMIT", "baseline_levels", "hmp_levels", "pool_values"]
@@ -106,8 +106,7 @@ class _PursuitRun:
 def _record(route, results, groups, m):
     """The pursuits' results and their per-iteration records in the route state; the path's levels."""
     route.results = results
-    hist = [getattr(r, "history", []) for r in results]  # (a checkpoint written before records: none)
-    route.history = hist[0] if len(hist) == 1 else [{**rec, "group": g} for g, h in enumerate(hist) for rec in h]
+    route.history = pursuit_history(results)
     route.stop_reason = results[0].stop_reason if len(results) == 1 else [r.stop_reason for r in results]
     return levels_from_pursuits(results, groups, m)
 

@@ -18,7 +18,7 @@ import hashlib
 
 import numpy as np
 
-from ._level import _Level, levels_from_pursuits
+from ._level import _Level, levels_from_pursuits, pursuit_history
 from ._models import CompressionTarget
 
 __all__ = ["PursuitSaver", "array_digest", "model_digest", "restored_levels", "result_payload"]
@@ -96,10 +96,12 @@ def result_payload(route, levels, wsq, seconds) -> dict:
 
 
 def restored_levels(route, done, groups, m):
-    """The levels of a complete checkpoint, with the exchanges made during its fit (its results and
-    stop reason into ``route``)."""
+    """The levels of a complete checkpoint, with the exchanges made during its fit (its results, their
+    records and the stop reason into ``route``: the resumed fit's ``results_``, ``history_`` and
+    ``stop_reason_`` are the uninterrupted fit's)."""
     if done["results"] is not None:
         route.results = list(done["results"])
+        route.history = pursuit_history(route.results)
         levels = levels_from_pursuits(route.results, groups, m)
     else:
         levels = [_Level(*t) for t in done["levels"]]

@@ -37,6 +37,10 @@ def _same(a, b):
     np.testing.assert_array_equal(a.support_index_, b.support_index_)
     assert a.rkhs_error_.tobytes() == b.rkhs_error_.tobytes() and a.wsq_.tobytes() == b.wsq_.tobytes()
     assert a.path_ == b.path_ and a.stop_reason_ == b.stop_reason_
+    # the pursuits' records too (a fit resumed from a complete checkpoint had lost them)
+    assert getattr(a, "history_", None) == getattr(b, "history_", None)
+    picked = [[r.index.tolist() for r in getattr(est, "results_", [])] for est in (a, b)]
+    assert picked[0] == picked[1]
 
 
 def _interrupted_then_resumed(monkeypatch, make, model, args, ckpt, calls, every, saved_at=None, starts=()):
