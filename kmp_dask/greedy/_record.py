@@ -88,8 +88,10 @@ class Recorder(PathRecorder):
         self.last_rss = None
         self.n_errors0 = None  #: training errors above the bound's threshold before any atom
 
-    def __setstate__(self, state):  # a checkpoint written before the standard errors were recorded
-        self.__dict__.update({"val_ses": [float("nan")] * len(state.get("val_scores", ()))}, **state)
+    def __setstate__(self, state):
+        super().__setstate__(state)  # no callback; a Recorder pickled before it was a PathRecorder
+        # a checkpoint written before the standard errors were recorded
+        self.__dict__.setdefault("val_ses", [float("nan")] * len(state.get("val_scores", ())))
 
     def record_pass(self, res, n_atoms: int, coef) -> None:
         """Residual norm and validation score of the current model (``n_atoms`` atoms, ``coef``) from

@@ -77,3 +77,13 @@ def test_a_kmp_recorder_pickled_before_it_was_a_path_recorder_loads():
     assert restored.callback is None and restored.paths == {} and restored.history == [{"iteration": 0}]
     again = pickle.loads(pickle.dumps(rec))
     assert again.callback is None and again.history == rec.history  # the callback is never pickled
+
+
+def test_a_kmp_recorder_pickled_before_the_standard_errors_loads_with_nan_ones():
+    rec = Recorder(None, False, None)
+    rec.val_scores.extend([0.5, 0.6])
+    old = {k: v for k, v in vars(rec).items() if k not in ("callback", "paths", "val_ses")}  # the state it had then
+    restored = Recorder.__new__(Recorder)
+    restored.__setstate__(dict(old))
+    assert restored.callback is None and restored.paths == {} and restored.val_scores == [0.5, 0.6]
+    assert len(restored.val_ses) == 2 and all(v != v for v in restored.val_ses)  # NaN: not measured then
