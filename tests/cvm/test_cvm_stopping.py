@@ -44,6 +44,36 @@ def _certified(kw, n_rows):
     return certified_rows(n_rows, kw["config"].certify_rows, int(rng.integers(0, 2**63 - 1)))
 
 
+def assert_exact_l2_svm_of(est, res, X, y, rows):
+    """The fitted CVM is the exact L2-SVM of ``rows`` (by scipy's SLSQP on the MEB dual) within the
+    paper's (1+ε) guarantee: every one of ``rows`` within (1+ε)R and some row outside them not, R²
+    within (1+ε)² of the exact ball's, and the decision function within the tolerance that allows."""
+    C, EPS = float(est.C), float(est.eps)  # an explicit C, eps and gamma: the fit's own
+    k = get_kernel("rbf", gamma=est.gamma)
+    Qall, yy = _meb_matrix(X, y, k, C)
+    kt = 1.0 + 1.0 + 1.0 / C
+    alpha = np.zeros(len(X))
+    alpha[res.core_index] = res.alpha
+    dist2 = alpha @ Qall @ alpha - 2 * Qall @ alpha + kt
+    limit = (1 + EPS) ** 2 * res.R2 * (1 + 1e-9)
+    assert dist2[rows].max() <= limit             # every row the fit answers for within (1+ε)R
+    assert dist2.max() > limit                    # rows outside them are not certified: some lie out
+    Q = Qall[np.ix_(rows, rows)]                  # the exact L2-SVM of those rows, by scipy
+    ref = _slsqp_meb(Q)
+    f_hi = ref @ Q @ ref
+    f_lo = f_hi - _fw_gap(Q, ref)
+    assert 0.0 <= f_hi - f_lo <= 1e-7 * kt
+    R2_hi = kt - f_lo
+    assert res.R2 <= R2_hi * (1 + 1e-9) and R2_hi <= (1 + EPS) ** 2 * res.R2  # the paper's (1+ε) guarantee
+    # the decision function against the exact one: both centres lie in the exact ball's feasible set,
+    # ‖c − c*‖² ≤ (1+ε)²R² − R*² (c is within (1+ε)R of every point, c* the MEB's centre), and
+    # |f(x) − f*(x)| = |⟨c − c*, φ̃(x)⟩| ≤ ‖c − c*‖ · √κ̃
+    F = est.decision_function(X)
+    F_ref = k(X, X[rows]) @ (ref * yy[rows]) + np.sum(ref * yy[rows])
+    bound = np.sqrt(max((1 + EPS) ** 2 * res.R2 - (kt - f_hi), 0.0) * kt)
+    assert np.abs(F - F_ref).max() <= bound * (1 + 1e-6), (np.abs(F - F_ref).max(), bound)
+
+
 def test_sample_rule_against_the_exact_l2_svm_of_the_certified_rows(monkeypatch):
     X, y = _noisy(1200)
     seen = {}
@@ -57,30 +87,8 @@ def test_sample_rule_against_the_exact_l2_svm_of_the_certified_rows(monkeypatch)
     est = CVMClassifier(C=C, eps=EPS, gamma=GAMMA, random_state=0, stopping=300).fit(X, y)
     res = est.results_[0]
     assert res.stop_reason == "converged" and len(seen["cert"]) == 300
-    k = get_kernel("rbf", gamma=GAMMA)
-    Qall, yy = _meb_matrix(X, y, k, C)
-    kt = 1.0 + 1.0 + 1.0 / C
-    alpha = np.zeros(len(X))
-    alpha[res.core_index] = res.alpha
-    dist2 = alpha @ Qall @ alpha - 2 * Qall @ alpha + kt
-    limit = (1 + EPS) ** 2 * res.R2 * (1 + 1e-9)
     T = np.union1d(res.core_index, seen["cert"])  # the rows the fit answers for
-    assert dist2[T].max() <= limit                # every certified and core row within (1+ε)R
-    assert dist2.max() > limit                    # rows outside the sample are not certified: some lie out
-    Q = Qall[np.ix_(T, T)]                        # the exact L2-SVM of those rows, by scipy
-    ref = _slsqp_meb(Q)
-    f_hi = ref @ Q @ ref
-    f_lo = f_hi - _fw_gap(Q, ref)
-    assert 0.0 <= f_hi - f_lo <= 1e-7 * kt
-    R2_hi = kt - f_lo
-    assert res.R2 <= R2_hi * (1 + 1e-9) and R2_hi <= (1 + EPS) ** 2 * res.R2  # the paper's (1+ε) guarantee
-    # the decision function against the exact one: both centres lie in the exact ball's feasible set,
-    # ‖c − c*‖² ≤ (1+ε)²R² − R*² (c is within (1+ε)R of every point, c* the MEB's centre), and
-    # |f(x) − f*(x)| = |⟨c − c*, φ̃(x)⟩| ≤ ‖c − c*‖ · √κ̃
-    F = est.decision_function(X)
-    F_ref = k(X, X[T]) @ (ref * yy[T]) + np.sum(ref * yy[T])
-    bound = np.sqrt(max((1 + EPS) ** 2 * res.R2 - (kt - f_hi), 0.0) * kt)
-    assert np.abs(F - F_ref).max() <= bound * (1 + 1e-6), (np.abs(F - F_ref).max(), bound)
+    assert_exact_l2_svm_of(est, res, X, y, T)
 
 
 def test_sample_rule_is_the_paper_loop_bit_for_bit_below_the_sample_size():

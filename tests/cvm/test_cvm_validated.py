@@ -16,15 +16,13 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification
 from test_cvm_checkpoint import Interrupted, _interrupt_in_loop, _same_cvm
-from test_cvm_kkt import _fw_gap, _meb_matrix, _slsqp_meb
-from test_cvm_stopping import _noisy
+from test_cvm_stopping import _noisy, assert_exact_l2_svm_of
 
 import kmp_dask.estimators._cvm as est_cvm
 import kmp_dask.greedy._cvm as g_cvm
 import kmp_dask.greedy._cvm_problems as par_cvm
 from kmp_dask import CVMClassifier
 from kmp_dask.greedy._cvm import stage_sizes, staged_order
-from kmp_dask.kernels import get_kernel
 
 GAMMA, C, EPS = 0.3, 10.0, 1e-3
 
@@ -87,24 +85,7 @@ def test_validated_growth_against_the_exact_l2_svm_of_its_sample(monkeypatch, n,
         assert g_cvm._worse(res.validation[-1], res.validation[-2])
     sample = np.sort(order[:s])
     assert np.all(np.isin(res.core_index, sample))  # the core set came from the chosen sample
-    k = get_kernel("rbf", gamma=GAMMA)
-    Qall, yy = _meb_matrix(X, y, k, C)
-    kt = 2.0 + 1.0 / C
-    alpha = np.zeros(len(X))
-    alpha[res.core_index] = res.alpha
-    dist2 = alpha @ Qall @ alpha - 2 * Qall @ alpha + kt
-    limit = (1 + EPS) ** 2 * res.R2 * (1 + 1e-9)
-    assert dist2[sample].max() <= limit and dist2.max() > limit  # the sample within (1+ε)R, not every row
-    Q = Qall[np.ix_(sample, sample)]
-    ref = _slsqp_meb(Q)
-    f_hi = ref @ Q @ ref
-    f_lo = f_hi - _fw_gap(Q, ref)
-    assert 0.0 <= f_hi - f_lo <= 1e-7 * kt
-    R2_hi = kt - f_lo
-    assert res.R2 <= R2_hi * (1 + 1e-9) and R2_hi <= (1 + EPS) ** 2 * res.R2  # the paper's (1+ε) guarantee
-    F_ref = k(X, X[sample]) @ (ref * yy[sample]) + np.sum(ref * yy[sample])
-    bound = np.sqrt(max((1 + EPS) ** 2 * res.R2 - (kt - f_hi), 0.0) * kt)
-    assert np.abs(F - F_ref).max() <= bound * (1 + 1e-6), (np.abs(F - F_ref).max(), bound)
+    assert_exact_l2_svm_of(est, res, X, y, sample)  # the sample within (1+ε)R, not every row
 
 
 def test_auto_is_the_paper_loop_bit_for_bit_below_two_samples():
