@@ -167,6 +167,15 @@ def same_kmp(a, b, X=None):
     assert drop(a.history_) == drop(b.history_)
 
 
+def same_compressor(a, b, X=None):
+    ea, eb = a.expansion_, b.expansion_
+    assert ea.support_vectors.tobytes() == eb.support_vectors.tobytes()
+    assert ea.coef.tobytes() == eb.coef.tobytes() and ea.intercept.tobytes() == eb.intercept.tobytes()
+    np.testing.assert_array_equal(a.support_index_, b.support_index_)
+    assert a.rkhs_error_.tobytes() == b.rkhs_error_.tobytes() and a.wsq_.tobytes() == b.wsq_.tobytes()
+    assert a.path_ == b.path_ and a.stop_reason_ == b.stop_reason_
+
+
 def same_kpca(a, b, X=None):
     np.testing.assert_array_equal(a.components_index_, b.components_index_)
     for name in ("basis_vectors_", "trace_residual_path_", "eigenvalues_", "explained_variance_"):

@@ -25,6 +25,7 @@ from _contracts import (
     interrupt_at,
     interrupted_then_resumed,
     run_and_kill_at,
+    same_compressor,
     same_cvm,
     same_kcca,
     same_kmp,
@@ -70,15 +71,6 @@ _RS_RNG = np.random.default_rng(0)
 RS_X = _RS_RNG.normal(size=(500, 4))
 RS_Y = (RS_X[:, 0] * RS_X[:, 1] > 0).astype(int)
 RS_SVC = SVC(C=10.0, gamma=0.5).fit(RS_X, RS_Y)
-
-
-def _same_rs(a, b, X=None):
-    ea, eb = a.expansion_, b.expansion_
-    assert ea.support_vectors.tobytes() == eb.support_vectors.tobytes()
-    assert ea.coef.tobytes() == eb.coef.tobytes() and ea.intercept.tobytes() == eb.intercept.tobytes()
-    np.testing.assert_array_equal(a.support_index_, b.support_index_)
-    assert a.rkhs_error_.tobytes() == b.rkhs_error_.tobytes() and a.wsq_.tobytes() == b.wsq_.tobytes()
-    assert a.path_ == b.path_ and a.stop_reason_ == b.stop_reason_
 
 
 # --- the families ----------------------------------------------------------------------------------
@@ -292,7 +284,7 @@ FAMILIES = {
                  "line": "MMDA core set: iteration 10", "count": 3, "header": {"problems_done": 1}},
     ),
     "compressor": Family(
-        make=_rs, data=lambda: ((RS_SVC, RS_X, RS_Y), RS_X), same=_same_rs, interrupt=(10, 5), after=True,
+        make=_rs, data=lambda: ((RS_SVC, RS_X, RS_Y), RS_X), same=same_compressor, interrupt=(10, 5), after=True,
         begin=_hmp_begin, complete={"stage": "complete"},
         no_pass=("kmp_dask.reduced._routes.dense_hyperplane_pursuit", "kmp_dask.reduced._routes.compress_on_pool",
                  "kmp_dask.reduced._build.exchange_vectors", "kmp_dask.reduced._build.engine_exchange"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _contracts import Interrupted, interrupt_after, interrupted_then_resumed
+from _contracts import Interrupted, interrupt_after, interrupted_then_resumed, same_compressor
 from sklearn.svm import SVC
 
 import kmp_dask.greedy._hmp_setup as par_reduced
@@ -31,12 +31,7 @@ SVC3 = SVC(C=10.0, gamma=0.5).fit(X, Y3)
 
 
 def _same(a, b):
-    ea, eb = a.expansion_, b.expansion_
-    assert ea.support_vectors.tobytes() == eb.support_vectors.tobytes()
-    assert ea.coef.tobytes() == eb.coef.tobytes() and ea.intercept.tobytes() == eb.intercept.tobytes()
-    np.testing.assert_array_equal(a.support_index_, b.support_index_)
-    assert a.rkhs_error_.tobytes() == b.rkhs_error_.tobytes() and a.wsq_.tobytes() == b.wsq_.tobytes()
-    assert a.path_ == b.path_ and a.stop_reason_ == b.stop_reason_
+    same_compressor(a, b)
     # the pursuits' records too (a fit resumed from a complete checkpoint had lost them)
     assert getattr(a, "history_", None) == getattr(b, "history_", None)
     picked = [[r.index.tolist() for r in getattr(est, "results_", [])] for est in (a, b)]
