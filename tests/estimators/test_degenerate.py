@@ -40,7 +40,7 @@ german (0.66, majority 0.67): all three are flagged, the standardised versions (
 not. On the wide side every non-linear set has lost much at 1e-5 and nothing has collapsed at
 1e-4. The constants are ``kmp_dask.estimators._kmp.WIDTH_NARROW`` / ``WIDTH_WIDE``.
 
-The last section covers the success paths of the other issue-16 items that have catalogue rows
+The last section covers the success paths of the other degenerate-input cases that have catalogue rows
 only for their failures (``score`` on a store, ``predict_proba``'s availability).
 """
 
@@ -308,7 +308,7 @@ def test_normal_fits_do_not_warn():
             KMPClassifier(n_basis=20, random_state=0, **kw).fit(MOONS_X, MOONS_Y)
 
 
-# -- other issue-16 items: the success paths (their failures are catalogue rows) -----------------
+# -- other degenerate-input cases: the success paths (their failures are catalogue rows) --------
 def test_score_reads_y_from_a_store(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))
