@@ -172,20 +172,27 @@ def _check_growth(est, bad):
     if n is not None and not _is_auto(n):
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             bad("n_iter_no_change", "'auto', None or a positive int")
-        if not _is_auto(vf) and vf == 0 or _is_auto(vf) and not _is_auto(est.n_basis):
+        if (not _is_auto(vf) and vf == 0 and not _is_auto(est.n_basis)) or _is_auto(vf) and not _is_auto(est.n_basis):
             raise ValueError("n_iter_no_change needs a validation split: set validation_fraction > 0 (e.g. 0.1)")
     mt = est.max_time
     if mt is not None and not (isinstance(mt, numbers.Real) and not isinstance(mt, bool)
                                and np.isfinite(mt) and mt > 0):
         bad("max_time", "None or a positive number of seconds (a time budget for the pursuit)")
     if _is_auto(est.n_basis):
-        if not _is_auto(vf) and vf == 0:
-            raise ValueError("n_basis='auto' grows the model while the score on held-out rows improves, so it needs "
-                             "validation_fraction > 0 or 'auto'; got validation_fraction=0. Pass a fraction (e.g. "
-                             "0.1), or an int n_basis for a fixed size.")
+        if not _is_auto(vf) and vf == 0 and not _squared_backfit(est):
+            raise ValueError(
+                "n_basis='auto' with validation_fraction=0 chooses the size by GCV on the training rows, which needs "
+                f"loss='squared' and fit_mode 'backfit' or 'prefit'; got loss={est.loss!r}, fit_mode={est.fit_mode!r}. "
+                "Pass validation_fraction > 0 or 'auto' (held-out rows choose the size), or an int n_basis.")
         if est.stopping == "bound":
             raise ValueError("stopping='bound' grows the path to an int n_basis and keeps the bound's minimum; got "
                              "n_basis='auto'. Pass an int n_basis (e.g. 200) with stopping='bound'.")
+
+
+def _squared_backfit(est) -> bool:
+    """The squared loss with a least-squares fit mode (GCV chooses the size there)."""
+    squared = est.loss in ("squared", None) or getattr(est.loss, "name", None) == "squared"
+    return squared and est.fit_mode in ("backfit", "prefit")
 
 
 def _check_stopping(est, bad):
@@ -312,7 +319,19 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
             rank_only_scores=self._rank_only_scores())
         return kernel_matching_pursuit(
             engine, config, random_state=np.random.default_rng(seed), callback=cb, checkpoint=checkpoint,
-            max_time=max_time, val_criterion=AUTO_CRITERION if _is_auto(self.n_basis) else "metric")
+            max_time=max_time, val_criterion=self._val_criterion())
+
+    def _by_gcv(self) -> bool:
+        """``n_basis="auto"`` with ``validation_fraction=0``: the size is chosen by GCV on the training rows."""
+        vf = self.validation_fraction
+        return _is_auto(self.n_basis) and not _is_auto(vf) and float(vf) == 0
+
+    def _val_criterion(self) -> str:
+        """What chooses the size: "gcv" (:meth:`_by_gcv`), :data:`AUTO_CRITERION` with ``n_basis="auto"``,
+        else the held-out metric (early stopping with an int ``n_basis``)."""
+        if self._by_gcv():
+            return "gcv"
+        return AUTO_CRITERION if _is_auto(self.n_basis) else "metric"
 
     def _escape_width(self, pursue, checkpoint, sample):
         """The pursuit of ``kernels_``; with ``n_basis="auto"`` and a ``"scale"`` width, while the latest
@@ -479,8 +498,9 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
             what = (f"its time budget max_time={self.max_time:g} s" if loop == "max_time" else
                     f"its cap of {self.n_basis_cap_} atoms (set by the {self.cap_reason_})")
             warnings.warn(
-                f"{type(self).__name__}(n_basis='auto') stopped at {last} atoms by {what} while the held-out score "
-                f"was still improving (best {float(result.val_scores[best]):.4g} at {size} atoms, kept); more atoms "
+                f"{type(self).__name__}(n_basis='auto') stopped at {last} atoms by {what} while the "
+                f"{_score_name(self)} was still improving (best {float(result.val_scores[best]):.4g} at {size} atoms, "
+                "kept); more atoms "
                 "may help: " + ("raise max_time, or pass " if loop == "max_time" else "pass ")
                 + "an int n_basis above it with validation_fraction and n_iter_no_change set.",
                 PrematureStopWarning, stacklevel=user_stacklevel())
@@ -604,8 +624,11 @@ def _size_line(est) -> str:
     metric = "−MSE" if squared else "−mean loss"
     if est._is_classifier:
         metric = "accuracy" if AUTO_CRITERION == "metric" else f"{metric} on the ±1 targets" if squared else metric
+    if est._by_gcv():
+        metric = "GCV score (−GCV of the training rows)"
     best = int(np.argmax(scores))
-    kept = f"kept {est.n_basis_} basis functions (best held-out {metric} {scores[best]:.4g})"
+    where = "" if est._by_gcv() else "held-out "
+    kept = f"kept {est.n_basis_} basis functions (best {where}{metric} {scores[best]:.4g})"
     reason = est.stop_reason_
     if reason == "early_stopping":
         _, patience = est._growth()
@@ -614,9 +637,14 @@ def _size_line(est) -> str:
     if reason in ("n_basis", "max_time"):
         what = (f"its time budget (max_time={est.max_time:g} s)" if reason == "max_time"
                 else f"its cap of {est.n_basis_cap_} atoms (set by the {est.cap_reason_})")
-        still = " while the held-out score was still improving" if est.still_improving_ else ""
+        still = f" while the {_score_name(est)} was still improving" if est.still_improving_ else ""
         return f"n_basis=auto: {kept}; stopped at {int(sizes[-1])} by {what}{still}"
     return f"n_basis=auto: {kept}; stopped at {int(sizes[-1])}: {_LOOP_STOPS.get(reason, reason)}"
+
+
+def _score_name(est) -> str:
+    """What chose the size, in words: "GCV score" or "held-out score"."""
+    return "GCV score" if est._by_gcv() else "held-out score"
 
 
 def _width_note(est) -> str:
@@ -625,7 +653,7 @@ def _width_note(est) -> str:
     if len(path) < 2:
         return ""
     tried = ", ".join(f"×{p['factor']:g}" for p in path)
-    return f"; width: gamma={est.gamma_:.4g} (the best held-out of gamma=scale {tried})"
+    return f"; width: gamma={est.gamma_:.4g} (the best {'GCV' if est._by_gcv() else 'held-out'} of gamma=scale {tried})"
 
 
 WIDTH_NARROW = 5.0
@@ -815,11 +843,17 @@ _PARAMETERS = """
         Fraction of rows held out for early stopping, chosen by a hash of the row index (the
         same rows whatever the chunking or the number of workers). "auto": 0.1
         (``AUTO_VALIDATION_FRACTION``) with ``n_basis="auto"``, 0 (none) with an int.
+        ``0`` with ``n_basis="auto"`` (squared loss, ``fit_mode`` backfit or prefit): no rows held
+        out; the size is chosen by generalised cross-validation on the training rows,
+        ``(RSS / N) / (1 − p / N)²`` with ``p`` the basis size plus the fitted mean — usually more
+        accurate on small data than a held-out tenth, with larger models (docs/choosing.md,
+        "Choosing the size by GCV").
     n_iter_no_change : "auto", int or None, default="auto"
         Stop when the validation score has not improved for that many iterations (scoring
         passes); the model is cut back to the basis size with the best validation score. Needs
-        ``validation_fraction > 0``. "auto": with ``n_basis="auto"``, when no better score came
-        in the last ``max(20, ⌈b / 2⌉)`` atoms, ``b`` the best size so far (``AUTO_PATIENCE``;
+        ``validation_fraction > 0``, or ``n_basis="auto"`` (the held-out or the GCV score).
+        "auto": with ``n_basis="auto"``, when no better score came
+        in the last ``max(20, ⌈b / 10⌉)`` atoms, ``b`` the best size so far (``AUTO_PATIENCE``;
         a classifier's held-out score is then its −MSE on the ±1 targets, ``AUTO_CRITERION``);
         with an int ``n_basis``, None (no early stopping).
     max_time : float or None, default=None

@@ -735,6 +735,16 @@ def extending(hook: PursuitExtension):
         _EXTENSION.reset(token)
 
 
+def _check_gcv(config) -> None:
+    """``val_criterion="gcv"`` is the least-squares path's: refuse other losses and fit modes
+    whose coefficients are not the least-squares fit of the basis."""
+    if config.loss is not None or config.fit_mode not in ("backfit", "prefit"):
+        raise ValueError(
+            "val_criterion='gcv' estimates the out-of-sample error of a least-squares fit: it needs the squared "
+            f"loss with fit_mode 'backfit' or 'prefit'; got loss={getattr(config.loss, 'name', None)!r}, "
+            f"fit_mode={config.fit_mode!r}. Hold out rows instead (validation_fraction > 0).")
+
+
 def kernel_matching_pursuit(
     engine: Engine, config: PursuitConfig | None = None, *, random_state=None, callback=None, checkpoint=None,
     max_time: float | None = None, val_criterion: str = "metric", **keywords,
@@ -801,11 +811,14 @@ def kernel_matching_pursuit(
         A time budget in seconds from the start of the loop: the pursuit stops at the first
         scoring pass after it (stop reason ``"max_time"``) and, with early stopping, is cut back to
         the best held-out size. None: no budget. A time budget makes the size depend on the machine.
-    val_criterion : {"metric", "loss"}
+    val_criterion : {"metric", "loss", "gcv"}
         What decides the best held-out size and early stopping: the recorded ``val_score``
         ("metric"), or for classification the held-out −MSE on the ±1 targets (−mean loss for
         other losses) — "loss", a smoother curve on few held-out rows. The history's
-        ``val_score`` is the metric either way.
+        ``val_score`` is the metric either way. "gcv" (squared loss, no held-out rows needed):
+        −GCV of the training rows, ``−(RSS / N) / (1 − p / N)²`` with ``p`` the basis size plus a
+        fitted mean (:func:`~._record.gcv_score`), from the residual norm every scoring pass
+        already computes; it is then also the history's ``val_score`` when no rows are held out.
     rank_only_scores : bool
         The scoring passes may compute one RBF kernel's candidate scores in the factored form
         (:func:`~kmp_dask.blockops._kmp._score_factored`, two elementwise passes instead of the exact
@@ -844,6 +857,9 @@ def kernel_matching_pursuit(
         pursuit, resume_at = Pursuit(engine, config, callback=callback, checkpoint=checkpoint), None
     pursuit.deadline = None if max_time is None else time.monotonic() + float(max_time)
     pursuit.recorder.criterion = val_criterion
+    if val_criterion == "gcv":
+        _check_gcv(config)
+        pursuit.recorder.gcv = (pursuit.n_train, pursuit.w_train, int(config.fit_intercept and not pursuit.bias_column))
     with one_blas_thread():  # small driver-side solves (and in-process partitions): docs/engine.md, Threads
         result = pursuit.run(rng, resume_at)
     result.n_errors0 = pursuit.recorder.n_errors0

@@ -80,6 +80,9 @@ class Recorder(PathRecorder):
         #: classifier, −MSE / −mean loss for a regressor) or "loss" (−MSE on the ±1 targets, or −mean
         #: loss, for a classifier too: a smoother curve than the accuracy of a few held-out rows)
         self.criterion = criterion
+        #: with ``criterion="gcv"``: ``(n_train, w_train, p0)`` — the training rows, their summed weight
+        #: and the parameters besides the atoms (1 for a fitted mean), for :func:`gcv_score`
+        self.gcv = None
         self.val_scores: list[float] = []
         self.val_sizes: list[int] = []
         #: the standard error of each held-out score (the held-out rows' spread; benchmarks read it)
@@ -92,6 +95,11 @@ class Recorder(PathRecorder):
         super().__setstate__(state)  # no callback; a Recorder pickled before it was a PathRecorder
         # a checkpoint written before the standard errors were recorded
         self.__dict__.setdefault("val_ses", [float("nan")] * len(state.get("val_scores", ())))
+        self.__dict__.setdefault("gcv", None)  # a checkpoint written before the GCV criterion
+
+    def _scored(self) -> bool:
+        """A score per basis size is recorded: held-out rows, or the GCV of the training rows."""
+        return self.val_query is not None or getattr(self, "gcv", None) is not None
 
     def record_pass(self, res, n_atoms: int, coef) -> None:
         """Residual norm and validation score of the current model (``n_atoms`` atoms, ``coef``) from
@@ -99,17 +107,11 @@ class Recorder(PathRecorder):
         rss = float(res.rss.sum())
         vs = None
         if self.val_query is not None:
-            nv = max(res.val_n, 1)
-            if self.val_query.metric == "accuracy":
-                vs = res.val_correct / nv
-            elif not self.has_loss:
-                vs = -res.val_sse / nv
-            else:
-                vs = -res.val_loss / nv
-            shown = vs  # the history's val_score: the metric; the growth may be decided by the loss instead
-            by_loss = self.val_query.metric != "accuracy" or getattr(self, "criterion", "metric") == "loss"
-            if getattr(self, "criterion", "metric") == "loss" and self.val_query.metric == "accuracy":
-                vs = -res.val_sse / nv if not self.has_loss else -res.val_loss / nv
+            vs, shown, se = self._held_out_score(res)
+        if getattr(self, "gcv", None) is not None:  # the size is chosen by GCV on the training rows
+            vs, se = gcv_score(rss, n_atoms, *self.gcv), float("nan")
+            shown = vs if self.val_query is None else shown
+        if vs is not None:
             if self.val_sizes and self.val_sizes[-1] == n_atoms:  # same basis size re-evaluated (refit)
                 self.val_scores.pop()
                 self.val_sizes.pop()
@@ -118,7 +120,7 @@ class Recorder(PathRecorder):
                 self._best = (n_atoms, coef.copy())
             self.val_scores.append(vs)
             self.val_sizes.append(n_atoms)
-            self.val_ses.append(_standard_error(res, nv, -vs if by_loss else vs, by_loss))
+            self.val_ses.append(se)
         if res.n_above is not None:
             n_above = int(res.n_above)
             if self.history:
@@ -127,16 +129,31 @@ class Recorder(PathRecorder):
                 self.n_errors0 = n_above
         if self.history:
             self.history[-1]["residual_norm"] = float(np.sqrt(rss))
-            self.history[-1]["val_score"] = vs if self.val_query is None else shown
+            self.history[-1]["val_score"] = vs if vs is None else shown
             if self.has_loss:
                 self.history[-1]["loss"] = float(res.loss.sum())
         self.last_rss = rss
+
+    def _held_out_score(self, res):
+        """``(score deciding the size, the history's val_score, its standard error)`` of the held-out rows."""
+        nv = max(res.val_n, 1)
+        if self.val_query.metric == "accuracy":
+            vs = res.val_correct / nv
+        elif not self.has_loss:
+            vs = -res.val_sse / nv
+        else:
+            vs = -res.val_loss / nv
+        shown = vs  # the history's val_score: the metric; the growth may be decided by the loss instead
+        by_loss = self.val_query.metric != "accuracy" or getattr(self, "criterion", "metric") == "loss"
+        if getattr(self, "criterion", "metric") == "loss" and self.val_query.metric == "accuracy":
+            vs = -res.val_sse / nv if not self.has_loss else -res.val_loss / nv
+        return vs, shown, _standard_error(res, nv, -vs if by_loss else vs, by_loss)
 
     def no_improvement(self) -> bool:
         """Early stopping: no better validation score for ``n_iter_no_change`` passes — or, when it
         is a pair ``(min_atoms, share)`` (a relative patience, ``n_basis="auto"``), since
         ``max(min_atoms, ⌈share · b⌉)`` atoms, ``b`` the basis size of the best score so far."""
-        if self.val_query is None or not self.n_iter_no_change:
+        if not self._scored() or not self.n_iter_no_change or not self.val_scores:
             return False
         best = int(np.argmax(self.val_scores))
         if isinstance(self.n_iter_no_change, tuple):
@@ -146,7 +163,7 @@ class Recorder(PathRecorder):
 
     def best_snapshot(self):
         """(basis size, coefficients) with the best validation score, when early stopping is on."""
-        if self.val_query is None or not self.n_iter_no_change or not self.val_scores:
+        if not self._scored() or not self.n_iter_no_change or not self.val_scores:
             return None
         return self._best
 
@@ -175,6 +192,18 @@ def _standard_error(res, nv: float, mean: float, by_loss: bool) -> float:
     if sq is None:
         return 0.0
     return float(np.sqrt(max(sq / nv - mean * mean, 0.0) / nv))
+
+
+def gcv_score(rss: float, n_atoms: int, n_train: int, w_train: float, p0: int) -> float:
+    """−GCV of a least-squares model with ``n_atoms`` basis functions (and ``p0`` more parameters, 1
+    for a fitted mean) on ``n_train`` training rows of summed weight ``w_train``:
+    ``−(rss / w_train) / (1 − p / n_train)²``, ``p = n_atoms + p0`` (Craven & Wahba's generalised
+    cross-validation with the trace of the hat matrix, ``p``; −inf once ``p ≥ n_train``). Larger is
+    better, as for a held-out score."""
+    p = int(n_atoms) + int(p0)
+    if p >= n_train:
+        return float("-inf")
+    return -(float(rss) / float(w_train)) / (1.0 - p / float(n_train)) ** 2
 
 
 def patience_atoms(patience: tuple, best_size: int) -> int:

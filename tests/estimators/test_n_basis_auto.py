@@ -165,7 +165,7 @@ def test_auto_records_the_standard_error_of_each_held_out_score(monkeypatch):
 
 
 @pytest.mark.parametrize("params, match", [
-    ({"validation_fraction": 0.0}, "validation_fraction > 0 or 'auto'"),
+    ({"validation_fraction": 0.0, "loss": "logistic"}, "validation_fraction=0 chooses the size by GCV"),
     ({"stopping": "bound"}, "stopping='bound' grows the path to an int n_basis"),
     ({"max_time": -1}, "max_time must be None or a positive number"),
     ({"n_basis": "many"}, "n_basis must be a positive int .* or 'auto'"),
