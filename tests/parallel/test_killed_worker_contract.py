@@ -2,7 +2,7 @@
 process SIGKILLed mid-fit (from the loop's own callback) loses its partitions, the engine rebuilds
 them on a live worker by replaying the journal, and the fit ends with the in-process engine's model.
 
-KMP (squared, logistic with Newton refits, recomputed basis columns, several atoms per pass):
+KMP (squared, logistic with Newton refits, recomputed basis columns, growth by GCV, several atoms per pass):
 basis, coefficients and intercept bit for bit, and every score and residual norm the driver saw
 (the rebuilt residuals replay the rank-one moves since the last full recomputation). Sparse KPCA:
 the chosen points, the trace path and the Gram of the projections (float32 rows: to rounding).
@@ -72,6 +72,13 @@ def _same_kmp(res, ref):
     # full recomputation), through every score and norm the driver saw
     assert [(h["score"], h["residual_norm"]) for h in res.history] == \
         [(h["score"], h["residual_norm"]) for h in ref.history]
+
+
+def _same_kmp_gcv(res, ref):
+    """KMP growing by GCV: the model, and the GCV path that chose its size."""
+    _same_kmp(res, ref)
+    assert res.val_scores.tobytes() == ref.val_scores.tobytes()
+    np.testing.assert_array_equal(res.val_sizes, ref.val_sizes)
 
 
 def _blocks_store(tmp_path):
@@ -154,6 +161,7 @@ CASES = {
                                  _kmp(loss=LogisticLoss(), targets={"kind": "ovr", "classes": [0, 1]}, refit_every=3),
                                  _same_kmp, 6),
     "kmp-recomputed-columns": Case(_kmp_store, _kmp(basis_columns="recomputed"), _same_kmp, 6),
+    "kmp-gcv-growth": Case(_kmp_store, _kmp(val_criterion="gcv", n_iter_no_change=(3, 0.1)), _same_kmp_gcv, 6),
     "kmp-atoms-per-pass": Case(_blocks_store, _blocks, _same_blocks, 8, at_least=True),
     "sparse-kpca": Case(_kpca_store, _kpca, _same_kpca, 8),
     "cvm": Case(_cvm_store, _cvm, _same_cvm, 10, setup=(cvm_effects.init(_CVM_KERNEL), cvm_effects.targets(1))),
