@@ -152,3 +152,18 @@ def test_gcv_sigkilled_fit_resumes_to_the_identical_model(friedman, tmp_path):
     ref = KMPRegressor(**params).fit(url)
     same_kmp(resumed, ref, X)
     assert resumed.val_scores_.tobytes() == ref.val_scores_.tobytes()
+
+
+def test_cli_train_with_validation_fraction_0_says_gcv_chose_the_size(tmp_path):
+    from click.testing import CliRunner
+
+    from kmp_dask.cli import main
+
+    X, y = make_moons(500, noise=0.3, random_state=0)
+    create_store(tmp_path / "t.zarr", X, y, classes=["a", "b"], chunk_rows=200)
+    r = CliRunner().invoke(main, ["train", str(tmp_path / "t.zarr"), "--model", str(tmp_path / "m.kmp"),
+                                  "--scheduler", "sync", "--random-state", "0", "--validation-fraction", "0"])
+    assert r.exit_code == 0, r.output
+    est = KMPClassifier(random_state=0, client="sync", validation_fraction=0).fit(str(tmp_path / "t.zarr"))
+    line = _kmp.growth_summary(est)
+    assert "(best GCV score" in line and line in r.output
