@@ -198,8 +198,11 @@ def gcv_score(rss: float, n_atoms: int, n_train: int, w_train: float, p0: int) -
     """−GCV of a least-squares model with ``n_atoms`` basis functions (and ``p0`` more parameters, 1
     for a fitted mean) on ``n_train`` training rows of summed weight ``w_train``:
     ``−(rss / w_train) / (1 − p / n_train)²``, ``p = n_atoms + p0`` (Craven & Wahba's generalised
-    cross-validation with the trace of the hat matrix, ``p``; −inf once ``p ≥ n_train``). Larger is
-    better, as for a held-out score."""
+    cross-validation with the trace of the hat matrix, ``p``; −inf once ``p ≥ n_train``). The
+    weighted mean square ``rss / w_train`` does not change when every weight is scaled; the
+    degrees of freedom are counted against the rows, not the weights (weights of 3 on every row
+    give the unweighted fit's size, not that of the rows repeated three times). Larger is better,
+    as for a held-out score."""
     p = int(n_atoms) + int(p0)
     if p >= n_train:
         return float("-inf")

@@ -104,8 +104,18 @@ def test_gcv_choice_does_not_depend_on_the_chunking_or_the_workers(friedman, thr
 
 def test_gcv_score_formula():
     assert gcv_score(8.0, 3, 100, 100.0, 1) == pytest.approx(-(8.0 / 100) / (1 - 4 / 100) ** 2)
-    assert gcv_score(8.0, 3, 100, 50.0, 0) == pytest.approx(-(8.0 / 50) / (1 - 3 / 100) ** 2)  # weighted rows
+    assert gcv_score(8.0, 3, 100, 50.0, 0) == pytest.approx(-(8.0 / 50) / (1 - 3 / 100) ** 2)  # weighted RSS
     assert gcv_score(1.0, 99, 100, 100.0, 1) == float("-inf")  # as many parameters as rows
+
+
+def test_gcv_scaled_weights_give_the_unweighted_fit(friedman):
+    """The weighted mean square and the rows' count: weights of 3 on every row change nothing."""
+    X, y = friedman
+    a = KMPRegressor(validation_fraction=0, random_state=0).fit(X, y)
+    b = KMPRegressor(validation_fraction=0, random_state=0).fit(X, y, sample_weight=np.full(len(X), 3.0))
+    assert a.n_basis_ == b.n_basis_
+    assert_array_equal(a.basis_indices_, b.basis_indices_)
+    np.testing.assert_allclose(a.val_scores_, b.val_scores_, rtol=1e-9)
 
 
 @pytest.mark.parametrize("params, match", [

@@ -52,6 +52,8 @@ def _expected_failures(est):
 @parametrize_with_checks([
     KMPRegressor(),  # the defaults: n_basis="auto"
     KMPClassifier(),
+    KMPRegressor(validation_fraction=0),  # "auto" with the size chosen by GCV
+    KMPClassifier(validation_fraction=0),
     KMPRegressor(n_basis=30),
     KMPClassifier(n_basis=30),
     KMPRegressor(n_basis=20, fit_mode="prefit", candidates="all"),
