@@ -124,6 +124,35 @@ def _cvm_growth(d):
     return out
 
 
+def _kmp_auto_race(d):
+    s = d["summary"]
+    f, g = s["fit_ratio_kmp_over_svc"], s["accuracy_gap_points"]
+    return [
+        _row(f"KMPClassifier(n_basis={d['n_basis']}), no other argument, vs SVC", "fit time, KMP / SVC (median)",
+             f["median"], "ratio", f"target ≤ {f['target']}; {f['min']:.2f}–{f['max']:.2f} over "
+                                   f"{len(f['per_round'])} rounds"),
+        _row(f"KMPClassifier(n_basis={d['n_basis']}), no other argument, vs SVC", "accuracy gap (median)",
+             g["median"], "points", f"target ≤ {g['target']}; {g['min']:.2f}–{g['max']:.2f}"),
+    ]
+
+
+def _kmp_auto_acceptance(d):
+    c, r = d["summary"]["classification"], d["summary"]["regression"]
+    gaps = ", ".join(f"{k} {v:+.2f}" for k, v in c["gap_points"].items())
+    sizes = ", ".join(f"{k} {v:.2f}" for k, v in c["size_ratio"].items())
+    return [
+        _row("KMPClassifier() vs make_pipeline(StandardScaler(), SVC())", "accuracy gap per set", gaps, "points",
+             "target ≥ −2 on every set"),
+        _row("KMPClassifier() vs make_pipeline(StandardScaler(), SVC())", "atoms / support vectors per set", sizes,
+             "", "target ≤ 1/3 on every set"),
+        _row("KMPClassifier() vs make_pipeline(StandardScaler(), SVC())", "summed fit time, KMP / SVC",
+             c["summed_time_ratio"], "ratio", "target ≤ 5"),
+        _row("KMPRegressor() vs make_pipeline(StandardScaler(), SVR())", "R² gap per set",
+             ", ".join(f"{k.replace('_regression', '')} {v:+.3f}" for k, v in r["gap_r2"].items()), "",
+             "target ≥ −0.02 on every set"),
+    ]
+
+
 SUITE = (
     Benchmark("svc_race", "svc_race.py", "KMP against scikit-learn's SVC on 5·10⁴ × 54 rows: fit time, accuracy "
               "gap, prediction speed, in one run", "30–34 min", ("--quick",), _svc_race),
@@ -136,6 +165,12 @@ SUITE = (
               "accuracy, size, wall time", "~11 min", ("--quick",), _keel_cv),
     Benchmark("reduced_sets", "reduced_sets.py", "Reduced sets (Weston & Bakır): speed against ℓ1, accuracy at "
               "1/5 of the SVs, coupled multi-class selection", "~9 min", ("--quick",), _reduced_sets),
+    Benchmark("kmp_auto_race", "kmp_auto_race.py", "The 5·10⁴ race with the defaults a user gets: "
+              "KMPClassifier(n_basis=SVs/10) and no other argument against SVC, interleaved rounds", "~10 min",
+              ("--quick",), _kmp_auto_race),
+    Benchmark("kmp_auto_acceptance", "kmp_auto_acceptance.py", "KMPClassifier() / KMPRegressor() with no argument "
+              "against the scaled SVC / SVR on raw sets not tuned on: accuracy, size, fit time", "~2.5 min",
+              ("--max-rows", "1500", "--repeats", "1", "--no-plots"), _kmp_auto_acceptance),
     Benchmark("cvm_growth", "cvm_growth.py", "CVMClassifier's fit time and accuracy as N grows from 10⁵ to 10⁶ "
               "rows, beside Nystroem + ridge", "~26 min", ("--quick",), _cvm_growth),
 )

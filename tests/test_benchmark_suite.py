@@ -44,7 +44,7 @@ def test_a_stale_table_is_detected(tmp_path, monkeypatch):
 def test_every_benchmark_has_a_script_and_rows():
     suite = _suite()
     assert {b.name for b in suite.SUITE} == {"svc_race", "out_of_core", "large_n", "keel_cv", "reduced_sets",
-                                             "cvm_growth"}
+                                             "kmp_auto_race", "kmp_auto_acceptance", "cvm_growth"}
     for bench in suite.SUITE:
         assert (BENCH / bench.script).is_file()
         record = suite.summarise(bench)
