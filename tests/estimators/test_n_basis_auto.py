@@ -275,3 +275,19 @@ def test_cli_train_says_which_width_the_escape_kept(tmp_path):
     est = KMPRegressor(random_state=0, client="sync").fit(str(tmp_path / "s.zarr"))  # the same fit
     assert len(est.width_path_) > 1 and est.size_choice_ in r.output
     assert f"width: gamma={est.gamma_:.4g}" in r.output
+
+
+def test_auto_keeping_no_basis_function_warns_and_says_what_to_try():
+    """Labels that are noise: the held-out rows find no size better than the constant model. The
+    fit keeps it (the majority class) and says so, naming the options for small data."""
+    from kmp_dask.exceptions import DegenerateFitWarning
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(150, 4)), rng.integers(0, 2, 150)
+    with pytest.warns(DegenerateFitWarning, match=r"kept no basis function: on its \d+ held-out rows .* "
+                                                  r"predicts the majority class.*validation_fraction=0"):
+        est = KMPClassifier(random_state=0).fit(X, y)
+    assert est.n_basis_ == 0 and len(set(est.predict(X))) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateFitWarning)
+        KMPClassifier(random_state=0).fit(*make_moons(300, noise=0.2, random_state=0))  # atoms kept: no warning
