@@ -44,6 +44,7 @@ RECON_TOL = 1e-6  #: largest |prefix model − estimator| allowed on any row and
 __all__ = [
     "HERE", "ROOT", "RESULTS", "RECON_TOL", "set_threads", "log", "add_common_args", "parse_main_args", "output_path",
     "display_path", "jsonable", "write_json", "finish", "environment", "split", "ovr_targets", "decide", "timed_fit",
+    "scored_fit",
     "own_decision", "ReconstructionError", "require_reconstruction", "PrefixModels", "prefix_vs_separate_fit",
 ]
 
@@ -295,6 +296,17 @@ def timed_fit(est, X, y):
         est.fit(X, y)
         secs = time.perf_counter() - t0
     return est, secs, [str(x.message)[:200] for x in w]
+
+
+def scored_fit(est, Xtr, ytr, Xte, yte):
+    """``est.fit(Xtr, ytr)`` with its warnings silenced: ``{"test": est.score(Xte, yte), "n_basis":
+    est.n_basis_, "cpu_seconds": the fit's process CPU seconds}``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c0 = time.process_time()
+        est.fit(Xtr, ytr)
+        cpu = time.process_time() - c0
+    return {"test": float(est.score(Xte, yte)), "n_basis": int(est.n_basis_), "cpu_seconds": cpu}
 
 
 def own_decision(est, X):

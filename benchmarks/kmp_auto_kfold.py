@@ -46,15 +46,6 @@ ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" el
 import numpy as np  # noqa: E402
 
 
-def _fit(est, Xtr, ytr, Xte, yte):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        c0 = time.process_time()
-        est.fit(Xtr, ytr)
-        cpu = time.process_time() - c0
-    return {"test": float(est.score(Xte, yte)), "n_basis": int(est.n_basis_), "cpu_seconds": cpu}
-
-
 def run_set(name, small):
     from kmp_auto_small import load
     from kmp_auto_study import load as load_mid
@@ -65,9 +56,9 @@ def run_set(name, small):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est = KMPClassifier(random_state=0).fit(Xtr, ytr)
-    auto = _fit(KMPClassifier(random_state=0), Xtr, ytr, Xte, yte)
+    auto = H.scored_fit(KMPClassifier(random_state=0), Xtr, ytr, Xte, yte)
     gamma, std = float(dict(est.kernel_.params)["gamma"]), bool(est.standardized_)
-    kfold = _fit(KMPClassifierCV(random_state=0, gammas=[gamma], standardize=std), Xtr, ytr, Xte, yte)
+    kfold = H.scored_fit(KMPClassifierCV(random_state=0, gammas=[gamma], standardize=std), Xtr, ytr, Xte, yte)
     H.log(f"{name}: held-out split {auto['test']:.4f} ({auto['n_basis']}), K-fold {kfold['test']:.4f} "
           f"({kfold['n_basis']})")
     return {"n_train": len(Xtr), "gamma": gamma, "standardized": std, "auto": auto, "kfold": kfold}

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import sys
 import time
-import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -47,15 +46,6 @@ ARGS = H.parse_main_args(NAME, __doc__, _arguments) if __name__ == "__main__" el
 import numpy as np  # noqa: E402
 
 
-def _fit(est, Xtr, ytr, Xte, yte):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        c0 = time.process_time()
-        est.fit(Xtr, ytr)
-        cpu = time.process_time() - c0
-    return {"test": float(est.score(Xte, yte)), "size": int(est.n_basis_), "cpu_seconds": cpu}
-
-
 def csv_case(rows, sizes):
     from sklearn.model_selection import train_test_split
     from sklearn.pipeline import make_pipeline
@@ -74,7 +64,8 @@ def csv_case(rows, sizes):
     out = {"svc": float(make_pipeline(StandardScaler(), SVC()).fit(Xtr, ytr).score(Xte, yte))}
     for loss in LOSSES:
         for k in sizes:
-            out[f"{loss} {k}"] = _fit(KMPClassifier(n_basis=k, loss=loss, random_state=0), Xtr, ytr, Xte, yte)
+            est = KMPClassifier(n_basis=k, loss=loss, random_state=0)
+            out[f"{loss} {k}"] = H.scored_fit(est, Xtr, ytr, Xte, yte)
             H.log(f"csv: {loss} n_basis={k}: {out[f'{loss} {k}']}")
     return out
 
@@ -96,7 +87,7 @@ def tuning(seeds):
             svc = make_pipeline(StandardScaler(), SVC()).fit(Xtr, ytr)
             row = {"svc": {"test": float(svc.score(Xte, yte)), "size": int(svc[-1].n_support_.sum())}}
             for seed in seeds:
-                row[str(seed)] = {loss: _fit(KMPClassifier(loss=loss, random_state=seed), Xtr, ytr, Xte, yte)
+                row[str(seed)] = {loss: H.scored_fit(KMPClassifier(loss=loss, random_state=seed), Xtr, ytr, Xte, yte)
                                   for loss in LOSSES}
             sets[name] = row
             H.log(f"{name}: {row}")
@@ -108,9 +99,10 @@ def summarise(sets, seeds):
     for loss in LOSSES:
         mean = {str(s): 100 * float(np.mean([r[str(s)][loss]["test"] for r in sets.values()])) for s in seeds}
         joint = sum(100 * (r[str(s)][loss]["test"] - r["svc"]["test"]) >= -2
-                    and r[str(s)][loss]["size"] <= r["svc"]["size"] / 3 for r in sets.values() for s in seeds)
+                    and r[str(s)][loss]["n_basis"] <= r["svc"]["size"] / 3 for r in sets.values() for s in seeds)
         out[loss] = {"mean_test_points": mean, "joint_target_pairs": int(joint), "pairs": len(sets) * len(seeds),
-                     "median_size": float(np.median([r[str(s)][loss]["size"] for r in sets.values() for s in seeds])),
+                     "median_size": float(np.median([r[str(s)][loss]["n_basis"] for r in sets.values()
+                                                     for s in seeds])),
                      "summed_cpu_seconds": float(sum(r[str(s)][loss]["cpu_seconds"] for r in sets.values()
                                                      for s in seeds))}
     gain = min(out["squared_hinge"]["mean_test_points"][k] - out["squared"]["mean_test_points"][k]

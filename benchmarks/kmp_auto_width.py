@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import sys
 import time
-import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -44,12 +43,7 @@ import numpy as np  # noqa: E402
 
 
 def _fit(est, Xtr, ytr, Xte, yte):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        c0 = time.process_time()
-        est.fit(Xtr, ytr)
-        cpu = time.process_time() - c0
-    return est, {"test": float(est.score(Xte, yte)), "n_basis": int(est.n_basis_), "cpu_seconds": cpu}
+    return est, H.scored_fit(est, Xtr, ytr, Xte, yte)
 
 
 def check_set(name):

@@ -480,25 +480,9 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         self.val_ses_ = result.val_ses
         try:
             self._stop_growth(result)
-            self._warn_constant(result)
+            _warn_constant(self, result)
         finally:
             self.size_choice_ = growth_summary(self)
-
-    def _warn_constant(self, result):
-        """``n_basis="auto"`` kept no basis function although the pursuit had some (the size choice,
-        not a degenerate pursuit, which warns itself): say so, and what to try."""
-        rows = np.asarray(result.basis_indices)
-        if np.any(rows >= 0) or result.val_scores is None or len(result.val_scores) < 2:  # −1: the bias atom
-            return
-        what = "the majority class" if self._is_classifier else "the mean"
-        chooser = (f"the GCV of its {result.n_train} training rows" if self._by_gcv() else
-                   f"its {result.n_val} held-out rows")
-        warnings.warn(
-            f"{type(self).__name__}(n_basis='auto') kept no basis function: on {chooser} no size up to "
-            f"{int(result.val_sizes[-1])} atoms scored better than the constant model, so it predicts {what}. "
-            "With few rows the held-out share is small and its choice noisy: try validation_fraction=0 (the size "
-            f"chosen by GCV on every row), {type(self).__name__}CV(), or an int n_basis.",
-            DegenerateFitWarning, stacklevel=user_stacklevel())
 
     def _stop_growth(self, result):
         """``stop_reason_`` and ``still_improving_`` of ``n_basis="auto"`` (and its warning)."""
@@ -624,6 +608,24 @@ def _width_entry(kernel, factor: float, result) -> dict:
 _LOOP_STOPS = {"converged": "no candidate correlated with the residual any more",
                "exhausted": "no candidate rows were left", "tol": "the training residual reached tol",
                "linear_dependence": "the best candidates were linearly dependent on the basis"}
+
+
+def _warn_constant(est, result):
+    """``n_basis="auto"`` kept no basis function although the pursuit had some (the size choice,
+    not a degenerate pursuit, which warns itself): say so, and what to try."""
+    rows = np.asarray(result.basis_indices)
+    if np.any(rows >= 0) or result.val_scores is None or len(result.val_scores) < 2:  # −1: the bias atom
+        return
+    name = type(est).__name__
+    what = "the majority class" if est._is_classifier else "the mean"
+    chooser = (f"the GCV of its {result.n_train} training rows" if est._by_gcv() else
+               f"its {result.n_val} held-out rows")
+    warnings.warn(
+        f"{name}(n_basis='auto') kept no basis function: on {chooser} no size up to "
+        f"{int(result.val_sizes[-1])} atoms scored better than the constant model, so it predicts {what}. "
+        "With few rows the held-out share is small and its choice noisy: try validation_fraction=0 (the size "
+        f"chosen by GCV on every row), {name}CV(), or an int n_basis.",
+        DegenerateFitWarning, stacklevel=user_stacklevel())
 
 
 def growth_summary(est) -> str | None:
