@@ -49,6 +49,33 @@ def calibration_fraction(fraction: float, n_rows: int) -> float:
     return float(min(fraction, CALIBRATION_ROWS / max(int(n_rows), 1)))
 
 
+#: The smallest slope of a binary calibration sigmoid (decision values of ±1 targets are of order
+#: 1): probabilities keep the decision values' order (a larger decision value never gets a smaller
+#: probability), even when the held-out rows cannot say more.
+MIN_SLOPE = 1e-6
+
+
+def _increasing_sigmoid(f, codes, sample_weight):
+    """``(coef (1, 1), intercept (1,))`` of Platt's sigmoid ``1 / (1 + exp(−(a f + c)))`` fitted with
+    ``a`` at least :data:`MIN_SLOPE`, and the same L2 penalty ``a² / 2`` as the unconstrained
+    fit's (``C=1``). On held-out rows whose classes run against the decision values the slope
+    sits at the bound: nearly flat probabilities that still rank the rows as the model does."""
+    from scipy.optimize import minimize
+
+    f = np.asarray(f, dtype=np.float64)
+    s = np.where(np.asarray(codes) == 1, 1.0, -1.0)
+    w = np.ones_like(f) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    lo = MIN_SLOPE
+
+    def loss(v):
+        z = s * (v[0] * f + v[1])
+        g = -s * w * 0.5 * (1.0 - np.tanh(z / 2))  # d/dz log(1 + e^−z) = −1 / (1 + e^z)
+        return float(np.sum(w * np.logaddexp(0.0, -z)) + v[0] ** 2 / 2), np.array([g @ f + v[0], g.sum()])
+
+    res = minimize(loss, np.array([lo, 0.0]), jac=True, method="L-BFGS-B", bounds=[(lo, None), (None, None)])
+    return np.array([[res.x[0]]]), np.array([res.x[1]])
+
+
 class PlattCalibrator:
     """``p = softmax(F A + c)`` over the classes present on the held-out rows (module docstring).
 
@@ -85,15 +112,21 @@ class PlattCalibrator:
         if len(seen) < 2:  # nothing to fit: the smoothed share of the held-out rows' one class
             warnings.warn(
                 f"probability=True: the {len(codes)} held-out rows hold {len(seen)} class; predict_proba gives "
-                f"{1 - floor * (n_classes - 1):.3g} to it and {floor:.3g} to each other class, whatever the row. "
-                "Hold out more rows (validation_fraction, e.g. 0.2) or fit on more data", UserWarning, stacklevel=3)
+                f"{1 - floor * (n_classes - 1):.3g} to it and {floor:.3g} to each other class, whatever the row "
+                "(two classes: to within a rounding step, ordered by the decision values). Hold out more rows "
+                "(validation_fraction, e.g. 0.2) or fit on more data", UserWarning, stacklevel=3)
             coef, intercept = np.zeros((F.shape[1], 1 if n_classes == 2 else n_classes)), np.zeros(n_classes)
-            if n_classes == 2:  # one sigmoid: its intercept gives the present class 1 − floor
+            if n_classes == 2:  # one sigmoid: its intercept gives the present class 1 − floor, and the
+                # smallest slope keeps the rows in the decision values' order (predict_proba ranks as they do)
                 intercept = np.array([np.log((1 - floor) / floor) * (1 if present[1] else -1)])
+                coef[:] = MIN_SLOPE
             return cls(coef, intercept, present, floor, len(codes))
         lr = LogisticRegression(C=1.0, max_iter=1000).fit(F, codes, sample_weight=sample_weight)
         if n_classes == 2:
-            return cls(lr.coef_.T, lr.intercept_, present, 0.0, len(codes))
+            coef, intercept = lr.coef_.T, lr.intercept_
+            if F.shape[1] == 1 and not coef[0, 0] > 0:  # a few held-out rows ordered the classes against F
+                coef, intercept = _increasing_sigmoid(F[:, 0], codes, sample_weight)
+            return cls(coef, intercept, present, 0.0, len(codes))
         coef = np.zeros((F.shape[1], n_classes))
         intercept = np.zeros(n_classes)
         coef[:, seen] = lr.coef_.T if len(seen) > 2 else np.hstack([-lr.coef_.T, lr.coef_.T]) / 2

@@ -451,7 +451,8 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         if self.stopping == "bound":
             self._cut_at_bound_minimum(result)
         self._record_growth(result)
-        _warn_if_degenerate(self, sample)
+        if not _warn_if_degenerate(self, sample) and _is_auto(self.n_basis):
+            _warn_constant(self, result)  # a constant model the width does not explain
         self._calibrate(held)
         return self
 
@@ -480,7 +481,6 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         self.val_ses_ = result.val_ses
         try:
             self._stop_growth(result)
-            _warn_constant(self, result)
         finally:
             self.size_choice_ = growth_summary(self)
 
@@ -704,9 +704,10 @@ def _warn_if_degenerate(est, Z):
     of training rows (see :func:`~._inputs.sample_rows`): every basis function centred on one
     and the same row (duplicate rows; the coefficients fit rounding noise), and a kernel width far
     outside the data's scale (:data:`WIDTH_NARROW`, :data:`WIDTH_WIDE`). Nothing here changes the model.
+    Returns whether it (or the driver) warned.
     """
     if est.n_basis_ == 0 and est.stop_reason_ in ("no_usable_candidate", "constant_kernel", "linear_dependence"):
-        return  # the driver has said why
+        return True  # the driver has said why
     B = est.basis_vectors_
     if len(B) and np.all(B == B[0]) and (len(B) > 1 or (Z is not None and len(Z) > 1 and np.all(Z == B[0]))):
         warnings.warn(
@@ -715,9 +716,9 @@ def _warn_if_degenerate(est, Z):
             f"noise (stop_reason_={est.stop_reason_!r}). Remove the duplicate rows (np.unique(X, axis=0)), or "
             "check that X holds the features you meant; changing `gamma` or `ridge` cannot help.",
             DegenerateFitWarning, stacklevel=user_stacklevel())
-        return
+        return True
     if Z is None or len(Z) < 2 or any(kernel_spec(k).distance is None or k.get("gamma") is None for k in est.kernels_):
-        return
+        return False
     from scipy.spatial.distance import pdist
 
     problems = []
@@ -726,7 +727,7 @@ def _warn_if_degenerate(est, Z):
         d = pdist(Z, metric)
         d = d[d > 0]
         if len(d) < 2:
-            return  # (nearly) all sampled rows identical: no scale to compare with
+            return False  # (nearly) all sampled rows identical: no scale to compare with
         gamma, low, med = float(kernel.get("gamma")), float(np.quantile(d, 0.01)), float(np.median(d))
         if gamma * low > WIDTH_NARROW:
             problems.append(
@@ -741,7 +742,7 @@ def _warn_if_degenerate(est, Z):
                 "kernel is almost constant over the data and the model is close to a low-degree polynomial. "
                 f"Make gamma larger: 1 / median {what} = {1 / med:.3g} is a good start")
         else:
-            return  # a usable width in the dictionary: the pursuit can choose it
+            return False  # a usable width in the dictionary: the pursuit can choose it
     given = {None: "gamma=None (1/n_features)", "scale": "gamma='scale' (1 / (n_features · Var(X)))"}.get(
         est.gamma if isinstance(est.gamma, (str, type(None))) else "", f"gamma={est.gamma!r}")
     warnings.warn(
@@ -749,6 +750,7 @@ def _warn_if_degenerate(est, Z):
         + "; ".join(problems) + ". Standardising X (e.g. sklearn.preprocessing.StandardScaler) and using "
         "gamma='scale' also works when the features are on different scales.",
         KernelWidthWarning, stacklevel=user_stacklevel())
+    return True
 
 
 _PARAMETERS = """

@@ -134,7 +134,10 @@ def test_calibrator_gives_absent_classes_a_small_probability():
     np.testing.assert_allclose(one.predict_proba(F[:5]), np.tile([1 - 2 / 63, 1 / 63, 1 / 63], (5, 1)))
     with pytest.warns(UserWarning, match="hold 1 class"):
         two = PlattCalibrator.fit(F[:, :1], np.ones(60, dtype=int), 2)
-    np.testing.assert_allclose(two.predict_proba(F[:5, :1]), np.tile([1 / 62, 1 - 1 / 62], (5, 1)))
+    p2 = two.predict_proba(F[:, :1])
+    np.testing.assert_allclose(p2, np.tile([1 / 62, 1 - 1 / 62], (60, 1)), rtol=1e-4)
+    order = np.argsort(F[:, 0])  # two classes: ordered by the decision values, to within a rounding step
+    assert np.all(np.diff(p2[order, 1]) > 0)
 
 
 def test_cli_predict_proba_works_for_a_classifier_trained_with_probability(tmp_path):
@@ -207,3 +210,22 @@ def test_cli_predict_proba_works_for_a_classifier_trained_with_no_model_flags(tm
     classes = kmp_dask.load(tmp_path / "m").classes_
     P = pd.read_csv(tmp_path / "p.csv")[[f"proba_{c}" for c in classes]].to_numpy()
     assert log_loss(yte, P, labels=classes) < _constant_log_loss(ytr, yte, classes)
+
+
+def test_binary_calibration_keeps_the_decision_values_order():
+    """A few held-out rows whose classes run against the decision values: the sigmoid's slope is
+    held at a small positive bound (Platt's fit would turn it negative and reverse the ranking
+    predict_proba gives against decision_function); rows that agree keep the ordinary fit."""
+    from kmp_dask.estimators._calibration import PlattCalibrator
+
+    F = np.array([-2.0, -1.0, -0.5, 0.5, 1.0, 2.0])
+    against = PlattCalibrator.fit(F, np.array([1, 1, 1, 0, 0, 0]), 2)
+    assert against.coef[0, 0] > 0
+    grid = np.linspace(-3, 3, 13)
+    p = against.predict_proba(grid)[:, 1]
+    assert np.all(np.diff(p) > 0)
+    along = PlattCalibrator.fit(F, np.array([0, 0, 1, 0, 1, 1]), 2)
+    from sklearn.linear_model import LogisticRegression
+
+    lr = LogisticRegression(C=1.0, max_iter=1000).fit(F[:, None], [0, 0, 1, 0, 1, 1])
+    np.testing.assert_allclose(along.coef, lr.coef_.T)  # the unconstrained fit where it is increasing
