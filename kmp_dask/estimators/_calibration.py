@@ -65,14 +65,14 @@ def _increasing_sigmoid(f, codes, sample_weight):
     f = np.asarray(f, dtype=np.float64)
     s = np.where(np.asarray(codes) == 1, 1.0, -1.0)
     w = np.ones_like(f) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    lo = MIN_SLOPE
 
     def loss(v):
         z = s * (v[0] * f + v[1])
         g = -s * w * 0.5 * (1.0 - np.tanh(z / 2))  # d/dz log(1 + e^−z) = −1 / (1 + e^z)
         return float(np.sum(w * np.logaddexp(0.0, -z)) + v[0] ** 2 / 2), np.array([g @ f + v[0], g.sum()])
 
-    res = minimize(loss, np.array([lo, 0.0]), jac=True, method="L-BFGS-B", bounds=[(lo, None), (None, None)])
+    res = minimize(loss, np.array([MIN_SLOPE, 0.0]), jac=True, method="L-BFGS-B",
+                   bounds=[(MIN_SLOPE, None), (None, None)])
     return np.array([[res.x[0]]]), np.array([res.x[1]])
 
 

@@ -129,7 +129,7 @@ def _check_params(est):
     k = est.atoms_per_pass
     if not _is_auto(k) and (isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1):
         bad("atoms_per_pass", "a positive int (1: one atom per scoring pass) or 'auto'")
-    squared_loss = est.loss in ("squared", None) or getattr(est.loss, "name", None) == "squared"
+    squared_loss = _is_squared(est.loss)
     if not _is_auto(k) and k > 1 and (est.fit_mode != "backfit" or not squared_loss):
         raise ValueError(f"atoms_per_pass={k} is implemented for fit_mode='backfit' with loss='squared' only; got "
                          f"fit_mode={est.fit_mode!r}, loss={est.loss!r}. Use atoms_per_pass=1 for the other modes.")
@@ -172,7 +172,7 @@ def _check_growth(est, bad):
     if n is not None and not _is_auto(n):
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             bad("n_iter_no_change", "'auto', None or a positive int")
-        if (not _is_auto(vf) and vf == 0 and not _is_auto(est.n_basis)) or _is_auto(vf) and not _is_auto(est.n_basis):
+        if not _is_auto(est.n_basis) and (_is_auto(vf) or vf == 0):
             raise ValueError("n_iter_no_change needs a validation split: set validation_fraction > 0 (e.g. 0.1)")
     mt = est.max_time
     if mt is not None and not (isinstance(mt, numbers.Real) and not isinstance(mt, bool)
@@ -189,10 +189,14 @@ def _check_growth(est, bad):
                              "n_basis='auto'. Pass an int n_basis (e.g. 200) with stopping='bound'.")
 
 
+def _is_squared(loss) -> bool:
+    """``loss`` is the squared loss (its name, None, or a loss object named so)."""
+    return loss in ("squared", None) or getattr(loss, "name", None) == "squared"
+
+
 def _squared_backfit(est) -> bool:
     """The squared loss with a least-squares fit mode (GCV chooses the size there)."""
-    squared = est.loss in ("squared", None) or getattr(est.loss, "name", None) == "squared"
-    return squared and est.fit_mode in ("backfit", "prefit")
+    return _is_squared(est.loss) and est.fit_mode in ("backfit", "prefit")
 
 
 def _check_stopping(est, bad):
@@ -201,7 +205,7 @@ def _check_stopping(est, bad):
         bad("stopping", "None (n_basis, tol, early stopping) or 'bound' (the minimum of Hussain & Shawe-Taylor's "
                         "KMP bound)")
     if est.stopping == "bound":
-        squared = est.loss in ("squared", None) or getattr(est.loss, "name", None) == "squared"
+        squared = _is_squared(est.loss)
         if not squared or est.fit_mode in ("basic", "refit", "basic_reselect"):
             raise ValueError(
                 f"stopping='bound' needs loss='squared' with fit_mode='backfit' or 'prefit' (the bound's minimum is "
@@ -398,7 +402,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         a pass, the fit of earlier versions bit for bit. Sets ``atoms_per_pass_``."""
         k = self.atoms_per_pass
         if _is_auto(k):
-            squared = self.loss in ("squared", None) or getattr(self.loss, "name", None) == "squared"
+            squared = _is_squared(self.loss)
             fast = _is_auto(self.n_basis) and self.fit_mode == "backfit" and squared
             k = AUTO_ATOMS_PER_PASS if fast else 1
         self.atoms_per_pass_ = int(k)
@@ -409,7 +413,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
         rank the candidates by the factored RBF scores (``rank_only_scores`` of
         :func:`~kmp_dask.greedy.kernel_matching_pursuit`; the model stays the exact least-squares
         path of the atoms chosen). An int ``n_basis`` keeps the exact scores, bit for bit."""
-        squared = self.loss in ("squared", None) or getattr(self.loss, "name", None) == "squared"
+        squared = _is_squared(self.loss)
         return _is_auto(self.n_basis) and self.fit_mode == "backfit" and squared
 
     def _growth(self):
@@ -501,8 +505,7 @@ class _BaseKMP(StagedMixin, ExpansionEstimatorMixin, BaseEstimator):
             warnings.warn(
                 f"{type(self).__name__}(n_basis='auto') stopped at {last} atoms by {what} while the "
                 f"{_score_name(self)} was still improving (best {float(result.val_scores[best]):.4g} at {size} atoms, "
-                "kept); more atoms "
-                "may help: " + ("raise max_time, or pass " if loop == "max_time" else "pass ")
+                "kept); more atoms may help: " + ("raise max_time, or pass " if loop == "max_time" else "pass ")
                 + "an int n_basis above it with validation_fraction and n_iter_no_change set.",
                 PrematureStopWarning, stacklevel=user_stacklevel())
 
